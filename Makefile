@@ -1,0 +1,48 @@
+# Two entry points, both self-contained on a fresh Debian machine (run as root or with sudo):
+#   make demo   system packages + virtualenv + the mini recipe end to end
+#   make test   system packages + virtualenv + the test suite
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+APT_PKGS := espeak-ng libespeak-ng1 sctk
+STAMP := $(VENV)/.installed
+
+.PHONY: all deps venv test demo lint bench clean
+
+all: test
+
+# Debian packages: espeak-ng (mini corpus voices) and NIST sctk (sclite, for scoring checks).
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# torch is installed first and pinned, so no dependency can pull the CUDA build.
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+test: deps venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest -q tests
+
+lint: venv
+	$(BIN)/ruff check .
+
+demo: deps venv
+	cd recipes/mini && PATH="$(CURDIR)/$(BIN):$$PATH" ./run.sh
+
+bench: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.run_all
+
+clean:
+	rm -rf $(VENV) recipes/*/data recipes/*/exp

@@ -1,0 +1,1 @@
+"""Thin click wrappers over the library, one module per console script."""

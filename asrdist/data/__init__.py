@@ -1,0 +1,1 @@
+"""Corpus preparation, Kaldi I/O, features, alignment ingestion and datasets."""

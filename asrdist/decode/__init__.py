@@ -1,0 +1,1 @@
+"""Priors, graph building, hybrid decoding and scoring."""

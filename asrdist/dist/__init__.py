@@ -1,0 +1,1 @@
+"""Launch/rendezvous and one module per distributed strategy."""

@@ -1,0 +1,1 @@
+"""Acoustic models: BLSTM and DNN."""

@@ -1,0 +1,1 @@
+"""The strategy-agnostic trainer loop, schedules, checkpoints and metrics."""

@@ -33,7 +33,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path for a writer that wants a filename; rename it to ``path`` on success."""
+    """Yield a temp path for a writer that needs a filename; rename it to ``path`` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

@@ -27,5 +27,6 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     try:
         factory = _FACTORIES[name]
     except KeyError:
-        raise ValueError(f"unknown --algo {name!r}; choose one of {', '.join(algo_names())}") from None
+        choices = ", ".join(algo_names())
+        raise ValueError(f"unknown --algo {name!r}; choose one of {choices}") from None
     return factory(**options)

@@ -1,0 +1,40 @@
+"""asrdist-ingest-ali: Kaldi alignment dir -> per-frame pdf-id targets (recipe stage 3)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from asrdist.data.ingest import ingest_alignments
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--tolerance",
+    default=2,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Largest |alignment - feature| length difference fixed by padding/truncating.",
+)
+@click.option(
+    "--max-missing",
+    default=0.05,
+    show_default=True,
+    type=click.FloatRange(0.0, 1.0),
+    help="Largest share of feature utterances allowed to have no alignment.",
+)
+@click.argument("ali_dir", type=click.Path(file_okay=False, path_type=str))
+@click.argument("feats_scp", type=click.Path(dir_okay=False, path_type=str))
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=str))
+def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_dir: str) -> None:
+    """Map ALI_DIR's transition-ids to pdf-ids for the utterances of FEATS_SCP into OUT_DIR.
+
+    Writes OUT_DIR/pdf.ark + pdf.scp (int32 vectors, one pdf-id per feature frame), num_pdfs,
+    pdf_counts and report.txt; prints the report. A finished OUT_DIR is skipped on rerun.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    report = ingest_alignments(ali_dir, feats_scp, out_dir, tolerance, max_missing)
+    if report.skipped:
+        click.echo(f"{out_dir}: already done (remove {out_dir}/.ingest_ali.done to redo)", err=True)
+    click.echo(report.to_text(), nl=False)

@@ -1,0 +1,137 @@
+"""Kaldi archives of int32 vectors: alignments (``ali.N.gz``) and per-frame pdf targets.
+
+An entry is ``<key> \\0B`` then the vector as Kaldi's BasicVectorHolder<int32> writes it: the
+byte 4 and the int32 length, then the byte 4 and the int32 value for each element. Archives
+written here are byte-identical to Kaldi's (``ali-to-pdf ... ark:-`` / ``gzip -c``), and the
+reader also accepts text entries (``<key> 1 2 3``) as ``ark,t:`` writes them.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write
+
+# Each element is the size byte 4 then a little-endian int32: 5 bytes, unaligned.
+_ELEMENT = np.dtype([("size", "u1"), ("value", "<i4")])
+
+
+def encode_int32_vector(values: np.ndarray) -> bytes:
+    """The binary holder bytes of one int32 vector (after ``key \\0B``)."""
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"expected a 1-D vector, got shape {arr.shape}")
+    if arr.size and (arr.min() < -(2**31) or arr.max() >= 2**31):
+        raise ValueError("values do not fit int32")
+    elems = np.empty(arr.size, dtype=_ELEMENT)
+    elems["size"] = 4
+    elems["value"] = arr
+    return b"\x04" + struct.pack("<i", arr.size) + elems.tobytes()
+
+
+def _check_key(key: str) -> bytes:
+    raw = key.encode("utf-8")
+    if not raw or any(c in raw for c in b" \t\n\r\v\f"):
+        raise ValueError(f"invalid archive key {key!r}: must be non-empty without whitespace")
+    return raw
+
+
+def write_int32_ark(f, entries: Iterable[tuple[str, np.ndarray]]) -> list[tuple[str, int]]:
+    """Write entries to the open binary file ``f``; return (key, offset of ``\\0B``) for scp."""
+    offsets = []
+    pos = f.tell()
+    for key, values in entries:
+        head = _check_key(key) + b" "
+        body = b"\0B" + encode_int32_vector(values)
+        f.write(head + body)
+        offsets.append((key, pos + len(head)))
+        pos += len(head) + len(body)
+    return offsets
+
+
+def write_alignments(path: str | os.PathLike, alis: Iterable[tuple[str, np.ndarray]]) -> None:
+    """Write a gzip'd Kaldi binary archive of int32 vectors (``ali.N.gz``), atomically."""
+    with atomic_write(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+        write_int32_ark(gz, alis)
+
+
+def parse_int32_ark(data: bytes, name: str) -> Iterator[tuple[str, np.ndarray]]:
+    """Parse an uncompressed archive of int32 vectors (binary or text entries).
+
+    Raises AsrdistError naming ``name`` and the utterance when an entry is cut or malformed.
+    """
+    pos, n = 0, len(data)
+    while True:
+        while pos < n and data[pos] in b" \t\n\r":
+            pos += 1
+        if pos >= n:
+            return
+        space = data.find(b" ", pos)
+        newline = data.find(b"\n", pos)
+        if space < 0 or (0 <= newline < space):
+            raise AsrdistError(
+                f"{name}: truncated or corrupt archive: key without data at byte {pos}"
+            )
+        key = data[pos:space].decode("utf-8", errors="replace")
+        pos = space + 1
+        if data.startswith(b"\0B", pos):
+            pos, values = _parse_binary_vector(data, pos + 2, name, key)
+        else:
+            end = data.find(b"\n", pos)
+            end = n if end < 0 else end
+            try:
+                values = np.asarray([int(w) for w in data[pos:end].split()], dtype=np.int32)
+            except ValueError:
+                raise AsrdistError(
+                    f"{name}: utterance {key}: not an int32 vector (corrupt archive?)"
+                ) from None
+            pos = end + 1
+        yield key, values
+
+
+def _parse_binary_vector(data: bytes, pos: int, name: str, key: str) -> tuple[int, np.ndarray]:
+    if pos + 5 > len(data) or data[pos] != 4:
+        raise AsrdistError(f"{name}: utterance {key}: truncated or not an int32 vector")
+    (count,) = struct.unpack_from("<i", data, pos + 1)
+    pos += 5
+    end = pos + 5 * count
+    if count < 0 or end > len(data):
+        raise AsrdistError(
+            f"{name}: utterance {key}: truncated archive (vector of {count} elements cut short)"
+        )
+    elems = np.frombuffer(data, dtype=_ELEMENT, count=count, offset=pos)
+    if count and not np.all(elems["size"] == 4):
+        raise AsrdistError(f"{name}: utterance {key}: corrupt int32 vector (bad size markers)")
+    return end, elems["value"].astype(np.int32)
+
+
+def read_gzip(path: str | os.PathLike) -> bytes:
+    """The whole decompressed content; a truncated or corrupt gzip is one AsrdistError."""
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise AsrdistError(f"{path}: alignment file not found") from None
+    except (EOFError, OSError, zlib.error) as err:
+        raise AsrdistError(f"{path}: truncated or corrupt gzip file ({err})") from None
+
+
+def read_alignments(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray]]:
+    """Iterate (utterance, int32 vector) over a Kaldi archive, gzip'd (``.gz``) or plain."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        data = read_gzip(path)
+    else:
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise AsrdistError(f"{path}: alignment file not found") from None
+    yield from parse_int32_ark(data, str(path))

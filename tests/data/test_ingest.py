@@ -1,0 +1,209 @@
+"""Stage 3 ingestion: pdf targets equal khg's map, tolerated/refused length mismatches,
+missing utterances, bad inputs, atomic outputs and rerun skipping."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import stat
+import sys
+
+import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before anything loading kaldifst)
+import kaldiio
+import numpy as np
+import pytest
+
+from asrdist.data.alignments import write_alignments
+from asrdist.data.ingest import IngestReport, ingest_alignments, read_pdf_counts
+from asrdist.data.transition_model import write_final_mdl
+from asrdist.errors import AsrdistError
+
+TOPO = (
+    "<Topology> <TopologyEntry> <ForPhones> 2 3 4 </ForPhones> "
+    "<State> 0 <PdfClass> 0 <Transition> 0 0.75 <Transition> 1 0.25 </State> "
+    "<State> 1 <PdfClass> 1 <Transition> 1 0.75 <Transition> 2 0.25 </State> "
+    "<State> 2 <PdfClass> 2 <Transition> 2 0.75 <Transition> 3 0.25 </State> "
+    "<State> 3 </State> </TopologyEntry> "
+    "<TopologyEntry> <ForPhones> 1 </ForPhones> "
+    "<State> 0 <PdfClass> 0 <Transition> 0 0.5 <Transition> 1 0.5 </State> "
+    "<State> 1 <PdfClass> 1 <Transition> 1 0.5 <Transition> 2 0.5 </State> "
+    "<State> 2 </State> </TopologyEntry> </Topology>"
+)
+UTTS = [f"spk{s}-utt{u}" for s in (1, 2) for u in range(5)]
+
+
+class AliDir:
+    """A tiny Kaldi alignment dir + feature dir, with the expected targets (khg's map)."""
+
+    def __init__(self, root, diffs: dict[str, int] | None = None, utt2num_frames: bool = True):
+        topo = khg.HmmTopology()
+        topo.read(TOPO)
+        ctx = khg.monophone_context_dependency(topo.phones, topo.get_phone_to_num_pdf_classes())
+        self.tm = khg.TransitionModel(ctx, topo)
+        self.ali_dir, self.data_dir, self.out = root / "mono", root / "fbank", root / "mono_pdf"
+        self.ali_dir.mkdir()
+        self.data_dir.mkdir()
+        write_final_mdl(self.ali_dir / "final.mdl", self.tm)
+        (self.ali_dir / "num_jobs").write_text("2\n")
+        rng = np.random.default_rng(0)
+        self.frames = {utt: int(rng.integers(20, 40)) for utt in UTTS}
+        diffs = diffs or {}
+        self.tids = {
+            utt: rng.integers(1, self.tm.num_transition_ids + 1, n + diffs.get(utt, 0))
+            for utt, n in self.frames.items()
+        }
+        self.write_alis(self.tids)
+        feats = {u: np.zeros((n, 3), dtype=np.float32) for u, n in self.frames.items()}
+        kaldiio.save_ark(
+            str(self.data_dir / "feats.ark"), feats, scp=str(self.data_dir / "feats.scp")
+        )
+        if utt2num_frames:
+            (self.data_dir / "utt2num_frames").write_text(
+                "".join(f"{u} {n}\n" for u, n in self.frames.items())
+            )
+
+    def write_alis(self, tids: dict[str, np.ndarray]) -> None:
+        for job, spk in ((1, "spk1"), (2, "spk2")):
+            items = [(u, t) for u, t in tids.items() if u.startswith(spk)]
+            write_alignments(self.ali_dir / f"ali.{job}.gz", items)
+
+    @property
+    def feats_scp(self):
+        return self.data_dir / "feats.scp"
+
+    def expected(self, utt: str) -> np.ndarray:
+        pdfs = np.array([self.tm.transition_id_to_pdf(int(t)) for t in self.tids[utt]])
+        n = self.frames[utt]
+        return pdfs[:n] if pdfs.size >= n else np.pad(pdfs, (0, n - pdfs.size), mode="edge")
+
+    def run(self, **kwargs) -> IngestReport:
+        return ingest_alignments(self.ali_dir, self.feats_scp, self.out, **kwargs)
+
+    def assert_nothing_complete(self) -> None:
+        left = sorted(p.name for p in self.out.iterdir()) if self.out.exists() else []
+        assert left == [], f"outputs left after a failure: {left}"
+
+
+@pytest.mark.parametrize("utt2num_frames", [True, False], ids=["utt2num_frames", "ark-headers"])
+def test_targets_match_khg_map_with_tolerated_mismatches(tmp_path, utt2num_frames):
+    d = AliDir(tmp_path, {UTTS[0]: 1, UTTS[6]: -2}, utt2num_frames=utt2num_frames)
+    report = d.run()
+    targets = kaldiio.load_scp(str(d.out / "pdf.scp"))
+    assert sorted(targets) == sorted(UTTS)
+    for utt in UTTS:
+        got = targets[utt]
+        assert got.dtype == np.int32 and got.shape == (d.frames[utt],)
+        np.testing.assert_array_equal(got, d.expected(utt))
+    assert report.mismatch_histogram == {-2: 1, 0: 8, 1: 1}
+    assert (d.out / "num_pdfs").read_text() == f"{d.tm.num_pdfs}\n"
+    all_pdfs = np.concatenate([d.expected(u) for u in UTTS])
+    counts = np.bincount(all_pdfs, minlength=d.tm.num_pdfs)
+    np.testing.assert_array_equal(read_pdf_counts(d.out), counts)
+    assert (d.out / "pdf_counts").read_text().startswith("[ ")
+    assert report.num_aligned == 10 and report.num_missing == 0
+    assert report.total_frames == sum(d.frames.values())
+    assert report.zero_count_pdfs == np.flatnonzero(counts == 0).tolist()
+    text = (d.out / "report.txt").read_text()
+    assert "utterances aligned: 10 of 10" in text and "{-2: 1, +0: 8, +1: 1}" in text
+    assert (d.out / ".ingest_ali.done").is_file()
+
+
+def test_rerun_skips(tmp_path):
+    d = AliDir(tmp_path)
+    first = d.run()
+    mtime = (d.out / "pdf.ark").stat().st_mtime_ns
+    (d.ali_dir / "ali.1.gz").write_bytes(b"garbage")  # would fail if it were read again
+    again = d.run()
+    assert again.skipped and again == first
+    assert (d.out / "pdf.ark").stat().st_mtime_ns == mtime
+
+
+def test_long_mismatch_names_utterance_and_lengths(tmp_path):
+    d = AliDir(tmp_path, {UTTS[3]: 3})
+    d.out.mkdir()
+    (d.out / "pdf.scp").write_text("stale output of an interrupted run\n")
+    n = d.frames[UTTS[3]]
+    with pytest.raises(
+        AsrdistError,
+        match=rf"utterance {UTTS[3]}: alignment has {n + 3} frames "
+        rf"but features have {n} \(difference \+3 exceeds --tolerance 2",
+    ):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_too_many_missing_utterances_fail_and_few_pass(tmp_path):
+    d = AliDir(tmp_path)
+    d.write_alis({u: t for u, t in d.tids.items() if u != UTTS[7]})
+    with pytest.raises(AsrdistError, match=r"1 of 10 utterances .* have no alignment .*10\.0%"):
+        d.run()
+    d.assert_nothing_complete()
+    report = d.run(max_missing_fraction=0.1)
+    assert report.num_missing == 1 and UTTS[7] not in kaldiio.load_scp(str(d.out / "pdf.scp"))
+    assert "utterances missing an alignment: 1 (10.00%)" in report.to_text()
+
+
+def test_missing_alignment_files_are_named(tmp_path):
+    d = AliDir(tmp_path)
+    (d.ali_dir / "num_jobs").write_text("4\n")
+    with pytest.raises(AsrdistError, match=r"missing alignment files: ali\.3\.gz ali\.4\.gz$"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_out_of_range_transition_id_names_utterance(tmp_path):
+    d = AliDir(tmp_path)
+    d.tids[UTTS[2]][5] = d.tm.num_transition_ids + 1
+    d.write_alis(d.tids)
+    with pytest.raises(AsrdistError, match=rf"ali\.1\.gz: utterance {UTTS[2]}: transition-id"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_truncated_alignment_archive_is_named(tmp_path):
+    d = AliDir(tmp_path)
+    path = d.ali_dir / "ali.2.gz"
+    path.write_bytes(path.read_bytes()[:-20])
+    with pytest.raises(AsrdistError, match=r"ali\.2\.gz: truncated or corrupt gzip"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_final_mdl_that_is_not_one_is_named(tmp_path):
+    d = AliDir(tmp_path)
+    (d.ali_dir / "final.mdl").write_bytes(gzip.compress(b"not a model"))
+    with pytest.raises(AsrdistError, match=r"final\.mdl: not a Kaldi final\.mdl"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def _fake_ali_to_pdf(bin_dir, wrong: bool) -> None:
+    """An ``ali-to-pdf`` stand-in: maps with our reader, or deliberately wrongly."""
+    script = bin_dir / "ali-to-pdf"
+    script.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "from asrdist.data.alignments import parse_int32_ark\n"
+        "from asrdist.data.transition_model import read_transition_model\n"
+        "info = read_transition_model(sys.argv[1])\n"
+        "for utt, tids in parse_int32_ark(sys.stdin.buffer.read(), 'stdin'):\n"
+        f"    pdfs = info.tid_to_pdf[tids] + {1 if wrong else 0}\n"
+        "    print(utt, *pdfs.tolist())\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.mark.parametrize("wrong", [False, True], ids=["agrees", "disagrees"])
+def test_optional_ali_to_pdf_cross_check(tmp_path, monkeypatch, wrong):
+    d = AliDir(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_ali_to_pdf(bin_dir, wrong)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    if wrong:
+        with pytest.raises(AsrdistError, match=r"pdf-ids differ from ali-to-pdf's"):
+            d.run()
+        d.assert_nothing_complete()
+    else:
+        assert d.run().cross_checked_with_ali_to_pdf
+        assert "cross-checked with ali-to-pdf: yes" in (d.out / "report.txt").read_text()

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+# mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-derived modes
+# so that other users (a Slurm job running as someone else) can read them.
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+def _publish_mode(path: str | os.PathLike, directory: bool = False) -> None:
+    os.chmod(path, (0o777 if directory else 0o666) & ~_UMASK)
 
 
 @contextlib.contextmanager
@@ -19,6 +29,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    _publish_mode(tmp)
     try:
         with os.fdopen(fd, mode) as f:
             yield f
@@ -38,12 +49,33 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
+    _publish_mode(tmp)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``final``; on success it replaces ``final``.
+
+    A killed writer leaves only a hidden ``.name.*.tmp`` directory, never a partial ``final``.
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    _publish_mode(tmp, directory=True)
+    try:
+        yield tmp
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -1,0 +1,31 @@
+"""asrdist-features: stage 1, fbank or MFCC features + per-speaker CMVN stats, Kaldi layout."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from asrdist.data.features import KINDS, FeatureOptions, feature_summary, make_features
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--kind", type=click.Choice(KINDS), default="fbank", show_default=True)
+@click.option("--nj", default=1, show_default=True, type=int, help="Parallel jobs.")
+@click.option("--num-mel-bins", default=None, type=int,
+              help="Mel bins [default: 40 for fbank, 23 for mfcc].")
+@click.option("--num-ceps", default=13, show_default=True, type=int, help="MFCC cepstra.")
+@click.option("--sample-rate", default=16000, show_default=True, type=int)
+@click.argument("src", type=click.Path(file_okay=False))
+@click.argument("dest", type=click.Path(file_okay=False))
+def main(kind: str, nj: int, num_mel_bins: int | None, num_ceps: int, sample_rate: int,
+         src: str, dest: str) -> None:
+    """Compute Kaldi-compatible features (snip_edges, 10 ms shift) for the Kaldi data dir SRC
+    into DEST: feats.scp + DEST/data/*.ark, cmvn.scp, utt2num_frames, frame_shift and copies
+    of SRC's tables. Skips the work when DEST is already done with the same options."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    options = FeatureOptions(kind=kind, num_mel_bins=num_mel_bins, num_ceps=num_ceps,
+                             sample_rate=sample_rate)
+    if not make_features(src, dest, options, nj=nj):
+        click.echo(f"{dest}: {kind} features already done; nothing to do", err=True)
+    click.echo(feature_summary(dest))

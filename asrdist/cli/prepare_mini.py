@@ -1,0 +1,36 @@
+"""asrdist-prepare-mini: stage 0 of recipes/mini, the espeak-ng corpus as Kaldi data dirs."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from asrdist.data.mini_corpus import CorpusOptions, prepare_mini, read_summary
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="The recipe's data dir (train/, test/, wav/, manifests/, local/dict, lang/).")
+@click.option("--hours", default=3.0, show_default=True, type=float,
+              help="Hours of training audio.")
+@click.option("--test-hours", default=None, type=float,
+              help="Hours of test audio [default: 10 minutes].")
+@click.option("--test-utts", default=None, type=int,
+              help="Number of test utterances (instead of --test-hours).")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--sample-rate", default=16000, show_default=True, type=int)
+def main(out: str, hours: float, test_hours: float | None, test_utts: int | None, seed: int,
+         sample_rate: int) -> None:
+    """Speak grammar sentences with espeak-ng voices (disjoint voices and sentences for train
+    and test), add padding and noise, and write Kaldi data dirs, lhotse manifests, an espeak
+    lexicon (local/dict) and the lang dir. Rerunning a finished run does nothing."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    options = CorpusOptions(hours=hours, test_hours=test_hours, test_utts=test_utts, seed=seed,
+                            sample_rate=sample_rate)
+    summary = prepare_mini(out, options)
+    if summary is None:
+        click.echo(f"{out}: already prepared with these options; nothing to do", err=True)
+        summary = read_summary(out)
+    for line in summary.lines():
+        click.echo(line)

@@ -1,0 +1,325 @@
+"""Kaldi-compatible fbank / MFCC features and per-speaker CMVN stats for a Kaldi data dir.
+
+Features come from lhotse's Kaldi-compatible extractors with Kaldi's framing (snip_edges=True,
+so a wav of n samples gives 1 + (n - 400) // 160 frames at 16 kHz, the count a Kaldi GMM
+alignment has) and no dither. Samples are fed on the int16 scale, as Kaldi's compute-*-feats
+reads wav files, so the log energies match Kaldi's. Output is what a Kaldi user expects:
+feats.scp/ark, cmvn.scp (compute-cmvn-stats --spk2utt layout), utt2num_frames, frame_shift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import logging
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import soundfile
+import torch
+from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfig
+from tqdm import tqdm
+
+from asrdist.data.kaldi_dir import c_sorted, read_table
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+
+log = logging.getLogger(__name__)
+
+STAGE = "features"
+KINDS = ("fbank", "mfcc")
+FRAME_SHIFT = 0.01
+# Kaldi files copied from SRC unchanged when present (the first four are required).
+COPIED_FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "segments", "reco2file_and_channel",
+                "spk2gender", "utt2dur")
+
+
+@dataclass(frozen=True)
+class FeatureOptions:
+    """Feature type and size; num_mel_bins defaults to 40 (fbank) or 23 (mfcc, Kaldi's)."""
+
+    kind: str = "fbank"
+    num_mel_bins: int | None = None
+    num_ceps: int = 13
+    sample_rate: int = 16000
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise AsrdistError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+        if self.num_mel_bins is None:
+            object.__setattr__(self, "num_mel_bins", 40 if self.kind == "fbank" else 23)
+
+    @property
+    def dim(self) -> int:
+        return self.num_mel_bins if self.kind == "fbank" else self.num_ceps
+
+
+def make_extractor(options: FeatureOptions) -> Fbank | Mfcc:
+    """The lhotse extractor with Kaldi's framing (snip_edges) and no dither."""
+    common = dict(sampling_rate=options.sample_rate, frame_shift=FRAME_SHIFT, dither=0.0,
+                  snip_edges=True, num_filters=options.num_mel_bins)
+    with warnings.catch_warnings():  # lhotse warns that snip_edges breaks its duration maths
+        warnings.simplefilter("ignore", UserWarning)
+        if options.kind == "fbank":
+            return Fbank(FbankConfig(**common))
+        return Mfcc(MfccConfig(**common, num_ceps=options.num_ceps))
+
+
+def compute_features(samples: np.ndarray, extractor: Fbank | Mfcc, sample_rate: int) -> np.ndarray:
+    """Features (frames x dim, float32) of int16-scale samples; callers on the fly use this too."""
+    with torch.no_grad():
+        feats = extractor.extract(np.asarray(samples, dtype=np.float32), sample_rate)
+    return np.ascontiguousarray(feats, dtype=np.float32)
+
+
+def num_frames(num_samples: int, sample_rate: int = 16000) -> int:
+    """Kaldi's frame count with snip_edges=true (25 ms window, 10 ms shift)."""
+    window, shift = int(0.025 * sample_rate), int(FRAME_SHIFT * sample_rate)
+    return 0 if num_samples < window else 1 + (num_samples - window) // shift
+
+
+def cmvn_stats(feats: np.ndarray) -> np.ndarray:
+    """Kaldi CMVN stats of one matrix: 2 x (dim+1) float64, [sums, count; squares, 0]."""
+    feats = np.asarray(feats, dtype=np.float64)
+    stats = np.zeros((2, feats.shape[1] + 1))
+    stats[0, :-1] = feats.sum(axis=0)
+    stats[0, -1] = feats.shape[0]
+    stats[1, :-1] = (feats**2).sum(axis=0)
+    return stats
+
+
+def apply_cmvn(feats: np.ndarray, stats: np.ndarray, norm_vars: bool = False) -> np.ndarray:
+    """Normalise ``feats`` with Kaldi CMVN ``stats`` (as apply-cmvn): subtract the mean, and
+    divide by the standard deviation when ``norm_vars``. Returns float32."""
+    stats = np.asarray(stats, dtype=np.float64)
+    count = stats[0, -1]
+    if stats.shape != (2, feats.shape[1] + 1) or count < 1:
+        raise AsrdistError(
+            f"CMVN stats of shape {stats.shape} and count {count} do not fit {feats.shape[1]}-dim "
+            "features"
+        )
+    mean = stats[0, :-1] / count
+    out = np.asarray(feats, dtype=np.float64) - mean
+    if norm_vars:
+        var = stats[1, :-1] / count - mean**2
+        out /= np.sqrt(np.maximum(var, 1e-10))
+    return out.astype(np.float32)
+
+
+def _read_audio(entry: str) -> tuple[np.ndarray, int]:
+    """int16-scale samples of a wav.scp value: a file path or a command ending in '|'."""
+    if entry.endswith("|"):
+        proc = subprocess.run(entry[:-1], shell=True, capture_output=True, check=True)
+        samples, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16")
+    else:
+        samples, rate = soundfile.read(entry, dtype="int16")
+    if samples.ndim > 1:
+        samples = samples[:, 0]
+    return samples, rate
+
+
+@dataclass(frozen=True)
+class _Item:
+    utt: str
+    wav: str  # wav.scp value
+    start: float = 0.0  # seconds, from segments
+    end: float = -1.0  # -1: to the end
+
+
+def _load_item(item: _Item, sample_rate: int) -> np.ndarray:
+    try:
+        samples, rate = _read_audio(item.wav)
+    except (OSError, RuntimeError, soundfile.LibsndfileError,
+            subprocess.CalledProcessError) as exc:
+        raise AsrdistError(
+            f"utterance {item.utt}: cannot read audio {item.wav!r}: {exc}".replace("\n", " ")
+        ) from exc
+    if rate != sample_rate:
+        raise AsrdistError(
+            f"utterance {item.utt}: {item.wav} has {rate} Hz, expected {sample_rate} Hz"
+        )
+    if item.start > 0 or item.end >= 0:
+        end = None if item.end < 0 else int(item.end * rate)
+        samples = samples[int(item.start * rate):end]
+    return samples
+
+
+_progress = None
+
+
+def _init_worker(counter) -> None:
+    global _progress
+    _progress = counter
+    torch.set_num_threads(1)
+
+
+def _extract_job(
+    items: list[_Item], ark: str, scp: str, options: FeatureOptions
+) -> list[tuple[str, int, np.ndarray]]:
+    """Write one job's ark/scp; returns (utt, frames, CMVN stats) per utterance, in order."""
+    extractor = make_extractor(options)
+    results = []
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+        for item in items:
+            samples = _load_item(item, options.sample_rate)
+            if num_frames(samples.size, options.sample_rate) == 0:
+                raise AsrdistError(
+                    f"utterance {item.utt}: {samples.size} samples, too short for one frame"
+                )
+            feats = compute_features(samples, extractor, options.sample_rate)
+            writer(item.utt, feats)
+            results.append((item.utt, feats.shape[0], cmvn_stats(feats)))
+            if _progress is not None:
+                with _progress.get_lock():
+                    _progress.value += 1
+    return results
+
+
+def _items(src: Path) -> list[_Item]:
+    wav = read_table(src / "wav.scp")
+    if not wav:
+        raise AsrdistError(f"{src / 'wav.scp'} is empty: no utterances in {src}")
+    segments_path = src / "segments"
+    if not segments_path.is_file():
+        return [_Item(utt, wav[utt]) for utt in c_sorted(wav)]
+    items = []
+    for utt, rest in read_table(segments_path).items():
+        fields = rest.split()
+        if len(fields) != 3 or fields[0] not in wav:
+            raise AsrdistError(f"{segments_path}: bad line for {utt} (recording not in wav.scp?)")
+        items.append(_Item(utt, wav[fields[0]], float(fields[1]), float(fields[2])))
+    return sorted(items, key=lambda i: i.utt.encode())
+
+
+def _split(items: list[_Item], nj: int) -> list[list[_Item]]:
+    """Contiguous, near-equal chunks, so concatenating the jobs' scps keeps sorted order."""
+    bounds = np.linspace(0, len(items), nj + 1).round().astype(int)
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+def _run_jobs(
+    chunks: list[list[_Item]], arks: list[Path], scps: list[Path], options: FeatureOptions
+) -> list[tuple[str, int, np.ndarray]]:
+    total = sum(len(c) for c in chunks)
+    bar = tqdm(total=total, unit="utt", desc=f"{options.kind}", leave=False)
+    if len(chunks) == 1:
+        global _progress
+        _progress = None
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # one job is one core, as in Kaldi; extra threads contend
+        try:
+            with bar:
+                results = _extract_job(chunks[0], str(arks[0]), str(scps[0]), options)
+                bar.update(total)
+        finally:
+            torch.set_num_threads(threads)
+        return results
+    ctx = mp.get_context("spawn")  # fork after torch has run can deadlock its thread pools
+    counter = ctx.Value("l", 0)
+    with bar, ctx.Pool(len(chunks), initializer=_init_worker, initargs=(counter,)) as pool:
+        pending = pool.starmap_async(
+            _extract_job,
+            [(c, str(a), str(s), options) for c, a, s in zip(chunks, arks, scps, strict=True)],
+        )
+        while not pending.ready():
+            pending.wait(0.2)
+            bar.update(counter.value - bar.n)
+        job_results = pending.get()
+        bar.update(total - bar.n)
+    return [r for job in job_results for r in job]
+
+
+def make_features(
+    src: str | os.PathLike, dest: str | os.PathLike, options: FeatureOptions, nj: int = 1
+) -> bool:
+    """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1).
+
+    Returns False when ``dest`` already holds a finished run with the same options.
+    """
+    src, dest = Path(src).resolve(), Path(dest).resolve()
+    if src == dest:
+        raise AsrdistError(f"SRC and DEST are the same directory ({src})")
+    if nj < 1:
+        raise AsrdistError(f"--nj must be at least 1, got {nj}")
+    for name in COPIED_FILES[:4]:
+        if not (src / name).is_file():
+            raise AsrdistError(f"{src} is not a Kaldi data dir: missing {name}")
+    wanted = {**dataclasses.asdict(options), "src": str(src)}
+    options_path = dest / f".{STAGE}.options.json"
+    done = is_done(dest, STAGE) and options_path.is_file()
+    if done and json.loads(options_path.read_text()) == wanted:
+        return False
+    clear_done(dest, STAGE)
+    for stale in ("feats.scp", "cmvn.scp"):  # never leave an old scp beside new arks
+        (dest / stale).unlink(missing_ok=True)
+
+    items = _items(src)
+    utt2spk = read_table(src / "utt2spk")
+    missing = [i.utt for i in items if i.utt not in utt2spk]
+    if missing:
+        raise AsrdistError(f"{src / 'utt2spk'}: no speaker for utterance {missing[0]}")
+    chunks = [c for c in _split(items, min(nj, len(items))) if c]
+    name = f"{options.kind}_{src.name}"
+    arks = [dest / "data" / f"raw_{name}.{j}.ark" for j in range(1, len(chunks) + 1)]
+    scps = [ark.with_suffix(".scp") for ark in arks]
+    arks[0].parent.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    results = _run_jobs(chunks, arks, scps, options)
+    log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
+
+    _write_outputs(src, dest, name, scps, results, utt2spk)
+    with atomic_write(options_path) as f:
+        json.dump(wanted, f, sort_keys=True)
+    with atomic_write(dest / "feats_config.json") as f:
+        json.dump(make_extractor(options).config.to_dict(), f, indent=1)
+    mark_done(dest, STAGE)
+    return True
+
+
+def _write_outputs(
+    src: Path,
+    dest: Path,
+    name: str,
+    scps: list[Path],
+    results: list[tuple[str, int, np.ndarray]],
+    utt2spk: dict[str, str],
+) -> None:
+    for file in COPIED_FILES:
+        if (src / file).is_file():
+            with atomic_write(dest / file) as f:
+                f.write((src / file).read_text())
+    with atomic_write(dest / "utt2num_frames") as f:
+        f.writelines(f"{utt} {frames}\n" for utt, frames, _ in results)
+    with atomic_write(dest / "frame_shift") as f:
+        f.write(f"{FRAME_SHIFT}\n")
+    speaker_stats: dict[str, np.ndarray] = {}
+    for utt, _, stats in results:
+        spk = utt2spk[utt]
+        speaker_stats[spk] = speaker_stats.get(spk, 0) + stats
+    cmvn_ark = dest / "data" / f"cmvn_{name}.ark"
+    tmp_scp = dest / "data" / f"cmvn_{name}.scp"
+    with kaldiio.WriteHelper(f"ark,scp:{cmvn_ark},{tmp_scp}") as writer:
+        for spk in c_sorted(speaker_stats):
+            writer(spk, speaker_stats[spk])
+    shutil.move(tmp_scp, dest / "cmvn.scp")
+    with atomic_write(dest / "feats.scp") as f:
+        for scp in scps:
+            f.write(scp.read_text())
+
+
+def feature_summary(dest: str | os.PathLike) -> str:
+    """One line about a finished features dir: utterances, frames, dimension."""
+    dest = Path(dest)
+    frames = [int(v) for v in read_table(dest / "utt2num_frames").values()]
+    first = next(iter(kaldiio.load_scp(str(dest / "feats.scp")).values()))
+    return (f"{dest}: {len(frames)} utterances, {sum(frames)} frames "
+            f"({sum(frames) * FRAME_SHIFT / 3600:.2f} h), dim {first.shape[1]}")

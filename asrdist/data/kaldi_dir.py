@@ -1,0 +1,98 @@
+"""Kaldi data dirs: wav.scp, text, utt2spk, spk2utt, written sorted the way Kaldi checks them.
+
+Kaldi's tools expect every table sorted by key in the C locale (byte order) and the utterance
+ids of a speaker to sort together; ``utils/validate_data_dir.sh`` refuses anything else.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import staged_dir
+
+DATA_DIR_FILES = ("wav.scp", "text", "utt2spk", "spk2utt")
+
+
+def c_sorted(items: Iterable[str]) -> list[str]:
+    """Sort as ``LC_ALL=C sort`` does (by UTF-8 bytes)."""
+    return sorted(items, key=lambda s: s.encode())
+
+
+@dataclass(frozen=True)
+class Utterance:
+    """One utterance of a data dir: its id starts with its speaker id (Kaldi's convention)."""
+
+    utt_id: str
+    speaker: str
+    text: str
+    wav_path: str
+
+
+def write_data_dir(directory: str | os.PathLike, utterances: Iterable[Utterance]) -> None:
+    """Write wav.scp, text, utt2spk and spk2utt for ``utterances`` (atomically, as a dir)."""
+    utts = {u.utt_id: u for u in utterances}
+    if not utts:
+        raise AsrdistError(f"no utterances to write into {directory}")
+    ids = c_sorted(utts)
+    for utt_id in ids:
+        if not utt_id.startswith(utts[utt_id].speaker):
+            raise AsrdistError(
+                f"utterance {utt_id} does not start with its speaker id {utts[utt_id].speaker}"
+            )
+    spk2utt: dict[str, list[str]] = {}
+    for utt_id in ids:
+        spk2utt.setdefault(utts[utt_id].speaker, []).append(utt_id)
+    tables = {
+        "wav.scp": [f"{i} {utts[i].wav_path}" for i in ids],
+        "text": [f"{i} {utts[i].text}" for i in ids],
+        "utt2spk": [f"{i} {utts[i].speaker}" for i in ids],
+        "spk2utt": [f"{s} {' '.join(spk2utt[s])}" for s in c_sorted(spk2utt)],
+    }
+    with staged_dir(directory) as tmp:
+        for name, lines in tables.items():
+            (tmp / name).write_text("".join(line + "\n" for line in lines))
+
+
+def read_table(path: str | os.PathLike) -> dict[str, str]:
+    """Read a Kaldi ``key value...`` table; the value is the rest of the line (may be empty)."""
+    path = Path(path)
+    if not path.is_file():
+        raise AsrdistError(f"missing file {path}")
+    table: dict[str, str] = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        key, _, value = line.strip().partition(" ")
+        if key in table:
+            raise AsrdistError(f"{path}:{lineno}: duplicate key {key}")
+        table[key] = value.strip()
+    return table
+
+
+def validate_data_dir(directory: str | os.PathLike) -> list[str]:
+    """Check the four tables agree and are sorted; returns the sorted utterance ids."""
+    directory = Path(directory)
+    for name in DATA_DIR_FILES:
+        path = directory / name
+        keys = [line.split(" ", 1)[0] for line in path.read_text().splitlines()] \
+            if path.is_file() else None
+        if keys is None:
+            raise AsrdistError(f"missing file {path}")
+        if keys != c_sorted(set(keys)):
+            raise AsrdistError(f"{path} is not sorted (LC_ALL=C) or has duplicate keys")
+    wav = read_table(directory / "wav.scp")
+    utt2spk = read_table(directory / "utt2spk")
+    if not wav:
+        raise AsrdistError(f"{directory / 'wav.scp'} is empty")
+    for name in ("text", "utt2spk"):
+        if set(read_table(directory / name)) != set(wav):
+            raise AsrdistError(f"{directory / name} and wav.scp list different utterances")
+    spk2utt = read_table(directory / "spk2utt")
+    inverted = {u: s for s, us in spk2utt.items() for u in us.split()}
+    if inverted != utt2spk:
+        raise AsrdistError(f"{directory / 'spk2utt'} does not invert utt2spk")
+    return c_sorted(wav)

@@ -1,0 +1,324 @@
+"""The mini corpus: grammar sentences spoken by espeak-ng voices, as a Kaldi recipe's data/.
+
+Train and test use disjoint voices (speakers) and disjoint sentences. Every random choice of an
+utterance (rate, pitch, padding, noise) comes from a generator seeded by (seed, split, index), so
+a run is reproducible and a killed run resumes by keeping the wav files it already wrote.
+espeak itself carries a little state from one utterance to the next (a few samples of length,
+small waveform details), so a fresh uninterrupted run is reproducible bit for bit, and a resumed
+one differs from it only in those details.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile
+import torch
+from lhotse import AudioSource, Recording, RecordingSet, SupervisionSegment, SupervisionSet
+from tqdm import tqdm
+
+from asrdist.data.espeak import synthesize
+from asrdist.data.kaldi_dir import Utterance, write_data_dir
+from asrdist.data.lexicon import OOV_WORD, build_lexicon, write_dict_dir
+from asrdist.data.sentences import SentenceGrammar, iter_unique_sentences
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, atomic_write, is_done, mark_done, staged_dir
+
+log = logging.getLogger(__name__)
+
+STAGE = "prepare_mini"
+# espeak voice variants ("<language>+<variant>"); the two lists never share a voice.
+TRAIN_VOICES = (
+    "en-us+m1", "en-us+m2", "en-us+m3", "en-us+m4", "en-us+f1", "en-us+f2", "en-us+f3",
+    "en-us+robert", "en-us+steph", "en-us+david", "en+m5", "en+m6", "en+f4",
+)
+TEST_VOICES = ("en-us+m7", "en-us+f5", "en+m8", "en-us+edward")
+# The lexicon holds every pronunciation the voices' languages give a word.
+LEXICON_LANGUAGES = ("en-us", "en")
+DEFAULT_TEST_HOURS = 10 / 60
+RATE_WPM = (140, 200)
+PITCH = (35, 65)
+PAD_SECONDS = (0.1, 0.5)
+SNR_DB = (15.0, 30.0)
+PEAK = (0.3, 0.9)
+_STREAM = {"test": 0, "train": 1}
+
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """What the corpus depends on; a rerun with other options into the same dir is refused."""
+
+    hours: float = 3.0
+    test_hours: float | None = None
+    test_utts: int | None = None
+    seed: int = 0
+    sample_rate: int = 16000
+
+    def __post_init__(self) -> None:
+        if self.hours <= 0:
+            raise AsrdistError(f"--hours must be positive, got {self.hours}")
+        if self.test_hours is not None and self.test_utts is not None:
+            raise AsrdistError("give --test-hours or --test-utts, not both")
+        if (self.test_hours is not None and self.test_hours <= 0) or (
+            self.test_utts is not None and self.test_utts <= 0
+        ):
+            raise AsrdistError("--test-hours / --test-utts must be positive")
+
+
+@dataclass(frozen=True)
+class Voice:
+    speaker: str  # Kaldi speaker id, e.g. "v03"
+    name: str  # espeak voice, e.g. "en-us+m3"
+
+
+@dataclass(frozen=True)
+class SplitSummary:
+    utterances: int
+    hours: float
+    speakers: int
+
+
+@dataclass(frozen=True)
+class CorpusSummary:
+    train: SplitSummary
+    test: SplitSummary
+    lexicon_words: int
+    train_text_words: int
+    test_oov_words: int  # distinct test words never seen in the train text
+    phones: int
+
+    def lines(self) -> list[str]:
+        """Human-readable report lines."""
+        rows = [
+            f"{name}: {s.utterances} utterances, {s.hours:.3f} h, {s.speakers} voices"
+            for name, s in (("train", self.train), ("test", self.test))
+        ]
+        return rows + [
+            f"vocabulary: {self.lexicon_words} words in the lexicon, "
+            f"{self.train_text_words} in the train text, "
+            f"{self.test_oov_words} test words unseen in train",
+            f"phones: {self.phones} (+ SIL, SPN)",
+        ]
+
+
+@dataclass
+class _Record:
+    utt: Utterance
+    voice: str
+    duration: float
+
+
+def voices(split: str) -> list[Voice]:
+    """The voices of ``split``; speaker ids are unique across splits (train first)."""
+    names = TRAIN_VOICES if split == "train" else TEST_VOICES
+    offset = 0 if split == "train" else len(TRAIN_VOICES)
+    return [Voice(f"v{offset + i:02d}", name) for i, name in enumerate(names)]
+
+
+def render_utterance(
+    text: str, voice: str, rng: np.random.Generator, sample_rate: int
+) -> np.ndarray:
+    """Speak ``text`` with a random rate and pitch, pad with silence, add coloured noise.
+
+    Returns int16 samples. The noise level is set from the speech power at an SNR drawn
+    from SNR_DB; its spectrum tilt (white to pink-ish) is random too.
+    """
+    rate = int(rng.integers(RATE_WPM[0], RATE_WPM[1] + 1))
+    pitch = int(rng.integers(PITCH[0], PITCH[1] + 1))
+    speech = synthesize(text, voice, rate=rate, pitch=pitch, sample_rate=sample_rate)
+    if speech.size == 0 or not np.any(speech):
+        raise AsrdistError(f"espeak-ng produced silence for {voice}: {text!r}")
+    left, right = (int(rng.uniform(*PAD_SECONDS) * sample_rate) for _ in range(2))
+    audio = np.concatenate([np.zeros(left), speech.astype(np.float64), np.zeros(right)])
+    speech_power = float(np.mean(speech.astype(np.float64) ** 2))
+    noise = _coloured_noise(audio.size, rng.uniform(0.0, 1.0), rng)
+    snr_db = rng.uniform(*SNR_DB)
+    audio += noise * np.sqrt(speech_power / 10 ** (snr_db / 10))
+    audio *= rng.uniform(*PEAK) / np.max(np.abs(audio))
+    return np.round(audio * 32767).astype(np.int16)
+
+
+def _coloured_noise(n: int, tilt: float, rng: np.random.Generator) -> np.ndarray:
+    """Unit-power noise with power spectrum ~ 1/f**tilt (0 = white, 1 = pink)."""
+    size = 1 << max(n - 1, 1).bit_length()  # FFTs of a power of two: 5-10x faster than odd n
+    spectrum = np.fft.rfft(rng.standard_normal(size))
+    freqs = np.arange(spectrum.size, dtype=np.float64)
+    freqs[0] = 1.0
+    noise = np.fft.irfft(spectrum / freqs ** (tilt / 2), size)[:n]
+    return noise / np.sqrt(np.mean(noise**2))
+
+
+def _synthesize_split(
+    out: Path,
+    split: str,
+    sentences: Iterator[str],
+    enough: Callable[[int, float], bool],
+    options: CorpusOptions,
+    progress_total: float,
+    progress_in_seconds: bool,
+) -> list[_Record]:
+    """Make a split's wavs until ``enough(count, seconds)``; reuses wavs already written.
+
+    The progress bar counts seconds of audio or utterances (``progress_in_seconds``).
+    """
+    split_voices = voices(split)
+    records: list[_Record] = []
+    seconds = 0.0
+    unit = "s" if progress_in_seconds else "utt"
+    bar = tqdm(total=round(progress_total), unit=unit, desc=f"{split} audio", leave=False)
+    with bar:
+        for index in itertools.count():
+            if enough(len(records), seconds):
+                break
+            text = next(sentences)
+            voice = split_voices[index % len(split_voices)]
+            utt_id = f"{voice.speaker}-{index:06d}"
+            wav = out / "wav" / split / voice.speaker / f"{utt_id}.wav"
+            if wav.is_file():
+                duration = soundfile.info(str(wav)).duration
+            else:
+                rng = np.random.default_rng([options.seed, _STREAM[split], index])
+                audio = render_utterance(text, voice.name, rng, options.sample_rate)
+                with atomic_path(wav) as tmp:
+                    soundfile.write(tmp, audio, options.sample_rate, "PCM_16", format="WAV")
+                duration = audio.size / options.sample_rate
+            records.append(_Record(Utterance(utt_id, voice.speaker, text, str(wav)),
+                                   voice.name, duration))
+            seconds += duration
+            bar.update(round(seconds) - bar.n if progress_in_seconds else 1)
+    return records
+
+
+def _hours_stop(hours: float) -> Callable[[int, float], bool]:
+    return lambda _count, seconds: seconds >= hours * 3600
+
+
+def _write_manifests(directory: Path, splits: dict[str, list[_Record]], rate: int) -> None:
+    """lhotse RecordingSet / SupervisionSet manifests, one pair per split."""
+    with staged_dir(directory) as tmp:
+        for split, records in splits.items():
+            recordings, supervisions = [], []
+            for r in records:
+                num_samples = round(r.duration * rate)
+                recordings.append(Recording(
+                    id=r.utt.utt_id,
+                    sources=[AudioSource(type="file", channels=[0], source=r.utt.wav_path)],
+                    sampling_rate=rate, num_samples=num_samples, duration=num_samples / rate,
+                ))
+                supervisions.append(SupervisionSegment(
+                    id=r.utt.utt_id, recording_id=r.utt.utt_id, start=0.0,
+                    duration=num_samples / rate, channel=0, text=r.utt.text,
+                    speaker=r.utt.speaker, language="English",
+                    custom={"espeak_voice": r.voice},
+                ))
+            RecordingSet.from_recordings(recordings).to_file(tmp / f"{split}_recordings.jsonl.gz")
+            SupervisionSet.from_segments(supervisions).to_file(
+                tmp / f"{split}_supervisions.jsonl.gz")
+
+
+def _summarize(splits: dict[str, list[_Record]], lexicon: dict, phones: int) -> CorpusSummary:
+    def split_summary(records: list[_Record]) -> SplitSummary:
+        return SplitSummary(len(records), sum(r.duration for r in records) / 3600,
+                            len({r.utt.speaker for r in records}))
+
+    def words(records: list[_Record]) -> set[str]:
+        return {w for r in records for w in r.utt.text.split()}
+
+    train_words = words(splits["train"])
+    return CorpusSummary(
+        train=split_summary(splits["train"]),
+        test=split_summary(splits["test"]),
+        lexicon_words=len(lexicon),
+        train_text_words=len(train_words),
+        test_oov_words=len(words(splits["test"]) - train_words),
+        phones=phones,
+    )
+
+
+def _check_options(out: Path, options: CorpusOptions) -> bool:
+    """Record the options in ``out``; True when a run with the same options already finished."""
+    path = out / f".{STAGE}.options.json"
+    wanted = dataclasses.asdict(options)
+    if path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != wanted:
+            raise AsrdistError(
+                f"{out} was prepared with other options ({previous}); "
+                "remove it or choose another --out"
+            )
+        return is_done(out, STAGE)
+    with atomic_write(path) as f:
+        json.dump(wanted, f, sort_keys=True)
+    return False
+
+
+def read_summary(out: str | os.PathLike) -> CorpusSummary:
+    """The summary a finished run stored in ``out/local/corpus_summary.json``."""
+    raw = json.loads((Path(out) / "local" / "corpus_summary.json").read_text())
+    return CorpusSummary(
+        train=SplitSummary(**raw.pop("train")), test=SplitSummary(**raw.pop("test")), **raw
+    )
+
+
+def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummary | None:
+    """Make the whole mini corpus in ``out`` (see contracts.md, stage 0).
+
+    Returns None when ``out`` already holds a finished run with the same options.
+    """
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if _check_options(out, options):
+        return None
+    if options.test_utts is not None:
+        test_enough = lambda count, _seconds: count >= options.test_utts  # noqa: E731
+        test_total, test_in_seconds = float(options.test_utts), False
+    else:
+        test_hours = options.test_hours if options.test_hours is not None else DEFAULT_TEST_HOURS
+        test_enough = _hours_stop(test_hours)
+        test_total, test_in_seconds = test_hours * 3600, True
+
+    splits: dict[str, list[_Record]] = {}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # resampling one utterance: extra threads only contend (8x slower)
+    try:
+        splits["test"] = _synthesize_split(
+            out, "test", iter_unique_sentences(options.seed, _STREAM["test"]), test_enough,
+            options, test_total, test_in_seconds)
+        test_texts = {r.utt.text for r in splits["test"]}
+        splits["train"] = _synthesize_split(
+            out, "train",
+            iter_unique_sentences(options.seed, _STREAM["train"], exclude=test_texts),
+            _hours_stop(options.hours), options, options.hours * 3600, True)
+    finally:
+        torch.set_num_threads(threads)
+
+    for split, records in splits.items():
+        write_data_dir(out / split, [r.utt for r in records])
+    _write_manifests(out / "manifests", splits, options.sample_rate)
+
+    lexicon = build_lexicon(SentenceGrammar().vocabulary(), LEXICON_LANGUAGES)
+    dict_dir = out / "local" / "dict"
+    write_dict_dir(lexicon, dict_dir)
+    from asrdist.data.lang import prepare_lang  # imports kaldifst: only when needed
+
+    prepare_lang(dict_dir, out / "lang", oov_word=OOV_WORD)
+
+    phones = {p for prons in lexicon.values() for pron in prons for p in pron}
+    summary = _summarize(splits, lexicon, len(phones))
+    with atomic_write(out / "local" / "voices.txt") as f:
+        for split in ("train", "test"):
+            f.writelines(f"{v.speaker} {v.name} {split}\n" for v in voices(split))
+    with atomic_write(out / "local" / "corpus_summary.json") as f:
+        json.dump(dataclasses.asdict(summary), f, indent=1)
+    mark_done(out, STAGE)
+    log.info("mini corpus ready in %s", out)
+    return summary
+

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pytest
+import soundfile
+from click.testing import CliRunner
+
+from asrdist.cli.features import main
+from asrdist.data.kaldi_dir import Utterance, read_table, write_data_dir
+
+
+@pytest.fixture
+def cli_feat_src(tmp_path: Path) -> Path:
+    """Two speakers, two utterances each, of noise at 16 kHz."""
+    rng = np.random.default_rng(0)
+    utts = []
+    for i, n in enumerate([4000, 7000, 9000, 12345]):
+        spk = f"s{i // 2}"
+        wav = tmp_path / f"{spk}-{i}.wav"
+        soundfile.write(wav, (rng.standard_normal(n) * 2000).astype(np.int16), 16000, "PCM_16")
+        utts.append(Utterance(f"{spk}-{i}", spk, "a b", str(wav)))
+    write_data_dir(tmp_path / "src", utts)
+    return tmp_path / "src"
+
+
+@pytest.mark.parametrize("kind,dim,nj", [("fbank", 40, "2"), ("mfcc", 13, "1")])
+def test_cli_writes_readable_features(
+    cli_feat_src: Path, tmp_path: Path, kind: str, dim: int, nj: str
+):
+    dest = tmp_path / kind
+    result = CliRunner().invoke(main, ["--kind", kind, "--nj", nj, str(cli_feat_src), str(dest)])
+    assert result.exit_code == 0, result.output
+    assert "4 utterances" in result.output and f"dim {dim}" in result.output
+    feats = dict(kaldiio.load_scp(str(dest / "feats.scp")))
+    lengths = {"s0-0": 4000, "s0-1": 7000, "s1-2": 9000, "s1-3": 12345}
+    assert {u: f.shape for u, f in feats.items()} == {
+        u: (1 + (n - 400) // 160, dim) for u, n in lengths.items()}
+    assert set(kaldiio.load_scp(str(dest / "cmvn.scp"))) == {"s0", "s1"}
+    again = CliRunner().invoke(main, ["--kind", kind, str(cli_feat_src), str(dest)])
+    assert again.exit_code == 0 and "nothing to do" in again.output
+
+
+def test_missing_wav_is_named(cli_feat_src: Path, tmp_path: Path):
+    wav = Path(read_table(cli_feat_src / "wav.scp")["s1-2"])
+    wav.unlink()
+    result = CliRunner().invoke(main, ["--kind", "mfcc", str(cli_feat_src), str(tmp_path / "o")])
+    assert result.exit_code == 1
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1  # one line naming both the utterance and the file
+    assert "utterance s1-2: cannot read audio" in errors[0] and str(wav) in errors[0]
+
+
+def test_not_a_data_dir(tmp_path: Path):
+    (tmp_path / "src").mkdir()
+    result = CliRunner().invoke(main, [str(tmp_path / "src"), str(tmp_path / "o")])
+    assert result.exit_code == 1 and "missing wav.scp" in result.output

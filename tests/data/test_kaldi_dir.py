@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from asrdist.data.kaldi_dir import (
+    Utterance,
+    c_sorted,
+    read_table,
+    staged_dir,
+    validate_data_dir,
+    write_data_dir,
+)
+from asrdist.errors import AsrdistError
+
+
+def _utts() -> list[Utterance]:
+    ids = ["v10-000002", "v01-000005", "v01-000001", "v10-000000", "V02-000003"]
+    return [Utterance(u, u.split("-")[0], f"text of {u}", f"/wav/{u}.wav") for u in ids]
+
+
+def test_written_tables_are_c_sorted_and_consistent(tmp_path: Path):
+    write_data_dir(tmp_path / "d", _utts())
+    utts = validate_data_dir(tmp_path / "d")
+    assert utts == ["V02-000003", "v01-000001", "v01-000005", "v10-000000", "v10-000002"]
+    for name in ("wav.scp", "text", "utt2spk"):
+        keys = [line.split()[0] for line in (tmp_path / "d" / name).read_text().splitlines()]
+        assert keys == utts
+    assert read_table(tmp_path / "d" / "spk2utt") == {
+        "V02": "V02-000003", "v01": "v01-000001 v01-000005", "v10": "v10-000000 v10-000002"}
+    assert read_table(tmp_path / "d" / "text")["v01-000005"] == "text of v01-000005"
+
+
+def test_c_sorted_is_byte_order():
+    assert c_sorted(["b", "B", "a", "_x", "é"]) == ["B", "_x", "a", "b", "é"]
+
+
+def test_utterance_must_start_with_its_speaker(tmp_path: Path):
+    with pytest.raises(AsrdistError, match="x-1 does not start with its speaker id v01"):
+        write_data_dir(tmp_path / "d", [Utterance("x-1", "v01", "hi", "/a.wav")])
+
+
+def test_validate_catches_a_missing_text_line(tmp_path: Path):
+    write_data_dir(tmp_path / "d", _utts())
+    text = tmp_path / "d" / "text"
+    text.write_text("".join(text.read_text().splitlines(keepends=True)[1:]))
+    with pytest.raises(AsrdistError, match="text and wav.scp list different utterances"):
+        validate_data_dir(tmp_path / "d")
+
+
+def test_staged_dir_leaves_nothing_when_the_writer_fails(tmp_path: Path):
+    with pytest.raises(RuntimeError), staged_dir(tmp_path / "out") as tmp:
+        (tmp / "half").write_text("written")
+        raise RuntimeError("killed")
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asrdist.data.mini_corpus import CorpusOptions, render_utterance, voices
+from asrdist.errors import AsrdistError
+
+
+def test_train_and_test_voices_are_disjoint_and_numerous():
+    train, test = voices("train"), voices("test")
+    assert len(train) >= 10 and len(test) >= 3
+    assert not {v.name for v in train} & {v.name for v in test}
+    assert not {v.speaker for v in train} & {v.speaker for v in test}
+    assert all(v.speaker.startswith("v") for v in train + test)
+
+
+def test_rendered_utterance_is_padded_noisy_speech_and_reproducible():
+    text = "my brother painted the red door"
+    audio = render_utterance(text, "en-us+m1", np.random.default_rng([0, 1, 5]), 16000)
+    # espeak keeps a little state between calls (a few samples of length, tiny waveform
+    # details), so a second render matches in its random choices, not bit for bit.
+    again = render_utterance(text, "en-us+m1", np.random.default_rng([0, 1, 5]), 16000)
+    assert audio.dtype == np.int16
+    assert abs(audio.size - again.size) < 160
+    x = audio.astype(np.float64)
+    head = x[:1600]  # the first 0.1 s is always padding: noise only
+    head_again = again[:1600].astype(np.float64)
+    np.testing.assert_allclose(head / np.std(head), head_again / np.std(head_again), atol=0.05)
+    assert np.std(head) > 0
+    snr_db = 10 * np.log10(np.mean(x**2) / np.mean(head**2))
+    assert 10 < snr_db < 45
+    assert 1.0 < audio.size / 16000 < 6.0
+
+
+def test_conflicting_test_size_options_are_refused():
+    with pytest.raises(AsrdistError, match="--test-hours or --test-utts"):
+        CorpusOptions(test_hours=0.1, test_utts=5)
+    with pytest.raises(AsrdistError, match="--hours"):
+        CorpusOptions(hours=0)

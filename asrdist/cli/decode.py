@@ -1,0 +1,54 @@
+"""asrdist-decode: hybrid (final.pt) or GMM (final.mdl) decoding of a data dir over HCLG."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+
+import click
+
+from asrdist.decode.decoder import DecodeOptions, decode_data_dir
+
+
+def _floats(value: str) -> list[float]:
+    try:
+        return [float(v) for v in value.replace(",", " ").split()]
+    except ValueError as e:
+        raise click.BadParameter(f"{value!r}: expected numbers") from e
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--graph", "graph_dir", required=True, type=click.Path(file_okay=False),
+              help="Graph dir with HCLG.fst and words.txt (ours or Kaldi's).")
+@click.option("--model", "nnet", default=None, type=click.Path(dir_okay=False),
+              help="Hybrid acoustic model: asrdist final.pt.")
+@click.option("--gmm", default=None, type=click.Path(dir_okay=False),
+              help="GMM baseline instead: a Kaldi GMM final.mdl (e.g. exp/mono/final.mdl).")
+@click.option("--trans-mdl", default=None, type=click.Path(dir_okay=False),
+              help="final.mdl holding the transition model (default: GRAPH/final.mdl).")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
+              help="Test data dir with feats.scp (fbank for --model, mfcc for --gmm).")
+@click.option("--acwt", default=0.1, show_default=True, help="Acoustic scale.")
+@click.option("--beam", default=13.0, show_default=True, help="Decoding beam.")
+@click.option("--max-active", default=7000, show_default=True, help="Max active states.")
+@click.option("--min-active", default=200, show_default=True, help="Min active states.")
+@click.option("--lmwt", "lmwts", default="", help="Sweep: LM weights, e.g. '8 10 12' "
+              "(each decodes with acwt 1/LMWT into score_LMWT_WIP/text).")
+@click.option("--wip", "wips", default="0.0", show_default=True,
+              help="Sweep: word insertion penalties, e.g. '0.0 0.5 1.0'.")
+@click.option("--nj", default=1, show_default=True, help="Parallel decoding processes.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Decode dir: text, ctm, score_*/text, log/decode.log.")
+def main(graph_dir: str, nnet: str | None, gmm: str | None, trans_mdl: str | None,
+         data_dir: str, acwt: float, beam: float, max_active: int, min_active: int,
+         lmwts: str, wips: str, nj: int, out_dir: str) -> None:
+    """Decode DATA with the acoustic model over the graph; Kaldi-style text and CTM out."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    summary = decode_data_dir(
+        graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
+        opts=DecodeOptions(acwt, beam, max_active, min_active),
+        lmwts=_floats(lmwts), wips=_floats(wips) or [0.0], nj=nj,
+        command=shlex.join(["asrdist-decode", *sys.argv[1:]]),
+    )
+    click.echo(summary.line(), err=True)

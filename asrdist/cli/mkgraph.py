@@ -1,0 +1,38 @@
+"""asrdist-mkgraph: n-gram LM on training transcripts, then HCLG (utils/mkgraph.sh's job)."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+import click
+
+from asrdist.decode.graph import make_graph
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--lang", "lang_dir", required=True, type=click.Path(file_okay=False),
+              help="Kaldi lang dir (L_disambig.fst, words.txt, phones/).")
+@click.option("--model", required=True, type=click.Path(dir_okay=False),
+              help="final.mdl whose transition-ids the graph will use (e.g. exp/mono/final.mdl).")
+@click.option("--tree", default=None, type=click.Path(dir_okay=False),
+              help="Kaldi binary tree (default: 'tree' beside --model, else a monophone tree).")
+@click.option("--text", "train_text", required=True, type=click.Path(dir_okay=False),
+              help="Training transcripts (Kaldi text) for the n-gram LM.")
+@click.option("--order", default=3, show_default=True, help="n-gram order.")
+@click.option("--self-loop-scale", default=0.1, show_default=True,
+              help="Scale on HMM self-loop probabilities (mkgraph.sh default).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Graph dir to write (lm.arpa, G.fst, HCLG.fst, words.txt, ...).")
+def main(lang_dir: str, model: str, tree: str | None, train_text: str, order: int,
+         self_loop_scale: float, out_dir: str) -> None:
+    """Estimate an interpolated Kneser-Ney n-gram on --text and compile HCLG for --model."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    out = make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale)
+    log_dir = Path(out) / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / "mkgraph.log").write_text(
+        "# " + shlex.join(["asrdist-mkgraph", *sys.argv[1:]]) + "\n")
+    click.echo(f"graph: {out}/HCLG.fst", err=True)

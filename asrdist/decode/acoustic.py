@@ -1,0 +1,135 @@
+"""Acoustic scores per frame and pdf: what the decoder searches HCLG with.
+
+Hybrid models give pseudo log-likelihoods log p(pdf | x) - log p(pdf) (posterior over prior,
+Bayes' rule up to a constant), with the features prepared exactly as training prepared them
+(CMVN kind from final.pt, edge frames repeated for the model's context). The GMM baseline
+gives true log-likelihoods of its diagonal GMMs, on the features GMM training used
+(asrdist.gmm.feats: CMN per speaker + deltas).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+
+from asrdist.data.am_gmm import AmDiagGmmParams
+from asrdist.data.dataset import utt_stats
+from asrdist.data.features import apply_cmvn
+from asrdist.errors import AsrdistError
+from asrdist.gmm.feats import DataDir, load_features
+
+
+def _read_table(path: Path) -> dict[str, str]:
+    table = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        fields = line.split(maxsplit=1)
+        if fields:
+            table[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
+    return table
+
+
+def list_utterances(data_dir: str | os.PathLike) -> list[str]:
+    """Utterances with features in a data dir, C-sorted; an empty set is an error."""
+    scp = Path(data_dir) / "feats.scp"
+    if not scp.is_file():
+        raise AsrdistError(f"{scp}: missing (run asrdist-features on the test data first)")
+    utts = sorted(_read_table(scp), key=str.encode)
+    if not utts:
+        raise AsrdistError(f"{scp}: empty test set, nothing to decode")
+    return utts
+
+
+class NnetScorer:
+    """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``."""
+
+    def __init__(self, final_pt: str | os.PathLike, data_dir: str | os.PathLike):
+        import torch
+
+        from asrdist.models.build import load_final
+
+        self.torch = torch
+        self.model, record = load_final(final_pt)
+        self.path = Path(final_pt)
+        self.num_pdfs = int(record["num_pdfs"])
+        self.input_dim = int(record["input_dim"])
+        self.log_priors = np.asarray(record["log_priors"], dtype=np.float32)
+        self.cmvn = record.get("cmvn", "none")
+        self.norm_vars = bool(record.get("cmvn_norm_vars", False))
+        self.left = int(record.get("left_context", 0))
+        self.right = int(record.get("right_context", 0))
+        if self.log_priors.shape != (self.num_pdfs,):
+            raise AsrdistError(
+                f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
+        self.data = Path(data_dir)
+        self.feats = _read_table(self.data / "feats.scp")
+        utt2spk = self.data / "utt2spk"
+        self.utt2spk = _read_table(utt2spk) if utt2spk.is_file() else {}
+        self.spk_stats: dict[str, np.ndarray] = {}
+        if self.cmvn == "spk":
+            cmvn_scp = self.data / "cmvn.scp"
+            if not cmvn_scp.is_file():
+                raise AsrdistError(f"{cmvn_scp}: missing, and {final_pt} was trained with "
+                                   "per-speaker CMVN")
+            self.spk_stats = {k: np.asarray(v) for k, v in kaldiio.load_scp(str(cmvn_scp)).items()}
+
+    def _features(self, utt: str) -> np.ndarray:
+        feats = np.asarray(kaldiio.load_mat(self.feats[utt]), dtype=np.float32)
+        if feats.ndim != 2 or feats.shape[0] == 0:
+            raise AsrdistError(f"{self.data / 'feats.scp'}: utterance {utt} has no frames")
+        if feats.shape[1] != self.input_dim:
+            raise AsrdistError(f"utterance {utt}: feature dimension {feats.shape[1]} but "
+                               f"{self.path} expects {self.input_dim}")
+        if self.cmvn == "utt":
+            feats = apply_cmvn(feats, utt_stats(feats), self.norm_vars)
+        elif self.cmvn == "spk":
+            spk = self.utt2spk.get(utt, utt)
+            if spk not in self.spk_stats:
+                raise AsrdistError(f"{self.data / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")
+            feats = apply_cmvn(feats, self.spk_stats[spk], self.norm_vars)
+        return np.pad(feats, ((self.left, self.right), (0, 0)), mode="edge")
+
+    def scores(self, utts: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+        """(utt, frames x num_pdfs float32 pseudo log-likelihoods) for each utterance."""
+        torch = self.torch
+        with torch.no_grad():
+            for utt in utts:
+                x = torch.from_numpy(self._features(utt))[None]
+                logits = self.model(x)[0]
+                post = torch.log_softmax(logits.float(), dim=-1).numpy()
+                yield utt, post - self.log_priors
+
+
+class GmmScorer:
+    """Diagonal-GMM log-likelihoods of every pdf, vectorised over all Gaussians."""
+
+    def __init__(self, am: AmDiagGmmParams, data_dir: str | os.PathLike):
+        self.num_pdfs = am.num_pdfs
+        self.dim = am.dim
+        self.gconsts = np.concatenate([p.gconsts for p in am.pdfs]).astype(np.float64)
+        self.means_invvars = np.concatenate([p.means_invvars for p in am.pdfs]).astype(np.float64)
+        self.inv_vars = np.concatenate([p.inv_vars for p in am.pdfs]).astype(np.float64)
+        sizes = np.array([len(p.gconsts) for p in am.pdfs])
+        self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self.data = DataDir.load(Path(data_dir))
+
+    def loglikes(self, feats: np.ndarray) -> np.ndarray:
+        """frames x num_pdfs log-likelihoods (log-sum-exp over each pdf's Gaussians)."""
+        x = feats.astype(np.float64)
+        per_gauss = self.gconsts + x @ self.means_invvars.T - 0.5 * (x * x) @ self.inv_vars.T
+        peak = np.maximum.reduceat(per_gauss, self.offsets, axis=1)
+        peak_per_gauss = np.repeat(peak, np.diff(np.append(self.offsets, per_gauss.shape[1])),
+                                   axis=1)
+        sums = np.add.reduceat(np.exp(per_gauss - peak_per_gauss), self.offsets, axis=1)
+        return (peak + np.log(sums)).astype(np.float32)
+
+    def scores(self, utts: list[str]) -> Iterator[tuple[str, np.ndarray]]:
+        for utt in utts:
+            feats = load_features(self.data, [utt])[utt]
+            if feats.shape[1] != self.dim:
+                raise AsrdistError(f"utterance {utt}: GMM features have dimension "
+                                   f"{feats.shape[1]} but the model expects {self.dim}")
+            yield utt, self.loglikes(feats)

@@ -1,0 +1,88 @@
+"""asrdist-decode as a process, then asrdist-score: GMM and hybrid paths, sweeps, bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from asrdist.decode.graph import make_graph
+from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
+
+SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-u4": "dog sat"}
+
+
+def _run(cli: str, *args: str) -> subprocess.CompletedProcess:
+    code = f"from asrdist.cli.{cli} import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory):
+    sys_ = make_system(tmp_path_factory.mktemp("decode_cli") / "sys")
+    make_graph(sys_.lang, sys_.mono / "final.mdl", sys_.train_text, sys_.root / "graph")
+    return sys_
+
+
+def test_gmm_decode_recovers_sentences_and_scores_zero(system):
+    data = system.root / "test_mfcc"
+    write_test_data(system, data, SENTENCES, "gmm")
+    out = system.root / "decode_gmm"
+    proc = _run("decode", "--graph", str(system.root / "graph"), "--gmm",
+                str(system.mono / "final.mdl"), "--data", str(data), "--nj", "2",
+                "--lmwt", "5 10", "--wip", "0.0 1.0", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "RTF" in proc.stderr
+    hyps = dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines())
+    assert hyps == SENTENCES
+    assert sorted(p.name for p in out.glob("score_*")) == [
+        "score_10_0.0", "score_10_1.0", "score_5_0.0", "score_5_1.0"]
+    ctm = [line.split() for line in (out / "ctm").read_text().splitlines()]
+    assert ctm[0] == ["v1-u1", "1", "0.15", "0.27", "dog"]
+    assert [f[4] for f in ctm if f[0] == "v1-u1"] == "dog sit on cat".split()
+    assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
+
+    score = _run("score", "--subsets-by", "spk", str(data / "text"), str(out))
+    assert score.returncode == 0, score.stderr
+    assert score.stdout.splitlines()[0].startswith("%WER 0.00 [ 0 / 9, 0 ins, 0 del, 0 sub ]")
+    assert "best: %WER 0.00" in score.stdout
+
+
+def test_hybrid_decode_with_final_pt(system):
+    data = system.root / "test_fbank"
+    write_test_data(system, data, SENTENCES, "nnet")
+    write_identity_nnet(system, system.root / "final.pt")
+    out = system.root / "decode_nnet"
+    proc = _run("decode", "--graph", str(system.root / "graph"), "--model",
+                str(system.root / "final.pt"), "--data", str(data), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    hyps = dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines())
+    assert hyps == SENTENCES
+
+
+def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):
+    other = make_system(tmp_path / "other")  # same phones, but we shrink its pdf count below
+    write_test_data(system, tmp_path / "data", SENTENCES, "nnet")
+    (tmp_path / "graph").mkdir()
+    for name in ("HCLG.fst", "words.txt"):
+        (tmp_path / "graph" / name).write_bytes((system.root / "graph" / name).read_bytes())
+    (tmp_path / "graph" / "num_pdfs").write_text(f"{other.trans.num_pdfs + 3}\n")
+    write_identity_nnet(system, tmp_path / "final.pt")
+    proc = _run("decode", "--graph", str(tmp_path / "graph"), "--model",
+                str(tmp_path / "final.pt"), "--trans-mdl", str(other.mono / "final.mdl"),
+                "--data", str(tmp_path / "data"), "--out", str(tmp_path / "decode"))
+    assert proc.returncode == 1
+    assert "the graph does not belong to this model" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "decode" / "text").exists()
+
+
+def test_empty_test_set_is_refused(system, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "feats.scp").write_text("")
+    proc = _run("decode", "--graph", str(system.root / "graph"), "--gmm",
+                str(system.mono / "final.mdl"), "--data", str(tmp_path / "data"),
+                "--out", str(tmp_path / "decode"))
+    assert proc.returncode == 1
+    assert "empty test set" in proc.stderr.strip().splitlines()[-1]

@@ -1,0 +1,35 @@
+"""asrdist-mkgraph as a process: a graph dir from a lang dir, a final.mdl and training text."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.decode.tiny_system import make_system
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    code = "from asrdist.cli.mkgraph import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_mkgraph_cli_builds_graph_and_skips_when_done(tmp_path):
+    system = make_system(tmp_path / "sys")
+    args = ["--lang", str(system.lang), "--model", str(system.mono / "final.mdl"),
+            "--text", str(system.train_text), "--order", "2", "--out", str(tmp_path / "graph")]
+    proc = _run(*args)
+    assert proc.returncode == 0, proc.stderr
+    assert "ngram 2=" in (tmp_path / "graph" / "lm.arpa").read_text()
+    assert (tmp_path / "graph" / "log" / "mkgraph.log").read_text().startswith(
+        "# asrdist-mkgraph --lang")
+    again = _run(*args)
+    assert again.returncode == 0 and "already built" in again.stderr
+
+
+def test_mkgraph_cli_missing_lang_is_one_line_error(tmp_path):
+    system = make_system(tmp_path / "sys")
+    proc = _run("--lang", str(tmp_path / "nolang"), "--model", str(system.mono / "final.mdl"),
+                "--text", str(system.train_text), "--out", str(tmp_path / "graph"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nolang'}: no such lang dir"

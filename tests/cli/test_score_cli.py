@@ -1,0 +1,41 @@
+"""asrdist-score end to end, as a process: the %WER line, the subset table and the report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    code = "from asrdist.cli.score import main; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+def test_score_cli_prints_wer_subsets_and_report(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("v1-u1 a b c d\nv1-u2 e f g\nv2-u3 h i\nv2-u4 j k l\n")
+    (data / "utt2spk").write_text("v1-u1 v1\nv1-u2 v1\nv2-u3 v2\nv2-u4 v2\n")
+    dec = tmp_path / "decode"
+    dec.mkdir()
+    (dec / "text").write_text("v1-u1 a x c d e\nv1-u2\nv2-u3 h i\n")
+    report = tmp_path / "exp" / "results.md"
+    proc = _run("--subsets-by", "spk", "--report", str(report), str(data / "text"), str(dec))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"%WER 66.67 [ 8 / 12, 1 ins, 6 del, 1 sub ] {dec / 'text'}"
+    assert "Scored 4 sentences, 1 not present in hyp." in lines
+    assert any(line.split()[:3] == ["v2", "2", "5"] for line in lines)
+    assert "v2-u4" in proc.stderr  # the missing utterance is named
+    text = report.read_text()
+    assert "| 66.67 | 8 / 12 | 1 | 6 | 1 | 1 |" in text
+    assert "asrdist-score --subsets-by spk" in text
+    assert (dec / "hyp.trn").read_text().splitlines()[-1] == "(v2-v2-u4)"
+
+
+def test_score_cli_bad_input_is_one_line_error(tmp_path):
+    (tmp_path / "ref").write_text("")
+    (tmp_path / "hyp").write_text("")
+    proc = _run(str(tmp_path / "ref"), str(tmp_path / "hyp"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "Error: empty test set: the reference has no utterances"

@@ -1,0 +1,57 @@
+"""HCLG building: Kaldi graph dir contents, const FSTs, trees, and a model/tree mismatch."""
+
+from __future__ import annotations
+
+import shutil
+
+import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
+import kaldifst
+import pytest
+
+from asrdist.decode.decoder import max_input_label
+from asrdist.decode.graph import make_graph, read_fst, read_tree
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import is_done
+
+
+def test_graph_dir_has_kaldi_files(tiny_system, tiny_graph):
+    for name in ("lm.arpa", "G.fst", "HCLG.fst", "words.txt", "phones.txt", "num_pdfs",
+                 "final.mdl", "phones/align_lexicon.int", "disambig_tid.int"):
+        assert (tiny_graph / name).is_file(), name
+    assert int((tiny_graph / "num_pdfs").read_text()) == tiny_system.trans.num_pdfs
+    hclg = read_fst(tiny_graph / "HCLG.fst")
+    assert max_input_label(hclg) <= tiny_system.trans.num_transition_ids
+    disambig = {int(x) for x in (tiny_graph / "disambig_tid.int").read_text().split()}
+    labels = {a.ilabel for s in range(hclg.num_states) for a in kaldifst.ArcIterator(hclg, s)}
+    assert disambig and not labels & disambig
+    assert is_done(tiny_graph, "mkgraph")
+
+
+def test_const_fst_reads_like_the_vector_one(tiny_graph, tmp_path):
+    hclg = read_fst(tiny_graph / "HCLG.fst")
+    kaldifst.StdConstFst(hclg).write(str(tmp_path / "HCLG.const.fst"))
+    assert str(read_fst(tmp_path / "HCLG.const.fst")) == str(hclg)
+
+
+def test_tree_file_round_trips(tiny_system):
+    tree = read_tree(tiny_system.mono / "tree")
+    assert (tree.context_width, tree.central_position) == (1, 0)
+    assert tree.num_pdfs == tiny_system.trans.num_pdfs
+
+
+def test_tree_of_another_model_is_refused(tiny_system, tmp_path):
+    phones = list(range(1, 12))
+    other = khg.monophone_context_dependency(phones, [-1] + [2] * 11)
+    other.write(True, str(tmp_path / "tree"))
+    with pytest.raises(AsrdistError, match="tree does not produce this model's transition"):
+        make_graph(tiny_system.lang, tiny_system.mono / "final.mdl", tiny_system.train_text,
+                   tmp_path / "graph", tree_path=tmp_path / "tree")
+    assert not is_done(tmp_path / "graph", "mkgraph")
+
+
+def test_monophone_tree_is_made_when_the_model_has_none(tiny_system, tiny_graph, tmp_path):
+    (tmp_path / "mono").mkdir()
+    shutil.copy(tiny_system.mono / "final.mdl", tmp_path / "mono" / "final.mdl")
+    out = make_graph(tiny_system.lang, tmp_path / "mono" / "final.mdl", tiny_system.train_text,
+                     tmp_path / "graph")
+    assert str(read_fst(out / "HCLG.fst")) == str(read_fst(tiny_graph / "HCLG.fst"))

@@ -17,8 +17,7 @@ import kaldiio
 import numpy as np
 
 from asrdist.data.am_gmm import AmDiagGmmParams
-from asrdist.data.dataset import utt_stats
-from asrdist.data.features import apply_cmvn
+from asrdist.data.cmvn import apply_cmvn, cmvn_stats
 from asrdist.errors import AsrdistError
 from asrdist.gmm.feats import DataDir, load_features
 
@@ -84,7 +83,7 @@ class NnetScorer:
             raise AsrdistError(f"utterance {utt}: feature dimension {feats.shape[1]} but "
                                f"{self.path} expects {self.input_dim}")
         if self.cmvn == "utt":
-            feats = apply_cmvn(feats, utt_stats(feats), self.norm_vars)
+            feats = apply_cmvn(feats, cmvn_stats(feats), self.norm_vars)
         elif self.cmvn == "spk":
             spk = self.utt2spk.get(utt, utt)
             if spk not in self.spk_stats:

@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import soundfile
 
+from asrdist.data.cmvn import apply_cmvn, cmvn_stats
 from asrdist.data.features import (
     FeatureOptions,
-    apply_cmvn,
-    cmvn_stats,
     compute_features,
     make_extractor,
     make_features,

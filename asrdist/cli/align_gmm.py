@@ -1,0 +1,46 @@
+"""asrdist-align-gmm: flat-start monophone GMM-HMM (train_mono.sh) writing a Kaldi alignment dir."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from asrdist.gmm.train_mono import MonoOptions, train_mono
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("data_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("lang_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("exp_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--nj", default=2, show_default=True, help="Parallel jobs (processes).")
+@click.option("--num-iters", default=MonoOptions.num_iters, show_default=True,
+              help="EM passes (Kaldi: 40).")
+@click.option("--total-gauss", default=MonoOptions.total_gauss, show_default=True,
+              help="Target number of Gaussians in total.")
+@click.option("--max-utts", type=int, default=None,
+              help="Train on the shortest N utterances only (Kaldi's train_10kshort); "
+                   "all are aligned at the end.")
+@click.option("--map-oov/--no-map-oov", default=False, show_default=True,
+              help="Map transcript words missing from words.txt to the OOV word "
+                   "instead of failing.")
+def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
+         total_gauss: int, max_utts: int | None, map_oov: bool) -> None:
+    """Train a monophone system on DATA_DIR (MFCC feats.scp + cmvn.scp, text) with LANG_DIR
+    and write EXP_DIR: ali.N.gz, final.mdl, tree, num_jobs, phones.txt, log/. Skips a
+    finished EXP_DIR."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
+                       map_oov=map_oov)
+    summary = train_mono(data_dir, lang_dir, exp_dir, opts)
+    if summary is None:
+        click.echo(f"{exp_dir}: already done (remove {exp_dir}/.align_gmm.done to redo)", err=True)
+        return
+    last = summary.iters[-1]
+    click.echo(
+        f"{exp_dir}: {summary.aligned}/{summary.num_utts} utterances aligned "
+        f"({len(summary.failed)} failed), log-like/frame {last.log_like_per_frame:.3f}, "
+        f"{last.num_gauss} gaussians, {summary.seconds:.0f} s",
+        err=True,
+    )

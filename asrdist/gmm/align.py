@@ -1,0 +1,82 @@
+"""Alignment of one utterance against its training graph.
+
+``equal_alignment`` is align-equal-compiled (a random path of exactly T frames: the flat start);
+``viterbi_alignment`` is gmm-align-compiled (Viterbi beam search with GMM likelihoods).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
+import kaldifst
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AlignOptions:
+    """gmm-align-compiled's options with train_mono.sh's scales."""
+
+    beam: float = 10.0
+    retry_beam: float = 40.0
+    acoustic_scale: float = 0.1
+    transition_scale: float = 1.0
+    self_loop_scale: float = 0.1
+    careful: bool = False
+
+
+def equal_alignment(graph: kaldifst.StdVectorFst, num_frames: int, utt: str) -> np.ndarray | None:
+    """Transition-ids of a random graph path of ``num_frames`` frames, None when there is none.
+
+    The seed comes from the utterance id, so reruns give the same flat start.
+    """
+    seed = zlib.crc32(utt.encode()) & 0x7FFFFFFF
+    ok, path = kaldifst.equal_align(ifst=graph, length=num_frames, rand_seed=seed, num_retries=10)
+    if not ok:
+        return None
+    ok, tids, _, _ = kaldifst.get_linear_symbol_sequence(path)
+    if not ok or len(tids) != num_frames:
+        return None
+    return np.asarray(tids, dtype=np.int32)
+
+
+def viterbi_alignment(
+    graph: kaldifst.StdVectorFst,
+    feats: np.ndarray,
+    am: khg.AmDiagGmm,
+    trans_model: khg.TransitionModel,
+    utt: str,
+    opts: AlignOptions,
+) -> tuple[np.ndarray, float] | None:
+    """Best path's transition-ids and its log-likelihood, or None when the beams fail.
+
+    The graph is copied and given the current transition probabilities (scaled), as
+    gmm-align-compiled does with AddTransitionProbs before decoding.
+    """
+    fst = graph.copy()
+    khg.add_transition_probs(
+        trans_model=trans_model,
+        transition_scale=opts.transition_scale,
+        self_loop_scale=opts.self_loop_scale,
+        fst=fst,
+    )
+    decodable = khg.DecodableAmDiagGmmScaled(
+        am=am, tm=trans_model, feats=feats, scale=opts.acoustic_scale
+    )
+    config = khg.AlignConfig(beam=opts.beam, retry_beam=opts.retry_beam, careful=opts.careful)
+    done, _, _, like, _, ali, _ = khg.align_utterance_wrapper(
+        config=config,
+        utt=utt,
+        acoustic_scale=opts.acoustic_scale,
+        fst=fst,
+        decodable=decodable,
+        num_done=0,
+        num_error=0,
+        num_retried=0,
+        tot_like=0.0,
+        frame_count=0,
+    )
+    if done != 1 or len(ali) != feats.shape[0]:
+        return None
+    return np.asarray(ali, dtype=np.int32), like

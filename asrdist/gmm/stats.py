@@ -1,0 +1,147 @@
+"""Viterbi-alignment statistics (gmm-acc-stats-ali) and the M-step with mixing up (gmm-est).
+
+Statistics are plain numpy arrays (zeroth, first and second order per Gaussian, counts per
+transition-id) so parallel jobs can send them to the parent, which sums them and lets khg's
+``mle_am_diag_gmm_update`` and ``TransitionModel.mle_update`` do Kaldi's update.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import kaldi_hmm_gmm as khg
+import numpy as np
+
+from asrdist.data.am_gmm import AmDiagGmmParams, DiagGmmParams
+
+ALL_FLAGS = int(khg.GmmUpdateFlags.kGmmAll)
+
+
+@dataclass
+class GmmStats:
+    """Sufficient statistics of one EM pass; ``+`` sums those of parallel jobs."""
+
+    occ: list[np.ndarray]  # per pdf: (num_gauss,)
+    x: list[np.ndarray]  # per pdf: (num_gauss, dim)
+    x2: list[np.ndarray]  # per pdf: (num_gauss, dim)
+    trans: np.ndarray  # per transition-id (index 0 unused), float64
+    log_like: float = 0.0
+    frames: int = 0
+
+    @classmethod
+    def zeros(cls, am: AmDiagGmmParams, num_transition_ids: int) -> GmmStats:
+        return cls(
+            occ=[np.zeros(p.weights.shape[0]) for p in am.pdfs],
+            x=[np.zeros(p.inv_vars.shape) for p in am.pdfs],
+            x2=[np.zeros(p.inv_vars.shape) for p in am.pdfs],
+            trans=np.zeros(num_transition_ids + 1),
+        )
+
+    def __add__(self, other: GmmStats) -> GmmStats:
+        return GmmStats(
+            occ=[a + b for a, b in zip(self.occ, other.occ, strict=True)],
+            x=[a + b for a, b in zip(self.x, other.x, strict=True)],
+            x2=[a + b for a, b in zip(self.x2, other.x2, strict=True)],
+            trans=self.trans + other.trans,
+            log_like=self.log_like + other.log_like,
+            frames=self.frames + other.frames,
+        )
+
+    def pdf_occupancy(self) -> np.ndarray:
+        return np.array([o.sum() for o in self.occ], dtype=np.float32)
+
+
+def gaussian_log_likes(pdf: DiagGmmParams, feats: np.ndarray) -> np.ndarray:
+    """log(w_g N(x; mu_g, var_g)) per frame and Gaussian, as DiagGmm::LogLikelihoods."""
+    x = feats.astype(np.float64)
+    return (
+        pdf.gconsts.astype(np.float64)[None, :]
+        + x @ pdf.means_invvars.T.astype(np.float64)
+        - 0.5 * (x * x) @ pdf.inv_vars.T.astype(np.float64)
+    )
+
+
+def accumulate(
+    stats: GmmStats, am: AmDiagGmmParams, feats: np.ndarray, pdfs: np.ndarray, tids: np.ndarray
+) -> None:
+    """Add frames aligned to pdf-ids ``pdfs`` (transition-ids ``tids``) into ``stats``.
+
+    Frames are grouped by pdf, so one matrix product per pdf replaces a call per frame.
+    """
+    stats.trans += np.bincount(tids, minlength=stats.trans.shape[0])
+    stats.frames += feats.shape[0]
+    order = np.argsort(pdfs, kind="stable")
+    bounds = np.flatnonzero(np.diff(pdfs[order])) + 1
+    for rows in np.split(order, bounds):
+        pdf = int(pdfs[rows[0]])
+        x = feats[rows].astype(np.float64)
+        ll = gaussian_log_likes(am.pdfs[pdf], x)
+        top = ll.max(axis=1, keepdims=True)
+        post = np.exp(ll - top)
+        total = post.sum(axis=1, keepdims=True)
+        stats.log_like += float((top + np.log(total)).sum())
+        post /= total
+        stats.occ[pdf] += post.sum(axis=0)
+        stats.x[pdf] += post.T @ x
+        stats.x2[pdf] += post.T @ (x * x)
+
+
+def to_khg_accs(stats: GmmStats, am: khg.AmDiagGmm) -> khg.AccumAmDiagGmm:
+    """Load numpy statistics into khg's AccumAmDiagGmm.
+
+    khg gives no write access to its per-pdf accumulators (``get_acc`` returns a copy), so
+    each Gaussian's statistics are added as two weighted points mean +- stddev, occ/2 each:
+    they have exactly the Gaussian's zeroth, first and second-order statistics.
+    """
+    accs = khg.AccumAmDiagGmm()
+    accs.init(am, ALL_FLAGS)
+    for pdf, occ in enumerate(stats.occ):
+        for g in np.flatnonzero(occ > 0.0):
+            mean = stats.x[pdf][g] / occ[g]
+            std = np.sqrt(np.maximum(stats.x2[pdf][g] / occ[g] - mean * mean, 0.0))
+            for point in (mean + std, mean - std):
+                accs.accumulate_for_gaussian(
+                    am, point.astype(np.float32), pdf, int(g), float(occ[g] / 2)
+                )
+    return accs
+
+
+@dataclass
+class UpdateResult:
+    """What gmm-est prints: objective improvements and the model size after mixing up."""
+
+    gmm_impr_per_frame: float
+    trans_impr_per_frame: float
+    num_gauss: int
+
+
+def estimate(
+    am: khg.AmDiagGmm,
+    trans_model: khg.TransitionModel,
+    stats: GmmStats,
+    mixup: int,
+    min_gaussian_occupancy: float = 10.0,
+    power: float = 0.25,
+    min_count: float = 20.0,
+    perturb_factor: float = 0.01,
+) -> UpdateResult:
+    """gmm-est: transition and GMM ML update, then split Gaussians up to ``mixup`` in total."""
+    t_impr, t_count = trans_model.mle_update(stats.trans, khg.MleTransitionUpdateConfig())
+    opts = khg.MleDiagGmmOptions(min_gaussian_occupancy=min_gaussian_occupancy)
+    g_impr, g_count = khg.mle_am_diag_gmm_update(
+        config=opts, amdiag_gmm_acc=to_khg_accs(stats, am), flags=ALL_FLAGS, am_gmm=am
+    )
+    if mixup > 0:  # as gmm-est --mix-up: pdfs whose share of ``mixup`` exceeds their size split
+        am.split_by_count(
+            state_occs=stats.pdf_occupancy(),
+            target_components=mixup,
+            perturb_factor=perturb_factor,
+            power=power,
+            min_count=min_count,
+        )
+    am.compute_gconsts()
+    return UpdateResult(
+        gmm_impr_per_frame=g_impr / max(g_count, 1.0),
+        trans_impr_per_frame=t_impr / max(t_count, 1.0),
+        num_gauss=am.num_gauss,
+    )

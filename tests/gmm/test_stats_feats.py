@@ -1,0 +1,60 @@
+"""GMM statistics against khg's per-frame accumulation, and Kaldi's add-deltas."""
+
+from __future__ import annotations
+
+import kaldi_hmm_gmm as khg
+import numpy as np
+
+from asrdist.data.am_gmm import am_params_from_khg
+from asrdist.gmm.feats import add_deltas
+from asrdist.gmm.stats import ALL_FLAGS, GmmStats, accumulate, to_khg_accs
+
+
+def random_am(rng: np.random.Generator, num_pdfs: int = 3, nmix: int = 4, dim: int = 5):
+    am = khg.AmDiagGmm()
+    for _ in range(num_pdfs):
+        gmm = khg.DiagGmm(nmix, dim)
+        gmm.set_weights(rng.dirichlet(np.ones(nmix)).astype(np.float32))
+        gmm.set_invvars_and_means(rng.uniform(0.5, 2.0, (nmix, dim)).astype(np.float32),
+                                  rng.normal(0, 2, (nmix, dim)).astype(np.float32))
+        gmm.compute_gconsts()
+        am.add_pdf(gmm)
+    return am
+
+
+def test_vectorised_stats_match_khg_per_frame_accumulation() -> None:
+    rng = np.random.default_rng(1)
+    am = random_am(rng)
+    feats = rng.normal(0, 2, (200, 5)).astype(np.float32)
+    pdfs = rng.integers(0, 3, 200)
+    tids = rng.integers(1, 8, 200)
+
+    ref = khg.AccumAmDiagGmm()
+    ref.init(am, ALL_FLAGS)
+    ref_ll = sum(ref.accumulate_for_gmm(am, f, int(p), 1.0) for f, p in zip(feats, pdfs,
+                                                                            strict=True))
+    params = am_params_from_khg(am)
+    stats = GmmStats.zeros(params, 7)
+    accumulate(stats, params, feats, pdfs, tids)
+    assert np.isclose(stats.log_like, ref_ll, rtol=1e-5)
+    assert stats.trans[1:].sum() == 200 and stats.frames == 200
+    ours = to_khg_accs(stats, am)
+    for pdf in range(3):
+        a, b = ours.get_acc(pdf), ref.get_acc(pdf)
+        assert np.allclose(a.occupancy, b.occupancy, rtol=1e-5)
+        assert np.allclose(a.mean_accumulator, b.mean_accumulator, rtol=1e-4, atol=1e-3)
+        assert np.allclose(a.variance_accumulator, b.variance_accumulator, rtol=1e-4, atol=1e-3)
+
+
+def test_add_deltas_on_a_quadratic() -> None:
+    t = np.arange(20, dtype=np.float32)
+    out = add_deltas(np.stack([t * t, t], axis=1))
+    assert out.shape == (20, 6)
+    inner = slice(4, 16)  # frames whose 9-frame window does not reach an edge
+    assert np.allclose(out[inner, 0], t[inner] ** 2)
+    assert np.allclose(out[inner, 2], 2 * t[inner], atol=1e-3)  # d/dt t^2
+    assert np.allclose(out[inner, 4], 2.0, atol=1e-3)  # d2/dt2 t^2
+    assert np.allclose(out[inner, 3], 1.0) and np.allclose(out[inner, 5], 0.0, atol=1e-5)
+    # edges repeat the first/last frame, as Kaldi does: constant input gives zero deltas
+    flat = add_deltas(np.ones((3, 2), dtype=np.float32))
+    assert np.allclose(flat[:, 2:], 0.0)

@@ -1,0 +1,149 @@
+"""Monophone training end to end on a synthetic corpus, and the alignment dir it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kaldi_hmm_gmm  # noqa: F401  (before anything that loads kaldifst)
+import kaldiio
+import numpy as np
+import pytest
+
+from asrdist.data.alignments import read_alignments
+from asrdist.data.am_gmm import to_khg_am_diag_gmm
+from asrdist.data.transition_model import read_final_mdl
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import is_done
+from asrdist.gmm import train_mono as tm_module
+from asrdist.gmm.align import AlignOptions, viterbi_alignment
+from asrdist.gmm.feats import DataDir, load_features
+from asrdist.gmm.graphs import GraphCompiler, Lang
+from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
+from asrdist.gmm.train_mono import MonoOptions, train_mono
+from tests.gmm.synth_corpus import Corpus, make_corpus
+
+OPTS = MonoOptions(nj=1, num_iters=10, total_gauss=60)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Corpus:
+    return make_corpus(tmp_path_factory.mktemp("synth"))
+
+
+@pytest.fixture(scope="module")
+def trained(corpus: Corpus, tmp_path_factory):
+    exp = tmp_path_factory.mktemp("exp") / "mono"
+    return exp, train_mono(corpus.data, corpus.lang, exp, MonoOptions(nj=2, num_iters=10,
+                                                                      total_gauss=60))
+
+
+def test_likelihood_increases_and_all_utterances_align(corpus: Corpus, tmp_path: Path) -> None:
+    summary = train_mono(corpus.data, corpus.lang, tmp_path / "mono", OPTS)
+    lls = [r.log_like_per_frame for r in summary.iters]
+    assert len(lls) == 10
+    assert lls[-1] > lls[1] + 5.0  # nats per frame
+    assert all(b > a - 0.5 for a, b in zip(lls[1:], lls[2:], strict=False))
+    assert all(r.align_failed == 0 for r in summary.iters)
+    assert summary.iters[-1].num_gauss > summary.iters[0].num_gauss
+    assert summary.aligned == 20 and summary.failed == []
+
+
+def test_alignment_dir_is_complete_kaldi_layout(trained) -> None:
+    exp, summary = trained
+    assert summary.aligned == 20
+    for name in ("ali.1.gz", "ali.2.gz", "final.mdl", "tree", "phones.txt", "final.occs",
+                 "log/train_mono.log"):
+        assert (exp / name).is_file(), name
+    assert (exp / "num_jobs").read_text().strip() == "2"
+    assert not (exp / "ali.3.gz").exists()
+    assert is_done(exp, "align_gmm")
+
+
+def test_alignments_cover_every_frame_and_find_the_phones(corpus: Corpus, trained) -> None:
+    exp, _ = trained
+    info, am = read_final_mdl(exp / "final.mdl")
+    assert am is not None and am.num_pdfs == info.num_pdfs == 19
+    feats = kaldiio.load_scp(str(corpus.data / "feats.scp"))
+    phones = {int(i): p for p, i in (line.split() for line in
+                                    (corpus.lang / "phones.txt").read_text().splitlines())}
+    alis = dict(read_alignments(exp / "ali.1.gz")) | dict(read_alignments(exp / "ali.2.gz"))
+    assert sorted(alis) == sorted(corpus.true_phones)
+    right = total = 0
+    for utt, ali in alis.items():
+        assert len(ali) == feats[utt].shape[0]
+        got = [phones[int(p)] for p in info.tid_to_phone[ali]]
+        right += sum(g == t for g, t in zip(got, corpus.true_phones[utt], strict=True))
+        total += len(ali)
+    assert right / total > 0.9
+
+
+def test_final_mdl_rebuilds_for_decoding(corpus: Corpus, trained) -> None:
+    """final.mdl alone gives back a model that realigns an utterance as training did."""
+    exp, _ = trained
+    info, am_params = read_final_mdl(exp / "final.mdl")
+    lang = Lang.load(corpus.lang)
+    topo = lang.topology()
+    tree = monophone_tree(topo, lang.phone_sets)
+    tm = transition_model_with_log_probs(tree, topo, info.log_probs)
+    assert np.allclose(np.exp(tm.log_probs), np.exp(info.log_probs), atol=2e-3)
+    utt, ali = next(read_alignments(exp / "ali.1.gz"))
+    data = DataDir.load(corpus.data)
+    graph = GraphCompiler(lang, tree, tm).compile(lang.word_ids(utt, data.text[utt], False))
+    feats = load_features(data, [utt])[utt]
+    res = viterbi_alignment(graph, feats, to_khg_am_diag_gmm(am_params), tm, utt,
+                            AlignOptions())
+    assert res is not None
+    assert np.array_equal(res[0], ali)
+
+
+def test_rerun_skips_a_finished_dir(corpus: Corpus, trained) -> None:
+    exp, _ = trained
+    before = (exp / "final.mdl").stat().st_mtime_ns
+    assert train_mono(corpus.data, corpus.lang, exp, OPTS) is None
+    assert (exp / "final.mdl").stat().st_mtime_ns == before
+
+
+def test_interrupted_run_leaves_no_complete_looking_dir(corpus: Corpus, tmp_path: Path,
+                                                        monkeypatch) -> None:
+    exp = tmp_path / "mono"
+    train_mono(corpus.data, corpus.lang, exp, MonoOptions(nj=1, num_iters=2, total_gauss=30))
+    calls = []
+
+    def dies(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return estimate(*args, **kwargs)
+
+    estimate = tm_module.estimate
+    monkeypatch.setattr(tm_module, "estimate", dies)
+    (exp / ".align_gmm.done").unlink()  # ask for a rerun over the finished dir
+    with pytest.raises(KeyboardInterrupt):
+        train_mono(corpus.data, corpus.lang, exp, OPTS)
+    assert not is_done(exp, "align_gmm")
+    assert not (exp / "final.mdl").exists() and not list(exp.glob("ali.*.gz"))
+
+
+def test_oov_word_is_an_error_naming_utterance_and_word(corpus: Corpus, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("feats.scp", "cmvn.scp", "utt2spk", "spk2utt"):
+        (data / name).write_text((corpus.data / name).read_text())
+    lines = (corpus.data / "text").read_text().splitlines()
+    utt = lines[3].split()[0]
+    lines[3] = f"{utt} a zebra"
+    (data / "text").write_text("\n".join(lines) + "\n")
+    with pytest.raises(AsrdistError, match=f"utterance {utt}: word 'zebra'"):
+        train_mono(data, corpus.lang, tmp_path / "mono", OPTS)
+    summary = train_mono(data, corpus.lang, tmp_path / "mono",
+                         MonoOptions(nj=1, num_iters=3, total_gauss=30, map_oov=True))
+    assert summary.aligned == 20
+
+
+def test_max_utts_trains_on_shortest_and_aligns_all(corpus: Corpus, tmp_path: Path) -> None:
+    opts = MonoOptions(nj=1, num_iters=6, total_gauss=40, max_utts=12)
+    summary = train_mono(corpus.data, corpus.lang, tmp_path / "mono", opts)
+    assert summary.num_train_utts == 12 and summary.num_utts == 20
+    lengths = sorted(len(p) for p in corpus.true_phones.values())
+    assert summary.iters[0].frames == sum(lengths[:12])
+    assert summary.aligned == 20

@@ -1,0 +1,187 @@
+"""adpsgd-fixed, adpsgd-random, adpsgd-delay1: asynchronous decentralized parallel SGD.
+
+No global collective in the steady state: each learner only averages pairwise with one ring
+neighbour per exchange, through the communication thread of :mod:`asrdist.dist.exchange`.
+
+Plain variants (fixed, random ring), Lian et al.'s step for learner i at its step k::
+
+    snapshot = w_k;  g = grad(snapshot)            # the exchange of w_k runs meanwhile
+    w_i, w_j <- (w_i + w_j) / 2                    # merged before the optimizer step
+    w_{k+1} = avg_k(w_k) - lr * g(w_k)              # optimizer step, momentum local
+
+The active learner's exchange starts at ``before_step`` and overlaps forward and backward; it
+is merged at ``after_backward``, waiting only if it took longer than the gradient. A passive
+learner serves exchanges at any time and merges what it received at ``after_backward``.
+
+delay1 (delay-by-one), the project's reading of Cui et al. (TASLP'21, ICASSP'20)::
+
+    w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})
+
+Step k's exchange starts at ``before_step(k)`` and need only finish by ``before_step(k+1)``: it
+overlaps the whole step (forward, backward, optimizer step, data loading), and the gradient
+applied at step k is the one computed at step k-1 -- exactly one step late, never more (the
+first step applies none).
+
+Staleness (metric): the number of averaging updates merged into the weights between the
+snapshot a gradient was computed on and that gradient's application.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from asrdist.dist import rings
+from asrdist.dist.base import DistributedStrategy, add_flat, flat_weights, unwrap
+from asrdist.dist.exchange import PairwiseExchange, make_exchange_group
+
+
+class ADPSGD(DistributedStrategy):
+    """Pairwise asynchronous averaging on a bipartite ring (``ring``: "fixed" or "random")."""
+
+    def __init__(self, ring: str = "fixed", delay1: bool = False, seed: int = 0,
+                 **options: Any) -> None:
+        if ring not in ("fixed", "random"):
+            raise ValueError(f"unknown ring {ring!r}")
+        super().__init__(**options)
+        self.ring, self.delay1, self.seed = ring, delay1, seed
+        self.name = "adpsgd-delay1" if delay1 else f"adpsgd-{ring}"
+        self.engine: PairwiseExchange | None = None
+        self.steps = 0
+        self.merged = 0  # exchanges merged into this learner's weights
+        self._resume_round = 0
+        self._snap_merged: list[int] = []
+        self._prev_grads: list[torch.Tensor | None] | None = None
+        self._model: torch.nn.Module | None = None
+        self._finished = False
+
+    # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
+
+    def _ring_ranks(self) -> list[int]:
+        return list(range(self.world_size))
+
+    def _ring_index(self) -> int | None:
+        """This learner's position on the ring; None for a learner that does not exchange."""
+        return self.rank
+
+    def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
+                   count: int) -> tuple[torch.Tensor | None, int]:
+        """Give the delta merged by the ring member to the rest of its node (a no-op here)."""
+        return delta, count
+
+    # -- hooks --------------------------------------------------------------------------------
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if not self.multi:
+            return model
+        self._model = model
+        ranks = self._ring_ranks()
+        group = make_exchange_group(ranks, self.timeout_s)
+        index = self._ring_index()
+        if index is not None and len(ranks) > 1:
+            n = len(ranks)
+            self.engine = PairwiseExchange(
+                group=group,
+                ranks=ranks,
+                index=index,
+                numel=sum(p.numel() for p in unwrap(model).parameters()),
+                partner_of=lambda r: rings.partner(self.ring, index, n, r, self.seed),
+                timeout_s=self.timeout_s,
+                rank=self.rank,
+                start_round=self._resume_round,
+            )
+        self._start_distance(model)
+        return model
+
+    def _merge(self, model: torch.nn.Module) -> None:
+        """Merge finished exchanges into the weights (the active learner waits for its own)."""
+        delta, count = None, 0
+        eng = self.engine
+        if eng is not None and eng.active and eng.in_flight:
+            with self._waiting():
+                delta, count = eng.wait(), 1
+        elif eng is not None and not eng.active:
+            delta, count = eng.take_pending()
+        with self._waiting():
+            delta, count = self._sync_node(model, delta, count)
+        if delta is not None:
+            add_flat(model, delta)
+            self.merged += count
+
+    def before_step(self, model: torch.nn.Module, step: int) -> None:
+        if not self.multi:
+            return
+        if self.delay1:
+            self._merge(model)
+        self._snap_merged = (self._snap_merged + [self.merged])[-2:]
+        if self.engine is not None:
+            snapshot = flat_weights(model)
+            if self.engine.active:
+                self.engine.start(snapshot)
+            else:
+                self.engine.publish(snapshot)
+        self._begin_compute()
+
+    def after_backward(self, model: torch.nn.Module, step: int) -> None:
+        if not self.multi:
+            return
+        self._end_compute()
+        if not self.delay1:
+            self._merge(model)
+            self._record_staleness(self.merged - self._snap_merged[-1])
+            return
+        params = list(unwrap(model).parameters())
+        current = [None if p.grad is None else p.grad.detach().clone() for p in params]
+        previous = self._prev_grads or [None] * len(params)
+        for p, g in zip(params, previous, strict=True):
+            p.grad = g
+        self._prev_grads = current
+        if len(self._snap_merged) == 2:
+            self._record_staleness(self.merged - self._snap_merged[0])
+
+    def after_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                   step: int) -> None:
+        self.steps += 1
+
+    def finalize(self, model: torch.nn.Module) -> None:
+        if self.multi:
+            self._merge(model)
+        self._finish(model)
+        self._finished = True
+
+    def _before_final_average(self, model: torch.nn.Module) -> None:
+        if self.engine is not None:
+            self.engine.finish()
+        self._merge(model)
+
+    def metrics(self) -> dict[str, Any]:
+        out = super().metrics()
+        out["exchanges"] = self.engine.exchanges if self.engine is not None else 0
+        out["merged"] = self.merged
+        return out
+
+    # -- resume ---------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Call before reading the model's weights: it merges exchanges still in flight, so the
+        saved weights include them (all learners of a node must call it at the same step)."""
+        state: dict[str, Any] = {"steps": self.steps, "merged": self.merged}
+        if self.multi and self._model is not None and not self._finished:
+            self._merge(self._model)
+        if self.engine is not None:
+            state["round"] = self.engine.round
+            state["exchanges"] = self.engine.exchanges
+        if self.delay1:
+            state["prev_grads"] = self._prev_grads
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.steps = int(state.get("steps", 0))
+        self.merged = int(state.get("merged", 0))
+        self._resume_round = int(state.get("round", 0))
+        if self.engine is not None:
+            self.engine.round = self._resume_round
+            self.engine.exchanges = int(state.get("exchanges", 0))
+        if self.delay1:
+            self._prev_grads = state.get("prev_grads")

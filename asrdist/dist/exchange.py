@@ -1,0 +1,237 @@
+"""The pairwise weight-exchange engine of ADPSGD: one communication thread per learner.
+
+Each learner's weights travel as one flat CPU float tensor over a gloo process group of its own
+(created with ``timeout=``: new groups do not inherit the default group's), used by this
+thread only. Roles come from :mod:`asrdist.dist.rings` and never change:
+
+- an *active* learner's thread takes one job per step (a snapshot ``s_a`` of its weights),
+  sends a header to the passive partner the ring schedule names, then swaps weights with it by
+  ``isend``/``irecv`` posted together (two blocking sends would deadlock on large tensors), and
+  returns the delta ``(s_p - s_a) / 2``;
+- a *passive* learner's thread serves whichever header arrives first (receive from any
+  source), swaps its current weights ``s_p`` with that active learner and accumulates the delta
+  ``(s_a - s_p) / 2`` until its compute thread merges it.
+
+The two deltas are exact negatives, so every exchange leaves the sum of all weights unchanged
+even when a learner's weights moved (an optimizer step) between its snapshot and the merge;
+with nothing in between it is exactly ``w_a, w_p <- (w_a + w_p) / 2``.
+
+Deadlock freedom: an active thread waits only on a passive one, a passive thread only on the
+active learner it is serving, so no cycle of waits can form. Leaving the loop: every active
+learner ends with a DONE header to every passive one, and a passive thread returns after
+receiving DONE from all active learners, so all agree when to stop. While idle, active threads
+send PING headers, so a passive learner that hears from an active one for ``timeout_s`` knows
+it is gone. Every wait has ``timeout_s``; a failed or timed-out exchange ends the learner's
+process with a message naming the peer (fail-stop, see :mod:`asrdist.dist.health`).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from asrdist.dist import rings
+from asrdist.dist.health import abort
+
+KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
+TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13
+
+
+class ExchangeFailure(RuntimeError):
+    """An exchange with a named learner failed or timed out."""
+
+
+def _wait(work: dist.Work, timeout_s: float, what: str) -> None:
+    try:
+        ok = work.wait(timeout=timedelta(seconds=timeout_s))
+    except RuntimeError as exc:
+        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "error"
+        raise ExchangeFailure(f"{what}: {text}") from exc
+    if ok is False:
+        raise ExchangeFailure(f"{what}: no answer within {timeout_s:.0f} s")
+
+
+class PairwiseExchange:
+    """Pairwise averaging with ring partners, run by one background thread.
+
+    ``ranks[i]`` is the global rank of ring member ``i``; this learner is member ``index``.
+    ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange.
+    """
+
+    def __init__(
+        self,
+        *,
+        group: dist.ProcessGroup,
+        ranks: list[int],
+        index: int,
+        numel: int,
+        partner_of: Callable[[int], int] | None,
+        timeout_s: float,
+        rank: int,
+        start_round: int = 0,
+    ) -> None:
+        self.group, self.ranks, self.index = group, ranks, index
+        self.n = len(ranks)
+        self.active = rings.is_active(index)
+        self.timeout_s = timeout_s
+        self.rank = rank  # this learner's global rank, for messages
+        self.round = start_round
+        self.exchanges = 0
+        self._partner_of = partner_of
+        self._lock = threading.Lock()
+        self._jobs: queue.Queue[torch.Tensor | None] = queue.Queue()
+        self._results: queue.Queue[torch.Tensor] = queue.Queue()
+        self._in_flight = 0
+        self._peer: int | None = None  # ring member being talked to, for error messages
+        self._served = torch.zeros(numel)
+        self._pending = torch.zeros(numel)
+        self._pending_count = 0
+        loop = self._active_loop if self.active else self._passive_loop
+        self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
+                                        daemon=True)
+        self._thread.start()
+
+    # -- compute-thread API ------------------------------------------------------------------
+
+    def start(self, snapshot: torch.Tensor) -> None:
+        """Active: begin this step's exchange of ``snapshot`` (returns at once)."""
+        self._in_flight += 1
+        self._jobs.put(snapshot)
+
+    @property
+    def in_flight(self) -> bool:
+        return self._in_flight > 0
+
+    def wait(self) -> torch.Tensor:
+        """Active: the delta of the exchange in flight, once it is done."""
+        while True:
+            try:
+                delta = self._results.get(timeout=1.0)
+            except queue.Empty:
+                if not self._thread.is_alive():
+                    raise ExchangeFailure("exchange thread ended unexpectedly") from None
+                continue
+            self._in_flight -= 1
+            return delta
+
+    def publish(self, weights: torch.Tensor) -> None:
+        """Passive: the weights to serve from now on (the compute thread's latest ones)."""
+        with self._lock:
+            self._served = weights
+
+    def take_pending(self) -> tuple[torch.Tensor | None, int]:
+        """Passive: the accumulated delta and how many exchanges it holds; resets it."""
+        with self._lock:
+            if self._pending_count == 0:
+                return None, 0
+            delta, count = self._pending, self._pending_count
+            self._served = self._served + delta  # served + pending stays the logical weights
+            self._pending = torch.zeros_like(delta)
+            self._pending_count = 0
+        return delta, count
+
+    def finish(self) -> None:
+        """Leave the loop together: active sends DONE to all passives; passive awaits them."""
+        if self.active:
+            self._jobs.put(None)
+        self._thread.join()
+
+    # -- communication thread ----------------------------------------------------------------
+
+    def _guard(self, loop: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                loop()
+            except ExchangeFailure as exc:
+                abort(self.rank, f"{exc}; ending the job")
+            except RuntimeError as exc:  # gloo may also fail when a transfer is posted
+                peer = "?" if self._peer is None else self._member(self._peer)
+                text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "error"
+                abort(self.rank, f"exchange with {peer} failed: {text}; ending the job")
+
+        return run
+
+    def _member(self, index: int) -> str:
+        return f"learner {self.ranks[index]}"
+
+    def _header(self, kind: int, to: int) -> None:
+        self._peer = to
+        hdr = torch.tensor([kind, self.index, self.round], dtype=torch.int64)
+        work = dist.isend(hdr, self.ranks[to], group=self.group, tag=TAG_HEADER)
+        _wait(work, self.timeout_s, f"exchange with {self._member(to)} failed")
+
+    def _active_loop(self) -> None:
+        ping_s = self.timeout_s / 4
+        while True:
+            try:
+                snapshot = self._jobs.get(timeout=ping_s)
+            except queue.Empty:
+                for p in rings.passives(self.n):
+                    self._header(KIND_PING, p)
+                continue
+            if snapshot is None:
+                for p in rings.passives(self.n):
+                    self._header(KIND_DONE, p)
+                return
+            assert self._partner_of is not None
+            peer = self._partner_of(self.round)
+            self._header(KIND_EXCHANGE, peer)
+            theirs = torch.empty_like(snapshot)
+            send = dist.isend(snapshot, self.ranks[peer], group=self.group, tag=TAG_TO_PASSIVE)
+            recv = dist.irecv(theirs, self.ranks[peer], group=self.group, tag=TAG_TO_ACTIVE)
+            what = f"exchange with {self._member(peer)} failed"
+            _wait(send, self.timeout_s, what)
+            _wait(recv, self.timeout_s, what)
+            self.round += 1
+            self.exchanges += 1
+            self._results.put((theirs - snapshot) * 0.5)
+
+    def _passive_loop(self) -> None:
+        pending_actives = set(rings.actives(self.n))
+        heard = {a: time.monotonic() for a in pending_actives}
+        hdr = torch.empty(3, dtype=torch.int64)
+        while pending_actives:
+            work = dist.irecv(hdr, None, group=self.group, tag=TAG_HEADER)
+            silent = sorted(pending_actives, key=lambda a: heard[a])
+            _wait(work, self.timeout_s,
+                  f"no exchange or heartbeat from {self._member(silent[0])}")
+            kind, sender = int(hdr[0]), int(hdr[1])
+            now = time.monotonic()
+            heard[sender] = now
+            if kind == KIND_DONE:
+                pending_actives.discard(sender)
+            elif kind == KIND_EXCHANGE:
+                self._serve(sender)
+            for a in pending_actives:
+                if now - heard[a] > self.timeout_s:
+                    raise ExchangeFailure(
+                        f"no exchange or heartbeat from {self._member(a)} for "
+                        f"{self.timeout_s:.0f} s"
+                    )
+
+    def _serve(self, sender: int) -> None:
+        self._peer = sender
+        with self._lock:
+            mine = self._served + self._pending
+        theirs = torch.empty_like(mine)
+        peer = self.ranks[sender]
+        recv = dist.irecv(theirs, peer, group=self.group, tag=TAG_TO_PASSIVE)
+        send = dist.isend(mine, peer, group=self.group, tag=TAG_TO_ACTIVE)
+        what = f"exchange with {self._member(sender)} failed"
+        _wait(recv, self.timeout_s, what)
+        _wait(send, self.timeout_s, what)
+        with self._lock:
+            self._pending += (theirs - mine) * 0.5
+            self._pending_count += 1
+        self.exchanges += 1
+
+
+def make_exchange_group(ranks: list[int], timeout_s: float) -> dist.ProcessGroup:
+    """A gloo group for the exchange thread alone; every process of the job must call this."""
+    return dist.new_group(ranks=ranks, timeout=timedelta(seconds=timeout_s), backend="gloo")

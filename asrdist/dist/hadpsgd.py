@@ -1,0 +1,109 @@
+"""hadpsgd: hierarchical ADPSGD (Zhang et al., Interspeech'19).
+
+The learners of one node form a *super-learner*: DistributedDataParallel over the node's group
+allreduces their gradients every step (nccl on GPU, gloo on CPU), so they hold identical weights.
+The node's first learner (its leader) sits on the ADPSGD ring of super-learners (fixed, random or
+delay-by-one, ``variant``); whatever averaging it merges it broadcasts to the rest of its node at
+the same point of the same step, so the node's copies stay identical.
+
+A node is the launcher's node (hostname, Slurm node name); ``learners_per_node`` forces groups
+of consecutive ranks instead, to test several nodes on one machine.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from asrdist.dist.adpsgd import ADPSGD
+from asrdist.dist.launch import detect_env
+from asrdist.dist.ssgd import HookState, allreduce_mean_hook, model_device
+from asrdist.errors import AsrdistError
+
+VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
+
+
+def node_groups(world_size: int, learners_per_node: int | None,
+                nodes: list[str] | None = None) -> list[list[int]]:
+    """Ranks grouped by node: consecutive blocks of ``learners_per_node``, else by node name."""
+    if learners_per_node:
+        if world_size % learners_per_node:
+            raise AsrdistError(
+                f"--learners-per-node {learners_per_node} does not divide {world_size} learners"
+            )
+        return [list(range(s, s + learners_per_node))
+                for s in range(0, world_size, learners_per_node)]
+    assert nodes is not None
+    order: dict[str, list[int]] = {}
+    for r, name in enumerate(nodes):
+        order.setdefault(name, []).append(r)
+    return sorted(order.values())
+
+
+class HADPSGD(ADPSGD):
+    """Super-learners (one per node, gradient allreduce inside) on an ADPSGD ring."""
+
+    name = "hadpsgd"
+
+    def __init__(self, variant: str = "fixed", learners_per_node: int | None = None,
+                 **options: Any) -> None:
+        if variant not in VARIANTS:
+            raise AsrdistError(f"--hadpsgd-variant {variant!r}: choose fixed, random or delay1")
+        ring, delay1 = VARIANTS[variant]
+        super().__init__(ring=ring, delay1=delay1, **options)
+        self.name = f"hadpsgd-{variant}"
+        self.learners_per_node = learners_per_node
+        self.nodes: list[list[int]] = [[0]]
+        self._node_group: dist.ProcessGroup | None = None
+
+    def _ring_ranks(self) -> list[int]:
+        return [members[0] for members in self.nodes]
+
+    def _ring_index(self) -> int | None:
+        leaders = self._ring_ranks()
+        return leaders.index(self.rank) if self.rank in leaders else None
+
+    def _my_node(self) -> list[int]:
+        return next(m for m in self.nodes if self.rank in m)
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if not self.multi:
+            return model
+        names: list[str] | None = None
+        if not self.learners_per_node:
+            denv = detect_env()
+            names = [""] * self.world_size
+            dist.all_gather_object(names, denv.node if denv else socket.gethostname())
+        self.nodes = node_groups(self.world_size, self.learners_per_node, names)
+        self._node_group, _ = dist.new_subgroups_by_enumeration(
+            self.nodes, timeout=timedelta(seconds=self.timeout_s)
+        )
+        device = model_device(model)
+        ddp = DistributedDataParallel(
+            model, device_ids=[device] if device is not None else None,
+            process_group=self._node_group,
+        )
+        ddp.register_comm_hook(HookState(self, self._node_group, len(self._my_node())),
+                               allreduce_mean_hook)
+        return super().wrap_model(ddp)
+
+    def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
+                   count: int) -> tuple[torch.Tensor | None, int]:
+        members = self._my_node()
+        if len(members) == 1:
+            return delta, count
+        device = next(model.parameters()).device
+        head = torch.tensor([count], dtype=torch.int64, device=device)
+        dist.broadcast(head, src=members[0], group=self._node_group)
+        count = int(head.item())
+        if count == 0:
+            return None, 0
+        size = sum(p.numel() for p in model.parameters())
+        buf = delta.to(device) if delta is not None else torch.empty(size, device=device)
+        dist.broadcast(buf, src=members[0], group=self._node_group)
+        return buf, count

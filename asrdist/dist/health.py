@@ -1,0 +1,164 @@
+"""Liveness of all learners: heartbeats through the rendezvous store, and fail-stop.
+
+Every learner's heartbeat thread bumps its own counter in torch.distributed's TCP store and
+watches everyone else's. A learner whose counter stops moving for ``timeout_s`` died or was
+stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone. Either
+way the watcher prints one line naming the lost learner and ends its own process (fail-stop), so
+the whole job ends within the timeout whatever its main thread is blocked in; checkpoints are
+written atomically, so nothing half-written is left. A learner that is alive but stuck is caught
+by the timeouts of the exchanges and collectives that wait on it, and, at the end, by
+:meth:`Liveness.wait_all_finished`, which also watches each learner's progress counter.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import time
+
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+_PREFIX = "asrdist/live/"
+
+
+_reports: dist.Store | None = None  # where learners post why they abort (set by Liveness)
+
+
+def _first_report(rank: int, message: str) -> str | None:
+    """Post this learner's reason; return the first reason any learner posted, if another's.
+
+    Runs in a helper thread given one second at most: the store may be gone or hung.
+    """
+    found: list[str] = []
+
+    def post() -> None:
+        assert _reports is not None
+        if _reports.add("reports", 1) == 1:
+            _reports.set("first", f"learner {rank}: {message}")
+        elif _reports.check(["first"]):
+            found.append(_reports.get("first").decode())
+
+    t = threading.Thread(target=post, daemon=True)
+    t.start()
+    t.join(1.0)
+    return found[0] if found else None
+
+
+def abort(rank: int, message: str) -> None:
+    """Print ``message`` for learner ``rank`` and end this process with status 1 at once.
+
+    A learner that fails because another one already did adds that first report, so every
+    survivor names the root cause, not just the neighbour that vanished before it.
+    """
+    line = f"asrdist: learner {rank}: {message}"
+    first = _first_report(rank, message) if _reports is not None else None
+    if first is not None:
+        line += f" [first report: {first[:300]}]"
+    log.error(line)
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    os._exit(1)
+
+
+class Liveness:
+    """Heartbeat thread for one learner; see the module docstring."""
+
+    def __init__(self, rank: int, world_size: int, timeout_s: float) -> None:
+        self.rank = rank
+        self.world_size = world_size
+        self.timeout_s = timeout_s
+        self.interval_s = max(0.2, min(5.0, timeout_s / 20))
+        global _reports
+        self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
+        _reports = self._store
+        self._progress = 0
+        self._seen: dict[int, tuple[str, float]] = {}  # rank -> (last value, when it changed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="asrdist-liveness", daemon=True)
+        self._store.set(f"hb/{rank}", "0 0")
+        self._thread.start()
+
+    def progress(self) -> None:
+        """Called by the main thread at every hook: it is not stuck."""
+        self._progress += 1
+
+    def _read(self, r: int) -> str | None:
+        key = f"hb/{r}"
+        return self._store.get(key).decode() if self._store.check([key]) else None
+
+    def _run(self) -> None:
+        tick = 0
+        store_lost_since: float | None = None
+        while not self._stop.wait(self.interval_s):
+            tick += 1
+            now = time.monotonic()
+            try:
+                self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
+                values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                store_lost_since = None
+            except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+                store_lost_since = store_lost_since or now
+                if self.rank != 0 and now - store_lost_since > min(self.timeout_s, 3.0):
+                    abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
+                continue
+            for r, value in values.items():
+                last = self._seen.get(r)
+                if value is not None and (last is None or last[0].split()[0] != value.split()[0]):
+                    self._seen[r] = (value, now)
+            lost = sorted((t, r) for r, (_, t) in self._seen.items() if now - t > self.timeout_s)
+            if lost:  # all of them, longest silent first: the first one is the likely cause
+                names = ", ".join(f"learner {r} ({now - t:.0f} s)" for t, r in lost)
+                abort(self.rank, f"no heartbeat from {names}: died, was killed or stopped; "
+                                 "ending the job")
+
+    def stalled_learners(self) -> list[int]:
+        """Learners whose heartbeat has not moved for three intervals (likely dead)."""
+        now = time.monotonic()
+        return [r for r, (_, t) in self._seen.items() if now - t > 3 * self.interval_s]
+
+    def explain(self, exc: BaseException) -> str:
+        """Why a collective failed: name the learner that stopped, waiting a few heartbeats."""
+        deadline = time.monotonic() + 4 * self.interval_s + 1.0
+        while time.monotonic() < deadline:
+            stalled = self.stalled_learners()
+            if stalled:
+                return f"learner(s) {stalled} stopped responding ({_first_line(exc)})"
+            time.sleep(self.interval_s)
+        return f"communication failed: {_first_line(exc)}"
+
+    def wait_all_finished(self, poll_s: float = 0.05) -> None:
+        """Announce this learner finished and wait, watching progress, until all have.
+
+        A learner still training must keep calling hooks; one whose progress counter stands
+        still for ``timeout_s`` is stuck and ends the job.
+        """
+        self._store.set(f"done/{self.rank}", "1")
+        self._store.add("finished", 1)
+        progress_seen: dict[int, tuple[int, float]] = {}
+        while self._store.add("finished", 0) < self.world_size:
+            now = time.monotonic()
+            for r in range(self.world_size):
+                value = self._read(r) if r != self.rank else None
+                if value is None or self._store.check([f"done/{r}"]):
+                    continue
+                prog = int(value.split()[1])
+                if progress_seen.get(r, (None,))[0] != prog:
+                    progress_seen[r] = (prog, now)
+                elif now - progress_seen[r][1] > self.timeout_s:
+                    abort(self.rank, f"learner {r} made no progress for {self.timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+    def stop(self) -> None:
+        """Stop the heartbeat thread (before the last collective, so no store use follows it)."""
+        self._stop.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,207 @@
+"""One launch path for ``torchrun``, ``mpiexec -n N`` and ``srun``.
+
+The launcher's environment says who this process is (rank, world size, local rank, node);
+rendezvous then goes through torch.distributed's TCP store. The store's address comes from
+``MASTER_ADDR``/``MASTER_PORT`` when set (torchrun always sets them), else from the first host
+of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec). Backend: nccl
+when CUDA is available, gloo otherwise. A missing variable is reported at once, by name, rather
+than as a rendezvous that waits until its timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from asrdist.errors import AsrdistError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Who this learner is, as the launcher said it."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    node: str  # hostname, or the launcher's node id; learners with equal ``node`` share a node
+    master_addr: str | None  # None: to be broadcast over MPI by rank 0
+    master_port: int | None
+    launcher: str  # "torchrun", "mpi" or "slurm"
+
+
+def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
+    value = env.get(name)
+    if value is None:
+        raise AsrdistError(f"{launcher} environment is incomplete: {name} is not set")
+    try:
+        return int(value)
+    except ValueError:
+        raise AsrdistError(f"{launcher} environment: {name}={value!r} is not an integer") from None
+
+
+def first_slurm_host(nodelist: str) -> str:
+    """The first host of a Slurm hostlist such as ``gpu[012-015,020],login1`` (-> ``gpu012``)."""
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not m or not m.group(1):
+        raise AsrdistError(f"cannot parse SLURM_NODELIST={nodelist!r}")
+    prefix, ranges = m.group(1), m.group(2)
+    if ranges is None:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def _slurm_port(env: Mapping[str, str]) -> int:
+    """A port every task of a Slurm job derives alike, so no message is needed to agree on it."""
+    if "MASTER_PORT" in env:
+        return _int(env, "MASTER_PORT", "slurm")
+    return 20000 + _int(env, "SLURM_JOB_ID", "slurm") % 20000
+
+
+def detect_env(env: Mapping[str, str] | None = None) -> DistEnv | None:
+    """Read the launcher's variables; None when no launcher started this process.
+
+    Order matters: torchrun may run under srun (its RANK wins), and mpiexec under Slurm sets
+    both PMI_* and SLURM_* (the MPI rank wins over the Slurm task id). Slurm counts only inside
+    a job step (srun sets SLURM_STEP_ID): a batch script's own shell is not a learner.
+    """
+    env = os.environ if env is None else env
+    host = socket.gethostname()
+    if "RANK" in env or "TORCHELASTIC_RUN_ID" in env:
+        name = "torchrun"
+        missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in env]
+        if missing:
+            raise AsrdistError(f"{name} environment is incomplete: {', '.join(missing)} not set")
+        return DistEnv(
+            rank=_int(env, "RANK", name),
+            world_size=_int(env, "WORLD_SIZE", name),
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            node=host,
+            master_addr=env["MASTER_ADDR"],
+            master_port=_int(env, "MASTER_PORT", name),
+            launcher=name,
+        )
+    for rank_var, size_var, local_var in (
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+        ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"),
+    ):
+        if rank_var in env:
+            port = env.get("MASTER_PORT")
+            return DistEnv(
+                rank=_int(env, rank_var, "mpi"),
+                world_size=_int(env, size_var, "mpi"),
+                local_rank=int(env.get(local_var, "0")),
+                node=host,
+                master_addr=env.get("MASTER_ADDR"),
+                master_port=int(port) if port else None,
+                launcher="mpi",
+            )
+    if "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
+        name = "slurm"
+        size_var = "SLURM_STEP_NUM_TASKS" if "SLURM_STEP_NUM_TASKS" in env else "SLURM_NTASKS"
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or env.get(
+            "SLURM_NODELIST"
+        )
+        addr = env.get("MASTER_ADDR")
+        if addr is None:
+            if not nodelist:
+                raise AsrdistError(
+                    "slurm environment is incomplete: neither MASTER_ADDR nor SLURM_STEP_NODELIST"
+                    " / SLURM_JOB_NODELIST is set"
+                )
+            addr = first_slurm_host(nodelist)
+        return DistEnv(
+            rank=_int(env, "SLURM_PROCID", name),
+            world_size=_int(env, size_var, name),
+            local_rank=_int(env, "SLURM_LOCALID", name),
+            node=env.get("SLURMD_NODENAME", env.get("SLURM_NODEID", host)),
+            master_addr=addr,
+            master_port=_slurm_port(env),
+            launcher=name,
+        )
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return s.getsockname()[1]
+
+
+def _mpi_rendezvous(denv: DistEnv) -> DistEnv:
+    """Rank 0 picks the store's address and a free port and broadcasts them over MPI."""
+    from mpi4py import MPI  # imported only here: it initialises MPI
+
+    comm = MPI.COMM_WORLD
+    hosts = comm.allgather(denv.node)
+    if comm.Get_rank() == 0:
+        addr = denv.master_addr
+        if addr is None:
+            addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(denv.node)
+        port = denv.master_port or _free_port()
+        chosen = (addr, port)
+    else:
+        chosen = None
+    addr, port = comm.bcast(chosen, root=0)
+    return DistEnv(denv.rank, denv.world_size, denv.local_rank, denv.node, addr, port, "mpi")
+
+
+def init_from_env(
+    backend: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    env: Mapping[str, str] | None = None,
+) -> DistEnv:
+    """Detect the launcher, rendezvous, and initialise torch.distributed's default group.
+
+    ``timeout_s`` bounds the rendezvous and is the default group's timeout (every collective).
+    Raises AsrdistError, naming the variable, when no launcher or an incomplete one is found.
+    """
+    denv = detect_env(env)
+    if denv is None:
+        raise AsrdistError(
+            "no launcher environment found: run under torchrun, mpiexec or srun "
+            "(RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, PMI_RANK/PMI_SIZE or SLURM_PROCID/"
+            "SLURM_NTASKS)"
+        )
+    if not 0 <= denv.rank < denv.world_size:
+        raise AsrdistError(
+            f"{denv.launcher}: rank {denv.rank} outside world size {denv.world_size}"
+        )
+    if denv.master_addr is None or denv.master_port is None:
+        denv = _mpi_rendezvous(denv)
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(denv.local_rank % torch.cuda.device_count())
+    log.info(
+        "learner %d/%d (local %d, node %s) via %s: rendezvous at %s:%d, backend %s",
+        denv.rank, denv.world_size, denv.local_rank, denv.node, denv.launcher,
+        denv.master_addr, denv.master_port, backend,
+    )
+    try:
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{denv.master_addr}:{denv.master_port}",
+            rank=denv.rank,
+            world_size=denv.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
+    except (RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AsrdistError(
+            f"rendezvous of learner {denv.rank} at {denv.master_addr}:{denv.master_port} "
+            f"failed: {first}"
+        ) from exc
+    return denv

@@ -1,0 +1,111 @@
+"""One learner process for the multi-process tests: a tiny hand-written SGD loop over a small
+model, driving a strategy through its hooks exactly as the trainer does.
+
+The tests fork these learners from the test process (torch is already imported there, so a
+learner starts in milliseconds); ``python _learner.py SCENARIO_JSON RANK WORLD PORT OUT_DIR``
+runs one by hand. Writes OUT_DIR/<rank>.pt with what the test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from asrdist.dist.base import flat_weights
+from asrdist.dist.registry import make_strategy
+
+
+def make_model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def batch(step: int, rank: int, size: int, same: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank ``rank``'s share of the global batch of ``step`` (or the same data on every rank)."""
+    g = torch.Generator().manual_seed(1000 + step)
+    x, y = torch.randn(64, 4, generator=g), torch.randn(64, 3, generator=g)
+    lo = 0 if same else rank * size
+    return x[lo : lo + size], y[lo : lo + size]
+
+
+def _flat_grad(model: torch.nn.Module) -> torch.Tensor | None:
+    grads = [p.grad for p in model.parameters()]
+    if any(g is None for g in grads):
+        return None
+    return torch.cat([g.reshape(-1) for g in grads]).clone()
+
+
+def main() -> None:
+    run(json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+        sys.argv[5])
+
+
+def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
+    """One learner of scenario ``sc``."""
+    timeout = sc.get("timeout_s", 30.0)
+    if world > 1 or sc.get("init_world_1"):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=timeout))
+    strategy = make_strategy(sc["algo"], timeout_s=timeout, distance_every_s=sc.get("dist_s", 0),
+                             **sc.get("options", {}))
+    model = make_model(rank if sc.get("init") == "rank" else 0)
+    ckpt = os.path.join(out, f"ckpt{rank}.pt")
+    resumed_round = None
+    if sc.get("resume"):
+        state = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(state["model"])
+    wrapped = strategy.wrap_model(model)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=sc["lr"], momentum=sc.get("momentum", 0.0))
+    start = 0
+    if sc.get("resume"):
+        opt.load_state_dict(state["opt"])
+        strategy.load_state_dict(state["strategy"])
+        start = state["step"]
+        resumed_round = state["strategy"].get("round")
+    history = [flat_weights(model)]
+    computed, applied = [], []  # gradients from backward / as handed to the optimizer
+    sleep = sc.get("compute_s", 0.0)
+    for step in range(start, sc["steps"]):
+        if step == sc.get("kill_at") and rank == sc.get("kill_rank"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        x, y = batch(step, rank, sc.get("batch", 8), sc.get("same_data", False))
+        strategy.before_step(wrapped, step)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(wrapped(x), y)
+        loss.backward()
+        if sleep:
+            time.sleep(sleep)
+        if sc.get("record_grads"):
+            computed.append(_flat_grad(model))
+        strategy.after_backward(wrapped, step)
+        if sc.get("record_grads"):
+            applied.append(_flat_grad(model))
+        opt.step()
+        strategy.after_step(wrapped, opt, step)
+        if step + 1 == sc.get("checkpoint_at"):
+            sstate = strategy.state_dict()
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "strategy": sstate,
+                        "step": step + 1}, ckpt)
+        if sc.get("history"):
+            history.append(flat_weights(model))
+    before = flat_weights(model)
+    metrics = strategy.metrics()
+    strategy.finalize(wrapped)
+    strategy.close()
+    torch.save({"before": before, "final": flat_weights(model), "history": history,
+                "metrics": metrics, "resumed_round": resumed_round,
+                "computed": computed, "applied": applied,
+                "state": strategy.state_dict()}, os.path.join(out, f"{rank}.pt"))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

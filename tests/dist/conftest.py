@@ -1,0 +1,77 @@
+"""Launch real learner processes (gloo, 127.0.0.1, a free port) for the multi-process tests."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from asrdist.dist import adpsgd, hadpsgd, ma, ssgd  # noqa: F401 - imported once, before forking
+from tests.dist import _learner
+
+# The first optimizer imports torch._dynamo (seconds): do it once here, not in every learner.
+torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Run:
+    codes: list[int]
+    stderr: list[str]
+    results: list[dict | None]
+    seconds: list[float]
+
+
+def _child(scenario: dict, rank: int, n: int, port: int, out: Path) -> None:
+    fd = os.open(out / f"err{rank}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 2)  # the learner's stderr (abort messages included) goes to a file
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    torch.set_num_threads(1)
+    _learner.run(scenario, rank, n, port, str(out))
+
+
+def run_learners(scenario: dict, n: int, out: Path, timeout: float = 60.0) -> Run:
+    """Fork ``n`` learners of ``scenario``; wait for all; collect exit codes and results."""
+    out.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    ctx = multiprocessing.get_context("fork")
+    t0 = time.monotonic()
+    procs = [ctx.Process(target=_child, args=(scenario, r, n, port, out)) for r in range(n)]
+    for p in procs:
+        p.start()
+    codes, errs, seconds = [], [], []
+    for r, p in enumerate(procs):
+        p.join(max(0.1, timeout - (time.monotonic() - t0)))
+        if p.exitcode is None:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"learner {r} still running after {timeout} s (hang)")
+        codes.append(p.exitcode)
+        seconds.append(time.monotonic() - t0)
+        errs.append((out / f"err{r}.txt").read_text())
+    results = []
+    for r in range(n):
+        f = out / f"{r}.pt"
+        results.append(torch.load(f, weights_only=False) if f.exists() else None)
+        if f.exists():
+            f.unlink()
+    return Run(codes, errs, results, seconds)
+
+
+def ok(run: Run) -> list[dict]:
+    """The results, after checking every learner exited 0."""
+    for r, (code, err) in enumerate(zip(run.codes, run.stderr, strict=True)):
+        assert code == 0, f"learner {r} exited {code}:\n{err[-3000:]}"
+    return run.results  # type: ignore[return-value]

@@ -1,0 +1,95 @@
+"""Launcher detection (torchrun, MPI, Slurm) and the slow-learner option."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from asrdist.dist.launch import detect_env, first_slurm_host, init_from_env
+from asrdist.dist.slow import SlowDown, parse_slow_learner
+from asrdist.errors import AsrdistError
+
+
+def test_no_launcher_is_none():
+    assert detect_env({"PATH": "/bin"}) is None
+
+
+def test_torchrun_environment():
+    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "n1",
+           "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"}
+    d = detect_env(env)
+    assert (d.rank, d.world_size, d.local_rank, d.master_addr, d.master_port, d.launcher) == (
+        3, 4, 1, "n1", 29500, "torchrun")
+
+
+def test_incomplete_torchrun_environment_names_the_variable():
+    with pytest.raises(AsrdistError, match="MASTER_PORT"):
+        detect_env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "h"})
+
+
+def test_mpich_and_openmpi_environments():
+    d = detect_env({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1"})
+    assert (d.rank, d.world_size, d.local_rank, d.master_addr, d.launcher) == (1, 2, 1, None,
+                                                                              "mpi")
+    d = detect_env({"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_SIZE": "8",
+                    "OMPI_COMM_WORLD_LOCAL_RANK": "1"})
+    assert (d.rank, d.world_size, d.local_rank) == (5, 8, 1)
+
+
+def test_mpi_wins_over_slurm_under_mpiexec_in_an_allocation():
+    env = {"PMI_RANK": "3", "PMI_SIZE": "4", "SLURM_PROCID": "1", "SLURM_STEP_ID": "0",
+           "SLURM_NTASKS": "2", "SLURM_LOCALID": "0", "SLURM_STEP_NODELIST": "a[1-2]",
+           "SLURM_JOB_ID": "7"}
+    assert detect_env(env).launcher == "mpi"
+
+
+def test_slurm_environment_as_srun_sets_it():
+    env = {"SLURM_PROCID": "5", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "8",
+           "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NODEID": "2",
+           "SLURMD_NODENAME": "gpu013", "SLURM_STEP_NODELIST": "gpu[012-015]",
+           "SLURM_JOB_ID": "123456"}
+    d = detect_env(env)
+    assert (d.rank, d.world_size, d.local_rank, d.node, d.master_addr, d.launcher) == (
+        5, 8, 1, "gpu013", "gpu012", "slurm")
+    assert d.master_port == 20000 + 123456 % 20000
+
+
+def test_slurm_batch_shell_is_not_a_learner():
+    assert detect_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "8", "SLURM_JOB_ID": "1"}) is None
+
+
+def test_incomplete_slurm_environment_is_a_clear_error():
+    with pytest.raises(AsrdistError, match="SLURM_LOCALID"):
+        detect_env({"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "2",
+                    "SLURM_STEP_NODELIST": "a1", "SLURM_JOB_ID": "1"})
+
+
+@pytest.mark.parametrize("nodelist,first", [("gpu[012-015,020]", "gpu012"), ("n1,n2", "n1"),
+                                            ("node7", "node7"), ("a[3,5]", "a3")])
+def test_first_slurm_host(nodelist, first):
+    assert first_slurm_host(nodelist) == first
+
+
+def test_init_without_launcher_fails_fast():
+    t0 = time.monotonic()
+    with pytest.raises(AsrdistError, match="no launcher"):
+        init_from_env(env={})
+    assert time.monotonic() - t0 < 1.0
+
+
+def test_slow_learner_option():
+    assert parse_slow_learner("1:3") == (1, 3.0)
+    assert parse_slow_learner(None) is None
+    for bad in ("1", "x:2", "1:0.5"):
+        with pytest.raises(AsrdistError, match="--slow-learner"):
+            parse_slow_learner(bad)
+
+
+def test_slowdown_stretches_the_compute_phase():
+    slow = SlowDown(3.0)
+    slow.start()
+    time.sleep(0.05)
+    t0 = time.perf_counter()
+    extra = slow.stop()
+    assert 0.09 <= extra <= 0.2 and time.perf_counter() - t0 >= extra

@@ -1,0 +1,88 @@
+"""asrdist-train end to end with 2 learners under mpiexec, torchrun and srun's environment."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from asrdist.train.metrics import metrics_path, read_metrics
+from tests.dist.conftest import free_port
+from tests.train.corpus import make_corpus
+
+BIN = Path(sys.executable).parent
+TRAIN = str(BIN / "asrdist-train")
+TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
+        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=2", "--epochs=1"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
+
+
+def _args(corpus, out: Path, algo: str, *extra: str) -> list[str]:
+    data, targets = corpus
+    return ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
+            *TINY, "--algo-opt", "timeout_s=60", *extra]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "PMI_", "OMPI_", "MASTER_", "RANK", "WORLD_SIZE"))}
+    env["PATH"] = f"{BIN}:{env['PATH']}"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _check_run(out: Path, proc: subprocess.CompletedProcess, *, key: str) -> None:
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert (out / "final.pt").is_file()
+    for rank in range(2):
+        train = [r for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "train"]
+        assert train and key in train[-1], train[-1:]
+
+
+def test_mpiexec_two_learners_adpsgd(corpus, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([str(BIN / "mpiexec"), "-n", "2", TRAIN,
+                           *_args(corpus, out, "adpsgd-random")],
+                          env=_env(), capture_output=True, text=True, timeout=240)
+    _check_run(out, proc, key="exchanges")
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=str(BIN)) is None, reason="no torchrun")
+def test_torchrun_two_learners_ssgd(corpus, tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run([str(BIN / "torchrun"), "--nproc-per-node", "2",
+                           f"--master-port={free_port()}", TRAIN, *_args(corpus, out, "ssgd")],
+                          env=_env(), capture_output=True, text=True, timeout=240)
+    _check_run(out, proc, key="comm_wait_s")
+    final = torch.load(out / "final.pt", weights_only=False)["model"]
+    assert all(torch.isfinite(v).all() for v in final.values())
+
+
+def test_srun_environment_two_learners_ma(corpus, tmp_path):
+    """What srun sets for 2 tasks on one node; the store port comes from SLURM_JOB_ID."""
+    out = tmp_path / "run"
+    job_id = free_port() - 20000
+    procs = []
+    for rank in range(2):
+        env = _env() | {
+            "SLURM_JOB_ID": str(job_id), "SLURM_STEP_ID": "0", "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_NTASKS": "2",
+            "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
+            "SLURM_JOB_NODELIST": "localhost", "SLURMD_NODENAME": "localhost",
+        }
+        procs.append(subprocess.Popen([TRAIN, *_args(corpus, out, "ma", "--algo-opt",
+                                                       "avg_period=2")],
+                                      env=env, stderr=subprocess.PIPE, text=True))
+    errs = [p.communicate(timeout=240)[1] for p in procs]
+    for p, err in zip(procs, errs, strict=True):
+        assert p.returncode == 0, err[-4000:]
+    _check_run(out, subprocess.CompletedProcess([], 0, "", ""), key="averages")

@@ -1,0 +1,149 @@
+"""Each strategy's defining property, with real learner processes (gloo on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrdist.dist.base import flat_weights
+from asrdist.dist.registry import algo_names, make_strategy
+from tests.dist._learner import batch, make_model
+from tests.dist.conftest import ok, run_learners
+
+ALGOS = ["ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd", "ma"]
+
+
+def plain_sgd(steps: int, lr: float, data, momentum: float = 0.0,
+              model: torch.nn.Module | None = None, opt=None) -> torch.nn.Module:
+    """The reference: a single process's SGD over ``data(step)``."""
+    model = model or make_model(0)
+    opt = opt or torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    for step in range(steps):
+        x, y = data(step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    return model
+
+
+def test_all_strategies_registered():
+    assert set(ALGOS) <= set(algo_names())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_one_learner_is_plain_sgd_bit_for_bit(algo):
+    strategy = make_strategy(algo)
+    model = make_model(0)
+    wrapped = strategy.wrap_model(model)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9)
+    for step in range(5):
+        x, y = batch(step, 0, 8, False)
+        strategy.before_step(wrapped, step)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(wrapped(x), y).backward()
+        strategy.after_backward(wrapped, step)
+        opt.step()
+        strategy.after_step(wrapped, opt, step)
+    strategy.finalize(wrapped)
+    strategy.close()
+    ref = plain_sgd(5, 0.1, lambda s: batch(s, 0, 8, False), momentum=0.9)
+    assert torch.equal(flat_weights(model), flat_weights(ref))
+
+
+def test_ssgd_two_learners_equal_one_process_with_twice_the_batch(tmp_path):
+    res = ok(run_learners({"algo": "ssgd", "lr": 0.1, "momentum": 0.9, "steps": 6, "batch": 8},
+                          2, tmp_path))
+    ref = flat_weights(plain_sgd(6, 0.1, lambda s: batch(s, 0, 16, False), momentum=0.9))
+    for r in res:
+        torch.testing.assert_close(r["final"], ref, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(r["before"], ref, rtol=1e-5, atol=1e-6)
+
+
+def test_ma_is_k_local_steps_then_the_average(tmp_path):
+    k, steps, n = 3, 7, 2
+    res = ok(run_learners({"algo": "ma", "lr": 0.1, "momentum": 0.5, "steps": steps,
+                           "options": {"avg_period": k}}, n, tmp_path))
+    models = [make_model(0) for _ in range(n)]
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
+    for step in range(steps):
+        for r in range(n):
+            x, y = batch(step, r, 8, False)
+            opts[r].zero_grad()
+            torch.nn.functional.mse_loss(models[r](x), y).backward()
+            opts[r].step()
+        if (step + 1) % k == 0:
+            mean = torch.stack([flat_weights(m) for m in models]).mean(0)
+            for m in models:
+                torch.nn.utils.vector_to_parameters(mean.clone(), m.parameters())
+    refs = [flat_weights(m) for m in models]
+    for r in range(n):
+        torch.testing.assert_close(res[r]["before"], refs[r], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
+                                   atol=1e-6)
+    assert res[0]["metrics"]["averages"] == steps // k
+
+
+@pytest.mark.parametrize("algo,n", [("adpsgd-fixed", 4), ("adpsgd-random", 4),
+                                    ("adpsgd-delay1", 4), ("adpsgd-random", 3)])
+def test_adpsgd_lr0_keeps_the_mean_and_shrinks_the_distance(tmp_path, algo, n):
+    res = ok(run_learners({"algo": algo, "lr": 0.0, "steps": 30, "init": "rank",
+                           "compute_s": 0.002}, n, tmp_path))
+    start = torch.stack([r["history"][0] for r in res])
+    mean0 = start.mean(0)
+    end = torch.stack([r["before"] for r in res])
+    for r in res:  # finalize exports the mean of the learners' weights after all exchanges
+        torch.testing.assert_close(r["final"], mean0, rtol=0, atol=1e-6)
+    assert (end - mean0).norm(dim=1).max() < 0.5 * (start - mean0).norm(dim=1).min()
+    actives = [r for i, r in enumerate(res) if i % 2 == 1]
+    assert all(r["state"]["exchanges"] == 30 for r in actives)
+
+
+def test_delay1_applies_each_gradient_exactly_one_step_late(tmp_path):
+    res = ok(run_learners({"algo": "adpsgd-delay1", "lr": 0.05, "steps": 6,
+                           "record_grads": True}, 2, tmp_path))
+    for r in res:
+        assert r["applied"][0] is None  # step 0 applies no gradient
+        for k in range(1, 6):
+            assert torch.equal(r["applied"][k], r["computed"][k - 1])
+    assert res[1]["metrics"]["staleness_max"] >= 1  # the active learner merged its exchange
+
+
+def test_plain_adpsgd_applies_the_fresh_gradient(tmp_path):
+    res = ok(run_learners({"algo": "adpsgd-fixed", "lr": 0.05, "steps": 4,
+                           "record_grads": True}, 2, tmp_path))
+    for r in res:
+        for k in range(4):
+            assert torch.equal(r["applied"][k], r["computed"][k])
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_random_ring_1000_exchanges_no_deadlock(tmp_path, n):
+    res = ok(run_learners({"algo": "adpsgd-random", "lr": 0.0, "steps": 1000, "init": "rank"},
+                          n, tmp_path, timeout=90))
+    for i, r in enumerate(res):
+        if i % 2 == 1:
+            assert r["state"]["exchanges"] == 1000
+    start = torch.stack([r["history"][0] for r in res]).mean(0)
+    torch.testing.assert_close(res[0]["final"], start, rtol=0, atol=1e-6)
+
+
+def test_hadpsgd_two_nodes_of_two(tmp_path):
+    sc = {"algo": "hadpsgd", "lr": 0.05, "momentum": 0.5, "steps": 12, "compute_s": 0.002,
+          "options": {"learners_per_node": 2, "hadpsgd_variant": "random"}}
+    res = ok(run_learners(sc, 4, tmp_path))
+    # a node's learners allreduce gradients and share every merged average: identical weights
+    assert torch.equal(res[0]["before"], res[1]["before"])
+    assert torch.equal(res[2]["before"], res[3]["before"])
+    assert not torch.equal(res[0]["before"], res[2]["before"])
+    assert all(torch.equal(r["final"], res[0]["final"]) for r in res)  # one exported average
+    assert res[0]["metrics"]["exchanges"] > 0 and res[1]["metrics"]["exchanges"] == 0
+
+
+@pytest.mark.parametrize("variant", ["fixed", "delay1"])
+def test_hadpsgd_lr0_averages_the_super_learners(tmp_path, variant):
+    sc = {"algo": "hadpsgd", "lr": 0.0, "steps": 20, "init": "rank", "compute_s": 0.002,
+          "options": {"learners_per_node": 2, "hadpsgd_variant": variant}}
+    res = ok(run_learners(sc, 4, tmp_path))
+    leaders = torch.stack([res[0]["history"][0], res[2]["history"][0]])  # DDP: leader's init
+    torch.testing.assert_close(res[1]["final"], leaders.mean(0), rtol=0, atol=1e-6)
+    assert (res[0]["before"] - res[2]["before"]).norm() < 0.1 * (leaders[0] - leaders[1]).norm()

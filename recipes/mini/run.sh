@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The mini recipe: a corpus spoken by espeak-ng, then the whole Kaldi-style pipeline.
 #   ./run.sh                       all stages
-#   ./run.sh --stage 4 --algo adpsgd-random --learners 4
+#   ./run.sh --stage 4 --algos adpsgd-delay1 --learners 4
 # Every stage calls one asrdist CLI and skips work that is already done.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -13,9 +13,9 @@ stop_stage=100
 hours=3.0          # training audio, hours
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
-algo=ssgd          # distributed strategy for stage 4
-learners=1         # learner processes for stage 4
-help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--nj J] [--algo A] [--learners N]"
+algos="ssgd adpsgd-random"  # distributed strategies trained in stage 4, one run dir each
+learners=2         # learner processes per training run (mpiexec, torchrun or srun)
+help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--nj J] [--algos \"A B\"] [--learners N]"
 . "$repo_root/local/parse_options.sh"
 
 data=data
@@ -38,4 +38,36 @@ fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
   run_stage 3 ingestion asrdist-ingest-ali $exp/mono $data/train_fbank/feats.scp $exp/mono_pdf
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+  for a in $algos; do
+    run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
+      --config conf/train_blstm.yaml --data $data/train_fbank --targets $exp/mono_pdf \
+      --out $exp/blstm_$a --algo $a
+  done
+fi
+
+if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
+  run_stage 5 graph asrdist-mkgraph --lang $data/lang --model $exp/mono/final.mdl \
+    --text $data/train/text --order 3 --out $exp/graph
+fi
+
+if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
+  run_stage 6 "decode mono" asrdist-decode --graph $exp/graph --gmm $exp/mono/final.mdl \
+    --data $data/test_mfcc --nj $nj --lmwt "7 10 13" --wip "0.0 0.5" --out $exp/mono/decode_test
+  for a in $algos; do
+    run_stage 6 "decode blstm_$a" asrdist-decode --graph $exp/graph --model $exp/blstm_$a/final.pt \
+      --data $data/test_fbank --nj $nj --lmwt "7 10 13" --wip "0.0 0.5" --out $exp/blstm_$a/decode_test
+  done
+fi
+
+if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
+  run_stage 7 "score mono" asrdist-score --subsets-by spk --report $exp/results.md --name mono \
+    $data/test/text $exp/mono/decode_test
+  for a in $algos; do
+    run_stage 7 "score blstm_$a" asrdist-score --subsets-by spk --report $exp/results.md \
+      --name "blstm_$a x$learners" $data/test/text $exp/blstm_$a/decode_test
+  done
+  cat $exp/results.md
 fi

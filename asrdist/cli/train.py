@@ -1,0 +1,127 @@
+"""asrdist-train: features + pdf targets -> a run dir (config.yaml, metrics.jsonl, final.pt).
+
+Every option of asrdist.train.config.TrainConfig is a flag here (``chunk_len`` ->
+``--chunk-len``); values come from the defaults, then ``--config FILE`` (YAML), then flags.
+Run directly for one learner, or under torchrun / mpiexec / srun for several.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+import torch
+import yaml
+
+from asrdist.dist import launch, registry
+from asrdist.dist.strategy import Strategy
+from asrdist.errors import AsrdistError
+from asrdist.train.config import FIELDS, TrainConfig, make_config
+from asrdist.train.trainer import train
+
+_PY_TYPES = {"int": int, "float": float, "str": str}
+
+
+class _AlgoChoice(click.Choice):
+    """``--algo``'s choices are the registry's names when the command runs, not at import."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property
+    def choices(self) -> list[str]:  # type: ignore[override]
+        return registry.algo_names()
+
+    @choices.setter
+    def choices(self, _: Any) -> None:
+        pass
+
+
+def _field_options(command: Any) -> Any:
+    """Add one option per TrainConfig field; None means 'not given' so YAML values stay."""
+    for name, f in reversed(FIELDS.items()):
+        flag = "--" + name.replace("_", "-")
+        default = TrainConfig.__dataclass_fields__[name]
+        shown = default.default_factory() if name == "algo_options" else default.default
+        help_text = f"{f.metadata['help']} [default: {shown if shown != '' else 'none'}]"
+        if name == "algo_options":
+            option = click.option("--algo-opt", "algo_options", multiple=True,
+                                  metavar="KEY=VALUE", help=help_text)
+        elif f.type == "bool":
+            option = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help_text)
+        elif name == "algo":
+            option = click.option(flag, name, type=_AlgoChoice(), default=None, help=help_text)
+        elif f.metadata["choices"]:
+            option = click.option(flag, name, type=click.Choice(f.metadata["choices"]),
+                                  default=None, help=help_text)
+        else:
+            option = click.option(flag, name, type=_PY_TYPES[f.type], default=None,
+                                  help=help_text)
+        command = option(command)
+    return command
+
+
+def _algo_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise AsrdistError(f"--algo-opt {pair!r}: expected KEY=VALUE")
+        try:
+            options[key.replace("-", "_")] = yaml.safe_load(value)
+        except yaml.YAMLError as e:
+            raise AsrdistError(f"--algo-opt {pair!r}: unreadable value") from e
+    return options
+
+
+def learner_context(config: TrainConfig) -> tuple[int, int, str]:
+    """(rank, world size, device) of this process.
+
+    One learner unless a launcher says world size > 1; then torch.distributed is initialised
+    here (asrdist.dist.launch) and each learner takes the GPU of its local rank.
+    """
+    denv = launch.detect_env()
+    if denv is None or denv.world_size <= 1:
+        return 0, 1, config.device
+    denv = launch.init_from_env()
+    device = config.device
+    if device == "cuda" and torch.cuda.is_available():
+        device = f"cuda:{denv.local_rank % torch.cuda.device_count()}"
+    return denv.rank, denv.world_size, device
+
+
+def strategy_options(config: TrainConfig) -> dict[str, Any]:
+    """Keyword arguments for the strategy factory: the user's --algo-opt / algo_options."""
+    return dict(config.algo_options)
+
+
+def _make_strategy(config: TrainConfig) -> Strategy:
+    try:
+        return registry.make_strategy(config.algo, **strategy_options(config))
+    except (ValueError, TypeError) as e:
+        raise AsrdistError(f"--algo {config.algo}: {e}") from e
+
+
+@click.command(context_settings={"show_default": False, "max_content_width": 100})
+@click.option("--config", "config_path", type=click.Path(dir_okay=False),
+              help="YAML file of options (keys as the flags, with _ or -); flags override it")
+@_field_options
+def main(config_path: str | None, **flags: Any) -> None:
+    """Train a BLSTM or DNN acoustic model on Kaldi/lhotse features and ingested pdf targets."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    given = {k: v for k, v in flags.items() if v is not None and v != ()}
+    if "algo_options" in given:
+        given["algo_options"] = _algo_options(given["algo_options"])
+    config = make_config(config_path, given)
+    rank, world_size, device = learner_context(config)
+    config.device = device
+    strategy = _make_strategy(config)
+    try:
+        result = train(config, strategy, rank, world_size)
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+    if result.final is not None:
+        figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
+        click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)

@@ -1,0 +1,69 @@
+"""Build an acoustic model from its config, and load one from ``final.pt`` for decoding."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+from asrdist.errors import AsrdistError
+from asrdist.models.blstm import BLSTM
+from asrdist.models.dnn import DNN
+
+MODEL_TYPES = ("blstm", "dnn")
+
+
+@dataclass
+class ModelConfig:
+    """Type and sizes of an acoustic model; stored in final.pt so decoding can rebuild it."""
+
+    type: str = "blstm"
+    layers: int = 4  # BLSTM layers
+    units: int = 512  # BLSTM cells per direction
+    bottleneck: int = 0  # BLSTM linear bottleneck before the output layer; 0 = none
+    splice: int = 5  # DNN: frames of context either side
+    hidden_layers: int = 6  # DNN
+    hidden_units: int = 1024  # DNN
+    dropout: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module:
+    """A fresh model; it has ``left_context``/``right_context`` (extra input frames it needs)."""
+    if config.type == "blstm":
+        return BLSTM(
+            input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout
+        )
+    if config.type == "dnn":
+        return DNN(
+            input_dim,
+            num_pdfs,
+            config.splice,
+            config.hidden_layers,
+            config.hidden_units,
+            config.dropout,
+        )
+    choices = ", ".join(MODEL_TYPES)
+    raise AsrdistError(f"unknown model type {config.type!r}; choose one of {choices}")
+
+
+def load_final(path: str | os.PathLike, map_location: str = "cpu") -> tuple[nn.Module, dict]:
+    """Rebuild the exported model from ``final.pt``; return it (eval mode) and the whole record.
+
+    The record holds ``input_dim``, ``num_pdfs``, ``log_priors`` (tensor), ``cmvn``,
+    ``cmvn_norm_vars``, ``left_context``, ``right_context`` and ``model_config``.
+    """
+    try:
+        record = torch.load(path, map_location=map_location, weights_only=False)
+        config = ModelConfig(**record["model_config"])
+        model = build_model(config, record["input_dim"], record["num_pdfs"])
+        model.load_state_dict(record["model"])
+    except (OSError, KeyError, RuntimeError, TypeError) as e:
+        raise AsrdistError(f"{path}: not a readable asrdist final.pt ({e})") from e
+    model.eval()
+    return model, record

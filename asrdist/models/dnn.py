@@ -1,0 +1,44 @@
+"""Feed-forward DNN acoustic model over spliced frames (Kaldi nnet1/nnet2 style)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class DNN(nn.Module):
+    """Splices ``splice`` frames either side of each frame, then ReLU hidden layers.
+
+    Splicing happens inside the model: the input carries ``splice`` extra frames at each end
+    (the data pipeline repeats the edge frames, as Kaldi's splice-feats does), so training
+    chunks and whole decoding utterances go through the same code.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        num_pdfs: int,
+        splice: int = 5,
+        hidden_layers: int = 6,
+        hidden_units: int = 1024,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        self.left_context = splice
+        self.right_context = splice
+        width = (2 * splice + 1) * input_dim
+        layers: list[nn.Module] = []
+        for _ in range(hidden_layers):
+            layers += [nn.Linear(width, hidden_units), nn.ReLU()]
+            if dropout > 0:
+                layers.append(nn.Dropout(dropout))
+            width = hidden_units
+        layers.append(nn.Linear(width, num_pdfs))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        """(batch, frames + 2*splice, input_dim) -> (batch, frames, num_pdfs) logits."""
+        window = self.left_context + 1 + self.right_context
+        spliced = feats.unfold(1, window, 1)  # (batch, frames, input_dim, window)
+        spliced = spliced.transpose(2, 3).flatten(2)  # frame-major, like splice-feats
+        return self.net(spliced)

@@ -1,0 +1,90 @@
+"""Per-learner checkpoints, written atomically; resume picks a step every learner has.
+
+Layout: ``out/checkpoints/rank{r}/step{N:09d}.pt``. A file appears under its final name only
+once complete (temp file + fsync + rename), so a crash while writing leaves the previous
+checkpoints as they were; the newest ``keep`` are kept, so a step all learners wrote survives
+a learner dying between its own write and the others'.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path
+
+_NAME = re.compile(r"^step(\d+)\.pt$")
+
+
+def checkpoint_dir(out: str | os.PathLike, rank: int) -> Path:
+    return Path(out) / "checkpoints" / f"rank{rank}"
+
+
+def list_checkpoints(out: str | os.PathLike, rank: int) -> dict[int, Path]:
+    """step -> complete checkpoint file of learner ``rank``."""
+    found = {}
+    directory = checkpoint_dir(out, rank)
+    if directory.is_dir():
+        for path in directory.iterdir():
+            m = _NAME.match(path.name)
+            if m:
+                found[int(m.group(1))] = path
+    return found
+
+
+def latest_common_step(out: str | os.PathLike, world_size: int) -> int | None:
+    """The newest step for which every learner has a checkpoint (None: no such step)."""
+    common: set[int] | None = None
+    for rank in range(world_size):
+        steps = set(list_checkpoints(out, rank))
+        common = steps if common is None else common & steps
+    return max(common) if common else None
+
+
+def save_checkpoint(
+    out: str | os.PathLike, rank: int, step: int, state: dict[str, Any], keep: int
+) -> Path:
+    """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep``."""
+    path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+    for old in sorted(list_checkpoints(out, rank))[:-keep]:
+        list_checkpoints(out, rank)[old].unlink(missing_ok=True)
+    return path
+
+
+def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:
+    path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
+    try:
+        return torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any failure means an unusable checkpoint
+        raise AsrdistError(f"{path}: cannot load checkpoint ({e})") from e
+
+
+def capture_rng() -> dict[str, Any]:
+    """Python, numpy and torch (CPU and CUDA) generator states."""
+    state = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

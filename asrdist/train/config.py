@@ -1,0 +1,206 @@
+"""Every training option in one dataclass: defaults < YAML config file < command-line flags.
+
+The CLI makes one flag per field (``chunk_len`` -> ``--chunk-len``) from the help text kept
+here, so a value can never be settable in YAML and missing on the command line, or the
+reverse; the run dir's config.yaml holds every value used and can be passed back as --config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write
+from asrdist.models.build import MODEL_TYPES, ModelConfig
+
+
+def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    meta = {"help": help, "choices": choices}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class TrainConfig:
+    """Options of one training run (see each field's help)."""
+
+    data: str = _opt("", "features: Kaldi data dir (feats.scp, utt2spk, cmvn.scp, "
+                     "utt2num_frames) or a lhotse cuts manifest (.jsonl.gz) with features")
+    targets: str = _opt("", "ingested alignment dir (pdf.scp, num_pdfs, pdf_counts)")
+    out: str = _opt("", "run dir to write")
+    model: str = _opt("blstm", "acoustic model type", MODEL_TYPES)
+    layers: int = _opt(4, "BLSTM: layers")
+    units: int = _opt(512, "BLSTM: cells per direction")
+    bottleneck: int = _opt(0, "BLSTM: linear bottleneck before the output layer (0 = none)")
+    splice: int = _opt(5, "DNN: frames of context either side of each frame")
+    hidden_layers: int = _opt(6, "DNN: hidden layers")
+    hidden_units: int = _opt(1024, "DNN: units per hidden layer")
+    dropout: float = _opt(0.0, "dropout between layers")
+    chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
+    batch_size: int = _opt(256, "chunks per learner per step")
+    epochs: int = _opt(10, "passes over the training data")
+    max_steps: int = _opt(0, "stop after this many steps in all (0 = no limit)")
+    seed: int = _opt(0, "seed of weights, data order and held-out choice")
+    lr: float = _opt(0.1, "learning rate at a global batch of --lr-ref-batch chunks")
+    lr_ref_batch: int = _opt(256, "global batch (chunks) at which --lr applies")
+    lr_scaling: str = _opt("linear", "how the peak learning rate follows the global batch "
+                           "(batch-size x learners)", ("linear", "sqrt", "none"))
+    warmup_epochs: float = _opt(1.0, "linear warm-up from --lr to the scaled peak, in epochs")
+    anneal_start: int = _opt(6, "first epoch (counted from 1) whose learning rate is annealed")
+    anneal_factor: float = _opt(math.sqrt(2), "divide the learning rate by this every epoch "
+                                "from --anneal-start on (IBM: sqrt 2)")
+    momentum: float = _opt(0.9, "SGD momentum")
+    nesterov: bool = _opt(False, "Nesterov momentum")
+    weight_decay: float = _opt(0.0, "L2 weight decay")
+    grad_clip: float = _opt(0.0, "clip the gradient's total norm to this (0 = off)")
+    cmvn: str = _opt("spk", "mean (and variance) normalisation: per speaker from cmvn.scp, "
+                     "per utterance, or none", ("spk", "utt", "none"))
+    cmvn_norm_vars: bool = _opt(False, "normalise variances too (apply-cmvn --norm-vars)")
+    shuffle_buffer: int = _opt(8192, "chunks in the shuffle buffer (memory is about "
+                               "buffer x chunk frames x dim x 4 bytes)")
+    heldout_utts: int = _opt(100, "utterances held out for cross-entropy and frame accuracy")
+    heldout_every: int = _opt(0, "also evaluate held-out every this many steps (0 = per epoch)")
+    checkpoint_every: int = _opt(500, "write a checkpoint every this many steps (and per epoch)")
+    keep_checkpoints: int = _opt(2, "checkpoints kept per learner")
+    log_every: int = _opt(10, "steps per metrics.jsonl record")
+    max_missing_targets: float = _opt(0.05, "fail when more than this fraction of the "
+                                      "utterances has no targets")
+    device: str = _opt("cpu", "cpu, cuda or cuda:N")
+    bf16: bool = _opt(False, "bf16 autocast for forward and loss")
+    algo: str = _opt("single", "distributed strategy (asrdist.dist.registry)")
+    algo_options: dict = _opt({}, "strategy options, KEY=VALUE (YAML values)")
+    resume: bool = _opt(False, "continue from the newest checkpoint in --out")
+
+    def model_config(self) -> ModelConfig:
+        return ModelConfig(
+            type=self.model,
+            layers=self.layers,
+            units=self.units,
+            bottleneck=self.bottleneck,
+            splice=self.splice,
+            hidden_layers=self.hidden_layers,
+            hidden_units=self.hidden_units,
+            dropout=self.dropout,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS = {f.name: f for f in fields(TrainConfig)}
+_POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
+             "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
+             "anneal_start")
+_NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
+                 "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
+                 "max_missing_targets", "dropout")
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """``value`` as the type of field ``name``, or an error naming both."""
+    kind = FIELDS[name].type
+    bad = AsrdistError(f"{where}: {name}: {value!r} is not a valid {kind}")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if kind == "int":
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+        raise bad
+    if kind == "float":
+        if isinstance(value, bool):
+            raise bad
+        try:
+            out = float(value)  # YAML 1.1 reads "1e-3" as a string
+        except (TypeError, ValueError):
+            raise bad from None
+        if not math.isfinite(out):
+            raise bad
+        return out
+    if kind == "dict":
+        if isinstance(value, dict):
+            return dict(value)
+        raise bad
+    if not isinstance(value, str):
+        raise bad
+    return value
+
+
+def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
+    """A config file's values, checked against the known options."""
+    try:
+        with open(path) as f:
+            raw = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise AsrdistError(f"{path}: cannot read config ({str(e).splitlines()[0]})") from e
+    if not isinstance(raw, dict):
+        raise AsrdistError(f"{path}: a config file is a mapping of option: value")
+    values = {}
+    for key, value in raw.items():
+        name = str(key).replace("-", "_")
+        if name not in FIELDS:
+            raise AsrdistError(f"{path}: unknown option {key!r}")
+        values[name] = _coerce(name, value, str(path))
+    return values
+
+
+def make_config(
+    yaml_path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None
+) -> TrainConfig:
+    """Defaults, then the YAML file, then ``overrides`` (flags given), validated."""
+    values = read_yaml(yaml_path) if yaml_path else {}
+    for name, value in (overrides or {}).items():
+        value = _coerce(name, value, f"--{name.replace('_', '-')}")
+        if name == "algo_options":  # flags add to (and override) the file's strategy options
+            value = {**values.get(name, {}), **value}
+        values[name] = value
+    config = TrainConfig(**values)
+    validate(config)
+    return config
+
+
+def validate(config: TrainConfig) -> None:
+    """Refuse values no run can use, naming the option."""
+    for name in ("data", "targets", "out"):
+        if not getattr(config, name):
+            raise AsrdistError(f"--{name} is required (flag or config file)")
+    for name, f in FIELDS.items():
+        value = getattr(config, name)
+        choices = f.metadata["choices"]
+        if choices and value not in choices:
+            raise AsrdistError(f"--{name.replace('_', '-')} {value!r}: choose one of "
+                               f"{', '.join(choices)}")
+        if name in _POSITIVE and value <= 0:
+            raise AsrdistError(f"--{name.replace('_', '-')} must be positive, got {value}")
+        if name in _NON_NEGATIVE and value < 0:
+            raise AsrdistError(f"--{name.replace('_', '-')} must not be negative, got {value}")
+    if config.lr <= 0:
+        raise AsrdistError(f"--lr must be positive, got {config.lr}")
+    if config.anneal_factor < 1:
+        raise AsrdistError(f"--anneal-factor must be at least 1, got {config.anneal_factor}")
+    if config.dropout >= 1:
+        raise AsrdistError(f"--dropout must be below 1, got {config.dropout}")
+    if config.shuffle_buffer < config.batch_size:
+        raise AsrdistError(f"--shuffle-buffer {config.shuffle_buffer} must hold at least "
+                           f"--batch-size {config.batch_size} chunks")
+    if not (config.device == "cpu" or config.device.startswith("cuda")):
+        raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
+
+
+def save_config(config: TrainConfig, path: str | os.PathLike) -> None:
+    """config.yaml: every value used, readable back with --config."""
+    with atomic_write(Path(path)) as f:
+        yaml.safe_dump(config.to_dict(), f, sort_keys=False)

@@ -1,0 +1,55 @@
+"""Learning rate: scaled with the global batch, linear warm-up, then per-epoch annealing.
+
+The rule (Goyal et al. 2017 for the scaling and warm-up, IBM's SWB recipes for annealing):
+
+    global batch  B = batch_size * learners
+    peak          = lr * (B / lr_ref_batch)        (lr_scaling linear; sqrt: square root; none: 1)
+    warm-up       linear from min(lr, peak) to peak over warmup_epochs (in steps)
+    annealing     peak / anneal_factor ** (epoch - anneal_start + 1) from epoch anneal_start on
+                  (epochs counted from 1; IBM: factor sqrt 2 per epoch in the later epochs)
+
+Linear scaling keeps the per-sample step size constant when learners are added; the warm-up
+avoids the early divergence large rates cause. For asynchronous strategies the same global
+batch is used: each learner's gradient still moves the learners' mean by lr/N per sample.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def scaled_lr(lr: float, ref_batch: int, global_batch: int, scaling: str) -> float:
+    """The peak learning rate for ``global_batch`` chunks per step over all learners."""
+    ratio = global_batch / ref_batch
+    if scaling == "linear":
+        return lr * ratio
+    if scaling == "sqrt":
+        return lr * math.sqrt(ratio)
+    return lr
+
+
+class LrSchedule:
+    """A pure function of (step, epoch), so resuming needs only the counters."""
+
+    def __init__(
+        self,
+        lr: float,
+        ref_batch: int,
+        global_batch: int,
+        scaling: str,
+        warmup_steps: int,
+        anneal_start: int,
+        anneal_factor: float,
+    ) -> None:
+        self.peak = scaled_lr(lr, ref_batch, global_batch, scaling)
+        self.start = min(lr, self.peak)
+        self.warmup_steps = warmup_steps
+        self.anneal_start = anneal_start
+        self.anneal_factor = anneal_factor
+
+    def lr_at(self, step: int, epoch: int) -> float:
+        """Rate for 0-based global ``step`` inside 0-based ``epoch``."""
+        if step < self.warmup_steps:
+            return self.start + (self.peak - self.start) * (step + 1) / self.warmup_steps
+        annealed = max(0, epoch + 1 - self.anneal_start + 1)
+        return self.peak / self.anneal_factor**annealed

@@ -1,0 +1,423 @@
+"""The training loop: one learner, any strategy, frame-level cross-entropy on pdf targets.
+
+The loop knows no strategy; it calls the hooks in the order asrdist.dist.strategy documents.
+Rank and world size only choose this learner's data shard and file names: the launcher (and
+everything it implies) stays outside, in the CLI.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from asrdist.data.dataset import (
+    IGNORE,
+    ChunkStream,
+    Corpus,
+    UtteranceReader,
+    epoch_shards,
+    heldout_batches,
+    load_corpus,
+    split_heldout,
+    steps_per_epoch,
+)
+from asrdist.dist.strategy import Strategy
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, is_done, mark_done
+from asrdist.models.build import build_model
+from asrdist.train.checkpoint import (
+    capture_rng,
+    latest_common_step,
+    list_checkpoints,
+    load_checkpoint,
+    restore_rng,
+    save_checkpoint,
+)
+from asrdist.train.config import TrainConfig, save_config
+from asrdist.train.metrics import MetricsWriter
+from asrdist.train.prefetch import Prefetcher
+from asrdist.train.priors import log_priors, read_pdf_counts
+from asrdist.train.schedule import LrSchedule
+
+log = logging.getLogger(__name__)
+
+Batch = tuple[torch.Tensor, torch.Tensor, int]  # features, targets, labelled frames
+
+
+@dataclass
+class TrainResult:
+    """What a run produced; ``final`` is None on learners other than rank 0."""
+
+    out: Path
+    final: Path | None
+    steps: int
+    heldout: dict[str, float] = field(default_factory=dict)
+
+
+def train(
+    config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
+) -> TrainResult:
+    """Train one learner of ``world_size``; the strategy is closed at the end and on error."""
+    try:
+        out = Path(config.out)
+        if is_done(out, "train"):
+            log.info("%s: training already done (final.pt); nothing to do", out)
+            return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
+        return _Run(config, strategy, rank, world_size).run()
+    finally:
+        strategy.close()
+
+
+def _device(name: str) -> torch.device:
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise AsrdistError(f"--device {name}: no CUDA device is available")
+    return torch.device(name)
+
+
+def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool) -> Batch:
+    x, y = torch.from_numpy(xy[0]), torch.from_numpy(xy[1])
+    if pin:
+        x, y = x.pin_memory(), y.pin_memory()
+    return x, y, int((xy[1] != IGNORE).sum())
+
+
+class _Run:
+    """State of one learner's run; ``run()`` is the whole of it."""
+
+    def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int) -> None:
+        self.cfg, self.strategy, self.rank, self.world_size = cfg, strategy, rank, world_size
+        self.out = Path(cfg.out)
+        self.device = _device(cfg.device)
+        self.corpus: Corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
+        self.train_rows, self.heldout_rows = split_heldout(self.corpus, cfg.heldout_utts, cfg.seed)
+        self.priors = log_priors(
+            read_pdf_counts(Path(cfg.targets) / "pdf_counts", self.corpus.num_pdfs)
+        )
+        probe = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
+        self.input_dim = int(probe.read(int(self.train_rows[0]))[0].shape[1])
+        probe.close()
+        self.steps_per_epoch = [
+            steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,
+                            cfg.seed, e, world_size)
+            for e in range(cfg.epochs)
+        ]
+        if self.steps_per_epoch[0] == 0:
+            raise AsrdistError(
+                f"{cfg.data}: too little data for one step of --batch-size {cfg.batch_size} "
+                f"chunks of {cfg.chunk_len} frames on each of {world_size} learner(s)"
+            )
+        self.schedule = LrSchedule(
+            cfg.lr, cfg.lr_ref_batch, cfg.batch_size * world_size, cfg.lr_scaling,
+            round(cfg.warmup_epochs * self.steps_per_epoch[0]), cfg.anneal_start,
+            cfg.anneal_factor,
+        )
+        torch.manual_seed(cfg.seed)  # the same initial weights on every learner
+        self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
+        self.model.to(self.device)
+        torch.manual_seed(cfg.seed + 1 + rank)  # dropout differs between learners
+        self.left = self.model.left_context
+        self.right = self.model.right_context
+        self.step = self.epoch = self.step_in_epoch = self.frames = 0
+        self.wall_before = 0.0  # wall seconds of earlier sessions of this run
+        # since the last record: loss x frames, frames, steps, data wait s, compute s
+        self.acc = [0.0, 0, 0, 0.0, 0.0]
+        self.resume_state = self._find_resume_state()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _find_resume_state(self) -> dict[str, Any] | None:
+        existing = latest_common_step(self.out, self.world_size)
+        if not self.cfg.resume:
+            if list_checkpoints(self.out, self.rank):
+                raise AsrdistError(
+                    f"{self.out} holds checkpoints of an earlier run: pass --resume to continue "
+                    "it, or choose another --out"
+                )
+            return None
+        if existing is None:
+            log.info("%s: no checkpoint to resume from; starting afresh", self.out)
+            return None
+        state = load_checkpoint(self.out, self.rank, existing)
+        if state["input_dim"] != self.input_dim:
+            raise AsrdistError(
+                f"feature dimension {self.input_dim} of {self.cfg.data} does not match the "
+                f"model's input dimension {state['input_dim']} in the checkpoint of {self.out}"
+            )
+        if state["num_pdfs"] != self.corpus.num_pdfs:
+            raise AsrdistError(
+                f"{self.cfg.targets} has {self.corpus.num_pdfs} pdfs; the checkpoint of "
+                f"{self.out} has {state['num_pdfs']}"
+            )
+        if state["model_config"] != self.cfg.model_config().to_dict():
+            raise AsrdistError(f"the model options differ from the checkpoint's in {self.out}")
+        if state["world_size"] != self.world_size:
+            raise AsrdistError(
+                f"{self.out} was trained by {state['world_size']} learner(s); resume it with "
+                f"as many, not {self.world_size}"
+            )
+        return state
+
+    def _restore(self, optimizer: torch.optim.Optimizer) -> None:
+        s = self.resume_state
+        optimizer.load_state_dict(s["optimizer"])
+        self.strategy.load_state_dict(s["strategy"])
+        restore_rng(s["rng"])
+        self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
+        self.frames, self.wall_before, self.acc = s["frames"], s["wall_s"], s["acc"]
+        log.info("resuming %s at step %d (epoch %d)", self.out, self.step, self.epoch + 1)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> TrainResult:
+        cfg = self.cfg
+        if self.resume_state is not None:
+            self.model.load_state_dict(self.resume_state["model"])
+        wrapped = self.strategy.wrap_model(self.model)
+        optimizer = torch.optim.SGD(
+            wrapped.parameters(), lr=self.schedule.peak, momentum=cfg.momentum,
+            nesterov=cfg.nesterov and cfg.momentum > 0, weight_decay=cfg.weight_decay,
+        )
+        if self.resume_state is not None:
+            self._restore(optimizer)
+        self.t0 = time.monotonic()
+        self.metrics = MetricsWriter(
+            self.out, self.rank, self.step if self.resume_state is not None else None
+        )
+        try:
+            if self.rank == 0:
+                save_config(cfg, self.out / "config.yaml")
+            self.metrics.write(
+                "start", step=self.step, wall_s=self._wall(), world_size=self.world_size,
+                input_dim=self.input_dim, num_pdfs=self.corpus.num_pdfs,
+                train_utts=len(self.train_rows), heldout_utts=len(self.heldout_rows),
+                steps_per_epoch=self.steps_per_epoch, peak_lr=self.schedule.peak,
+                resumed=self.resume_state is not None,
+            )
+            heldout = self._train_epochs(wrapped, optimizer)
+            self.strategy.finalize(wrapped)
+            final = self._export() if self.rank == 0 else None
+            return TrainResult(self.out, final, self.step, heldout)
+        finally:
+            self.metrics.close()
+
+    def _train_epochs(self, wrapped: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        cfg = self.cfg
+        reader = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, self.input_dim)
+        heldout: dict[str, float] = {}
+        try:
+            while self.epoch < cfg.epochs and not self._stop():
+                self._train_one_epoch(wrapped, optimizer, reader)
+                if self.step_in_epoch == self.steps_per_epoch[self.epoch]:
+                    heldout = self._heldout()
+                    self.epoch += 1
+                    self.step_in_epoch = 0
+                    self._checkpoint(optimizer, None)
+                else:  # stopped by --max-steps inside the epoch
+                    heldout = self._heldout()
+        finally:
+            reader.close()
+        return heldout
+
+    def _stream(self, reader: UtteranceReader) -> tuple[ChunkStream, int]:
+        shard = epoch_shards(self.train_rows, self.cfg.seed, self.epoch, self.world_size)
+        stream = ChunkStream(
+            reader, shard[self.rank], self.cfg.chunk_len, self.left, self.right,
+            self.cfg.batch_size, self.cfg.shuffle_buffer, [self.cfg.seed, self.epoch, self.rank],
+        )
+        return stream, self.steps_per_epoch[self.epoch]
+
+    def _stop(self) -> bool:
+        return bool(self.cfg.max_steps) and self.step >= self.cfg.max_steps
+
+    def _train_one_epoch(
+        self, wrapped: torch.nn.Module, optimizer: torch.optim.Optimizer, reader: UtteranceReader
+    ) -> None:
+        """Train to the end of the epoch, or to --max-steps (checkpointed there)."""
+        cfg = self.cfg
+        stream, num_steps = self._stream(reader)
+        ready: list[Batch] = []
+        if self.resume_state is not None and self.resume_state["stream"] is not None:
+            stream.load_state_dict(self.resume_state["stream"])
+            ready = self.resume_state["queued"]
+        self.resume_state = None
+        pin = self.device.type == "cuda"
+        left = num_steps - self.step_in_epoch
+        prefetch: Prefetcher[Batch] = Prefetcher(
+            lambda: _to_batch(stream.next_batch(), pin), left - len(ready), ready,
+            background=self.device.type == "cuda",
+        )
+        bar = tqdm(total=num_steps, initial=self.step_in_epoch, unit="step", file=sys.stderr,
+                   desc=f"epoch {self.epoch + 1}/{cfg.epochs}", disable=self.rank != 0,
+                   dynamic_ncols=True, mininterval=1.0)
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
+        interval_t0 = time.monotonic()
+        try:
+            while self.step_in_epoch < num_steps:
+                t_wait = time.monotonic()
+                x, y, frames = prefetch.get()
+                t_compute = time.monotonic()
+                x = x.to(self.device, non_blocking=True)
+                y = y.to(self.device, non_blocking=True)
+                lr = self.schedule.lr_at(self.step, self.epoch)
+                for group in optimizer.param_groups:
+                    group["lr"] = lr
+                self.strategy.before_step(wrapped, self.step)
+                with autocast:
+                    logits = wrapped(x)
+                loss = F.cross_entropy(
+                    logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
+                )
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.strategy.after_backward(wrapped, self.step)
+                if cfg.grad_clip > 0:
+                    torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.grad_clip)
+                optimizer.step()
+                self.strategy.after_step(wrapped, optimizer, self.step)
+                value = loss.item()
+                if not math.isfinite(value):
+                    self._non_finite(value)
+                self.step += 1
+                self.step_in_epoch += 1
+                self.frames += frames
+                now = time.monotonic()
+                self.acc = [self.acc[0] + value * frames, self.acc[1] + frames, self.acc[2] + 1,
+                            self.acc[3] + t_compute - t_wait, self.acc[4] + now - t_compute]
+                bar.update(1)
+                if self.acc[2] >= cfg.log_every:
+                    seconds = time.monotonic() - interval_t0
+                    self._log_train(lr, seconds)
+                    bar.set_postfix(loss=f"{value:.3f}", fps=f"{self.acc[1] / seconds:.0f}",
+                                    refresh=False)
+                    interval_t0 = time.monotonic()
+                    self.acc = [0.0, 0, 0, 0.0, 0.0]
+                stop = self._stop()
+                mid_epoch = self.step_in_epoch < num_steps
+                if mid_epoch and (stop or (cfg.checkpoint_every
+                                           and self.step % cfg.checkpoint_every == 0)):
+                    self._checkpoint(optimizer, (stream, prefetch))
+                if mid_epoch and cfg.heldout_every and self.step % cfg.heldout_every == 0:
+                    self._heldout()
+                if stop:
+                    return
+        finally:
+            bar.close()
+            prefetch.close()
+
+    def _log_train(self, lr: float, seconds: float) -> None:
+        loss_sum, frames, steps, data_wait, compute = self.acc
+        self.metrics.write(
+            "train", step=self.step, epoch=self.epoch + 1,
+            progress=self.epoch + self.step_in_epoch / self.steps_per_epoch[self.epoch],
+            wall_s=self._wall(), frames=self.frames, loss=loss_sum / max(frames, 1), lr=lr,
+            steps=steps, frames_per_s=frames / max(seconds, 1e-9), data_wait_s=data_wait,
+            compute_s=compute, **self.strategy.metrics(),
+        )
+
+    def _non_finite(self, value: float) -> None:
+        steps = list_checkpoints(self.out, self.rank)
+        kept = f"last good checkpoint: {steps[max(steps)]}" if steps else "no checkpoint yet"
+        raise AsrdistError(
+            f"loss is {value} at step {self.step + 1} (epoch {self.epoch + 1}); training "
+            f"stopped, {kept}; lower --lr or set --grad-clip"
+        )
+
+    def _wall(self) -> float:
+        return self.wall_before + time.monotonic() - self.t0
+
+    # -- held-out, checkpoints, export ------------------------------------------------------
+
+    @torch.no_grad()
+    def _heldout(self) -> dict[str, float]:
+        if len(self.heldout_rows) == 0:
+            return {}
+        cfg = self.cfg
+        reader = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, self.input_dim)
+        self.model.eval()
+        ce, correct, frames = 0.0, 0, 0
+        try:
+            for x, y in heldout_batches(reader, self.heldout_rows, cfg.chunk_len, self.left,
+                                        self.right, cfg.batch_size):
+                x = torch.from_numpy(x).to(self.device)
+                y = torch.from_numpy(y).to(self.device).flatten()
+                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+                    logits = self.model(x)
+                logits = logits.float().flatten(0, 1)
+                ce += F.cross_entropy(logits, y, ignore_index=IGNORE, reduction="sum").item()
+                mask = y != IGNORE
+                correct += int((logits.argmax(-1)[mask] == y[mask]).sum())
+                frames += int(mask.sum())
+        finally:
+            reader.close()
+            self.model.train()
+        figures = {"heldout_ce": ce / frames, "heldout_acc": correct / frames}
+        self.metrics.write(
+            "heldout", step=self.step, epoch=self.epoch + 1,
+            progress=self.epoch + self.step_in_epoch / self.steps_per_epoch[self.epoch],
+            wall_s=self._wall(), frames=self.frames, heldout_frames=frames, **figures,
+            **self.strategy.metrics(),
+        )
+        return figures
+
+    def _checkpoint(
+        self,
+        optimizer: torch.optim.Optimizer,
+        data: tuple[ChunkStream, Prefetcher] | None,
+    ) -> None:
+        """Save everything to continue from here; ``data`` is None at an epoch boundary."""
+        queued = data[1].pending() if data else []
+        state = {
+            "step": self.step,
+            "epoch": self.epoch,
+            "step_in_epoch": self.step_in_epoch,
+            "frames": self.frames,
+            "wall_s": self._wall(),
+            "acc": self.acc,
+            "model": self.model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "strategy": self.strategy.state_dict(),
+            "rng": capture_rng(),
+            "stream": data[0].state_dict() if data else None,
+            "queued": queued,
+            "input_dim": self.input_dim,
+            "num_pdfs": self.corpus.num_pdfs,
+            "model_config": self.cfg.model_config().to_dict(),
+            "world_size": self.world_size,
+        }
+        save_checkpoint(self.out, self.rank, self.step, state, self.cfg.keep_checkpoints)
+
+    def _export(self) -> Path:
+        """final.pt: the finalized weights and everything decoding needs."""
+        cfg = self.cfg
+        record = {
+            "format": "asrdist-final-1",
+            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            "model_config": cfg.model_config().to_dict(),
+            "input_dim": self.input_dim,
+            "num_pdfs": self.corpus.num_pdfs,
+            "log_priors": torch.from_numpy(self.priors),
+            "cmvn": cfg.cmvn,
+            "cmvn_norm_vars": cfg.cmvn_norm_vars,
+            "left_context": self.left,
+            "right_context": self.right,
+            "chunk_len": cfg.chunk_len,
+            "steps": self.step,
+            "algo": cfg.algo,
+            "world_size": self.world_size,
+        }
+        path = self.out / "final.pt"
+        with atomic_path(path) as tmp:
+            torch.save(record, tmp)
+        mark_done(self.out, "train")
+        return path
+

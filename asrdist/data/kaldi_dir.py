@@ -96,3 +96,17 @@ def validate_data_dir(directory: str | os.PathLike) -> list[str]:
     if inverted != utt2spk:
         raise AsrdistError(f"{directory / 'spk2utt'} does not invert utt2spk")
     return c_sorted(wav)
+
+
+def read_symbols(path: str | os.PathLike) -> dict[str, int]:
+    """A Kaldi symbol table (words.txt, phones.txt): symbol -> id."""
+    path = Path(path)
+    if not path.is_file():
+        raise AsrdistError(f"{path}: no such symbol table")
+    table = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split()
+        if len(fields) != 2 or not fields[1].isdigit():
+            raise AsrdistError(f"{path}:{n}: expected '<symbol> <integer>'")
+        table[fields[0]] = int(fields[1])
+    return table

@@ -267,9 +267,10 @@ class _Worker:
     def __init__(self, job: DecodeJob):
         import torch
 
+        from asrdist.data.kaldi_dir import read_symbols
         from asrdist.data.transition_model import read_transition_model
         from asrdist.decode.acoustic import GmmScorer, NnetScorer
-        from asrdist.decode.graph import read_fst, read_symbols
+        from asrdist.decode.graph import read_fst
 
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)

@@ -48,20 +48,6 @@ _NON_WORDS = {"<eps>", "#0", "<s>", "</s>"}
 # ---- reading ------------------------------------------------------------------------------
 
 
-def read_symbols(path: str | os.PathLike) -> dict[str, int]:
-    """A Kaldi symbol table (words.txt, phones.txt): symbol -> id."""
-    path = Path(path)
-    if not path.is_file():
-        raise AsrdistError(f"{path}: no such symbol table")
-    table = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        fields = line.split()
-        if len(fields) != 2 or not fields[1].isdigit():
-            raise AsrdistError(f"{path}:{n}: expected '<symbol> <integer>'")
-        table[fields[0]] = int(fields[1])
-    return table
-
-
 def _fst_type(path: Path) -> str:
     """The FST type string of an OpenFst binary file's header (``vector``, ``const``, ...)."""
     with open(path, "rb") as f:

@@ -12,19 +12,8 @@ from pathlib import Path
 import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 
+from asrdist.data.kaldi_dir import read_symbols
 from asrdist.errors import AsrdistError
-
-
-def _read_symbols(path: Path) -> dict[str, int]:
-    if not path.is_file():
-        raise AsrdistError(f"{path}: missing (run prepare_lang)")
-    table = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        fields = line.split()
-        if len(fields) != 2 or not fields[1].isdigit():
-            raise AsrdistError(f"{path}:{n}: expected '<symbol> <integer>'")
-        table[fields[0]] = int(fields[1])
-    return table
 
 
 def _read_ints(path: Path) -> list[list[int]]:
@@ -56,8 +45,8 @@ class Lang:
                 raise AsrdistError(f"{path / name}: missing (run prepare_lang)")
         return cls(
             path=path,
-            words=_read_symbols(path / "words.txt"),
-            phones=_read_symbols(path / "phones.txt"),
+            words=read_symbols(path / "words.txt"),
+            phones=read_symbols(path / "phones.txt"),
             disambig=[x for row in _read_ints(path / "phones" / "disambig.int") for x in row],
             phone_sets=_read_ints(path / "phones" / "sets.int"),
             silence=[x for row in _read_ints(path / "phones" / "silence.int") for x in row],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from asrdist.data.kaldi_dir import read_symbols
 from asrdist.decode.decoder import (
     DecodeOptions,
     Decoder,
@@ -13,7 +14,7 @@ from asrdist.decode.decoder import (
     max_input_label,
     with_word_penalty,
 )
-from asrdist.decode.graph import read_fst, read_symbols
+from asrdist.decode.graph import read_fst
 from asrdist.errors import AsrdistError
 
 

@@ -141,7 +141,7 @@ def pipeline_rate(cfg: TrainConfig, steps: int) -> float:
 def peak_rss_mb(cfg: TrainConfig) -> float:
     """Peak resident memory of an asrdist-train process on ``cfg``'s corpus."""
     args = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.to_dict().items()
-            if k not in ("algo_options", "nesterov", "cmvn_norm_vars", "bf16", "resume")]
+            if k not in ("nesterov", "cmvn_norm_vars", "bf16", "resume")]
     proc = subprocess.Popen(
         [sys.executable, "-c", "from asrdist.cli.train import main; main()", *args],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -2,6 +2,9 @@
 
 Every option of asrdist.train.config.TrainConfig is a flag here (``chunk_len`` ->
 ``--chunk-len``); values come from the defaults, then ``--config FILE`` (YAML), then flags.
+The strategy's options (--exchange-timeout, --slow-learner, --avg-period, ...) are options like
+any other; each strategy gets those it takes, and one set for a strategy that does not take it
+is ignored with a warning, so one config file serves every --algo.
 Run directly for one learner, or under torchrun / mpiexec / srun for several.
 """
 
@@ -12,13 +15,14 @@ from typing import Any
 
 import click
 import torch
-import yaml
 
 from asrdist.dist import launch, registry
 from asrdist.dist.strategy import Strategy
 from asrdist.errors import AsrdistError
-from asrdist.train.config import FIELDS, TrainConfig, make_config
+from asrdist.train.config import FIELDS, TrainConfig, make_config, validate_for_world
 from asrdist.train.trainer import train
+
+log = logging.getLogger(__name__)
 
 _PY_TYPES = {"int": int, "float": float, "str": str}
 
@@ -42,13 +46,9 @@ def _field_options(command: Any) -> Any:
     """Add one option per TrainConfig field; None means 'not given' so YAML values stay."""
     for name, f in reversed(FIELDS.items()):
         flag = "--" + name.replace("_", "-")
-        default = TrainConfig.__dataclass_fields__[name]
-        shown = default.default_factory() if name == "algo_options" else default.default
-        help_text = f"{f.metadata['help']} [default: {shown if shown != '' else 'none'}]"
-        if name == "algo_options":
-            option = click.option("--algo-opt", "algo_options", multiple=True,
-                                  metavar="KEY=VALUE", help=help_text)
-        elif f.type == "bool":
+        shown = f.default if f.default != "" else "none"
+        help_text = f"{f.metadata['help']} [default: {shown}]"
+        if f.type == "bool":
             option = click.option(f"{flag}/--no-{flag[2:]}", name, default=None, help=help_text)
         elif name == "algo":
             option = click.option(flag, name, type=_AlgoChoice(), default=None, help=help_text)
@@ -62,43 +62,34 @@ def _field_options(command: Any) -> Any:
     return command
 
 
-def _algo_options(pairs: tuple[str, ...]) -> dict[str, Any]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise AsrdistError(f"--algo-opt {pair!r}: expected KEY=VALUE")
-        try:
-            options[key.replace("-", "_")] = yaml.safe_load(value)
-        except yaml.YAMLError as e:
-            raise AsrdistError(f"--algo-opt {pair!r}: unreadable value") from e
-    return options
-
-
 def learner_context(config: TrainConfig) -> tuple[int, int, str]:
     """(rank, world size, device) of this process.
 
-    One learner unless a launcher says world size > 1; then torch.distributed is initialised
-    here (asrdist.dist.launch) and each learner takes the GPU of its local rank.
+    One learner, without any process group, unless a launcher says world size > 1; then the
+    options are checked against the world size and torch.distributed is initialised here
+    (asrdist.dist.launch, every collective bounded by --exchange-timeout); each learner takes
+    the GPU of its local rank.
     """
     denv = launch.detect_env()
-    if denv is None or denv.world_size <= 1:
+    world_size = denv.world_size if denv is not None else 1
+    validate_for_world(config, world_size)
+    if world_size <= 1:
         return 0, 1, config.device
-    denv = launch.init_from_env()
+    denv = launch.init_from_env(timeout_s=config.exchange_timeout)
     device = config.device
     if device == "cuda" and torch.cuda.is_available():
         device = f"cuda:{denv.local_rank % torch.cuda.device_count()}"
     return denv.rank, denv.world_size, device
 
 
-def strategy_options(config: TrainConfig) -> dict[str, Any]:
-    """Keyword arguments for the strategy factory: the user's --algo-opt / algo_options."""
-    return dict(config.algo_options)
-
-
-def _make_strategy(config: TrainConfig) -> Strategy:
+def make_strategy(config: TrainConfig) -> Strategy:
+    """The --algo strategy with the options it takes; other strategy options set to a
+    non-default value are ignored with a warning (a config file may serve several --algo)."""
     try:
-        return registry.make_strategy(config.algo, **strategy_options(config))
+        options, ignored = config.strategy_options(registry.options_of(config.algo))
+        if ignored:
+            log.warning("--algo %s does not use %s: ignored", config.algo, ", ".join(ignored))
+        return registry.make_strategy(config.algo, **options)
     except (ValueError, TypeError) as e:
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
 
@@ -110,13 +101,11 @@ def _make_strategy(config: TrainConfig) -> Strategy:
 def main(config_path: str | None, **flags: Any) -> None:
     """Train a BLSTM or DNN acoustic model on Kaldi/lhotse features and ingested pdf targets."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    given = {k: v for k, v in flags.items() if v is not None and v != ()}
-    if "algo_options" in given:
-        given["algo_options"] = _algo_options(given["algo_options"])
+    given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
     rank, world_size, device = learner_context(config)
     config.device = device
-    strategy = _make_strategy(config)
+    strategy = make_strategy(config)
     try:
         result = train(config, strategy, rank, world_size)
     finally:

@@ -1,4 +1,5 @@
-"""``--algo`` name -> strategy factory; the trainer builds its strategy only through here."""
+"""``--algo`` name -> strategy factory and the options it takes; the trainer builds its strategy
+only through here."""
 
 from __future__ import annotations
 
@@ -9,34 +10,21 @@ from asrdist.dist.strategy import Single, Strategy
 
 StrategyFactory = Callable[..., Strategy]
 
-_FACTORIES: dict[str, StrategyFactory] = {"single": lambda **_: Single()}
-
-# Options every multi-learner strategy takes (``--algo-opt KEY=VALUE``); each factory also
-# takes its own (below). An unknown key is an error, so a misspelt option is never ignored.
-_COMMON = ("timeout_s", "slow_learner", "distance_every_s")
-
-
-def _pick(options: dict[str, Any], *own: str) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(_COMMON + own))
-    if unknown:
-        raise ValueError(
-            f"unknown option(s) {', '.join(unknown)}; this strategy takes "
-            f"{', '.join(_COMMON + own)}"
-        )
-    return {k: v for k, v in options.items() if v is not None}
+# Options every multi-learner strategy takes; each one also takes its own (below).
+COMMON = ("timeout_s", "slow_learner", "distance_every_s")
 
 
 def _ssgd(**options: Any) -> Strategy:
     from asrdist.dist.ssgd import SSGD
 
-    return SSGD(**_pick(options))
+    return SSGD(**options)
 
 
 def _adpsgd(ring: str, delay1: bool) -> StrategyFactory:
     def make(**options: Any) -> Strategy:
         from asrdist.dist.adpsgd import ADPSGD
 
-        return ADPSGD(ring=ring, delay1=delay1, **_pick(options, "seed"))
+        return ADPSGD(ring=ring, delay1=delay1, **options)
 
     return make
 
@@ -44,31 +32,33 @@ def _adpsgd(ring: str, delay1: bool) -> StrategyFactory:
 def _hadpsgd(**options: Any) -> Strategy:
     from asrdist.dist.hadpsgd import HADPSGD
 
-    picked = _pick(options, "seed", "learners_per_node", "hadpsgd_variant")
-    if "hadpsgd_variant" in picked:
-        picked["variant"] = picked.pop("hadpsgd_variant")
-    return HADPSGD(**picked)
+    if "hadpsgd_variant" in options:
+        options["variant"] = options.pop("hadpsgd_variant")
+    return HADPSGD(**options)
 
 
 def _ma(**options: Any) -> Strategy:
     from asrdist.dist.ma import ModelAveraging
 
-    return ModelAveraging(**_pick(options, "avg_period"))
+    return ModelAveraging(**options)
 
 
-_FACTORIES.update({
-    "ssgd": _ssgd,
-    "adpsgd-fixed": _adpsgd("fixed", False),
-    "adpsgd-random": _adpsgd("random", False),
-    "adpsgd-delay1": _adpsgd("fixed", True),
-    "hadpsgd": _hadpsgd,
-    "ma": _ma,
-})
+# name -> (factory, the option names it takes)
+_FACTORIES: dict[str, tuple[StrategyFactory, tuple[str, ...]]] = {
+    "single": (lambda: Single(), ()),
+    "ssgd": (_ssgd, COMMON),
+    "adpsgd-fixed": (_adpsgd("fixed", False), COMMON + ("seed",)),
+    "adpsgd-random": (_adpsgd("random", False), COMMON + ("seed",)),
+    "adpsgd-delay1": (_adpsgd("fixed", True), COMMON + ("seed",)),
+    "hadpsgd": (_hadpsgd, COMMON + ("seed", "learners_per_node", "hadpsgd_variant")),
+    "ma": (_ma, COMMON + ("avg_period",)),
+}
 
 
-def register(name: str, factory: StrategyFactory) -> None:
-    """Make ``factory(**options)`` available as ``--algo name``."""
-    _FACTORIES[name] = factory
+def register(name: str, factory: StrategyFactory, options: tuple[str, ...] = ()) -> None:
+    """Make ``factory(**options)`` available as ``--algo name``; ``options`` are the keyword
+    arguments it takes (a subset of the trainer's, see :func:`options_of`)."""
+    _FACTORIES[name] = (factory, tuple(options))
 
 
 def algo_names() -> list[str]:
@@ -76,11 +66,25 @@ def algo_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def make_strategy(name: str, **options: Any) -> Strategy:
-    """Build the strategy called ``name`` with the trainer's options (learners, periods, ...)."""
+def _entry(name: str) -> tuple[StrategyFactory, tuple[str, ...]]:
     try:
-        factory = _FACTORIES[name]
+        return _FACTORIES[name]
     except KeyError:
         choices = ", ".join(algo_names())
         raise ValueError(f"unknown --algo {name!r}; choose one of {choices}") from None
-    return factory(**options)
+
+
+def options_of(name: str) -> tuple[str, ...]:
+    """The option names strategy ``name`` takes (the trainer passes it only these)."""
+    return _entry(name)[1]
+
+
+def make_strategy(name: str, **options: Any) -> Strategy:
+    """Build the strategy called ``name``; an option it does not take is an error (a misspelt
+    option is never ignored); None values are left to the strategy's defaults."""
+    factory, accepted = _entry(name)
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = ", ".join(accepted) if accepted else "no options"
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; {name} takes {takes}")
+    return factory(**{k: v for k, v in options.items() if v is not None})

@@ -16,16 +16,14 @@ from typing import Any
 
 import yaml
 
+from asrdist.dist.slow import parse_slow_learner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import MODEL_TYPES, ModelConfig
 
 
 def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
-    meta = {"help": help, "choices": choices}
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata=meta)
-    return field(default=default, metadata=meta)
+    return field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclass
@@ -76,7 +74,17 @@ class TrainConfig:
     device: str = _opt("cpu", "cpu, cuda or cuda:N")
     bf16: bool = _opt(False, "bf16 autocast for forward and loss")
     algo: str = _opt("single", "distributed strategy (asrdist.dist.registry)")
-    algo_options: dict = _opt({}, "strategy options, KEY=VALUE (YAML values)")
+    exchange_timeout: float = _opt(120.0, "seconds a rendezvous or any exchange may take; "
+                                   "then the job ends naming the lost learner")
+    slow_learner: str = _opt("", "RANK:FACTOR: make learner RANK FACTOR times slower "
+                             "(straggler studies)")
+    distance_every: float = _opt(30.0, "seconds between samples of each learner's distance "
+                                 "to the learners' mean (0 = off)")
+    avg_period: int = _opt(8, "ma: local steps between weight averages")
+    learners_per_node: int = _opt(0, "hadpsgd: learners per super-learner, in consecutive "
+                                  "ranks (0 = the launcher's nodes)")
+    hadpsgd_variant: str = _opt("fixed", "hadpsgd: ADPSGD variant among super-learners",
+                                ("fixed", "random", "delay1"))
     resume: bool = _opt(False, "continue from the newest checkpoint in --out")
 
     def model_config(self) -> ModelConfig:
@@ -91,17 +99,41 @@ class TrainConfig:
             dropout=self.dropout,
         )
 
+    def strategy_options(self, accepted: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
+        """The keyword arguments for a strategy that takes the options ``accepted``, and the
+        flags set to a non-default value that it does not take (ignored; the caller warns)."""
+        options: dict[str, Any] = {}
+        ignored = []
+        for name, option in STRATEGY_OPTIONS.items():
+            value = getattr(self, name)
+            if option in accepted:
+                options[option] = value
+            elif name != "seed" and value != FIELDS[name].default:
+                ignored.append(f"--{name.replace('_', '-')} {value}")
+        return options, ignored
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 FIELDS = {f.name: f for f in fields(TrainConfig)}
+# Option -> the strategy keyword argument it sets (asrdist.dist.registry.options_of names);
+# a strategy gets only those it takes.
+STRATEGY_OPTIONS = {
+    "exchange_timeout": "timeout_s",
+    "slow_learner": "slow_learner",
+    "distance_every": "distance_every_s",
+    "avg_period": "avg_period",
+    "learners_per_node": "learners_per_node",
+    "hadpsgd_variant": "hadpsgd_variant",
+    "seed": "seed",
+}
 _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
              "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
-             "anneal_start")
+             "anneal_start", "exchange_timeout", "avg_period")
 _NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
                  "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
-                 "max_missing_targets", "dropout")
+                 "max_missing_targets", "dropout", "distance_every", "learners_per_node")
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:
@@ -130,20 +162,26 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         if not math.isfinite(out):
             raise bad
         return out
-    if kind == "dict":
-        if isinstance(value, dict):
-            return dict(value)
-        raise bad
     if not isinstance(value, str):
         raise bad
     return value
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader, except that a plain scalar holding ':' is a string: YAML 1.1 reads
+    ``slow_learner: 1:3`` as the sexagesimal number 63, and no option is written with colons."""
+
+    def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode and implicit[0] and ":" in value:
+            return yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG
+        return super().resolve(kind, value, implicit)
 
 
 def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     """A config file's values, checked against the known options."""
     try:
         with open(path) as f:
-            raw = yaml.safe_load(f) or {}
+            raw = yaml.load(f, Loader=_Loader) or {}
     except (OSError, yaml.YAMLError) as e:
         raise AsrdistError(f"{path}: cannot read config ({str(e).splitlines()[0]})") from e
     if not isinstance(raw, dict):
@@ -163,10 +201,7 @@ def make_config(
     """Defaults, then the YAML file, then ``overrides`` (flags given), validated."""
     values = read_yaml(yaml_path) if yaml_path else {}
     for name, value in (overrides or {}).items():
-        value = _coerce(name, value, f"--{name.replace('_', '-')}")
-        if name == "algo_options":  # flags add to (and override) the file's strategy options
-            value = {**values.get(name, {}), **value}
-        values[name] = value
+        values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
     config = TrainConfig(**values)
     validate(config)
     return config
@@ -198,6 +233,18 @@ def validate(config: TrainConfig) -> None:
                            f"--batch-size {config.batch_size} chunks")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
+    parse_slow_learner(config.slow_learner)
+
+
+def validate_for_world(config: TrainConfig, world_size: int) -> None:
+    """Refuse options that do not fit the number of learners the launcher started."""
+    slow = parse_slow_learner(config.slow_learner)
+    if slow is not None and slow[0] >= world_size:
+        raise AsrdistError(f"--slow-learner {config.slow_learner}: there is no learner "
+                           f"{slow[0]} among {world_size} (ranks 0..{world_size - 1})")
+    if config.algo == "single" and world_size > 1:
+        raise AsrdistError(f"--algo single trains one learner but the launcher started "
+                           f"{world_size}: choose a distributed --algo (e.g. ssgd)")
 
 
 def save_config(config: TrainConfig, path: str | os.PathLike) -> None:

@@ -376,6 +376,9 @@ class _Run:
     ) -> None:
         """Save everything to continue from here; ``data`` is None at an epoch boundary."""
         queued = data[1].pending() if data else []
+        # The strategy's state first: an asynchronous strategy merges the exchanges still in
+        # flight into the weights there, and those merged weights are the ones to save.
+        strategy_state = self.strategy.state_dict()
         state = {
             "step": self.step,
             "epoch": self.epoch,
@@ -383,9 +386,9 @@ class _Run:
             "frames": self.frames,
             "wall_s": self._wall(),
             "acc": self.acc,
+            "strategy": strategy_state,
             "model": self.model.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "strategy": self.strategy.state_dict(),
             "rng": capture_rng(),
             "stream": data[0].state_dict() if data else None,
             "queued": queued,

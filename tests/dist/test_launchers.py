@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.dist.conftest import free_port
@@ -29,7 +30,7 @@ def corpus(tmp_path_factory):
 def _args(corpus, out: Path, algo: str, *extra: str) -> list[str]:
     data, targets = corpus
     return ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
-            *TINY, "--algo-opt", "timeout_s=60", *extra]
+            *TINY, "--exchange-timeout=60", *extra]
 
 
 def _env() -> dict[str, str]:
@@ -48,12 +49,17 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess, *, key: str) -> Non
         assert train and key in train[-1], train[-1:]
 
 
-def test_mpiexec_two_learners_adpsgd(corpus, tmp_path):
+def test_mpiexec_two_learners_adpsgd_with_a_slow_learner(corpus, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([str(BIN / "mpiexec"), "-n", "2", TRAIN,
-                           *_args(corpus, out, "adpsgd-random")],
+                           *_args(corpus, out, "adpsgd-random", "--slow-learner", "1:2")],
                           env=_env(), capture_output=True, text=True, timeout=240)
     _check_run(out, proc, key="exchanges")
+    used = yaml.safe_load((out / "config.yaml").read_text())
+    assert used["slow_learner"] == "1:2" and used["exchange_timeout"] == 60.0
+    slept = [sum(r["slowdown_s"] for r in read_metrics(metrics_path(out, rank))
+                 if r["kind"] == "train") for rank in range(2)]
+    assert slept[0] == 0 and slept[1] > 0
 
 
 @pytest.mark.skipif(shutil.which("torchrun", path=str(BIN)) is None, reason="no torchrun")
@@ -79,10 +85,12 @@ def test_srun_environment_two_learners_ma(corpus, tmp_path):
             "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
             "SLURM_JOB_NODELIST": "localhost", "SLURMD_NODENAME": "localhost",
         }
-        procs.append(subprocess.Popen([TRAIN, *_args(corpus, out, "ma", "--algo-opt",
-                                                       "avg_period=2")],
+        procs.append(subprocess.Popen([TRAIN, *_args(corpus, out, "ma", "--avg-period", "2")],
                                       env=env, stderr=subprocess.PIPE, text=True))
     errs = [p.communicate(timeout=240)[1] for p in procs]
     for p, err in zip(procs, errs, strict=True):
         assert p.returncode == 0, err[-4000:]
     _check_run(out, subprocess.CompletedProcess([], 0, "", ""), key="averages")
+    assert yaml.safe_load((out / "config.yaml").read_text())["avg_period"] == 2
+    last = [r for r in read_metrics(metrics_path(out, 0)) if r["kind"] == "train"][-1]
+    assert last["averages"] == last["step"] // 2

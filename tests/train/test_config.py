@@ -12,11 +12,26 @@ REQUIRED = {"data": "d", "targets": "t", "out": "o"}
 
 def test_flags_override_the_file_and_the_file_overrides_defaults(tmp_path):
     conf = tmp_path / "c.yaml"
-    conf.write_text("chunk-len: 30\nlr: 1e-3\nbatch_size: 64\nalgo_options: {avg_period: 4}\n")
-    cfg = make_config(conf, {**REQUIRED, "batch_size": 32, "algo_options": {"x": 1}})
-    assert (cfg.chunk_len, cfg.lr, cfg.batch_size) == (30, 0.001, 32)
-    assert cfg.algo_options == {"avg_period": 4, "x": 1}
+    conf.write_text("chunk-len: 30\nlr: 1e-3\nbatch_size: 64\navg_period: 4\n")
+    cfg = make_config(conf, {**REQUIRED, "batch_size": 32})
+    assert (cfg.chunk_len, cfg.lr, cfg.batch_size, cfg.avg_period) == (30, 0.001, 32, 4)
     assert cfg.epochs == 10  # default
+
+
+def test_colon_values_stay_strings_not_sexagesimal_numbers(tmp_path):
+    conf = tmp_path / "c.yaml"
+    conf.write_text("slow_learner: 1:3\nseed: 7\n")
+    cfg = make_config(conf, REQUIRED)
+    assert (cfg.slow_learner, cfg.seed) == ("1:3", 7)
+    save_config(cfg, tmp_path / "config.yaml")
+    assert make_config(tmp_path / "config.yaml").slow_learner == "1:3"
+
+
+def test_each_strategy_gets_only_the_options_it_takes():
+    cfg = make_config(None, {**REQUIRED, "avg_period": 2, "seed": 9, "slow_learner": "1:3"})
+    options, ignored = cfg.strategy_options(("timeout_s", "slow_learner", "seed"))
+    assert options == {"timeout_s": 120.0, "slow_learner": "1:3", "seed": 9}
+    assert ignored == ["--avg-period 2"]  # defaults and the seed are never reported
 
 
 def test_saved_config_reads_back_identically(tmp_path):
@@ -32,6 +47,8 @@ def test_saved_config_reads_back_identically(tmp_path):
     ("chunk_length: 21\n", "unknown option 'chunk_length'"),
     ("model: rnn\n", "--model 'rnn': choose one of blstm, dnn"),
     ("batch_size: 0\n", "--batch-size must be positive"),
+    ("slow_learner: 1-3\n", "--slow-learner '1-3': expected RANK:FACTOR"),
+    ("learners_per_node: -1\n", "--learners-per-node must not be negative"),
     ("[1, 2]\n", "a config file is a mapping"),
     ("lr: [0.1\n", "cannot read config"),
 ])

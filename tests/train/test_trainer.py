@@ -232,3 +232,41 @@ def test_cuda_bf16_training_learns(corpus, tmp_path):
     train(_config(corpus, tmp_path / "cuda", epochs=8, device="cuda", bf16=True), Single())
     losses = [loss for _, loss in _losses(tmp_path / "cuda")]
     assert losses[-1] < 0.3 * losses[0]
+
+
+class Merging(Strategy):
+    """Like ADPSGD: ``state_dict`` merges an exchange still in flight into the weights (here by
+    giving a parameter new storage, so a model state taken earlier would miss it)."""
+
+    name = "merging"
+
+    def __init__(self) -> None:
+        self.model: torch.nn.Module | None = None
+        self.merged: list[dict[str, torch.Tensor]] = []
+        self.events: list[str] = []
+
+    def wrap_model(self, model):
+        self.model = model
+        return model
+
+    def state_dict(self):
+        assert self.model is not None
+        p = next(self.model.parameters())
+        p.data = p.data + 0.25
+        self.merged.append({k: v.clone() for k, v in self.model.state_dict().items()})
+        self.events.append("state_dict")
+        return {"merges": len(self.merged)}
+
+    def finalize(self, model):
+        self.events.append("finalize")
+
+
+def test_checkpoint_saves_the_weights_after_the_strategy_merged(corpus, tmp_path):
+    strategy = Merging()
+    out = tmp_path / "run"
+    train(_config(corpus, out, epochs=2, checkpoint_every=4, keep_checkpoints=10), strategy)
+    saved = [load_checkpoint(out, 0, s) for s in sorted(list_checkpoints(out, 0))]
+    assert len(saved) == len(strategy.merged) >= 3
+    for state, merged in zip(saved, strategy.merged, strict=True):
+        assert all(torch.equal(state["model"][k], merged[k]) for k in merged)
+    assert strategy.events[-1] == "finalize"  # after the last checkpoint

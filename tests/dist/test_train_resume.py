@@ -1,0 +1,98 @@
+"""asrdist-train with 2 learners and every strategy: stop mid-run, resume from the checkpoints.
+
+Learners are forked from the test process (torch already imported, so each starts in
+milliseconds) with the environment torchrun gives, and run the real CLI.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from asrdist.cli.train import main
+from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
+from asrdist.train.metrics import metrics_path, read_metrics
+from tests.dist.conftest import free_port
+from tests.train.corpus import make_corpus
+
+TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
+        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=2",
+        "--checkpoint-every=3", "--exchange-timeout=30", "--distance-every=0"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
+
+
+def _learner(args: list[str], rank: int, port: int, err: Path) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 2)
+    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    torch.set_num_threads(1)
+    main(args)
+
+
+def _train(corpus, out: Path, algo: str, *extra: str) -> None:
+    data, targets = corpus
+    args = ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
+            *TINY, *extra]
+    port = free_port()
+    ctx = multiprocessing.get_context("fork")
+    out.mkdir(parents=True, exist_ok=True)
+    procs = [ctx.Process(target=_learner, args=(args, r, port, out / f"err{r}.txt"))
+             for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    for r, p in enumerate(procs):
+        if p.exitcode is None:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"learner {r} of {algo} still running after 60 s")
+        assert p.exitcode == 0, (out / f"err{r}.txt").read_text()[-3000:]
+
+
+def _losses(out: Path, rank: int) -> list[tuple[int, float]]:
+    return [(r["step"], r["loss"]) for r in read_metrics(metrics_path(out, rank))
+            if r["kind"] == "train"]
+
+
+@pytest.mark.parametrize(("algo", "extra", "deterministic"), [
+    ("ssgd", [], True),
+    ("ma", ["--avg-period=2"], True),
+    ("adpsgd-fixed", [], False),
+    ("adpsgd-random", [], False),
+    ("adpsgd-delay1", [], False),
+    ("hadpsgd", ["--learners-per-node=1", "--hadpsgd-variant=random"], False),
+])
+def test_two_learners_stop_and_resume(corpus, tmp_path, algo, extra, deterministic):
+    out = tmp_path / "run"
+    _train(corpus, out, algo, *extra, "--max-steps=4")
+    assert (out / "final.pt").is_file()
+    for name in ("final.pt", ".train.done"):  # as if the run had been killed after step 4
+        (out / name).unlink()
+    _train(corpus, out, algo, *extra, "--resume")
+    assert (out / "final.pt").is_file()
+    total = []
+    for rank in range(2):
+        starts = [r for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "start"]
+        assert [(s["step"], s["resumed"]) for s in starts] == [(0, False), (4, True)]
+        last = max(list_checkpoints(out, rank))
+        state = load_checkpoint(out, rank, last)
+        assert state["strategy"]["steps"] == state["step"] == last  # strategy state restored
+        total.append(_losses(out, rank)[-1][0])
+    assert total[0] == total[1] == last > 4  # every learner takes the same number of steps
+    if deterministic:  # synchronous strategies: the resumed run is the uninterrupted one
+        reference = tmp_path / "reference"
+        _train(corpus, reference, algo, *extra)
+        for rank in range(2):
+            assert _losses(out, rank) == _losses(reference, rank)

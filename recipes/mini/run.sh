@@ -44,8 +44,9 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
       --config conf/train_blstm.yaml --data $data/train_fbank --targets $exp/mono_pdf \
-      --out $exp/blstm_$a --algo $a
+      --out $exp/blstm_$a --algo $a --resume
   done
+  run_stage 4 plot asrdist-plot $(for a in $algos; do echo $exp/blstm_$a; done) -o $exp/curves.png
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
@@ -55,14 +56,15 @@ fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
   run_stage 6 "decode mono" asrdist-decode --graph $exp/graph --gmm $exp/mono/final.mdl \
-    --data $data/test_mfcc --nj $nj --lmwt "7 10 13" --wip "0.0 0.5" --out $exp/mono/decode_test
+    --data $data/test_mfcc --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5" --out $exp/mono/decode_test
   for a in $algos; do
     run_stage 6 "decode blstm_$a" asrdist-decode --graph $exp/graph --model $exp/blstm_$a/final.pt \
-      --data $data/test_fbank --nj $nj --lmwt "7 10 13" --wip "0.0 0.5" --out $exp/blstm_$a/decode_test
+      --data $data/test_fbank --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5" --out $exp/blstm_$a/decode_test
   done
 fi
 
 if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
+  rm -f $exp/results.md $exp/results.json  # the report lists the systems scored by this run
   run_stage 7 "score mono" asrdist-score --subsets-by spk --report $exp/results.md --name mono \
     $data/test/text $exp/mono/decode_test
   for a in $algos; do

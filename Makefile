@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 sctk
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench clean
+.PHONY: all deps venv test demo lint bench study clean
 
 all: test
 
@@ -41,8 +41,16 @@ lint: venv
 demo: deps venv
 	cd recipes/mini && PATH="$(CURDIR)/$(BIN):$$PATH" ./run.sh
 
+# Benchmarks print their tables; the commands and figures of record are in bench/RESULTS.md.
 bench: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.run_all
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.train_throughput --steps 60 --repeats 5
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.consensus --rounds 80 --pace-ms 10
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.straggler --steps 80 --factor 3 \
+	  --slow-rank 1 --width 256 --sim-compute-ms 40
+
+# Held-out cross-entropy of every strategy at 2 and 4 learners; needs `make demo` first.
+study: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.strategies_study --epochs 3 --units 64
 
 clean:
 	rm -rf $(VENV) recipes/*/data recipes/*/exp

@@ -6,19 +6,20 @@ Decoding divides posteriors by priors: log p(x|s) = log p(s|x) - log p(s) + cons
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
+from asrdist.data import ingest
 from asrdist.errors import AsrdistError
 
 
-def read_pdf_counts(path: str | os.PathLike, num_pdfs: int) -> np.ndarray:
-    """A Kaldi text vector ``[ c0 c1 ... ]`` of frame counts per pdf."""
-    try:
-        text = open(path).read().replace("[", " ").replace("]", " ").split()
-        counts = np.array([float(t) for t in text], dtype=np.float64)
-    except (OSError, ValueError) as e:
-        raise AsrdistError(f"{path}: cannot read pdf counts ({e})") from e
+def read_pdf_counts(targets_dir: str | os.PathLike, num_pdfs: int) -> np.ndarray:
+    """The ingested per-pdf frame counts, checked against the model's number of outputs."""
+    path = Path(targets_dir) / "pdf_counts"
+    if not path.is_file():
+        raise AsrdistError(f"{path}: missing (run asrdist-ingest-ali)")
+    counts = ingest.read_pdf_counts(targets_dir).astype(np.float64)
     if len(counts) != num_pdfs:
         raise AsrdistError(f"{path}: {len(counts)} pdf counts for {num_pdfs} pdfs")
     if (counts < 0).any() or counts.sum() <= 0:

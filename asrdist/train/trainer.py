@@ -101,7 +101,7 @@ class _Run:
         self.corpus: Corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
         self.train_rows, self.heldout_rows = split_heldout(self.corpus, cfg.heldout_utts, cfg.seed)
         self.priors = log_priors(
-            read_pdf_counts(Path(cfg.targets) / "pdf_counts", self.corpus.num_pdfs)
+            read_pdf_counts(cfg.targets, self.corpus.num_pdfs)
         )
         probe = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
         self.input_dim = int(probe.read(int(self.train_rows[0]))[0].shape[1])

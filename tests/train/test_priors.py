@@ -11,7 +11,7 @@ from asrdist.train.priors import log_priors, read_pdf_counts
 
 def test_unseen_pdfs_can_never_win_a_frame(tmp_path):
     (tmp_path / "pdf_counts").write_text("[ 6 0 3 ]\n")
-    counts = read_pdf_counts(tmp_path / "pdf_counts", 3)
+    counts = read_pdf_counts(tmp_path, 3)
     priors = log_priors(counts)
     assert np.isfinite(priors).all()
     np.testing.assert_allclose(np.exp(priors[[0, 2]]), [6 / 9, 3 / 9], rtol=1e-6)
@@ -23,4 +23,4 @@ def test_unseen_pdfs_can_never_win_a_frame(tmp_path):
 def test_count_vector_of_the_wrong_length(tmp_path):
     (tmp_path / "pdf_counts").write_text("[ 1 2 ]\n")
     with pytest.raises(AsrdistError, match="2 pdf counts for 3 pdfs"):
-        read_pdf_counts(tmp_path / "pdf_counts", 3)
+        read_pdf_counts(tmp_path, 3)

@@ -21,28 +21,6 @@ def _publish_mode(path: str | os.PathLike, directory: bool = False) -> None:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
-    """Write to a temporary file beside ``path`` and rename it into place on success.
-
-    On an exception the temporary file is removed and ``path`` keeps its old content.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    _publish_mode(tmp)
-    try:
-        with os.fdopen(fd, mode) as f:
-            yield f
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp path for a writer that needs a filename; rename it to ``path`` on success."""
     path = Path(path)
@@ -57,6 +35,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Write to a temporary file beside ``path`` and rename it into place on success.
+
+    On an exception the temporary file is removed and ``path`` keeps its old content.
+    """
+    with atomic_path(path) as tmp, open(tmp, mode) as f:
+        yield f
+        f.flush()
+        os.fsync(f.fileno())
 
 
 @contextlib.contextmanager

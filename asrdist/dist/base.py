@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -26,6 +27,22 @@ from asrdist.dist.strategy import Strategy
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     """The plain module under a DistributedDataParallel wrapper."""
     return model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+
+
+def release_reducer(ddp: torch.nn.parallel.DistributedDataParallel) -> None:
+    """Destroy DDP's reducer now, while the process groups are still registered.
+
+    The reducer owns a C++ reference to its group and is destroyed with the GIL held. Left to
+    die with the wrapper after ``destroy_process_group``, it is the group's last owner, so the
+    group's destructor joins the gloo worker threads under the GIL; a worker still freeing a
+    finished collective whose tensor Python has already dropped needs the GIL to free it: the
+    learner hangs at exit. Destroyed here, it is not the last owner, and
+    ``destroy_process_group`` frees the group through its Python binding, which releases the
+    GIL first. The wrapper cannot train afterwards.
+    """
+    for name in ("logger", "reducer"):  # DDP's logger holds the reducer too
+        if name in ddp.__dict__:
+            delattr(ddp, name)
 
 
 def flat_weights(model: torch.nn.Module) -> torch.Tensor:
@@ -100,6 +117,7 @@ class DistributedStrategy(Strategy):
         self.multi = self.world_size > 1
         self.liveness = Liveness(self.rank, self.world_size, timeout_s) if self.multi else None
         self._distance: DistanceMonitor | None = None
+        self._ddps: list[weakref.ref[torch.nn.parallel.DistributedDataParallel]] = []
         self._sums = {"fwd_bwd_s": 0.0, "comm_wait_s": 0.0, "slowdown_s": 0.0}
         self._staleness: list[int] = []
         self._t_compute: float | None = None
@@ -112,6 +130,10 @@ class DistributedStrategy(Strategy):
             self._distance = DistanceMonitor(
                 lambda: flat_weights(model), self._distance_every_s, self.timeout_s
             )
+
+    def _track_ddp(self, ddp: torch.nn.parallel.DistributedDataParallel) -> None:
+        """Remember a DDP wrapper made in wrap_model, to release its reducer in close()."""
+        self._ddps.append(weakref.ref(ddp))  # weak: the reducer's comm hook holds the strategy
 
     def _begin_compute(self) -> None:
         if self.liveness is not None:
@@ -195,8 +217,15 @@ class DistributedStrategy(Strategy):
         return out
 
     def close(self) -> None:
+        """Stop the threads and release the DDP reducers (see :func:`release_reducer`); call
+        it before ``destroy_process_group``."""
         if self._distance is not None:
             self._distance.stop()
             self._distance = None
         if self.liveness is not None:
             self.liveness.stop()
+        for ref in self._ddps:
+            ddp = ref()
+            if ddp is not None:
+                release_reducer(ddp)
+        self._ddps = []

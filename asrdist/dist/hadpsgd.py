@@ -90,6 +90,7 @@ class HADPSGD(ADPSGD):
         )
         ddp.register_comm_hook(HookState(self, self._node_group, len(self._my_node())),
                                allreduce_mean_hook)
+        self._track_ddp(ddp)
         return super().wrap_model(ddp)
 
     def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,

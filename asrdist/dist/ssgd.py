@@ -33,6 +33,7 @@ class SSGD(DistributedStrategy):
         device_ids = [model_device(model)] if model_device(model) is not None else None
         ddp = DistributedDataParallel(model, device_ids=device_ids)
         ddp.register_comm_hook(HookState(self, None, self.world_size), allreduce_mean_hook)
+        self._track_ddp(ddp)
         self._start_distance(model)
         return ddp
 

@@ -104,8 +104,23 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
                 "computed": computed, "applied": applied,
                 "state": strategy.state_dict()}, os.path.join(out, f"{rank}.pt"))
     if dist.is_initialized():
-        dist.destroy_process_group()
+        dist.destroy_process_group()  # ``wrapped`` (a DDP wrapper for ssgd) is still alive here
+    if sc.get("collective_at_exit"):
+        _collective_at_exit(wrapped, rank)
 
+
+def _collective_at_exit(wrapped: torch.nn.Module, rank: int) -> None:
+    """Start a collective on the DDP wrapper's group, its tensor dropped by Python at once:
+    the gloo worker that finishes it needs the GIL to free the tensor. ``run`` then returns and
+    drops the wrapper while the collective still runs on learner 0 (learner 1 joins a second
+    late), which makes the rare end-of-run race (a worker slow to free the last collective's
+    tensor) certain: learner 0 exits only if whatever frees the group does not hold the GIL
+    while it waits for the worker.
+    """
+    group = wrapped.process_group  # still alive: the wrapper holds it
+    if rank == 1:
+        time.sleep(1.0)
+    group.allreduce([torch.ones(8)])  # the Work and the tensor are dropped at once
 
 if __name__ == "__main__":
     main()

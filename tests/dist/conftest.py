@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
+import signal
 import socket
 import sys
 import time
@@ -38,6 +40,7 @@ def _child(scenario: dict, rank: int, n: int, port: int, out: Path) -> None:
     fd = os.open(out / f"err{rank}.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)  # the learner's stderr (abort messages included) goes to a file
     sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)  # see _hang
     torch.set_num_threads(1)
     _learner.run(scenario, rank, n, port, str(out))
 
@@ -55,9 +58,7 @@ def run_learners(scenario: dict, n: int, out: Path, timeout: float = 60.0) -> Ru
     for r, p in enumerate(procs):
         p.join(max(0.1, timeout - (time.monotonic() - t0)))
         if p.exitcode is None:
-            for q in procs:
-                q.kill()
-            pytest.fail(f"learner {r} still running after {timeout} s (hang)")
+            _hang(procs, out, f"learner {r} still running after {timeout} s (hang)")
         codes.append(p.exitcode)
         seconds.append(time.monotonic() - t0)
         errs.append((out / f"err{r}.txt").read_text())
@@ -68,6 +69,25 @@ def run_learners(scenario: dict, n: int, out: Path, timeout: float = 60.0) -> Ru
         if f.exists():
             f.unlink()
     return Run(codes, errs, results, seconds)
+
+
+def _hang(procs: list, out: Path, message: str) -> None:
+    """Fail with the Python stacks of the learners still running, after killing them all."""
+    alive = {r: (out / f"err{r}.txt").stat().st_size for r, p in enumerate(procs)
+             if p.exitcode is None}
+    for r in alive:
+        os.kill(procs[r].pid, signal.SIGUSR1)
+    time.sleep(0.5)
+    for p in procs:
+        p.kill()
+        p.join(5.0)
+    stacks = ""
+    for r, size in alive.items():
+        with open(out / f"err{r}.txt", "rb") as f:
+            f.seek(size)
+            stacks += f"\n--- learner {r}, innermost frames first:\n"
+            stacks += f.read(2500).decode(errors="replace")
+    pytest.fail(message + stacks)
 
 
 def ok(run: Run) -> list[dict]:

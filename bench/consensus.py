@@ -5,7 +5,7 @@ each round (one step of every learner: one exchange per active learner) we take 
 distance to the mean, sqrt(mean_i ||w_i - mean||^2) at round k over the same at round 0, and
 report the first round at which it falls below each threshold. The mean itself must not move.
 
-    .venv/bin/python -m bench.consensus [--rounds 80] [--append bench/RESULTS.md]
+    .venv/bin/python -m bench.consensus [--rounds 80] [--append bench/RESULTS.md] (replaces its section there)
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from asrdist.dist import rings
 from asrdist.dist.base import flat_weights
 from asrdist.dist.registry import make_strategy
+from bench.results import write_section
 from bench.straggler import launch
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3)
@@ -78,8 +79,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.append:
-        with open(args.append, "a") as f:
-            f.write("\n" + text)
+        write_section(args.append, text)
 
 
 if __name__ == "__main__":

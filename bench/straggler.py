@@ -7,7 +7,7 @@ serves exchanges while the slow learner computes) and SSGD to fall to the stragg
 Each learner is a real process (gloo on 127.0.0.1, one compute thread each) running the
 strategy's hooks around an MLP's SGD step, exactly as the trainer calls them.
 
-    .venv/bin/python -m bench.straggler [--steps 60] [--factor 3] [--append bench/RESULTS.md]
+    .venv/bin/python -m bench.straggler [--steps 60] [--factor 3] [--append bench/RESULTS.md] (replaces its section there)
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.dist.registry import make_strategy
+from bench.results import write_section
 
 STRATEGIES: list[tuple[str, dict[str, Any]]] = [
     ("ssgd", {}),
@@ -139,8 +140,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.append:
-        with open(args.append, "a") as f:
-            f.write("\n" + text)
+        write_section(args.append, text)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -36,10 +35,10 @@ from asrdist.data.dataset import (
     load_corpus,
     split_heldout,
 )
-from asrdist.fsutil import atomic_write
 from asrdist.models.build import load_final
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
+from bench.results import write_section
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = Path("recipes/mini")  # paths relative to the repository root, where the runs start
@@ -97,16 +96,6 @@ def run_one(args: argparse.Namespace, algo: str, learners: int) -> dict:
     ce, acc = score_final(out)
     return {"algo": algo, "learners": learners, "steps": own["step"], "seconds": seconds,
             "ce": ce, "acc": acc, "own_ce": own["heldout_ce"], "own_acc": own["heldout_acc"]}
-
-
-def write_section(path: Path, text: str) -> None:
-    """Replace the section under HEADING in ``path`` (up to the next '## '), or append it."""
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(HEADING) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(lambda _: text, old) if pattern.search(old) else (
-        old.rstrip("\n") + "\n\n" + text if old else text)
-    with atomic_write(path) as f:
-        f.write(new)
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ each round (one step of every learner: one exchange per active learner) we take 
 distance to the mean, sqrt(mean_i ||w_i - mean||^2) at round k over the same at round 0, and
 report the first round at which it falls below each threshold. The mean itself must not move.
 
-    .venv/bin/python -m bench.consensus [--rounds 80] [--append bench/RESULTS.md] (replaces its section there)
+    .venv/bin/python -m bench.consensus [--rounds 80]
+        [--append bench/RESULTS.md]   # replaces its section there
 """
 
 from __future__ import annotations

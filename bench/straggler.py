@@ -7,7 +7,8 @@ serves exchanges while the slow learner computes) and SSGD to fall to the stragg
 Each learner is a real process (gloo on 127.0.0.1, one compute thread each) running the
 strategy's hooks around an MLP's SGD step, exactly as the trainer calls them.
 
-    .venv/bin/python -m bench.straggler [--steps 60] [--factor 3] [--append bench/RESULTS.md] (replaces its section there)
+    .venv/bin/python -m bench.straggler [--steps 60] [--factor 3]
+        [--append bench/RESULTS.md]   # replaces its section there
 """
 
 from __future__ import annotations

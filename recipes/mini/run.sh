@@ -11,18 +11,21 @@ cd "$(dirname "$0")"
 stage=0
 stop_stage=100
 hours=3.0          # training audio, hours
+test_hours=0.1667  # test audio (voices never seen in training), hours
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd adpsgd-random"  # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
-help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--nj J] [--algos \"A B\"] [--learners N]"
+train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
+data=data          # where corpus, features and lang go
+exp=exp            # where models, decodes and results go
+help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--nj J] [--algos \"A B\"] [--learners N]
+       [--train-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 
-data=data
-exp=exp
-
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
-  run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours --seed $seed
+  run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours --test-hours $test_hours \
+    --seed $seed
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
@@ -44,7 +47,7 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
       --config conf/train_blstm.yaml --data $data/train_fbank --targets $exp/mono_pdf \
-      --out $exp/blstm_$a --algo $a --resume
+      --out $exp/blstm_$a --algo $a --resume $train_opts
   done
   run_stage 4 plot asrdist-plot $(for a in $algos; do echo $exp/blstm_$a; done) -o $exp/curves.png
 fi

@@ -11,7 +11,7 @@ cd "$(dirname "$0")"
 stage=0
 stop_stage=100
 hours=3.0          # training audio, hours
-test_hours=0.1667  # test audio (voices never seen in training), hours
+test_hours=""      # test audio (voices never seen in training), hours; empty: 10 minutes
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd adpsgd-random"  # distributed strategies trained in stage 4, one run dir each
@@ -24,8 +24,8 @@ help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H
 . "$repo_root/local/parse_options.sh"
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
-  run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours --test-hours $test_hours \
-    --seed $seed
+  run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours \
+    ${test_hours:+--test-hours $test_hours} --seed $seed
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then

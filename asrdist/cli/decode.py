@@ -8,7 +8,8 @@ import sys
 
 import click
 
-from asrdist.decode.decoder import DecodeOptions, decode_data_dir
+from asrdist.decode.decode_dir import decode_data_dir
+from asrdist.decode.decoder import DecodeOptions
 
 
 def _floats(value: str) -> list[float]:

@@ -9,12 +9,12 @@ from asrdist.data.kaldi_dir import read_symbols
 from asrdist.decode.decoder import (
     DecodeOptions,
     Decoder,
-    WordAligner,
     check_compatible,
     max_input_label,
     with_word_penalty,
 )
 from asrdist.decode.graph import read_fst
+from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 
 

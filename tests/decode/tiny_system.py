@@ -21,21 +21,12 @@ from asrdist.data.transition_model import (
 from asrdist.gmm.graphs import Lang
 from asrdist.gmm.model import monophone_tree
 from asrdist.models.build import ModelConfig, build_model
+from tests.dict_fixture import write_dict
 
 LEXICON = {"<unk>": ["SPN"], "cat": ["K", "AE", "T"], "dog": ["D", "O", "G"],
            "sat": ["S", "AE", "T"], "sit": ["S", "IH", "T"], "on": ["O", "N"]}
 TRAIN_TEXT = ["cat sat", "dog sat", "cat sit", "dog sit on cat", "dog sat on dog"]
 STATIC_DIM = 13
-
-
-def write_dict(dict_dir: Path) -> Path:
-    dict_dir.mkdir(parents=True, exist_ok=True)
-    (dict_dir / "silence_phones.txt").write_text("SIL\nSPN\n")
-    (dict_dir / "nonsilence_phones.txt").write_text("K\nAE\nT\nD\nO\nG\nS\nIH\nN\n")
-    (dict_dir / "optional_silence.txt").write_text("SIL\n")
-    (dict_dir / "lexicon.txt").write_text(
-        "".join(f"{w} {' '.join(p)}\n" for w, p in LEXICON.items()))
-    return dict_dir
 
 
 @dataclass
@@ -62,7 +53,7 @@ def make_system(root: Path) -> TinySystem:
     """Lang dir, monophone tree + transition model + one-Gaussian GMMs, training text."""
     root.mkdir(parents=True, exist_ok=True)
     lang_dir = root / "lang"
-    prepare_lang(write_dict(root / "dict"), lang_dir)
+    prepare_lang(write_dict(root / "dict", LEXICON), lang_dir)
     lang = Lang.load(lang_dir)
     topo = lang.topology()
     tree = monophone_tree(topo, lang.phone_sets)

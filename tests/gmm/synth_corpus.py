@@ -14,21 +14,12 @@ import kaldiio
 import numpy as np
 
 from asrdist.data.lang import prepare_lang
+from tests.dict_fixture import write_dict
 
 DIM = 13
 LEXICON = {"<unk>": ["SPN"], "a": ["A"], "b": ["B"], "c": ["C"], "ba": ["B", "A"],
            "cab": ["C", "A", "B"]}
 STATES = {"SIL": 5, "SPN": 5, "A": 3, "B": 3, "C": 3}
-
-
-def write_dict(dict_dir: Path) -> Path:
-    dict_dir.mkdir(parents=True, exist_ok=True)
-    (dict_dir / "silence_phones.txt").write_text("SIL\nSPN\n")
-    (dict_dir / "nonsilence_phones.txt").write_text("A\nB\nC\n")
-    (dict_dir / "optional_silence.txt").write_text("SIL\n")
-    (dict_dir / "lexicon.txt").write_text(
-        "".join(f"{w} {' '.join(p)}\n" for w, p in LEXICON.items()))
-    return dict_dir
 
 
 @dataclass
@@ -41,7 +32,7 @@ class Corpus:
 def make_corpus(root: Path, num_utts: int = 20, seed: int = 0) -> Corpus:
     """Write root/lang and root/data (feats.scp, cmvn.scp, text, utt2spk, ...)."""
     rng = np.random.default_rng(seed)
-    prepare_lang(write_dict(root / "dict"), root / "lang")
+    prepare_lang(write_dict(root / "dict", LEXICON), root / "lang")
     means = {p: rng.normal(0.0, 4.0, size=(n, DIM)) for p, n in STATES.items()}
     means["SIL"][:] = means["SIL"][0]  # silence: one sound in every state
     data = root / "data"

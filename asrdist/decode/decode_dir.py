@@ -1,0 +1,306 @@
+"""Decoding a whole data dir: worker processes, hypothesis texts, CTM, log and RTF summary.
+
+Each worker loads the graph, the transition model and the acoustic scorer once, scores each
+utterance once and searches it with every decoding variant (the main setting and the
+score_<lmwt>_<wip> sweep points).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from asrdist.decode.decoder import (
+    DecodeOptions,
+    Decoder,
+    Hypothesis,
+    check_compatible,
+    max_input_label,
+    with_word_penalty,
+)
+from asrdist.decode.word_align import WordAligner
+from asrdist.errors import AsrdistError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One decoding setting: the main one (name None) or a sweep point score_<name>."""
+
+    name: str | None
+    acwt: float
+    wip: float = 0.0
+
+
+@dataclass(frozen=True)
+class DecodeJob:
+    """Everything one worker process needs (picklable)."""
+
+    graph_dir: str
+    trans_mdl: str
+    data_dir: str
+    nnet: str | None
+    gmm: str | None
+    opts: DecodeOptions
+    variants: tuple[Variant, ...]
+    threads: int
+
+
+@dataclass
+class JobResult:
+    """Hypotheses (word strings) and CTM lines per variant, and timing of one job."""
+
+    texts: dict[str | None, dict[str, list[str]]]
+    ctm: list[str]
+    frames: int
+    seconds: float
+    failed: list[str]
+    partial: list[str]
+    log: list[str]
+    count: int = 0  # utterances in the chunk
+
+
+def read_graph_dir(graph_dir: str | os.PathLike) -> tuple[Path, int | None]:
+    """Check a graph dir (Kaldi's or ours) and return its path and num_pdfs when recorded."""
+    graph_dir = Path(graph_dir)
+    for name in ("HCLG.fst", "words.txt"):
+        if not (graph_dir / name).is_file():
+            raise AsrdistError(f"{graph_dir / name}: missing (run asrdist-mkgraph)")
+    num_pdfs_file = graph_dir / "num_pdfs"
+    return graph_dir, int(num_pdfs_file.read_text().split()[0]) if num_pdfs_file.is_file() else None
+
+
+class _Worker:
+    """One process's graph, decoders and acoustic scorer, loaded once, used for many chunks."""
+
+    def __init__(self, job: DecodeJob):
+        import torch
+
+        from asrdist.data.kaldi_dir import read_symbols
+        from asrdist.data.transition_model import read_transition_model
+        from asrdist.decode.acoustic import GmmScorer, NnetScorer
+        from asrdist.decode.graph import read_fst
+
+        torch.set_num_threads(job.threads)
+        graph_dir = Path(job.graph_dir)
+        trans = read_transition_model(job.trans_mdl)
+        hclg = read_fst(graph_dir / "HCLG.fst")
+        words = read_symbols(graph_dir / "words.txt")
+        self.id2word = {i: w for w, i in words.items()}
+        real = [i for w, i in words.items()
+                if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
+        graphs = {wip: with_word_penalty(hclg, real, wip) for wip in {v.wip for v in job.variants}}
+        self.decoders = {
+            v: Decoder(graphs[v.wip], trans, DecodeOptions(
+                v.acwt, job.opts.beam, job.opts.max_active, job.opts.min_active))
+            for v in job.variants
+        }
+        lexicon = graph_dir / "phones" / "align_lexicon.int"
+        self.aligner = None
+        if lexicon.is_file():
+            rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
+            self.aligner = WordAligner(trans, rows)
+        shift_file = Path(job.data_dir) / "frame_shift"
+        self.shift = float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
+        if job.nnet is not None:
+            self.scorer = NnetScorer(job.nnet, job.data_dir)
+        else:
+            from asrdist.data.am_gmm import read_am_diag_gmm
+
+            self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
+        self.variants = job.variants
+
+    def run(self, utts: Sequence[str]) -> JobResult:
+        """Score each utterance once, then search it with every variant."""
+        import time
+
+        words = self.id2word
+        result = JobResult({v.name: {} for v in self.variants}, [], 0, 0.0, [], [], [], len(utts))
+        start = time.perf_counter()
+        for utt, scores in self.scorer.scores(list(utts)):
+            result.frames += scores.shape[0]
+            for v, decoder in self.decoders.items():
+                hyp = decoder.decode(scores)
+                if hyp is None:
+                    if v.name is None:
+                        result.failed.append(utt)
+                        result.log.append(f"WARNING: {utt}: no path survived the beam")
+                    continue
+                result.texts[v.name][utt] = [words[w] for w in hyp.words]
+                if v.name is None:
+                    self._main_outputs(utt, hyp, scores.shape[0], result)
+        result.seconds = time.perf_counter() - start
+        return result
+
+    def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: JobResult) -> None:
+        words = self.id2word
+        if not hyp.reached_final:
+            result.partial.append(utt)
+            result.log.append(f"WARNING: {utt}: no final state reached, partial path used")
+        result.log.append(f"{utt} {' '.join(words[w] for w in hyp.words)}  "
+                          f"(cost {hyp.cost:.2f}, {frames} frames)")
+        timed = self.aligner.align(hyp.alignment, hyp.words) if self.aligner else None
+        if timed is None:
+            result.log.append(f"WARNING: {utt}: no word timings, left out of the CTM")
+            return
+        result.ctm += [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {words[w]}"
+                       for w, s, d in timed]
+
+
+_WORKER: _Worker | None = None
+
+
+def _init_worker(job: DecodeJob) -> None:
+    global _WORKER
+    _WORKER = _Worker(job)
+
+
+def _run_chunk(utts: tuple[str, ...]) -> JobResult:
+    assert _WORKER is not None
+    return _WORKER.run(utts)
+
+
+def split_evenly(items: Sequence[str], parts: int) -> list[tuple[str, ...]]:
+    """Contiguous, nearly equal chunks (utils/split_data.sh style); never an empty chunk."""
+    parts = max(1, min(parts, len(items)))
+    bounds = [round(i * len(items) / parts) for i in range(parts + 1)]
+    return [tuple(items[bounds[i]:bounds[i + 1]]) for i in range(parts)]
+
+
+@dataclass
+class DecodeSummary:
+    """What a decoding run did, for the log and the user."""
+
+    utterances: int
+    decoded: int
+    failed: int
+    partial: int
+    audio_seconds: float
+    wall_seconds: float
+    cpu_seconds: float
+
+    @property
+    def rtf(self) -> float:
+        """Real-time factor: wall-clock decoding time over audio duration (all jobs)."""
+        return self.wall_seconds / self.audio_seconds if self.audio_seconds else 0.0
+
+    def line(self) -> str:
+        return (f"decoded {self.decoded}/{self.utterances} utterances ({self.failed} failed, "
+                f"{self.partial} partial), {self.audio_seconds:.1f} s of audio in "
+                f"{self.wall_seconds:.1f} s: RTF {self.rtf:.3f} "
+                f"(per job {self.cpu_seconds / max(self.audio_seconds, 1e-9):.3f})")
+
+
+def _scorer_num_pdfs(nnet: str | None, gmm: str | None) -> tuple[int, str]:
+    if nnet is not None:
+        import torch
+
+        try:
+            record = torch.load(nnet, map_location="cpu", weights_only=False)
+            return int(record["num_pdfs"]), nnet
+        except (OSError, KeyError, RuntimeError, TypeError, ValueError) as e:
+            raise AsrdistError(f"{nnet}: not a readable asrdist final.pt ({e})") from e
+    from asrdist.data.am_gmm import read_am_diag_gmm
+
+    return read_am_diag_gmm(gmm).num_pdfs, str(gmm)
+
+
+_DEFAULT_OPTIONS = DecodeOptions()  # frozen, so one shared default is safe
+
+
+def decode_data_dir(
+    graph_dir: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    nnet: str | None = None,
+    gmm: str | None = None,
+    trans_mdl: str | None = None,
+    opts: DecodeOptions = _DEFAULT_OPTIONS,
+    lmwts: Sequence[float] = (),
+    wips: Sequence[float] = (0.0,),
+    nj: int = 1,
+    command: str = "",
+) -> DecodeSummary:
+    """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
+
+    ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores. Everything
+    is checked before any decoding starts: an empty test set, and a graph, transition model
+    and acoustic model that do not belong together, are errors.
+    """
+    import multiprocessing
+    import shutil
+    import time
+
+    from tqdm import tqdm
+
+    from asrdist.data.transition_model import read_transition_model
+    from asrdist.decode.acoustic import list_utterances
+    from asrdist.decode.graph import read_fst
+    from asrdist.fsutil import atomic_write, clear_done, mark_done
+
+    if (nnet is None) == (gmm is None):
+        raise AsrdistError("give exactly one of --model (final.pt) and --gmm (final.mdl)")
+    if nj < 1:
+        raise AsrdistError(f"--nj {nj}: must be at least 1")
+    graph, graph_num_pdfs = read_graph_dir(graph_dir)
+    utts = list_utterances(data_dir)
+    trans_path = Path(gmm if gmm is not None else (trans_mdl or graph / "final.mdl"))
+    if not trans_path.is_file():
+        raise AsrdistError(f"{trans_path}: missing; pass the model's final.mdl with --trans-mdl")
+    trans = read_transition_model(trans_path)
+    num_pdfs, model_name = _scorer_num_pdfs(nnet, gmm)
+    check_compatible(max_input_label(read_fst(graph / "HCLG.fst")), graph_num_pdfs, trans,
+                     num_pdfs, {"graph": str(graph), "trans": str(trans_path), "model": model_name})
+
+    variants = [Variant(None, opts.acwt)]
+    variants += [Variant(f"{lmwt:g}_{wip:.1f}", 1.0 / lmwt, wip) for lmwt in lmwts for wip in wips]
+    nj = min(nj, len(utts))
+    job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
+                    tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1))
+    chunks = split_evenly(utts, nj * 4 if nj > 1 else 1)
+    out = Path(out_dir)
+    clear_done(out, "decode")
+    results: list[JobResult] = []
+    start = time.perf_counter()
+    progress = tqdm(total=len(utts), desc="decode", unit="utt", disable=None)
+    if nj == 1:
+        _init_worker(job)
+        for chunk in chunks:
+            results.append(_run_chunk(chunk))
+            progress.update(len(chunk))
+    else:
+        with multiprocessing.get_context("spawn").Pool(nj, _init_worker, (job,)) as pool:
+            for res in pool.imap_unordered(_run_chunk, chunks):
+                results.append(res)
+                progress.update(res.count)
+    progress.close()
+    wall = time.perf_counter() - start
+
+    shift_file = Path(data_dir) / "frame_shift"
+    shift = float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
+    summary = DecodeSummary(
+        len(utts), sum(len(r.texts[None]) for r in results), sum(len(r.failed) for r in results),
+        sum(len(r.partial) for r in results), shift * sum(r.frames for r in results), wall,
+        sum(r.seconds for r in results))
+    for v in variants:
+        texts = {u: w for r in results for u, w in r.texts[v.name].items()}
+        path = out / "text" if v.name is None else out / f"score_{v.name}" / "text"
+        with atomic_write(path) as f:
+            f.writelines(f"{u} {' '.join(texts[u])}".rstrip() + "\n"
+                         for u in sorted(texts, key=str.encode))
+    ctm = sorted((line for r in results for line in r.ctm),
+                 key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
+    with atomic_write(out / "ctm") as f:
+        f.writelines(line + "\n" for line in ctm)
+    shutil.copyfile(graph / "words.txt", out / "words.txt")
+    (out / "log").mkdir(parents=True, exist_ok=True)
+    if (graph / "log" / "mkgraph.log").is_file():  # so the report can show how the graph was made
+        shutil.copyfile(graph / "log" / "mkgraph.log", out / "log" / "mkgraph.log")
+    with atomic_write(out / "log" / "decode.log") as f:
+        f.write(f"# {command}\n" if command else "# asrdist-decode\n")
+        for r in results:
+            f.writelines(line + "\n" for line in r.log)
+        f.write(summary.line() + "\n")
+    mark_done(out, "decode")
+    return summary

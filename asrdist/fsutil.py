@@ -69,18 +69,23 @@ def staged_dir(final: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
+def done_marker(directory: str | os.PathLike, stage: str) -> Path:
+    """The file whose presence says ``stage`` completed in ``directory``."""
+    return Path(directory) / f".{stage}.done"
+
+
 def mark_done(directory: str | os.PathLike, stage: str) -> None:
     """Record that ``stage`` finished writing ``directory`` (written last, atomically)."""
-    with atomic_write(Path(directory) / f".{stage}.done") as f:
+    with atomic_write(done_marker(directory, stage)) as f:
         f.write("done\n")
 
 
 def is_done(directory: str | os.PathLike, stage: str) -> bool:
     """True when ``stage`` completed in ``directory``; a killed stage leaves no marker."""
-    return (Path(directory) / f".{stage}.done").is_file()
+    return done_marker(directory, stage).is_file()
 
 
 def clear_done(directory: str | os.PathLike, stage: str) -> None:
     """Forget that ``stage`` completed, before rewriting its outputs."""
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(Path(directory) / f".{stage}.done")
+        os.unlink(done_marker(directory, stage))

@@ -209,6 +209,22 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None) -> tuple[int, str]:
 _DEFAULT_OPTIONS = DecodeOptions()  # frozen, so one shared default is safe
 
 
+def decoded_already(out_dir: str | os.PathLike, command: str, inputs: list[str]) -> bool:
+    """True when ``out_dir`` holds a finished decode made by the same ``command`` after every
+    file in ``inputs`` (model, graph) last changed: a recipe re-run then skips the decode."""
+    from asrdist.fsutil import done_marker, is_done
+
+    out = Path(out_dir)
+    log = out / "log" / "decode.log"
+    if not is_done(out, "decode") or not log.is_file():
+        return False
+    with open(log) as f:
+        if f.readline().rstrip("\n") != f"# {command}":
+            return False
+    finished = done_marker(out, "decode").stat().st_mtime
+    return all(Path(p).is_file() and Path(p).stat().st_mtime < finished for p in inputs)
+
+
 def decode_data_dir(
     graph_dir: str | os.PathLike,
     data_dir: str | os.PathLike,

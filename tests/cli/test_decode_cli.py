@@ -50,16 +50,28 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert "best: %WER 0.00" in score.stdout
 
 
-def test_hybrid_decode_with_final_pt(system):
+def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(system):
     data = system.root / "test_fbank"
     write_test_data(system, data, SENTENCES, "nnet")
     write_identity_nnet(system, system.root / "final.pt")
     out = system.root / "decode_nnet"
-    proc = _run("decode", "--graph", str(system.root / "graph"), "--model",
-                str(system.root / "final.pt"), "--data", str(data), "--out", str(out))
+    args = ("--graph", str(system.root / "graph"), "--model", str(system.root / "final.pt"),
+            "--data", str(data), "--out", str(out))
+    proc = _run("decode", *args)
     assert proc.returncode == 0, proc.stderr
     hyps = dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines())
     assert hyps == SENTENCES
+
+    decoded = (out / "text").stat().st_mtime_ns
+    again = _run("decode", *args)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stderr
+    assert (out / "text").stat().st_mtime_ns == decoded
+
+    (system.root / "final.pt").touch()  # a retrained model is decoded again
+    retrained = _run("decode", *args)
+    assert retrained.returncode == 0, retrained.stderr
+    assert "RTF" in retrained.stderr
 
 
 def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):

@@ -107,10 +107,19 @@ def _parse_binary_vector(data: bytes, pos: int, name: str, key: str) -> tuple[in
         raise AsrdistError(
             f"{name}: utterance {key}: truncated archive (vector of {count} elements cut short)"
         )
-    elems = np.frombuffer(data, dtype=_ELEMENT, count=count, offset=pos)
-    if count and not np.all(elems["size"] == 4):
+    values = decode_int32_elements(data, count, pos)
+    if values is None:
         raise AsrdistError(f"{name}: utterance {key}: corrupt int32 vector (bad size markers)")
-    return end, elems["value"].astype(np.int32)
+    return end, values.astype(np.int32)
+
+
+def decode_int32_elements(data: bytes, count: int, offset: int = 0) -> np.ndarray | None:
+    """The values of ``count`` holder elements (byte 4, int32) at ``offset`` in ``data``, which
+    must hold them all; None when a size byte is not 4 (not an int32 vector)."""
+    elems = np.frombuffer(data, dtype=_ELEMENT, count=count, offset=offset)
+    if count and not np.all(elems["size"] == 4):
+        return None
+    return elems["value"]
 
 
 def read_gzip(path: str | os.PathLike) -> bytes:

@@ -30,6 +30,7 @@ from asrdist.data.alignments import (
     write_int32_ark,
 )
 from asrdist.data.kaldi_binary import KaldiReader
+from asrdist.data.kaldi_dir import read_table
 from asrdist.data.transition_model import TransitionInfo, read_transition_model
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
@@ -124,19 +125,8 @@ def alignment_files(ali_dir: Path) -> list[Path]:
 
 
 def read_scp(path: Path) -> dict[str, str]:
-    """``key rxfilename`` lines, in file order."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise AsrdistError(f"{path}: not found") from None
-    entries = {}
-    for num, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        parts = line.split(maxsplit=1)
-        if len(parts) != 2:
-            raise AsrdistError(f"{path}:{num}: expected 'utterance rxfilename', got {line[:60]!r}")
-        entries[parts[0]] = parts[1].strip()
+    """``key rxfilename`` lines, in file order; an empty scp is an error."""
+    entries = read_table(path, require_value=True)
     if not entries:
         raise AsrdistError(f"{path}: empty")
     return entries

@@ -16,6 +16,8 @@ Kaldi's base/io-funcs and matrix/kaldi-{vector,matrix} Write/Read:
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -144,17 +146,7 @@ class KaldiReader:
                 raise self.fail(f"negative vector size {count}")
             raw = self._take(4 * count, "integer vector data")
             return np.frombuffer(raw, dtype="<i4").astype(np.int32)
-        if self._open_bracket():
-            return np.zeros(0, dtype=np.int32)
-        values = []
-        while True:
-            word = self._word()
-            if word == b"]":
-                return np.asarray(values, dtype=np.int32)
-            try:
-                values.append(int(word))
-            except ValueError:
-                raise self.fail(f"expected an integer or ], got {word[:20]!r}") from None
+        return self._text_vector(int, np.int32, "an integer")
 
     def read_float_vector(self) -> np.ndarray:
         """Kaldi Vector<float|double>::Write; returned as float32 or float64 as stored."""
@@ -166,17 +158,7 @@ class KaldiReader:
             count = self._count()
             raw = self._take(np.dtype(dtype).itemsize * count, "vector data")
             return np.frombuffer(raw, dtype=dtype).astype(dtype[1:])
-        if self._open_bracket():
-            return np.zeros(0, dtype=np.float32)
-        values = []
-        while True:
-            word = self._word()
-            if word == b"]":
-                return np.asarray(values, dtype=np.float32)
-            try:
-                values.append(float(word))
-            except ValueError:
-                raise self.fail(f"expected a number or ], got {word[:20]!r}") from None
+        return self._text_vector(float, np.float32, "a number")
 
     def read_float_matrix(self) -> np.ndarray:
         """Kaldi Matrix<float|double>::Write (not compressed matrices)."""
@@ -204,6 +186,17 @@ class KaldiReader:
         if any(len(r) != len(rows[0]) for r in rows):
             raise self.fail("matrix rows have different lengths")
         return np.asarray(rows, dtype=np.float32).reshape(len(rows), -1 if rows else 0)
+
+    def _text_vector(self, convert: Callable[[bytes], Any], dtype: type, what: str) -> np.ndarray:
+        """A text ``[ a b c ]`` vector, each word read with ``convert`` (``int``/``float``)."""
+        values = []
+        if not self._open_bracket():
+            while (word := self._word()) != b"]":
+                try:
+                    values.append(convert(word))
+                except ValueError:
+                    raise self.fail(f"expected {what} or ], got {word[:20]!r}") from None
+        return np.asarray(values, dtype=dtype)
 
     def _count(self) -> int:
         count = self.read_int32()

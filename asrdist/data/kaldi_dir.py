@@ -57,19 +57,26 @@ def write_data_dir(directory: str | os.PathLike, utterances: Iterable[Utterance]
             (tmp / name).write_text("".join(line + "\n" for line in lines))
 
 
-def read_table(path: str | os.PathLike) -> dict[str, str]:
-    """Read a Kaldi ``key value...`` table; the value is the rest of the line (may be empty)."""
+def read_table(path: str | os.PathLike, require_value: bool = False) -> dict[str, str]:
+    """Read a Kaldi ``key value...`` table (text, utt2spk, wav.scp, feats.scp ...) in file order.
+
+    The value is the rest of the line after the first run of whitespace; it may be empty (an
+    empty transcript) unless ``require_value``. One reader for every table, so they all report
+    a missing file, a duplicate key or a bare key the same way.
+    """
     path = Path(path)
     if not path.is_file():
         raise AsrdistError(f"missing file {path}")
     table: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        parts = line.split(maxsplit=1)
+        if not parts:
             continue
-        key, _, value = line.strip().partition(" ")
-        if key in table:
-            raise AsrdistError(f"{path}:{lineno}: duplicate key {key}")
-        table[key] = value.strip()
+        if len(parts) == 1 and require_value:
+            raise AsrdistError(f"{path}:{lineno}: expected '<key> <value>', got {line[:60]!r}")
+        if parts[0] in table:
+            raise AsrdistError(f"{path}:{lineno}: duplicate key {parts[0]}")
+        table[parts[0]] = parts[1].strip() if len(parts) == 2 else ""
     return table
 
 

@@ -13,7 +13,7 @@ from typing import IO
 import kaldiio
 import numpy as np
 
-_ELEMENT = np.dtype([("size", "i1"), ("value", "<i4")])
+from asrdist.data.alignments import decode_int32_elements
 
 
 def load_int32_vector(rxspecifier: str, fds: dict[str, IO[bytes]]) -> np.ndarray:
@@ -29,8 +29,10 @@ def load_int32_vector(rxspecifier: str, fds: dict[str, IO[bytes]]) -> np.ndarray
     if len(head) < 7 or head[:3] != b"\0B\4":
         return np.asarray(kaldiio.load_mat(rxspecifier, fd_dict=fds))
     count = int.from_bytes(head[3:7], "little", signed=True)
+    if count < 0:  # f.read(negative) would read the whole rest of the ark
+        raise ValueError(f"{rxspecifier}: not a Kaldi int32 vector (size {count})")
     raw = f.read(5 * count)
-    items = np.frombuffer(raw, dtype=_ELEMENT, count=len(raw) // 5)
-    if len(items) != count or (items["size"] != 4).any():
+    values = decode_int32_elements(raw, count) if len(raw) == 5 * count else None
+    if values is None:
         raise ValueError(f"{rxspecifier}: not a Kaldi int32 vector of {count} elements")
-    return items["value"].astype(np.int64)
+    return values.astype(np.int64)

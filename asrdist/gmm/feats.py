@@ -14,6 +14,7 @@ import kaldiio
 import numpy as np
 
 from asrdist.data.cmvn import apply_cmvn
+from asrdist.data.kaldi_dir import read_table
 from asrdist.errors import AsrdistError
 
 
@@ -46,21 +47,6 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
     return np.concatenate(out, axis=1).astype(np.float32)
 
 
-def read_table(path: Path, allow_empty: bool = False) -> dict[str, str]:
-    """A Kaldi two-column table (utt2spk, text): key, then the rest of the line."""
-    if not path.is_file():
-        raise AsrdistError(f"{path}: missing")
-    table = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        parts = line.split(maxsplit=1)
-        if not parts:
-            continue
-        if len(parts) != 2 and not allow_empty:
-            raise AsrdistError(f"{path}:{n}: expected '<key> <value>'")
-        table[parts[0]] = parts[1].strip() if len(parts) == 2 else ""
-    return table
-
-
 @dataclass
 class DataDir:
     """The parts of a Kaldi data dir that GMM training reads."""
@@ -76,9 +62,9 @@ class DataDir:
         for name in ("feats.scp", "cmvn.scp", "text", "utt2spk"):
             if not (path / name).is_file():
                 raise AsrdistError(f"{path / name}: missing (run asrdist-features first)")
-        text = {u: t.split() for u, t in read_table(path / "text", allow_empty=True).items()}
-        utt2spk = read_table(path / "utt2spk")
-        utts = sorted(read_table(path / "feats.scp"), key=str.encode)
+        text = {u: t.split() for u, t in read_table(path / "text").items()}
+        utt2spk = read_table(path / "utt2spk", require_value=True)
+        utts = sorted(read_table(path / "feats.scp", require_value=True), key=str.encode)
         for u in utts:
             if u not in text:
                 raise AsrdistError(f"{path / 'text'}: no transcript for utterance {u}")

@@ -28,10 +28,8 @@ class Lang:
 
     path: Path
     words: dict[str, int]
-    phones: dict[str, int]
     disambig: list[int]
     phone_sets: list[list[int]]  # phones sharing one tree root (phones/sets.int)
-    silence: list[int]
     oov: str
     topo_text: str
 
@@ -40,16 +38,14 @@ class Lang:
         path = Path(path)
         if not path.is_dir():
             raise AsrdistError(f"{path}: no such lang dir")
-        for name in ("topo", "oov.txt", "L.fst"):
+        for name in ("topo", "oov.txt", "L.fst", "phones.txt"):  # phones.txt: copied to exp
             if not (path / name).is_file():
                 raise AsrdistError(f"{path / name}: missing (run prepare_lang)")
         return cls(
             path=path,
             words=read_symbols(path / "words.txt"),
-            phones=read_symbols(path / "phones.txt"),
             disambig=[x for row in _read_ints(path / "phones" / "disambig.int") for x in row],
             phone_sets=_read_ints(path / "phones" / "sets.int"),
-            silence=[x for row in _read_ints(path / "phones" / "silence.int") for x in row],
             oov=(path / "oov.txt").read_text().split()[0],
             topo_text=(path / "topo").read_text(),
         )

@@ -48,16 +48,14 @@ class AlignJob:
     ):
         data, lang = DataDir.load(data_dir), Lang.load(lang_dir)
         self.utts = utts
-        self.train_utts = [u for u in utts if u in set(train_utts)]
+        train_set = set(train_utts)
+        self.train_utts = [u for u in utts if u in train_set]
         self.feats = load_features(data, utts)
         compiler = GraphCompiler(lang, tree, trans_model)
         self.graphs = {u: compiler.compile(lang.word_ids(u, data.text[u], map_oov)) for u in utts}
         self.alis: dict[str, np.ndarray] = {}
         self.trans_model = trans_model
         self.am: khg.AmDiagGmm | None = None
-
-    def num_frames(self) -> dict[str, int]:
-        return {u: f.shape[0] for u, f in self.feats.items()}
 
     def set_model(self, am: khg.AmDiagGmm, trans_model: khg.TransitionModel) -> None:
         self.am, self.trans_model = am, trans_model

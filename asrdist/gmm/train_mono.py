@@ -25,11 +25,12 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asrdist.data.alignments import write_alignments
 from asrdist.data.kaldi_binary import KaldiWriter
+from asrdist.data.kaldi_dir import read_table
 from asrdist.data.transition_model import write_final_mdl, write_tree
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
 from asrdist.gmm.align import AlignOptions
-from asrdist.gmm.feats import DataDir, load_features, read_table
+from asrdist.gmm.feats import DataDir, load_features
 from asrdist.gmm.graphs import Lang
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
 from asrdist.gmm.model import MonoModel, init_mono
@@ -101,7 +102,7 @@ def _split(utts: list[str], nj: int) -> list[list[str]]:
 def _utt_lengths(data: DataDir) -> dict[str, int]:
     path = data.path / "utt2num_frames"
     if path.is_file():
-        return {u: int(n) for u, n in read_table(path).items()}
+        return {u: int(n) for u, n in read_table(path, require_value=True).items()}
     return {u: f.shape[0] for u, f in load_features(data, data.utts).items()}
 
 

@@ -34,3 +34,25 @@ def test_cli_oov_fails_with_one_line(tmp_path: Path) -> None:
                                        str(tmp_path / "mono")])
     assert result.exit_code == 1
     assert "word 'qq' is not in" in result.output and "--map-oov" in result.output
+
+
+def test_cli_map_oov_trains_past_an_oov_word(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "c", num_utts=6)
+    text = corpus.data / "text"
+    lines = text.read_text().splitlines()
+    lines[0] = f"{lines[0]} qq"
+    text.write_text("\n".join(lines) + "\n")
+    exp = tmp_path / "mono"
+    result = CliRunner().invoke(main, ["--nj", "1", "--num-iters", "2", "--total-gauss", "20",
+                                       "--map-oov", str(corpus.data), str(corpus.lang), str(exp)])
+    assert result.exit_code == 0, result.output
+    assert "/6 utterances aligned" in result.output and (exp / "ali.1.gz").is_file()
+
+
+def test_cli_non_positive_option_is_one_line_error(tmp_path: Path) -> None:
+    corpus = make_corpus(tmp_path / "c", num_utts=2)
+    result = CliRunner().invoke(main, ["--num-iters", "0", str(corpus.data), str(corpus.lang),
+                                       str(tmp_path / "mono")])
+    assert result.exit_code == 1
+    assert result.output.strip() == "Error: --nj, --num-iters and --total-gauss must be positive"
+    assert not (tmp_path / "mono").exists()

@@ -57,3 +57,29 @@ def test_not_a_data_dir(tmp_path: Path):
     (tmp_path / "src").mkdir()
     result = CliRunner().invoke(main, [str(tmp_path / "src"), str(tmp_path / "o")])
     assert result.exit_code == 1 and "missing wav.scp" in result.output
+
+
+def test_rerun_with_other_options_recomputes(cli_feat_src: Path, tmp_path: Path):
+    dest = tmp_path / "feats"
+    assert CliRunner().invoke(main, [str(cli_feat_src), str(dest)]).exit_code == 0
+    result = CliRunner().invoke(main, ["--kind", "mfcc", str(cli_feat_src), str(dest)])
+    assert result.exit_code == 0, result.output
+    assert "nothing to do" not in result.output and "dim 13" in result.output
+    assert next(iter(kaldiio.load_scp(str(dest / "feats.scp")).values())).shape[1] == 13
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [(["--nj", "0"], "--nj must be at least 1, got 0"),
+     (["--kind", "plp"], "Invalid value for '--kind'")],
+    ids=["nj", "kind"],
+)
+def test_bad_options_are_refused(cli_feat_src: Path, tmp_path: Path, options, message):
+    result = CliRunner().invoke(main, [*options, str(cli_feat_src), str(tmp_path / "o")])
+    assert result.exit_code != 0 and message in result.output
+    assert not (tmp_path / "o" / "feats.scp").exists()
+
+
+def test_src_as_dest_is_refused(cli_feat_src: Path):
+    result = CliRunner().invoke(main, [str(cli_feat_src), str(cli_feat_src)])
+    assert result.exit_code == 1 and "SRC and DEST are the same directory" in result.output

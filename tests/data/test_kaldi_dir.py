@@ -54,3 +54,16 @@ def test_staged_dir_leaves_nothing_when_the_writer_fails(tmp_path: Path):
         (tmp / "half").write_text("written")
         raise RuntimeError("killed")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_read_table_splits_on_any_whitespace_and_checks_keys(tmp_path: Path):
+    table = tmp_path / "utt2spk"
+    table.write_text("u1\tspkA\nu2  spkB  \n\nu3\n")
+    assert read_table(table) == {"u1": "spkA", "u2": "spkB", "u3": ""}
+    with pytest.raises(AsrdistError, match=r"utt2spk:4: expected '<key> <value>'"):
+        read_table(table, require_value=True)
+    table.write_text("u1 a\nu1 b\n")
+    with pytest.raises(AsrdistError, match=r"utt2spk:2: duplicate key u1"):
+        read_table(table)
+    with pytest.raises(AsrdistError, match="missing file"):
+        read_table(tmp_path / "nothing")

@@ -18,17 +18,9 @@ import numpy as np
 
 from asrdist.data.am_gmm import AmDiagGmmParams
 from asrdist.data.cmvn import apply_cmvn, cmvn_stats
+from asrdist.data.kaldi_dir import read_table
 from asrdist.errors import AsrdistError
 from asrdist.gmm.feats import DataDir, load_features
-
-
-def _read_table(path: Path) -> dict[str, str]:
-    table = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        fields = line.split(maxsplit=1)
-        if fields:
-            table[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
-    return table
 
 
 def list_utterances(data_dir: str | os.PathLike) -> list[str]:
@@ -36,7 +28,7 @@ def list_utterances(data_dir: str | os.PathLike) -> list[str]:
     scp = Path(data_dir) / "feats.scp"
     if not scp.is_file():
         raise AsrdistError(f"{scp}: missing (run asrdist-features on the test data first)")
-    utts = sorted(_read_table(scp), key=str.encode)
+    utts = sorted(read_table(scp, require_value=True), key=str.encode)
     if not utts:
         raise AsrdistError(f"{scp}: empty test set, nothing to decode")
     return utts
@@ -64,9 +56,9 @@ class NnetScorer:
             raise AsrdistError(
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
         self.data = Path(data_dir)
-        self.feats = _read_table(self.data / "feats.scp")
+        self.feats = read_table(self.data / "feats.scp", require_value=True)
         utt2spk = self.data / "utt2spk"
-        self.utt2spk = _read_table(utt2spk) if utt2spk.is_file() else {}
+        self.utt2spk = read_table(utt2spk, require_value=True) if utt2spk.is_file() else {}
         self.spk_stats: dict[str, np.ndarray] = {}
         if self.cmvn == "spk":
             cmvn_scp = self.data / "cmvn.scp"
@@ -102,6 +94,9 @@ class NnetScorer:
                 yield utt, post - self.log_priors
 
 
+_GMM_BATCH = 256  # utterances whose GMM features are loaded together
+
+
 class GmmScorer:
     """Diagonal-GMM log-likelihoods of every pdf, vectorised over all Gaussians."""
 
@@ -126,9 +121,12 @@ class GmmScorer:
         return (peak + np.log(sums)).astype(np.float32)
 
     def scores(self, utts: list[str]) -> Iterator[tuple[str, np.ndarray]]:
-        for utt in utts:
-            feats = load_features(self.data, [utt])[utt]
-            if feats.shape[1] != self.dim:
-                raise AsrdistError(f"utterance {utt}: GMM features have dimension "
-                                   f"{feats.shape[1]} but the model expects {self.dim}")
-            yield utt, self.loglikes(feats)
+        # load_features parses feats.scp and cmvn.scp on each call: call it per batch of
+        # utterances, not per utterance, yet never hold a whole large test set in memory.
+        for first in range(0, len(utts), _GMM_BATCH):
+            batch = load_features(self.data, utts[first:first + _GMM_BATCH])
+            for utt, feats in batch.items():
+                if feats.shape[1] != self.dim:
+                    raise AsrdistError(f"utterance {utt}: GMM features have dimension "
+                                       f"{feats.shape[1]} but the model expects {self.dim}")
+                yield utt, self.loglikes(feats)

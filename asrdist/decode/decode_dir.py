@@ -7,11 +7,20 @@ score_<lmwt>_<wip> sweep points).
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
+from asrdist.data.am_gmm import read_am_diag_gmm
+from asrdist.data.kaldi_dir import read_symbols
+from asrdist.data.transition_model import read_transition_model
+from asrdist.decode.acoustic import GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import (
     DecodeOptions,
     Decoder,
@@ -20,8 +29,10 @@ from asrdist.decode.decoder import (
     max_input_label,
     with_word_penalty,
 )
+from asrdist.decode.graph import read_fst
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write, clear_done, done_marker, is_done, mark_done
 
 
 @dataclass(frozen=True)
@@ -71,16 +82,17 @@ def read_graph_dir(graph_dir: str | os.PathLike) -> tuple[Path, int | None]:
     return graph_dir, int(num_pdfs_file.read_text().split()[0]) if num_pdfs_file.is_file() else None
 
 
+def frame_shift(data_dir: str | os.PathLike) -> float:
+    """Seconds per frame: the data dir's ``frame_shift`` file, else Kaldi's 10 ms."""
+    shift_file = Path(data_dir) / "frame_shift"
+    return float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
+
+
 class _Worker:
     """One process's graph, decoders and acoustic scorer, loaded once, used for many chunks."""
 
     def __init__(self, job: DecodeJob):
         import torch
-
-        from asrdist.data.kaldi_dir import read_symbols
-        from asrdist.data.transition_model import read_transition_model
-        from asrdist.decode.acoustic import GmmScorer, NnetScorer
-        from asrdist.decode.graph import read_fst
 
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
@@ -101,20 +113,15 @@ class _Worker:
         if lexicon.is_file():
             rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
             self.aligner = WordAligner(trans, rows)
-        shift_file = Path(job.data_dir) / "frame_shift"
-        self.shift = float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
+        self.shift = frame_shift(job.data_dir)
         if job.nnet is not None:
             self.scorer = NnetScorer(job.nnet, job.data_dir)
         else:
-            from asrdist.data.am_gmm import read_am_diag_gmm
-
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
 
     def run(self, utts: Sequence[str]) -> JobResult:
         """Score each utterance once, then search it with every variant."""
-        import time
-
         words = self.id2word
         result = JobResult({v.name: {} for v in self.variants}, [], 0, 0.0, [], [], [], len(utts))
         start = time.perf_counter()
@@ -201,8 +208,6 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None) -> tuple[int, str]:
             return int(record["num_pdfs"]), nnet
         except (OSError, KeyError, RuntimeError, TypeError, ValueError) as e:
             raise AsrdistError(f"{nnet}: not a readable asrdist final.pt ({e})") from e
-    from asrdist.data.am_gmm import read_am_diag_gmm
-
     return read_am_diag_gmm(gmm).num_pdfs, str(gmm)
 
 
@@ -212,8 +217,6 @@ _DEFAULT_OPTIONS = DecodeOptions()  # frozen, so one shared default is safe
 def decoded_already(out_dir: str | os.PathLike, command: str, inputs: list[str]) -> bool:
     """True when ``out_dir`` holds a finished decode made by the same ``command`` after every
     file in ``inputs`` (model, graph) last changed: a recipe re-run then skips the decode."""
-    from asrdist.fsutil import done_marker, is_done
-
     out = Path(out_dir)
     log = out / "log" / "decode.log"
     if not is_done(out, "decode") or not log.is_file():
@@ -244,17 +247,6 @@ def decode_data_dir(
     is checked before any decoding starts: an empty test set, and a graph, transition model
     and acoustic model that do not belong together, are errors.
     """
-    import multiprocessing
-    import shutil
-    import time
-
-    from tqdm import tqdm
-
-    from asrdist.data.transition_model import read_transition_model
-    from asrdist.decode.acoustic import list_utterances
-    from asrdist.decode.graph import read_fst
-    from asrdist.fsutil import atomic_write, clear_done, mark_done
-
     if (nnet is None) == (gmm is None):
         raise AsrdistError("give exactly one of --model (final.pt) and --gmm (final.mdl)")
     if nj < 1:
@@ -293,11 +285,10 @@ def decode_data_dir(
     progress.close()
     wall = time.perf_counter() - start
 
-    shift_file = Path(data_dir) / "frame_shift"
-    shift = float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
     summary = DecodeSummary(
         len(utts), sum(len(r.texts[None]) for r in results), sum(len(r.failed) for r in results),
-        sum(len(r.partial) for r in results), shift * sum(r.frames for r in results), wall,
+        sum(len(r.partial) for r in results),
+        frame_shift(data_dir) * sum(r.frames for r in results), wall,
         sum(r.seconds for r in results))
     for v in variants:
         texts = {u: w for r in results for u, w in r.texts[v.name].items()}

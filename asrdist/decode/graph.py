@@ -233,6 +233,8 @@ def make_graph(
     out.mkdir(parents=True, exist_ok=True)
     lang = Lang.load(Path(lang_dir))
     info = read_transition_model(model)
+    if tree_path is not None and not Path(tree_path).is_file():
+        raise AsrdistError(f"{tree_path}: no such tree (--tree)")
     tree_path = Path(tree_path) if tree_path else Path(model).parent / "tree"
     if tree_path.is_file():
         tree = read_tree(tree_path)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from asrdist.data.kaldi_dir import read_symbols
 from asrdist.decode.align_text import ErrorCounts, count_errors
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -68,7 +69,7 @@ def read_two_columns(path: str | os.PathLike) -> dict[str, str]:
 
 def read_vocabulary(words_txt: str | os.PathLike) -> set[str]:
     """Words of a Kaldi ``words.txt`` symbol table."""
-    return set(read_two_columns(words_txt))
+    return set(read_symbols(words_txt))
 
 
 def check_vocabulary(hyps: Texts, vocab: set[str], source: str) -> None:

@@ -98,3 +98,39 @@ def test_empty_test_set_is_refused(system, tmp_path):
                 "--out", str(tmp_path / "decode"))
     assert proc.returncode == 1
     assert "empty test set" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_missing_graph_dir_is_one_line_error(tmp_path):
+    proc = _run("decode", "--graph", str(tmp_path / "nograph"), "--gmm", str(tmp_path / "m"),
+                "--data", str(tmp_path / "data"), "--out", str(tmp_path / "decode"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: {tmp_path / 'nograph' / 'HCLG.fst'}: missing (run asrdist-mkgraph)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--nj", "0", "--gmm", "m"), "--nj 0: must be at least 1"),
+    ((), "give exactly one of --model (final.pt) and --gmm (final.mdl)"),
+    (("--model", "a.pt", "--gmm", "m"),
+     "give exactly one of --model (final.pt) and --gmm (final.mdl)"),
+])
+def test_bad_options_are_refused(tmp_path, args, message):
+    proc = _run("decode", "--graph", str(tmp_path), "--data", str(tmp_path),
+                "--out", str(tmp_path / "decode"), *args)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == f"Error: {message}"
+    assert not (tmp_path / "decode").exists()
+
+
+def test_missing_transition_model_is_refused(tmp_path):
+    graph, data = tmp_path / "graph", tmp_path / "data"
+    graph.mkdir()
+    data.mkdir()
+    for name in ("HCLG.fst", "words.txt"):
+        (graph / name).write_text("")
+    (data / "feats.scp").write_text("u1 feats.ark:4\n")
+    proc = _run("decode", "--graph", str(graph), "--model", str(tmp_path / "final.pt"),
+                "--data", str(data), "--out", str(tmp_path / "decode"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: {graph / 'final.mdl'}: missing; pass the model's final.mdl with --trans-mdl")

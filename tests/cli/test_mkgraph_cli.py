@@ -33,3 +33,14 @@ def test_mkgraph_cli_missing_lang_is_one_line_error(tmp_path):
                 "--text", str(system.train_text), "--out", str(tmp_path / "graph"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nolang'}: no such lang dir"
+
+
+def test_mkgraph_cli_missing_tree_is_refused(tmp_path):
+    system = make_system(tmp_path / "sys")
+    proc = _run("--lang", str(system.lang), "--model", str(system.mono / "final.mdl"),
+                "--tree", str(tmp_path / "notree"), "--text", str(system.train_text),
+                "--out", str(tmp_path / "graph"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: {tmp_path / 'notree'}: no such tree (--tree)")
+    assert not (tmp_path / "graph" / "HCLG.fst").exists()

@@ -39,3 +39,22 @@ def test_score_cli_bad_input_is_one_line_error(tmp_path):
     proc = _run(str(tmp_path / "ref"), str(tmp_path / "hyp"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == "Error: empty test set: the reference has no utterances"
+
+
+def test_score_cli_refuses_hypothesis_word_not_in_words_txt(tmp_path):
+    (tmp_path / "ref").write_text("u1 a b\n")
+    (tmp_path / "hyp").write_text("u1 a zz\n")
+    (tmp_path / "words.txt").write_text("<eps> 0\na 1\nb 2\n")
+    proc = _run("--words", str(tmp_path / "words.txt"), str(tmp_path / "ref"),
+                str(tmp_path / "hyp"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        f"Error: {tmp_path / 'hyp'}: utterance u1: hypothesis word 'zz' is not in words.txt")
+
+
+def test_score_cli_missing_hypothesis_is_one_line_error(tmp_path):
+    (tmp_path / "ref").write_text("u1 a b\n")
+    proc = _run(str(tmp_path / "ref"), str(tmp_path / "nohyp"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (
+        f"Error: {tmp_path / 'nohyp'}: no such hypothesis file or decode dir")

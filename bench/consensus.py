@@ -20,7 +20,7 @@ import torch
 from asrdist.dist import rings
 from asrdist.dist.base import flat_weights
 from asrdist.dist.registry import make_strategy
-from bench.results import write_section
+from bench.results import publish
 from bench.straggler import launch
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3)
@@ -77,10 +77,7 @@ def main() -> None:
             gap = rings.expected_mixing_gap(kind, n, 400)
             lines.append(f"| {n} | {kind} | {cells} | {moved:.1e} | {gap:.3f} |")
             print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.append:
-        write_section(args.append, text)
+    publish(lines, args.append)
 
 
 if __name__ == "__main__":

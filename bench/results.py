@@ -21,3 +21,11 @@ def write_section(path: str | Path, text: str) -> None:
         new = old.rstrip("\n") + "\n\n" + text if old else text
     with atomic_write(path) as f:
         f.write(new)
+
+
+def publish(lines: list[str], path: str | Path | None) -> None:
+    """Print the section made of ``lines`` and, when ``path`` is given, write it there."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if path:
+        write_section(path, text)

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.dist.registry import make_strategy
-from bench.results import write_section
+from bench.results import publish
 
 STRATEGIES: list[tuple[str, dict[str, Any]]] = [
     ("ssgd", {}),
@@ -138,10 +138,7 @@ def main() -> None:
     ]
     for algo, b, s, st in rows:
         lines.append(f"| {algo} | {b:.2f} | {s:.2f} | {s / b:.2f} | {st:.2f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.append:
-        write_section(args.append, text)
+    publish(lines, args.append)
 
 
 if __name__ == "__main__":

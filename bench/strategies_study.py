@@ -38,7 +38,7 @@ from asrdist.data.dataset import (
 from asrdist.models.build import load_final
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
-from bench.results import write_section
+from bench.results import publish
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = Path("recipes/mini")  # paths relative to the repository root, where the runs start
@@ -140,9 +140,7 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['learners']} | {r['algo']} | {r['steps']} | {r['seconds']:.0f} | "
                      f"{r['ce']:.4f} | {r['acc']:.4f} | {r['own_ce']:.4f} | {r['own_acc']:.4f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    write_section(args.results, text)
+    publish(lines, args.results)
 
 
 if __name__ == "__main__":

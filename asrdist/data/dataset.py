@@ -228,7 +228,7 @@ class UtteranceReader:
             )
         if self.cmvn != "none":
             feats = self._normalize(utt, i, feats)
-        return np.ascontiguousarray(feats, dtype=np.float32), pdfs.astype(np.int64)
+        return np.ascontiguousarray(feats, dtype=np.float32), pdfs.astype(np.int64, copy=False)
 
     def _normalize(self, utt: str, i: int, feats: np.ndarray) -> np.ndarray:
         if self.cmvn == "utt":

@@ -47,12 +47,17 @@ class ExchangeFailure(RuntimeError):
     """An exchange with a named learner failed or timed out."""
 
 
+def _first_line(exc: BaseException) -> str:
+    """A gloo error's first line, capped: its full text can be pages long."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else "error"
+
+
 def _wait(work: dist.Work, timeout_s: float, what: str) -> None:
     try:
         ok = work.wait(timeout=timedelta(seconds=timeout_s))
     except RuntimeError as exc:
-        text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "error"
-        raise ExchangeFailure(f"{what}: {text}") from exc
+        raise ExchangeFailure(f"{what}: {_first_line(exc)}") from exc
     if ok is False:
         raise ExchangeFailure(f"{what}: no answer within {timeout_s:.0f} s")
 
@@ -152,8 +157,7 @@ class PairwiseExchange:
                 abort(self.rank, f"{exc}; ending the job")
             except RuntimeError as exc:  # gloo may also fail when a transfer is posted
                 peer = "?" if self._peer is None else self._member(self._peer)
-                text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "error"
-                abort(self.rank, f"exchange with {peer} failed: {text}; ending the job")
+                abort(self.rank, f"exchange with {peer} failed: {_first_line(exc)}; ending the job")
 
         return run
 
@@ -190,7 +194,7 @@ class PairwiseExchange:
             _wait(recv, self.timeout_s, what)
             self.round += 1
             self.exchanges += 1
-            self._results.put((theirs - snapshot) * 0.5)
+            self._results.put(theirs.sub_(snapshot).mul_(0.5))  # in place: no temporaries
 
     def _passive_loop(self) -> None:
         pending_actives = set(rings.actives(self.n))
@@ -198,9 +202,8 @@ class PairwiseExchange:
         hdr = torch.empty(3, dtype=torch.int64)
         while pending_actives:
             work = dist.irecv(hdr, None, group=self.group, tag=TAG_HEADER)
-            silent = sorted(pending_actives, key=lambda a: heard[a])
-            _wait(work, self.timeout_s,
-                  f"no exchange or heartbeat from {self._member(silent[0])}")
+            silent = min(pending_actives, key=heard.__getitem__)
+            _wait(work, self.timeout_s, f"no exchange or heartbeat from {self._member(silent)}")
             kind, sender = int(hdr[0]), int(hdr[1])
             now = time.monotonic()
             heard[sender] = now
@@ -226,8 +229,9 @@ class PairwiseExchange:
         what = f"exchange with {self._member(sender)} failed"
         _wait(recv, self.timeout_s, what)
         _wait(send, self.timeout_s, what)
+        theirs.sub_(mine)
         with self._lock:
-            self._pending += (theirs - mine) * 0.5
+            self._pending.add_(theirs, alpha=0.5)  # exact: the active side's delta negated
             self._pending_count += 1
         self.exchanges += 1
 

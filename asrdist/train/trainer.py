@@ -217,13 +217,12 @@ class _Run:
         try:
             while self.epoch < cfg.epochs and not self._stop():
                 self._train_one_epoch(wrapped, optimizer, reader)
+                heldout = self._heldout()
                 if self.step_in_epoch == self.steps_per_epoch[self.epoch]:
-                    heldout = self._heldout()
                     self.epoch += 1
                     self.step_in_epoch = 0
                     self._checkpoint(optimizer, None)
-                else:  # stopped by --max-steps inside the epoch
-                    heldout = self._heldout()
+                # else: stopped by --max-steps inside the epoch (checkpointed there)
         finally:
             reader.close()
         return heldout
@@ -295,7 +294,7 @@ class _Run:
                             self.acc[3] + t_compute - t_wait, self.acc[4] + now - t_compute]
                 bar.update(1)
                 if self.acc[2] >= cfg.log_every:
-                    seconds = time.monotonic() - interval_t0
+                    seconds = now - interval_t0
                     self._log_train(lr, seconds)
                     bar.set_postfix(loss=f"{value:.3f}", fps=f"{self.acc[1] / seconds:.0f}",
                                     refresh=False)
@@ -318,7 +317,7 @@ class _Run:
         loss_sum, frames, steps, data_wait, compute = self.acc
         self.metrics.write(
             "train", step=self.step, epoch=self.epoch + 1,
-            progress=self.epoch + self.step_in_epoch / self.steps_per_epoch[self.epoch],
+            progress=self._progress(),
             wall_s=self._wall(), frames=self.frames, loss=loss_sum / max(frames, 1), lr=lr,
             steps=steps, frames_per_s=frames / max(seconds, 1e-9), data_wait_s=data_wait,
             compute_s=compute, **self.strategy.metrics(),
@@ -331,6 +330,10 @@ class _Run:
             f"loss is {value} at step {self.step + 1} (epoch {self.epoch + 1}); training "
             f"stopped, {kept}; lower --lr or set --grad-clip"
         )
+
+    def _progress(self) -> float:
+        """Epochs done, fractional: the x axis of asrdist-plot's epoch panels."""
+        return self.epoch + self.step_in_epoch / self.steps_per_epoch[self.epoch]
 
     def _wall(self) -> float:
         return self.wall_before + time.monotonic() - self.t0
@@ -363,7 +366,7 @@ class _Run:
         figures = {"heldout_ce": ce / frames, "heldout_acc": correct / frames}
         self.metrics.write(
             "heldout", step=self.step, epoch=self.epoch + 1,
-            progress=self.epoch + self.step_in_epoch / self.steps_per_epoch[self.epoch],
+            progress=self._progress(),
             wall_s=self._wall(), frames=self.frames, heldout_frames=frames, **figures,
             **self.strategy.metrics(),
         )

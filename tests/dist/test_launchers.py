@@ -94,3 +94,14 @@ def test_srun_environment_two_learners_ma(corpus, tmp_path):
     assert yaml.safe_load((out / "config.yaml").read_text())["avg_period"] == 2
     last = [r for r in read_metrics(metrics_path(out, 0)) if r["kind"] == "train"][-1]
     assert last["averages"] == last["step"] // 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--learners", "2", "--launcher", "ssh", "--", "--help"], "--launcher ssh: choose auto"),
+    (["--learner", "2", "--", "--help"], "unknown option --learner"),
+])
+def test_launch_train_sh_refuses_bad_options(args, message):
+    script = Path(__file__).resolve().parents[2] / "local" / "launch_train.sh"
+    proc = subprocess.run(["bash", str(script), *args], env=_env(), capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr

@@ -227,6 +227,22 @@ def test_rerunning_without_resume_refuses_to_overwrite(corpus, tmp_path):
         train(_config(corpus, out, epochs=1), Single())
 
 
+def test_resume_without_a_checkpoint_starts_afresh(corpus, tmp_path):
+    out = tmp_path / "run"
+    result = train(_config(corpus, out, epochs=1, max_steps=2, resume=True), Single())
+    assert result.steps == 2 and (out / "final.pt").is_file()
+    start = read_metrics(out / "metrics.jsonl")[0]
+    assert start["kind"] == "start" and start["step"] == 0 and start["resumed"] is False
+
+
+def test_resuming_with_other_model_options_is_refused(corpus, tmp_path):
+    out = tmp_path / "run"
+    train(_config(corpus, out, epochs=1, max_steps=3), Single())
+    (out / ".train.done").unlink()
+    with pytest.raises(AsrdistError, match="model options differ from the checkpoint"):
+        train(_config(corpus, out, epochs=1, units=24, resume=True), Single())
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_bf16_training_learns(corpus, tmp_path):
     train(_config(corpus, tmp_path / "cuda", epochs=8, device="cuda", bf16=True), Single())

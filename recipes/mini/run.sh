@@ -58,11 +58,12 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  run_stage 6 "decode mono" asrdist-decode --graph $exp/graph --gmm $exp/mono/final.mdl \
-    --data $data/test_mfcc --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5" --out $exp/mono/decode_test
+  decode_opts=(--graph $exp/graph --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5")  # LM-weight sweep
+  run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
+    --data $data/test_mfcc --out $exp/mono/decode_test
   for a in $algos; do
-    run_stage 6 "decode blstm_$a" asrdist-decode --graph $exp/graph --model $exp/blstm_$a/final.pt \
-      --data $data/test_fbank --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5" --out $exp/blstm_$a/decode_test
+    run_stage 6 "decode blstm_$a" asrdist-decode "${decode_opts[@]}" \
+      --model $exp/blstm_$a/final.pt --data $data/test_fbank --out $exp/blstm_$a/decode_test
   done
 fi
 

@@ -43,7 +43,7 @@ def _ma(**options: Any) -> Strategy:
     return ModelAveraging(**options)
 
 
-# name -> (factory, the option names it takes)
+# name -> (factory, the option names it takes); a new strategy is one more line here
 _FACTORIES: dict[str, tuple[StrategyFactory, tuple[str, ...]]] = {
     "single": (lambda: Single(), ()),
     "ssgd": (_ssgd, COMMON),
@@ -53,12 +53,6 @@ _FACTORIES: dict[str, tuple[StrategyFactory, tuple[str, ...]]] = {
     "hadpsgd": (_hadpsgd, COMMON + ("seed", "learners_per_node", "hadpsgd_variant")),
     "ma": (_ma, COMMON + ("avg_period",)),
 }
-
-
-def register(name: str, factory: StrategyFactory, options: tuple[str, ...] = ()) -> None:
-    """Make ``factory(**options)`` available as ``--algo name``; ``options`` are the keyword
-    arguments it takes (a subset of the trainer's, see :func:`options_of`)."""
-    _FACTORIES[name] = (factory, tuple(options))
 
 
 def algo_names() -> list[str]:

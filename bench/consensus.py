@@ -17,9 +17,9 @@ import time
 import numpy as np
 import torch
 
-from asrdist.dist import rings
-from asrdist.dist.base import flat_weights
-from asrdist.dist.registry import make_strategy
+from asrdist.parallel import rings
+from asrdist.parallel.base import flat_weights
+from asrdist.parallel.registry import make_strategy
 from bench.results import publish
 from bench.straggler import launch
 

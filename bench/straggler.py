@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from asrdist.dist.registry import make_strategy
+from asrdist.parallel.registry import make_strategy
 from bench.results import publish
 
 STRATEGIES: list[tuple[str, dict[str, Any]]] = [

@@ -33,8 +33,8 @@ import torch
 from torch.nn import functional as F
 
 from asrdist.data.dataset import IGNORE, ChunkStream, UtteranceReader, load_corpus, split_heldout
-from asrdist.dist.strategy import Single
 from asrdist.models.build import build_model
+from asrdist.parallel.strategy import Single
 from asrdist.train.config import TrainConfig, make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train

@@ -16,9 +16,9 @@ from typing import Any
 import click
 import torch
 
-from asrdist.dist import launch, registry
-from asrdist.dist.strategy import Strategy
 from asrdist.errors import AsrdistError
+from asrdist.parallel import launch, registry
+from asrdist.parallel.strategy import Strategy
 from asrdist.train.config import FIELDS, TrainConfig, make_config, validate_for_world
 from asrdist.train.trainer import train
 
@@ -67,7 +67,7 @@ def learner_context(config: TrainConfig) -> tuple[int, int, str]:
 
     One learner, without any process group, unless a launcher says world size > 1; then the
     options are checked against the world size and torch.distributed is initialised here
-    (asrdist.dist.launch, every collective bounded by --exchange-timeout); each learner takes
+    (asrdist.parallel.launch, every collective bounded by --exchange-timeout); each learner takes
     the GPU of its local rank.
     """
     denv = launch.detect_env()

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
-from asrdist.dist.slow import parse_slow_learner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import MODEL_TYPES, ModelConfig
+from asrdist.parallel.slow import parse_slow_learner
 
 
 def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -73,7 +73,7 @@ class TrainConfig:
                                       "utterances has no targets")
     device: str = _opt("cpu", "cpu, cuda or cuda:N")
     bf16: bool = _opt(False, "bf16 autocast for forward and loss")
-    algo: str = _opt("single", "distributed strategy (asrdist.dist.registry)")
+    algo: str = _opt("single", "distributed strategy (asrdist.parallel.registry)")
     exchange_timeout: float = _opt(120.0, "seconds a rendezvous or any exchange may take; "
                                    "then the job ends naming the lost learner")
     slow_learner: str = _opt("", "RANK:FACTOR: make learner RANK FACTOR times slower "
@@ -117,7 +117,7 @@ class TrainConfig:
 
 
 FIELDS = {f.name: f for f in fields(TrainConfig)}
-# Option -> the strategy keyword argument it sets (asrdist.dist.registry.options_of names);
+# Option -> the strategy keyword argument it sets (asrdist.parallel.registry.options_of names);
 # a strategy gets only those it takes.
 STRATEGY_OPTIONS = {
     "exchange_timeout": "timeout_s",

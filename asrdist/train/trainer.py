@@ -1,6 +1,6 @@
 """The training loop: one learner, any strategy, frame-level cross-entropy on pdf targets.
 
-The loop knows no strategy; it calls the hooks in the order asrdist.dist.strategy documents.
+The loop knows no strategy; it calls the hooks in the order asrdist.parallel.strategy documents.
 Rank and world size only choose this learner's data shard and file names: the launcher (and
 everything it implies) stays outside, in the CLI.
 """
@@ -31,10 +31,10 @@ from asrdist.data.dataset import (
     split_heldout,
     steps_per_epoch,
 )
-from asrdist.dist.strategy import Strategy
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, is_done, mark_done
 from asrdist.models.build import build_model
+from asrdist.parallel.strategy import Strategy
 from asrdist.train.checkpoint import (
     capture_rng,
     latest_common_step,

@@ -12,7 +12,7 @@ import yaml
 from click.testing import CliRunner
 
 from asrdist.cli.train import main, make_strategy
-from asrdist.dist import registry
+from asrdist.parallel import registry
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from tests.train.corpus import make_corpus, poison_features

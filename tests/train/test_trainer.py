@@ -14,9 +14,9 @@ import pytest
 import torch
 import yaml
 
-from asrdist.dist.strategy import Single, Strategy
 from asrdist.errors import AsrdistError
 from asrdist.models.build import load_final
+from asrdist.parallel.strategy import Single, Strategy
 from asrdist.train import checkpoint as checkpoint_mod
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
 from asrdist.train.config import make_config

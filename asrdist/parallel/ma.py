@@ -13,8 +13,8 @@ from typing import Any
 import torch
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
-from asrdist.dist.base import DistributedStrategy, unwrap
 from asrdist.errors import AsrdistError
+from asrdist.parallel.base import DistributedStrategy, unwrap
 
 
 class ModelAveraging(DistributedStrategy):

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from asrdist.dist.health import Liveness, abort
-from asrdist.dist.launch import DEFAULT_TIMEOUT_S
-from asrdist.dist.slow import SlowDown, parse_slow_learner
-from asrdist.dist.strategy import Strategy
+from asrdist.parallel.health import Liveness, abort
+from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
+from asrdist.parallel.slow import SlowDown, parse_slow_learner
+from asrdist.parallel.strategy import Strategy
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:

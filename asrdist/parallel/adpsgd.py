@@ -1,7 +1,7 @@
 """adpsgd-fixed, adpsgd-random, adpsgd-delay1: asynchronous decentralized parallel SGD.
 
 No global collective in the steady state: each learner only averages pairwise with one ring
-neighbour per exchange, through the communication thread of :mod:`asrdist.dist.exchange`.
+neighbour per exchange, through the communication thread of :mod:`asrdist.parallel.exchange`.
 
 Plain variants (fixed, random ring), Lian et al.'s step for learner i at its step k::
 
@@ -32,9 +32,9 @@ from typing import Any
 
 import torch
 
-from asrdist.dist import rings
-from asrdist.dist.base import DistributedStrategy, add_flat, flat_weights, unwrap
-from asrdist.dist.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel import rings
+from asrdist.parallel.base import DistributedStrategy, add_flat, flat_weights, unwrap
+from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 
 
 class ADPSGD(DistributedStrategy):

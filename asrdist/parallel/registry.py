@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from asrdist.dist.strategy import Single, Strategy
+from asrdist.parallel.strategy import Single, Strategy
 
 StrategyFactory = Callable[..., Strategy]
 
@@ -15,14 +15,14 @@ COMMON = ("timeout_s", "slow_learner", "distance_every_s")
 
 
 def _ssgd(**options: Any) -> Strategy:
-    from asrdist.dist.ssgd import SSGD
+    from asrdist.parallel.ssgd import SSGD
 
     return SSGD(**options)
 
 
 def _adpsgd(ring: str, delay1: bool) -> StrategyFactory:
     def make(**options: Any) -> Strategy:
-        from asrdist.dist.adpsgd import ADPSGD
+        from asrdist.parallel.adpsgd import ADPSGD
 
         return ADPSGD(ring=ring, delay1=delay1, **options)
 
@@ -30,7 +30,7 @@ def _adpsgd(ring: str, delay1: bool) -> StrategyFactory:
 
 
 def _hadpsgd(**options: Any) -> Strategy:
-    from asrdist.dist.hadpsgd import HADPSGD
+    from asrdist.parallel.hadpsgd import HADPSGD
 
     if "hadpsgd_variant" in options:
         options["variant"] = options.pop("hadpsgd_variant")
@@ -38,7 +38,7 @@ def _hadpsgd(**options: Any) -> Strategy:
 
 
 def _ma(**options: Any) -> Strategy:
-    from asrdist.dist.ma import ModelAveraging
+    from asrdist.parallel.ma import ModelAveraging
 
     return ModelAveraging(**options)
 

@@ -18,8 +18,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from asrdist.dist.base import flat_weights
-from asrdist.dist.registry import make_strategy
+from asrdist.parallel.base import flat_weights
+from asrdist.parallel.registry import make_strategy
 
 
 def make_model(seed: int) -> torch.nn.Module:

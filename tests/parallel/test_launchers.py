@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.dist.conftest import free_port
+from tests.parallel.conftest import free_port
 from tests.train.corpus import make_corpus
 
 BIN = Path(sys.executable).parent

@@ -2,7 +2,7 @@
 
 Each learner's weights travel as one flat CPU float tensor over a gloo process group of its own
 (created with ``timeout=``: new groups do not inherit the default group's), used by this
-thread only. Roles come from :mod:`asrdist.dist.rings` and never change:
+thread only. Roles come from :mod:`asrdist.parallel.rings` and never change:
 
 - an *active* learner's thread takes one job per step (a snapshot ``s_a`` of its weights),
   sends a header to the passive partner the ring schedule names, then swaps weights with it by
@@ -22,7 +22,7 @@ learner ends with a DONE header to every passive one, and a passive thread retur
 receiving DONE from all active learners, so all agree when to stop. While idle, active threads
 send PING headers, so a passive learner that hears from an active one for ``timeout_s`` knows
 it is gone. Every wait has ``timeout_s``; a failed or timed-out exchange ends the learner's
-process with a message naming the peer (fail-stop, see :mod:`asrdist.dist.health`).
+process with a message naming the peer (fail-stop, see :mod:`asrdist.parallel.health`).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from asrdist.dist import rings
-from asrdist.dist.health import abort
+from asrdist.parallel import rings
+from asrdist.parallel.health import abort
 
 KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
 TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from asrdist.dist import adpsgd, hadpsgd, ma, ssgd  # noqa: F401 - imported once, before forking
-from tests.dist import _learner
+from asrdist.parallel import adpsgd, hadpsgd, ma, ssgd  # noqa: F401 - imported once, before forking
+from tests.parallel import _learner
 
 # The first optimizer imports torch._dynamo (seconds): do it once here, not in every learner.
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)

@@ -20,10 +20,10 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from asrdist.dist.adpsgd import ADPSGD
-from asrdist.dist.launch import detect_env
-from asrdist.dist.ssgd import HookState, allreduce_mean_hook, model_device
 from asrdist.errors import AsrdistError
+from asrdist.parallel.adpsgd import ADPSGD
+from asrdist.parallel.launch import detect_env
+from asrdist.parallel.ssgd import HookState, allreduce_mean_hook, model_device
 
 VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dist.conftest import ok, run_learners
+from tests.parallel.conftest import ok, run_learners
 
 TIMEOUT_S = 6.0
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from asrdist.dist.base import flat_weights
-from asrdist.dist.registry import algo_names, make_strategy
-from tests.dist._learner import batch, make_model
-from tests.dist.conftest import ok, run_learners
+from asrdist.parallel.base import flat_weights
+from asrdist.parallel.registry import algo_names, make_strategy
+from tests.parallel._learner import batch, make_model
+from tests.parallel.conftest import ok, run_learners
 
 ALGOS = ["ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd", "ma"]
 

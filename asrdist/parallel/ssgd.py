@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from asrdist.dist.base import DistributedStrategy
-from asrdist.dist.health import abort
+from asrdist.parallel.base import DistributedStrategy
+from asrdist.parallel.health import abort
 
 
 class SSGD(DistributedStrategy):

@@ -9,7 +9,7 @@ at the end of a run). ``close()`` destroys the reducer while the group is still 
 
 from __future__ import annotations
 
-from tests.dist.conftest import ok, run_learners
+from tests.parallel.conftest import ok, run_learners
 
 
 def test_a_learner_exits_when_its_ddp_wrapper_dies_after_destroy_process_group(tmp_path):

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from asrdist.dist.launch import detect_env, first_slurm_host, init_from_env
-from asrdist.dist.slow import SlowDown, parse_slow_learner
 from asrdist.errors import AsrdistError
+from asrdist.parallel.launch import detect_env, first_slurm_host, init_from_env
+from asrdist.parallel.slow import SlowDown, parse_slow_learner
 
 
 def test_no_launcher_is_none():

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from asrdist.data.mini_corpus import CorpusOptions, prepare_mini, read_summary
+from asrdist.corpus.mini_corpus import CorpusOptions, prepare_mini, read_summary
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

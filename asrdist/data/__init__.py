@@ -1,1 +1,2 @@
-"""Corpus preparation, Kaldi I/O, features, alignment ingestion and datasets."""
+"""Training data: feature extraction, alignment ingestion (pdf-id targets), the streaming
+chunk dataset."""

@@ -29,9 +29,9 @@ from typing import Any
 import kaldiio
 import numpy as np
 
-from asrdist.data.cmvn import apply_cmvn, cmvn_stats
 from asrdist.data.targets import load_int32_vector
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 
 log = logging.getLogger(__name__)
 

@@ -29,10 +29,10 @@ import torch
 from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfig
 from tqdm import tqdm
 
-from asrdist.data.cmvn import cmvn_stats
-from asrdist.data.kaldi_dir import c_sorted, read_table
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+from asrdist.kaldi.cmvn import cmvn_stats
+from asrdist.kaldi.data_dir import c_sorted, read_table
 
 log = logging.getLogger(__name__)
 

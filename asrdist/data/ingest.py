@@ -23,17 +23,17 @@ import kaldiio
 import numpy as np
 from tqdm import tqdm
 
-from asrdist.data.alignments import (
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+from asrdist.kaldi.alignments import (
     parse_int32_ark,
     read_alignments,
     read_gzip,
     write_int32_ark,
 )
-from asrdist.data.kaldi_binary import KaldiReader
-from asrdist.data.kaldi_dir import read_table
-from asrdist.data.transition_model import TransitionInfo, read_transition_model
-from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+from asrdist.kaldi.data_dir import read_table
+from asrdist.kaldi.io_funcs import KaldiReader
+from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 
 log = logging.getLogger(__name__)
 

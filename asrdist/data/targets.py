@@ -13,7 +13,7 @@ from typing import IO
 import kaldiio
 import numpy as np
 
-from asrdist.data.alignments import decode_int32_elements
+from asrdist.kaldi.alignments import decode_int32_elements
 
 
 def load_int32_vector(rxspecifier: str, fds: dict[str, IO[bytes]]) -> np.ndarray:

@@ -16,11 +16,11 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
-from asrdist.data.am_gmm import AmDiagGmmParams
-from asrdist.data.cmvn import apply_cmvn, cmvn_stats
-from asrdist.data.kaldi_dir import read_table
 from asrdist.errors import AsrdistError
-from asrdist.gmm.feats import DataDir, load_features
+from asrdist.gmm.feats import load_features
+from asrdist.kaldi.am_gmm import AmDiagGmmParams
+from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
+from asrdist.kaldi.data_dir import DataDir, read_table
 
 
 def list_utterances(data_dir: str | os.PathLike) -> list[str]:

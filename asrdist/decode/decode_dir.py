@@ -17,9 +17,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from asrdist.data.am_gmm import read_am_diag_gmm
-from asrdist.data.kaldi_dir import read_symbols
-from asrdist.data.transition_model import read_transition_model
 from asrdist.decode.acoustic import GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import (
     DecodeOptions,
@@ -33,6 +30,9 @@ from asrdist.decode.graph import read_fst
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, clear_done, done_marker, is_done, mark_done
+from asrdist.kaldi.am_gmm import read_am_diag_gmm
+from asrdist.kaldi.data_dir import read_symbols
+from asrdist.kaldi.transition_model import read_transition_model
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 import numpy as np
 
-from asrdist.data.transition_model import TransitionInfo
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.transition_model import TransitionInfo
 
 
 @dataclass(frozen=True)

@@ -25,19 +25,19 @@ import kaldifst
 import kaldilm
 import numpy as np
 
-from asrdist.data.kaldi_binary import KaldiWriter
-from asrdist.data.transition_model import (
+from asrdist.decode.lm import NgramLM, read_training_text
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
+from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
+from asrdist.kaldi.io_funcs import KaldiWriter
+from asrdist.kaldi.lang import Lang
+from asrdist.kaldi.transition_model import (
     TransitionInfo,
     read_transition_model,
     transition_info_from_khg,
     write_final_mdl,
     write_topology,
 )
-from asrdist.decode.lm import NgramLM, read_training_text
-from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
-from asrdist.gmm.graphs import Lang
-from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asrdist.data.kaldi_dir import read_symbols
 from asrdist.decode.align_text import ErrorCounts, count_errors
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.kaldi.data_dir import read_symbols
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from asrdist.data.transition_model import TransitionInfo
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.transition_model import TransitionInfo
 
 
 def _tid_kinds(trans: TransitionInfo) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

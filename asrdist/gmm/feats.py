@@ -6,16 +6,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 
 import kaldiio
 import numpy as np
 
-from asrdist.data.cmvn import apply_cmvn
-from asrdist.data.kaldi_dir import read_table
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.cmvn import apply_cmvn
+from asrdist.kaldi.data_dir import DataDir
 
 
 @lru_cache(maxsize=8)
@@ -45,32 +43,6 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
             acc += c * padded[start:start + t]
         out.append(acc)
     return np.concatenate(out, axis=1).astype(np.float32)
-
-
-@dataclass
-class DataDir:
-    """The parts of a Kaldi data dir that GMM training reads."""
-
-    path: Path
-    utts: list[str]  # sorted, those with features
-    text: dict[str, list[str]]
-    utt2spk: dict[str, str]
-
-    @classmethod
-    def load(cls, path: Path) -> DataDir:
-        path = Path(path)
-        for name in ("feats.scp", "cmvn.scp", "text", "utt2spk"):
-            if not (path / name).is_file():
-                raise AsrdistError(f"{path / name}: missing (run asrdist-features first)")
-        text = {u: t.split() for u, t in read_table(path / "text").items()}
-        utt2spk = read_table(path / "utt2spk", require_value=True)
-        utts = sorted(read_table(path / "feats.scp", require_value=True), key=str.encode)
-        for u in utts:
-            if u not in text:
-                raise AsrdistError(f"{path / 'text'}: no transcript for utterance {u}")
-            if u not in utt2spk:
-                raise AsrdistError(f"{path / 'utt2spk'}: no speaker for utterance {u}")
-        return cls(path, utts, text, utt2spk)
 
 
 def load_features(data: DataDir, utts: Iterable[str]) -> dict[str, np.ndarray]:

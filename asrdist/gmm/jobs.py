@@ -16,11 +16,13 @@ from typing import Any
 import kaldi_hmm_gmm as khg
 import numpy as np
 
-from asrdist.data.am_gmm import am_params_from_khg
 from asrdist.gmm.align import AlignOptions, equal_alignment, viterbi_alignment
-from asrdist.gmm.feats import DataDir, load_features
-from asrdist.gmm.graphs import GraphCompiler, Lang
+from asrdist.gmm.feats import load_features
+from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.stats import GmmStats, accumulate
+from asrdist.kaldi.am_gmm import am_params_from_khg
+from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.lang import Lang
 
 
 @dataclass

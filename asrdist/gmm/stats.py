@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import kaldi_hmm_gmm as khg
 import numpy as np
 
-from asrdist.data.am_gmm import AmDiagGmmParams, DiagGmmParams
+from asrdist.kaldi.am_gmm import AmDiagGmmParams, DiagGmmParams
 
 ALL_FLAGS = int(khg.GmmUpdateFlags.kGmmAll)
 

@@ -23,18 +23,18 @@ import numpy as np
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from asrdist.data.alignments import write_alignments
-from asrdist.data.kaldi_binary import KaldiWriter
-from asrdist.data.kaldi_dir import read_table
-from asrdist.data.transition_model import write_final_mdl, write_tree
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
 from asrdist.gmm.align import AlignOptions
-from asrdist.gmm.feats import DataDir, load_features
-from asrdist.gmm.graphs import Lang
+from asrdist.gmm.feats import load_features
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
 from asrdist.gmm.model import MonoModel, init_mono
 from asrdist.gmm.stats import estimate
+from asrdist.kaldi.alignments import write_alignments
+from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.io_funcs import KaldiWriter
+from asrdist.kaldi.lang import Lang
+from asrdist.kaldi.transition_model import write_final_mdl, write_tree
 
 log = logging.getLogger(__name__)
 

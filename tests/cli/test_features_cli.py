@@ -9,7 +9,7 @@ import soundfile
 from click.testing import CliRunner
 
 from asrdist.cli.features import main
-from asrdist.data.kaldi_dir import Utterance, read_table, write_data_dir
+from asrdist.kaldi.data_dir import Utterance, read_table, write_data_dir
 
 
 @pytest.fixture

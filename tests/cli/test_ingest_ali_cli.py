@@ -11,8 +11,8 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.data.alignments import write_alignments
-from asrdist.data.transition_model import write_final_mdl
+from asrdist.kaldi.alignments import write_alignments
+from asrdist.kaldi.transition_model import write_final_mdl
 
 EXE = str(Path(sys.executable).with_name("asrdist-ingest-ali"))
 TOPO = (

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 from lhotse import RecordingSet, SupervisionSet
 
 from asrdist.cli.prepare_mini import main
-from asrdist.data import mini_corpus
-from asrdist.data.kaldi_dir import read_table, validate_data_dir
+from asrdist.corpus import mini_corpus
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.data_dir import read_table, validate_data_dir
 
 TINY = ["--hours", "0.01", "--test-utts", "6", "--seed", "3"]
 
@@ -89,9 +89,9 @@ def test_dict_dir_covers_every_word(tiny_corpus):
 
 
 def test_lang_dir_is_made(tiny_corpus):
-    # asrdist.data.lang is another helper's module: skip only this check while it is missing.
-    if importlib.util.find_spec("asrdist.data.lang") is None:
-        pytest.skip("asrdist.data.lang not written yet")
+    # asrdist.kaldi.lang is another helper's module: skip only this check while it is missing.
+    if importlib.util.find_spec("asrdist.kaldi.lang") is None:
+        pytest.skip("asrdist.kaldi.lang not written yet")
     out, _ = tiny_corpus
     for name in ("phones.txt", "words.txt", "L.fst", "L_disambig.fst", "topo", "oov.txt"):
         assert (out / "lang" / name).is_file()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrdist.data.kaldi_dir import Utterance, write_data_dir
+from asrdist.kaldi.data_dir import Utterance, write_data_dir
 
 # Utterance lengths in samples: the shortest possible (one frame), odd sizes, a few seconds.
 FEAT_SRC_LENGTHS = {

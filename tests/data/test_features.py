@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrdist.data.cmvn import apply_cmvn, cmvn_stats
 from asrdist.data.features import (
     FeatureOptions,
     compute_features,
@@ -15,8 +14,9 @@ from asrdist.data.features import (
     make_features,
     num_frames,
 )
-from asrdist.data.kaldi_dir import read_table
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
+from asrdist.kaldi.data_dir import read_table
 
 
 @pytest.mark.parametrize("n", [400, 401, 559, 560, 16000, 22222])

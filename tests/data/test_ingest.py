@@ -13,10 +13,10 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.data.alignments import write_alignments
 from asrdist.data.ingest import IngestReport, ingest_alignments, read_pdf_counts
-from asrdist.data.transition_model import write_final_mdl
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.alignments import write_alignments
+from asrdist.kaldi.transition_model import write_final_mdl
 
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 2 3 4 </ForPhones> "
@@ -183,8 +183,8 @@ def _fake_ali_to_pdf(bin_dir, wrong: bool) -> None:
     script.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
-        "from asrdist.data.alignments import parse_int32_ark\n"
-        "from asrdist.data.transition_model import read_transition_model\n"
+        "from asrdist.kaldi.alignments import parse_int32_ark\n"
+        "from asrdist.kaldi.transition_model import read_transition_model\n"
         "info = read_transition_model(sys.argv[1])\n"
         "for utt, tids in parse_int32_ark(sys.stdin.buffer.read(), 'stdin'):\n"
         f"    pdfs = info.tid_to_pdf[tids] + {1 if wrong else 0}\n"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrdist.data.kaldi_dir import read_symbols
 from asrdist.decode.decoder import (
     DecodeOptions,
     Decoder,
@@ -16,6 +15,7 @@ from asrdist.decode.decoder import (
 from asrdist.decode.graph import read_fst
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.data_dir import read_symbols
 
 
 def _scores(tiny_system, sentence: str) -> np.ndarray:

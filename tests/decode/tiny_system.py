@@ -11,15 +11,14 @@ import kaldiio
 import numpy as np
 import torch
 
-from asrdist.data.lang import prepare_lang
-from asrdist.data.transition_model import (
+from asrdist.gmm.model import monophone_tree
+from asrdist.kaldi.lang import Lang, prepare_lang
+from asrdist.kaldi.transition_model import (
     TransitionInfo,
     read_transition_model,
     write_final_mdl,
     write_tree,
 )
-from asrdist.gmm.graphs import Lang
-from asrdist.gmm.model import monophone_tree
 from asrdist.models.build import ModelConfig, build_model
 from tests.dict_fixture import write_dict
 

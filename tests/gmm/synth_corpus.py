@@ -13,7 +13,7 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
-from asrdist.data.lang import prepare_lang
+from asrdist.kaldi.lang import prepare_lang
 from tests.dict_fixture import write_dict
 
 DIM = 13

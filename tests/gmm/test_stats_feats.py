@@ -5,9 +5,9 @@ from __future__ import annotations
 import kaldi_hmm_gmm as khg
 import numpy as np
 
-from asrdist.data.am_gmm import am_params_from_khg
 from asrdist.gmm.feats import add_deltas
 from asrdist.gmm.stats import ALL_FLAGS, GmmStats, accumulate, to_khg_accs
+from asrdist.kaldi.am_gmm import am_params_from_khg
 
 
 def random_am(rng: np.random.Generator, num_pdfs: int = 3, nmix: int = 4, dim: int = 5):

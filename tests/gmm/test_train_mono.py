@@ -9,17 +9,19 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.data.alignments import read_alignments
-from asrdist.data.am_gmm import to_khg_am_diag_gmm
-from asrdist.data.transition_model import read_final_mdl
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.gmm import train_mono as tm_module
 from asrdist.gmm.align import AlignOptions, viterbi_alignment
-from asrdist.gmm.feats import DataDir, load_features
-from asrdist.gmm.graphs import GraphCompiler, Lang
+from asrdist.gmm.feats import load_features
+from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
 from asrdist.gmm.train_mono import MonoOptions, train_mono
+from asrdist.kaldi.alignments import read_alignments
+from asrdist.kaldi.am_gmm import to_khg_am_diag_gmm
+from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.lang import Lang
+from asrdist.kaldi.transition_model import read_final_mdl
 from tests.gmm.synth_corpus import Corpus, make_corpus
 
 OPTS = MonoOptions(nj=1, num_iters=10, total_gauss=60)

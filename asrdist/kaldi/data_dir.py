@@ -117,3 +117,29 @@ def read_symbols(path: str | os.PathLike) -> dict[str, int]:
             raise AsrdistError(f"{path}:{n}: expected '<symbol> <integer>'")
         table[fields[0]] = int(fields[1])
     return table
+
+
+@dataclass
+class DataDir:
+    """The parts of a Kaldi data dir that GMM training reads."""
+
+    path: Path
+    utts: list[str]  # sorted, those with features
+    text: dict[str, list[str]]
+    utt2spk: dict[str, str]
+
+    @classmethod
+    def load(cls, path: Path) -> DataDir:
+        path = Path(path)
+        for name in ("feats.scp", "cmvn.scp", "text", "utt2spk"):
+            if not (path / name).is_file():
+                raise AsrdistError(f"{path / name}: missing (run asrdist-features first)")
+        text = {u: t.split() for u, t in read_table(path / "text").items()}
+        utt2spk = read_table(path / "utt2spk", require_value=True)
+        utts = sorted(read_table(path / "feats.scp", require_value=True), key=str.encode)
+        for u in utts:
+            if u not in text:
+                raise AsrdistError(f"{path / 'text'}: no transcript for utterance {u}")
+            if u not in utt2spk:
+                raise AsrdistError(f"{path / 'utt2spk'}: no speaker for utterance {u}")
+        return cls(path, utts, text, utt2spk)

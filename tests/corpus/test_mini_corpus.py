@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrdist.data.mini_corpus import CorpusOptions, render_utterance, voices
+from asrdist.corpus.mini_corpus import CorpusOptions, render_utterance, voices
 from asrdist.errors import AsrdistError
 
 

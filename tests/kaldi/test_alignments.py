@@ -10,8 +10,8 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.data.alignments import read_alignments, write_alignments
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.alignments import read_alignments, write_alignments
 
 ALIS = [
     ("spk1-utt1", np.array([2, 2, 3, 7, 7, 7], dtype=np.int32)),

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asrdist.data.kaldi_binary import KaldiReader, KaldiWriter
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.io_funcs import KaldiReader, KaldiWriter
 
 if TYPE_CHECKING:
     import kaldi_hmm_gmm as khg
@@ -167,7 +167,7 @@ def to_khg_am_diag_gmm(params: AmDiagGmmParams) -> khg.AmDiagGmm:
 
 def read_am_diag_gmm(path: str | os.PathLike) -> AmDiagGmmParams:
     """The AmDiagGmm that follows the TransitionModel in a GMM ``final.mdl``."""
-    from asrdist.data.transition_model import read_final_mdl  # that module writes via this one
+    from asrdist.kaldi.transition_model import read_final_mdl  # that module writes via this one
 
     _, am = read_final_mdl(path)
     if am is None:

@@ -8,9 +8,9 @@ import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 import pytest
 
-from asrdist.data.lang import prepare_lang
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
+from asrdist.kaldi.lang import prepare_lang
 
 LEXICON = """<unk> SPN
 a A

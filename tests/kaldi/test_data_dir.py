@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.data.kaldi_dir import (
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.data_dir import (
     Utterance,
     c_sorted,
     read_table,
@@ -12,7 +13,6 @@ from asrdist.data.kaldi_dir import (
     validate_data_dir,
     write_data_dir,
 )
-from asrdist.errors import AsrdistError
 
 
 def _utts() -> list[Utterance]:

@@ -6,13 +6,13 @@ import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before anything loa
 import numpy as np
 import pytest
 
-from asrdist.data.am_gmm import (
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.am_gmm import (
     compute_gconsts,
     read_am_diag_gmm,
     to_khg_am_diag_gmm,
 )
-from asrdist.data.transition_model import read_final_mdl, write_final_mdl
-from asrdist.errors import AsrdistError
+from asrdist.kaldi.transition_model import read_final_mdl, write_final_mdl
 
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 1 2 </ForPhones> "

@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 
-from asrdist.data.sentences import (
+from asrdist.corpus.sentences import (
     MAX_WORDS,
     MIN_WORDS,
     SentenceGrammar,

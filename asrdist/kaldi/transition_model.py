@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asrdist.data.am_gmm import (
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.kaldi.am_gmm import (
     AmDiagGmmParams,
     am_params_from_khg,
     parse_am_diag_gmm,
     write_am_diag_gmm,
 )
-from asrdist.data.kaldi_binary import KaldiReader, KaldiWriter
-from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.kaldi.io_funcs import KaldiReader, KaldiWriter
 
 if TYPE_CHECKING:
     import kaldi_hmm_gmm as khg

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asrdist.data import espeak
+from asrdist.corpus import espeak
 from asrdist.errors import AsrdistError
 
 

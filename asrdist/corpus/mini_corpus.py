@@ -25,12 +25,12 @@ import torch
 from lhotse import AudioSource, Recording, RecordingSet, SupervisionSegment, SupervisionSet
 from tqdm import tqdm
 
-from asrdist.data.espeak import synthesize
-from asrdist.data.kaldi_dir import Utterance, write_data_dir
-from asrdist.data.lexicon import OOV_WORD, build_lexicon, write_dict_dir
-from asrdist.data.sentences import SentenceGrammar, iter_unique_sentences
+from asrdist.corpus.espeak import synthesize
+from asrdist.corpus.lexicon import OOV_WORD, build_lexicon, write_dict_dir
+from asrdist.corpus.sentences import SentenceGrammar, iter_unique_sentences
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, is_done, mark_done, staged_dir
+from asrdist.kaldi.data_dir import Utterance, write_data_dir
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
     lexicon = build_lexicon(SentenceGrammar().vocabulary(), LEXICON_LANGUAGES)
     dict_dir = out / "local" / "dict"
     write_dict_dir(lexicon, dict_dir)
-    from asrdist.data.lang import prepare_lang  # imports kaldifst: only when needed
+    from asrdist.kaldi.lang import prepare_lang  # imports kaldifst: only when needed
 
     prepare_lang(dict_dir, out / "lang", oov_word=OOV_WORD)
 

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.data.lexicon import build_lexicon, normalize_phones, write_dict_dir
+from asrdist.corpus.lexicon import build_lexicon, normalize_phones, write_dict_dir
 from asrdist.errors import AsrdistError
 
 

@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from asrdist.data.kaldi_binary import KaldiReader, KaldiWriter, format_float
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.io_funcs import KaldiReader, KaldiWriter, format_float
 
 
 def test_binary_primitives_bytes():

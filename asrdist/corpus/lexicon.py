@@ -11,10 +11,10 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from asrdist.data.espeak import get_espeak
-from asrdist.data.kaldi_dir import c_sorted
+from asrdist.corpus.espeak import get_espeak
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
+from asrdist.kaldi.data_dir import c_sorted
 
 SILENCE_PHONE = "SIL"
 OOV_PHONE = "SPN"

@@ -9,8 +9,9 @@ import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before anything loa
 import numpy as np
 import pytest
 
-from asrdist.data.kaldi_binary import KaldiWriter
-from asrdist.data.transition_model import (
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.io_funcs import KaldiWriter
+from asrdist.kaldi.transition_model import (
     read_final_mdl,
     read_transition_model,
     transition_info_from_khg,
@@ -18,7 +19,6 @@ from asrdist.data.transition_model import (
     write_transition_model,
     write_tree,
 )
-from asrdist.errors import AsrdistError
 
 # Kaldi's default topology shape: 3-state nonsilence phones (2..4), 5-state silence phone (1).
 TOPO = """<Topology>

@@ -1,4 +1,5 @@
-"""Kaldi lang dir from a dict dir, as utils/prepare_lang.sh --position-dependent-phones false.
+"""Kaldi lang dir: made from a dict dir as utils/prepare_lang.sh --position-dependent-phones
+false, and read back (:class:`Lang`) for alignment and graph building.
 
 Writes phones.txt, words.txt, oov.{txt,int}, phones/*, topo, L.fst and L_disambig.fst so that
 Kaldi tools and the rest of asrdist (graph compilation, alignment, HCLG) read it unchanged.
@@ -11,12 +12,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldi_hmm_gmm  # noqa: F401  (must be imported before kaldifst, or the process hangs)
+import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import mark_done, staged_dir
-from asrdist.gmm.topology import make_topo
+from asrdist.kaldi.data_dir import read_symbols
+from asrdist.kaldi.topology import make_topo
 
 RESERVED_WORDS = ("<eps>", "#0", "<s>", "</s>")
 
@@ -280,3 +282,58 @@ def prepare_lang(
         add_disambig_self_loops(fst, phone_id["#0"], word_id["#0"])
         _write_fst(fst, tmp / "L_disambig.fst")
         mark_done(tmp, "lang")
+
+
+def _read_ints(path: Path) -> list[list[int]]:
+    if not path.is_file():
+        raise AsrdistError(f"{path}: missing (run prepare_lang)")
+    return [[int(x) for x in line.split()] for line in path.read_text().splitlines() if line]
+
+
+@dataclass
+class Lang:
+    """What training needs from a Kaldi lang dir."""
+
+    path: Path
+    words: dict[str, int]
+    disambig: list[int]
+    phone_sets: list[list[int]]  # phones sharing one tree root (phones/sets.int)
+    oov: str
+    topo_text: str
+
+    @classmethod
+    def load(cls, path: Path) -> Lang:
+        path = Path(path)
+        if not path.is_dir():
+            raise AsrdistError(f"{path}: no such lang dir")
+        for name in ("topo", "oov.txt", "L.fst", "phones.txt"):  # phones.txt: copied to exp
+            if not (path / name).is_file():
+                raise AsrdistError(f"{path / name}: missing (run prepare_lang)")
+        return cls(
+            path=path,
+            words=read_symbols(path / "words.txt"),
+            disambig=[x for row in _read_ints(path / "phones" / "disambig.int") for x in row],
+            phone_sets=_read_ints(path / "phones" / "sets.int"),
+            oov=(path / "oov.txt").read_text().split()[0],
+            topo_text=(path / "topo").read_text(),
+        )
+
+    def topology(self) -> khg.HmmTopology:
+        topo = khg.HmmTopology()
+        topo.read(self.topo_text)
+        return topo
+
+    def word_ids(self, utt: str, words: list[str], map_oov: bool) -> list[int]:
+        """Transcript to word ids; a word missing from words.txt is an error unless map_oov."""
+        ids = []
+        for w in words:
+            if w in self.words:
+                ids.append(self.words[w])
+            elif map_oov:
+                ids.append(self.words[self.oov])
+            else:
+                raise AsrdistError(
+                    f"utterance {utt}: word {w!r} is not in {self.path / 'words.txt'} "
+                    "(add it to the lexicon, or pass --map-oov)"
+                )
+        return ids

@@ -43,3 +43,17 @@ def test_config_file_is_sourced(tmp_path):
     out = run_script("--config", str(conf), "--stage", "2")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "2 false 16"
+
+
+def test_flag_before_config_file_still_wins(tmp_path):
+    conf = tmp_path / "c.conf"
+    conf.write_text("num_jobs=16\nstage=9\n")
+    out = run_script("--stage", "2", "--config", str(conf))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "2 false 16"
+
+
+def test_missing_config_file_is_refused(tmp_path):
+    out = run_script("--stage", "2", "--config", str(tmp_path / "nope.conf"))
+    assert out.returncode != 0
+    assert "nope.conf' not found" in out.stderr

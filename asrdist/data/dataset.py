@@ -32,25 +32,12 @@ import numpy as np
 from asrdist.data.targets import load_int32_vector
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
+from asrdist.kaldi.data_dir import DataDir, read_table
 
 log = logging.getLogger(__name__)
 
 IGNORE = -100  # target of a frame that carries no loss (padding, overlap)
 CMVN_KINDS = ("spk", "utt", "none")
-
-
-def read_text_table(path: Path) -> dict[str, str]:
-    """A Kaldi two-column text table (utt2spk, utt2num_frames, pdf.scp, ...)."""
-    table = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split(maxsplit=1)
-            if not parts:
-                continue
-            if len(parts) != 2:
-                raise AsrdistError(f"{path}:{n}: expected '<key> <value>', got {line.strip()!r}")
-            table[parts[0]] = parts[1].strip()
-    return table
 
 
 def read_num_pdfs(targets_dir: Path) -> int:
@@ -79,29 +66,12 @@ class Corpus:
         return len(self.utts)
 
 
-def _kaldi_features(data: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str], dict]:
-    scp = data / "feats.scp"
-    if not scp.is_file():
-        raise AsrdistError(f"{scp}: missing; --data must be a Kaldi data dir with features")
-    feats = read_text_table(scp)
-    utt2spk = read_text_table(data / "utt2spk") if (data / "utt2spk").is_file() else {}
-    n2f = data / "utt2num_frames"
-    if n2f.is_file():
-        try:
-            num_frames = {u: int(v) for u, v in read_text_table(n2f).items()}
-        except ValueError as e:
-            raise AsrdistError(f"{n2f}: bad frame count ({e})") from e
-    else:
-        log.warning("%s missing: reading every feature matrix once to count frames", n2f)
-        fds: dict = {}
-        num_frames = {u: len(kaldiio.load_mat(rx, fd_dict=fds)) for u, rx in feats.items()}
-        for fd in fds.values():
-            fd.close()
-    cmvn_scp = data / "cmvn.scp"
-    cmvn = {}
-    if cmvn_scp.is_file():
-        cmvn = {spk: np.asarray(m) for spk, m in kaldiio.load_scp(str(cmvn_scp)).items()}
-    return feats, num_frames, utt2spk, cmvn
+def _kaldi_features(path: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str], dict]:
+    data = DataDir.load(path)
+    if not (path / "utt2num_frames").is_file():
+        log.warning("%s missing: reading the feature matrix headers to count frames",
+                    path / "utt2num_frames")
+    return data.feats, data.num_frames(), data.utt2spk, data.cmvn_stats()
 
 
 def _lhotse_features(manifest: Path) -> tuple[dict[str, Any], dict[str, int], dict[str, str], dict]:
@@ -136,7 +106,7 @@ def load_corpus(
     pdf_scp = targets / "pdf.scp"
     if not pdf_scp.is_file():
         raise AsrdistError(f"{pdf_scp}: missing; --targets must be an ingested alignment dir")
-    pdfs = read_text_table(pdf_scp)
+    pdfs = read_table(pdf_scp, require_value=True)
     num_pdfs = read_num_pdfs(targets)
     missing = sorted(set(feats) - set(pdfs))
     if feats and len(missing) > max_missing_frac * len(feats):

@@ -19,7 +19,6 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 from tqdm import tqdm
 
@@ -31,8 +30,7 @@ from asrdist.kaldi.alignments import (
     read_gzip,
     write_int32_ark,
 )
-from asrdist.kaldi.data_dir import read_table
-from asrdist.kaldi.io_funcs import KaldiReader
+from asrdist.kaldi.data_dir import frame_counts, read_table
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 
 log = logging.getLogger(__name__)
@@ -124,51 +122,6 @@ def alignment_files(ali_dir: Path) -> list[Path]:
     return files
 
 
-def read_scp(path: Path) -> dict[str, str]:
-    """``key rxfilename`` lines, in file order; an empty scp is an error."""
-    entries = read_table(path, require_value=True)
-    if not entries:
-        raise AsrdistError(f"{path}: empty")
-    return entries
-
-
-def feature_frame_counts(feats_scp: Path, scp: dict[str, str]) -> dict[str, int]:
-    """Frames per utterance: utt2num_frames beside feats.scp, else the ark matrix headers."""
-    counts: dict[str, int] = {}
-    utt2num_frames = feats_scp.parent / "utt2num_frames"
-    if utt2num_frames.is_file():
-        for num, line in enumerate(utt2num_frames.read_text().splitlines(), 1):
-            parts = line.split()
-            if len(parts) != 2 or not parts[1].isdigit():
-                raise AsrdistError(f"{utt2num_frames}:{num}: expected 'utterance frames'")
-            counts[parts[0]] = int(parts[1])
-    return {utt: counts[utt] if utt in counts else _matrix_rows(utt, rx) for utt, rx in scp.items()}
-
-
-def _matrix_rows(utt: str, rxfilename: str) -> int:
-    """Rows of a feature matrix from its ark header; whole load only for unusual entries."""
-    path, _, offset = rxfilename.rpartition(":")
-    if not offset.isdigit():
-        path, offset = rxfilename, "0"
-    if not rxfilename.endswith("|") and os.path.isfile(path):
-        with open(path, "rb") as f:
-            f.seek(int(offset))
-            head = f.read(16)
-        reader = KaldiReader(head, path)
-        if reader.binary:
-            try:
-                if reader.read_token() in ("FM", "DM"):
-                    return reader.read_int32()
-            except AsrdistError:
-                pass
-    try:
-        return int(kaldiio.load_mat(rxfilename).shape[0])
-    except Exception as err:  # kaldiio raises many types for a bad entry
-        raise AsrdistError(
-            f"features of utterance {utt}: cannot read {rxfilename} ({err})"
-        ) from None
-
-
 # ---- mapping --------------------------------------------------------------------------------
 
 
@@ -246,8 +199,10 @@ def ingest_alignments(
     files = alignment_files(ali_dir)
     model = ali_dir / "final.mdl"
     info = read_transition_model(model)
-    scp = read_scp(feats_scp)
-    frames = feature_frame_counts(feats_scp, scp)
+    scp = read_table(feats_scp, require_value=True)
+    if not scp:
+        raise AsrdistError(f"{feats_scp}: empty")
+    frames = frame_counts(scp, feats_scp.parent / "utt2num_frames")
     ali_to_pdf = shutil.which("ali-to-pdf")
 
     raw: dict[str, np.ndarray] = {}

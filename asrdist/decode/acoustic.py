@@ -20,17 +20,14 @@ from asrdist.errors import AsrdistError
 from asrdist.gmm.feats import load_features
 from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
-from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.data_dir import DataDir
 
 
 def list_utterances(data_dir: str | os.PathLike) -> list[str]:
     """Utterances with features in a data dir, C-sorted; an empty set is an error."""
-    scp = Path(data_dir) / "feats.scp"
-    if not scp.is_file():
-        raise AsrdistError(f"{scp}: missing (run asrdist-features on the test data first)")
-    utts = sorted(read_table(scp, require_value=True), key=str.encode)
+    utts = DataDir.load(data_dir).utts
     if not utts:
-        raise AsrdistError(f"{scp}: empty test set, nothing to decode")
+        raise AsrdistError(f"{Path(data_dir) / 'feats.scp'}: empty test set, nothing to decode")
     return utts
 
 
@@ -55,31 +52,26 @@ class NnetScorer:
         if self.log_priors.shape != (self.num_pdfs,):
             raise AsrdistError(
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
-        self.data = Path(data_dir)
-        self.feats = read_table(self.data / "feats.scp", require_value=True)
-        utt2spk = self.data / "utt2spk"
-        self.utt2spk = read_table(utt2spk, require_value=True) if utt2spk.is_file() else {}
-        self.spk_stats: dict[str, np.ndarray] = {}
-        if self.cmvn == "spk":
-            cmvn_scp = self.data / "cmvn.scp"
-            if not cmvn_scp.is_file():
-                raise AsrdistError(f"{cmvn_scp}: missing, and {final_pt} was trained with "
-                                   "per-speaker CMVN")
-            self.spk_stats = {k: np.asarray(v) for k, v in kaldiio.load_scp(str(cmvn_scp)).items()}
+        if self.cmvn == "spk" and not (Path(data_dir) / "cmvn.scp").is_file():
+            raise AsrdistError(f"{Path(data_dir) / 'cmvn.scp'}: missing, and {final_pt} was "
+                               "trained with per-speaker CMVN")
+        self.data = DataDir.load(data_dir)
+        self.spk_stats = self.data.cmvn_stats() if self.cmvn == "spk" else {}
 
     def _features(self, utt: str) -> np.ndarray:
-        feats = np.asarray(kaldiio.load_mat(self.feats[utt]), dtype=np.float32)
+        feats = np.asarray(kaldiio.load_mat(self.data.feats[utt]), dtype=np.float32)
         if feats.ndim != 2 or feats.shape[0] == 0:
-            raise AsrdistError(f"{self.data / 'feats.scp'}: utterance {utt} has no frames")
+            raise AsrdistError(f"{self.data.path / 'feats.scp'}: utterance {utt} has no frames")
         if feats.shape[1] != self.input_dim:
             raise AsrdistError(f"utterance {utt}: feature dimension {feats.shape[1]} but "
                                f"{self.path} expects {self.input_dim}")
         if self.cmvn == "utt":
             feats = apply_cmvn(feats, cmvn_stats(feats), self.norm_vars)
         elif self.cmvn == "spk":
-            spk = self.utt2spk.get(utt, utt)
+            spk = self.data.speaker(utt)
             if spk not in self.spk_stats:
-                raise AsrdistError(f"{self.data / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")
+                raise AsrdistError(
+                    f"{self.data.path / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")
             feats = apply_cmvn(feats, self.spk_stats[spk], self.norm_vars)
         return np.pad(feats, ((self.left, self.right), (0, 0)), mode="edge")
 
@@ -108,7 +100,7 @@ class GmmScorer:
         self.inv_vars = np.concatenate([p.inv_vars for p in am.pdfs]).astype(np.float64)
         sizes = np.array([len(p.gconsts) for p in am.pdfs])
         self.offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        self.data = DataDir.load(Path(data_dir))
+        self.data = DataDir.load(data_dir, ("utt2spk", "cmvn.scp"))
 
     def loglikes(self, feats: np.ndarray) -> np.ndarray:
         """frames x num_pdfs log-likelihoods (log-sum-exp over each pdf's Gaussians)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 from asrdist.decode.align_text import ErrorCounts, count_errors
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.kaldi.data_dir import read_symbols
+from asrdist.kaldi.data_dir import read_symbols, read_table
 
 log = logging.getLogger(__name__)
 
@@ -35,36 +35,7 @@ class ScoreResult:
 
 def read_text(path: str | os.PathLike) -> Texts:
     """Read a Kaldi ``text`` file (``utt word word ...``); an utterance may have no words."""
-    path = Path(path)
-    if not path.is_file():
-        raise AsrdistError(f"{path}: no such text file")
-    texts: Texts = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if fields[0] in texts:
-                raise AsrdistError(f"{path}:{lineno}: utterance {fields[0]} appears twice")
-            texts[fields[0]] = fields[1:]
-    return texts
-
-
-def read_two_columns(path: str | os.PathLike) -> dict[str, str]:
-    """Read a Kaldi ``key value`` map such as utt2spk."""
-    path = Path(path)
-    if not path.is_file():
-        raise AsrdistError(f"{path}: no such file")
-    out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 2:
-                raise AsrdistError(f"{path}:{lineno}: expected 'key value', got {line.strip()!r}")
-            out[fields[0]] = fields[1]
-    return out
+    return {utt: words.split() for utt, words in read_table(path).items()}
 
 
 def read_vocabulary(words_txt: str | os.PathLike) -> set[str]:
@@ -166,14 +137,14 @@ def subset_map(
     speaker field of the trn files.
     """
     utt2spk_path = Path(ref_text).parent / "utt2spk"
-    utt2spk = read_two_columns(utt2spk_path) if utt2spk_path.is_file() else None
+    utt2spk = read_table(utt2spk_path, require_value=True) if utt2spk_path.is_file() else None
     if spec is None:
         return None, utt2spk
     if spec == "spk":
         if utt2spk is None:
             raise AsrdistError(f"--subsets-by spk: {utt2spk_path} does not exist")
         return utt2spk, utt2spk
-    return read_two_columns(spec), utt2spk
+    return read_table(spec, require_value=True), utt2spk
 
 
 def find_variants(decode_dir: str | os.PathLike) -> dict[str, Path]:

@@ -15,6 +15,9 @@ from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn
 from asrdist.kaldi.data_dir import DataDir
 
+# What GMM training needs of a data dir (decoding needs no transcripts).
+GMM_TABLES = ("text", "utt2spk", "cmvn.scp")
+
 
 @lru_cache(maxsize=8)
 def delta_scales(order: int = 2, window: int = 2) -> tuple[np.ndarray, ...]:
@@ -47,15 +50,19 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
 
 def load_features(data: DataDir, utts: Iterable[str]) -> dict[str, np.ndarray]:
     """CMN'd (per speaker, means only, as train_mono.sh) MFCC + deltas for ``utts``."""
-    feats_scp = kaldiio.load_scp(str(data.path / "feats.scp"))
-    cmvn_scp = kaldiio.load_scp(str(data.path / "cmvn.scp"))
+    stats = data.cmvn_stats()
+    fds: dict = {}
     out = {}
-    for u in utts:
-        spk = data.utt2spk[u]
-        if spk not in cmvn_scp:
-            raise AsrdistError(f"{data.path / 'cmvn.scp'}: no stats for speaker {spk} of {u}")
-        feats = np.asarray(feats_scp[u], dtype=np.float32)
-        if feats.ndim != 2 or feats.shape[0] == 0:
-            raise AsrdistError(f"{data.path / 'feats.scp'}: utterance {u} has no frames")
-        out[u] = add_deltas(apply_cmvn(feats, np.asarray(cmvn_scp[spk]), norm_vars=False))
+    try:
+        for u in utts:
+            spk = data.speaker(u)
+            if spk not in stats:
+                raise AsrdistError(f"{data.path / 'cmvn.scp'}: no stats for speaker {spk} of {u}")
+            feats = np.asarray(kaldiio.load_mat(data.feats[u], fd_dict=fds), dtype=np.float32)
+            if feats.ndim != 2 or feats.shape[0] == 0:
+                raise AsrdistError(f"{data.path / 'feats.scp'}: utterance {u} has no frames")
+            out[u] = add_deltas(apply_cmvn(feats, stats[spk], norm_vars=False))
+    finally:
+        for fd in fds.values():
+            fd.close()
     return out

@@ -17,7 +17,7 @@ import kaldi_hmm_gmm as khg
 import numpy as np
 
 from asrdist.gmm.align import AlignOptions, equal_alignment, viterbi_alignment
-from asrdist.gmm.feats import load_features
+from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.stats import GmmStats, accumulate
 from asrdist.kaldi.am_gmm import am_params_from_khg
@@ -48,7 +48,7 @@ class AlignJob:
         trans_model: khg.TransitionModel,
         map_oov: bool,
     ):
-        data, lang = DataDir.load(data_dir), Lang.load(lang_dir)
+        data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(lang_dir)
         self.utts = utts
         train_set = set(train_utts)
         self.train_utts = [u for u in utts if u in train_set]

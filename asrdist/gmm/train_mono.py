@@ -26,7 +26,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
 from asrdist.gmm.align import AlignOptions
-from asrdist.gmm.feats import load_features
+from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
 from asrdist.gmm.model import MonoModel, init_mono
 from asrdist.gmm.stats import estimate
@@ -170,7 +170,7 @@ def train_mono(
         return None
     if opts.nj < 1 or opts.num_iters < 1 or opts.total_gauss < 1:
         raise AsrdistError("--nj, --num-iters and --total-gauss must be positive")
-    data, lang = DataDir.load(Path(data_dir)), Lang.load(Path(lang_dir))
+    data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))
     _check_transcripts(data, lang, opts.map_oov)
     exp_dir.mkdir(parents=True, exist_ok=True)
     _clear_outputs(exp_dir)

@@ -1,4 +1,5 @@
-"""Kaldi data dirs: wav.scp, text, utt2spk, spk2utt, written sorted the way Kaldi checks them.
+"""Kaldi tables and data dirs: wav.scp, text, utt2spk, spk2utt written sorted the way Kaldi
+checks them; feats.scp, utt2num_frames and cmvn.scp read the same way by every stage.
 
 Kaldi's tools expect every table sorted by key in the C locale (byte order) and the utterance
 ids of a speaker to sort together; ``utils/validate_data_dir.sh`` refuses anything else.
@@ -9,10 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+
+import kaldiio
+import numpy as np
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
+from asrdist.kaldi.io_funcs import KaldiReader
 
 DATA_DIR_FILES = ("wav.scp", "text", "utt2spk", "spk2utt")
 
@@ -119,27 +125,95 @@ def read_symbols(path: str | os.PathLike) -> dict[str, int]:
     return table
 
 
+def read_num_frames(path: str | os.PathLike) -> dict[str, int]:
+    """utt2num_frames: utterance -> frame count."""
+    counts = {}
+    for utt, value in read_table(path, require_value=True).items():
+        if not value.isdigit():
+            raise AsrdistError(f"{path}: utterance {utt}: frame count {value!r} is not a number")
+        counts[utt] = int(value)
+    return counts
+
+
+def matrix_rows(utt: str, rxfilename: str) -> int:
+    """Rows of a feature matrix, from its ark header; a whole load only for unusual entries."""
+    path, _, offset = rxfilename.rpartition(":")
+    if not offset.isdigit():
+        path, offset = rxfilename, "0"
+    if not rxfilename.endswith("|") and os.path.isfile(path):
+        with open(path, "rb") as f:
+            f.seek(int(offset))
+            head = f.read(16)
+        reader = KaldiReader(head, path)
+        if reader.binary:
+            try:
+                if reader.read_token() in ("FM", "DM"):
+                    return reader.read_int32()
+            except AsrdistError:
+                pass
+    try:
+        return int(kaldiio.load_mat(rxfilename).shape[0])
+    except Exception as err:  # kaldiio raises many types for a bad entry
+        raise AsrdistError(
+            f"features of utterance {utt}: cannot read {rxfilename} ({err})"
+        ) from None
+
+
+def frame_counts(feats: dict[str, str], utt2num_frames: Path) -> dict[str, int]:
+    """Frames of every utterance of ``feats``: from utt2num_frames where it lists the utterance,
+    else from the matrix header."""
+    listed = read_num_frames(utt2num_frames) if utt2num_frames.is_file() else {}
+    return {u: listed[u] if u in listed else matrix_rows(u, rx) for u, rx in feats.items()}
+
+
 @dataclass
 class DataDir:
-    """The parts of a Kaldi data dir that GMM training reads."""
+    """A Kaldi data dir with features, as alignment, training and decoding read it.
+
+    One reader for every stage, so a missing table, an utterance without a transcript or a
+    speaker without CMVN stats is reported the same way everywhere.
+    """
 
     path: Path
-    utts: list[str]  # sorted, those with features
-    text: dict[str, list[str]]
-    utt2spk: dict[str, str]
+    feats: dict[str, str]  # utterance -> rxspecifier, in feats.scp order
+    utt2spk: dict[str, str]  # empty when the dir has no utt2spk (each utterance its own speaker)
+    text: dict[str, list[str]]  # empty unless loaded with need=("text", ...)
 
     @classmethod
-    def load(cls, path: Path) -> DataDir:
-        path = Path(path)
-        for name in ("feats.scp", "cmvn.scp", "text", "utt2spk"):
+    def load(cls, path: str | os.PathLike, need: Iterable[str] = ()) -> DataDir:
+        """Read feats.scp, and utt2spk and text when present; ``need`` names the files (among
+        text, utt2spk, cmvn.scp) that must exist and cover every utterance."""
+        path, need = Path(path), set(need)
+        if not path.is_dir():
+            raise AsrdistError(f"{path}: no such data dir")
+        for name in ["feats.scp", *sorted(need)]:
             if not (path / name).is_file():
                 raise AsrdistError(f"{path / name}: missing (run asrdist-features first)")
-        text = {u: t.split() for u, t in read_table(path / "text").items()}
-        utt2spk = read_table(path / "utt2spk", require_value=True)
-        utts = sorted(read_table(path / "feats.scp", require_value=True), key=str.encode)
-        for u in utts:
-            if u not in text:
-                raise AsrdistError(f"{path / 'text'}: no transcript for utterance {u}")
-            if u not in utt2spk:
-                raise AsrdistError(f"{path / 'utt2spk'}: no speaker for utterance {u}")
-        return cls(path, utts, text, utt2spk)
+        feats = read_table(path / "feats.scp", require_value=True)
+        has = {name: (path / name).is_file() for name in ("text", "utt2spk")}
+        utt2spk = read_table(path / "utt2spk", require_value=True) if has["utt2spk"] else {}
+        text = {u: t.split() for u, t in read_table(path / "text").items()} if has["text"] else {}
+        for name, table, what in (("text", text, "transcript"), ("utt2spk", utt2spk, "speaker")):
+            missing = next((u for u in feats if u not in table), None) if name in need else None
+            if missing is not None:
+                raise AsrdistError(f"{path / name}: no {what} for utterance {missing}")
+        return cls(path, feats, utt2spk, text)
+
+    @cached_property
+    def utts(self) -> list[str]:
+        """Utterances with features, C-sorted (the order Kaldi's tables use)."""
+        return c_sorted(self.feats)
+
+    def speaker(self, utt: str) -> str:
+        return self.utt2spk.get(utt, utt)
+
+    def num_frames(self) -> dict[str, int]:
+        """Frames per utterance: utt2num_frames, else the matrix headers."""
+        return frame_counts(self.feats, self.path / "utt2num_frames")
+
+    def cmvn_stats(self) -> dict[str, np.ndarray]:
+        """Speaker -> Kaldi CMVN stats from cmvn.scp (empty when there is none)."""
+        scp = self.path / "cmvn.scp"
+        if not scp.is_file():
+            return {}
+        return {spk: np.asarray(m) for spk, m in kaldiio.load_scp(str(scp)).items()}

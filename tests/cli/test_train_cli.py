@@ -105,7 +105,7 @@ _NO_LAUNCHER = dict.fromkeys(["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"
 
 
 def test_every_algo_with_one_learner_and_no_launcher_is_plain_sgd(corpus, tmp_path):
-    """DESIGN: with N = 1 every strategy reduces to plain SGD, bit for bit, no process group."""
+    """With N = 1 every strategy reduces to plain SGD, bit for bit, no process group."""
     data, targets = corpus
     runs = {}
     for algo in registry.algo_names():

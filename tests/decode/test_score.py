@@ -49,7 +49,7 @@ def test_hypothesis_for_unknown_utterance_is_refused():
 
 def test_duplicate_utterance_is_refused(tmp_path):
     (tmp_path / "text").write_text("u1 a\nu1 b\n")
-    with pytest.raises(AsrdistError, match="u1 appears twice"):
+    with pytest.raises(AsrdistError, match="duplicate key u1"):
         read_text(tmp_path / "text")
 
 

@@ -13,7 +13,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.gmm import train_mono as tm_module
 from asrdist.gmm.align import AlignOptions, viterbi_alignment
-from asrdist.gmm.feats import load_features
+from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
 from asrdist.gmm.train_mono import MonoOptions, train_mono
@@ -98,7 +98,7 @@ def test_final_mdl_rebuilds_for_decoding(corpus: Corpus, trained) -> None:
     tm = transition_model_with_log_probs(tree, topo, info.log_probs)
     assert np.allclose(np.exp(tm.log_probs), np.exp(info.log_probs), atol=2e-3)
     utt, ali = next(read_alignments(exp / "ali.1.gz"))
-    data = DataDir.load(corpus.data)
+    data = DataDir.load(corpus.data, GMM_TABLES)
     graph = GraphCompiler(lang, tree, tm).compile(lang.word_ids(utt, data.text[utt], False))
     feats = load_features(data, [utt])[utt]
     res = viterbi_alignment(graph, feats, to_khg_am_diag_gmm(am_params), tm, utt,

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import click
 
-
-class AsrdistError(click.ClickException):
+class AsrdistError(Exception):
     """Bad input or a failed precondition; the message names the file, utterance or option.
 
-    Raised from library code; click prints ``Error: <message>`` on one line and exits 1.
+    Library code raises it and knows nothing of click; the CLIs (:func:`asrdist.cli.command`)
+    print it as ``Error: <message>`` on one line and exit 1.
     """
 
-    exit_code = 1
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message

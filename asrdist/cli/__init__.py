@@ -1,1 +1,41 @@
-"""Thin click wrappers over the library, one module per console script."""
+"""Thin click commands, one per console script, over the library.
+
+Every command is made with :func:`command`, so an :class:`~asrdist.errors.AsrdistError` raised
+anywhere below it becomes click's one-line ``Error: <message>`` and exit status 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from asrdist.errors import AsrdistError
+
+
+@contextmanager
+def _as_click_errors() -> Iterator[None]:
+    try:
+        yield
+    except AsrdistError as e:
+        raise click.ClickException(e.message) from e
+
+
+class AsrdistCommand(click.Command):
+    """A click command that reports AsrdistError like click's own usage errors."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with _as_click_errors():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _as_click_errors():
+            return super().invoke(ctx)
+
+
+def command(**context_settings: Any) -> Callable[[Callable[..., Any]], click.Command]:
+    """``@click.command`` for asrdist: -h/--help, AsrdistError as a one-line error."""
+    settings = {"help_option_names": ["-h", "--help"], **context_settings}
+    return click.command(cls=AsrdistCommand, context_settings=settings)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 
+from asrdist.cli import command
 from asrdist.gmm.train_mono import MonoOptions, train_mono
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("data_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("lang_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("exp_dir", type=click.Path(file_okay=False, path_type=Path))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from asrdist.cli import command
 from asrdist.decode.decode_dir import decode_data_dir, decoded_already
 from asrdist.decode.decoder import DecodeOptions
 
@@ -20,7 +21,7 @@ def _floats(value: str) -> list[float]:
         raise click.BadParameter(f"{value!r}: expected numbers") from e
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.option("--graph", "graph_dir", required=True, type=click.Path(file_okay=False),
               help="Graph dir with HCLG.fst and words.txt (ours or Kaldi's).")
 @click.option("--model", "nnet", default=None, type=click.Path(dir_okay=False),

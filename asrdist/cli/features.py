@@ -6,10 +6,11 @@ import logging
 
 import click
 
+from asrdist.cli import command
 from asrdist.data.features import KINDS, FeatureOptions, feature_summary, make_features
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.option("--kind", type=click.Choice(KINDS), default="fbank", show_default=True)
 @click.option("--nj", default=1, show_default=True, type=int, help="Parallel jobs.")
 @click.option("--num-mel-bins", default=None, type=int,

@@ -6,10 +6,11 @@ import logging
 
 import click
 
+from asrdist.cli import command
 from asrdist.data.ingest import ingest_alignments
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.option(
     "--tolerance",
     default=2,

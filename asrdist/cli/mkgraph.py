@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
+from asrdist.cli import command
 from asrdist.decode.graph import make_graph
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.option("--lang", "lang_dir", required=True, type=click.Path(file_okay=False),
               help="Kaldi lang dir (L_disambig.fst, words.txt, phones/).")
 @click.option("--model", required=True, type=click.Path(dir_okay=False),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
+from asrdist.cli import command
 from asrdist.train.plot import plot_runs
 
 
-@click.command()
+@command()
 @click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--out", "-o", default="curves.png", show_default=True,
               type=click.Path(dir_okay=False), help="PNG file to write")

@@ -6,10 +6,11 @@ import logging
 
 import click
 
+from asrdist.cli import command
 from asrdist.corpus.mini_corpus import CorpusOptions, prepare_mini, read_summary
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="The recipe's data dir (train/, test/, wav/, manifests/, local/dict, lang/).")
 @click.option("--hours", default=3.0, show_default=True, type=float,

@@ -8,11 +8,12 @@ import sys
 
 import click
 
+from asrdist.cli import command
 from asrdist.decode.report import logged_commands, subset_table, update_results
 from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("ref_text", type=click.Path(dir_okay=False))
 @click.argument("hyp", type=click.Path())
 @click.option("--subsets-by", default=None, metavar="spk|FILE",

@@ -16,6 +16,7 @@ from typing import Any
 import click
 import torch
 
+from asrdist.cli import command
 from asrdist.errors import AsrdistError
 from asrdist.parallel import launch, registry
 from asrdist.parallel.strategy import Strategy
@@ -94,7 +95,7 @@ def make_strategy(config: TrainConfig) -> Strategy:
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
 
 
-@click.command(context_settings={"show_default": False, "max_content_width": 100})
+@command(show_default=False, max_content_width=100)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML file of options (keys as the flags, with _ or -); flags override it")
 @_field_options

@@ -50,9 +50,12 @@ def _file_entry(path: Path) -> dict[str, Any] | None:
 
 def describe_files(paths: Iterable[str | os.PathLike]) -> dict[str, dict[str, Any] | None]:
     """Absolute path -> size, mtime (and a content hash when small) of each file; a directory
-    is walked (hidden entries skipped), a missing path maps to None."""
+    is walked (hidden entries skipped), a missing path maps to None, an empty one is left out
+    (an unset option must not make the working directory an input)."""
     found: dict[str, dict[str, Any] | None] = {}
     for given in paths:
+        if not os.fspath(given):
+            continue
         path = Path(os.path.abspath(given))
         if not path.is_dir():
             found[str(path)] = _file_entry(path)

@@ -130,6 +130,12 @@ def test_new_gone_and_dropped_inputs_and_recorded_outputs(tmp_path):
                       clear=False).changes[-1] == f"output {out / 'final.pt'} changed or gone"
 
 
+def test_an_unset_input_is_left_out(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("x")
+    assert stage.describe_files(["", tmp_path / "none"]) == {str(tmp_path / "none"): None}
+
+
 def test_a_marker_without_fingerprint_is_redone(tmp_path):
     mark_done(tmp_path, "decode")  # a marker of an older asrdist: "done\n"
     check = check_done(tmp_path, "decode", {})

@@ -15,7 +15,8 @@ from asrdist.gmm.train_mono import MonoOptions, train_mono
 @click.argument("data_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("lang_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("exp_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--nj", default=2, show_default=True, help="Parallel jobs (processes).")
+@click.option("--nj", default=2, show_default=True,
+              help="Parallel jobs (processes); a rerun with another --nj alone is skipped.")
 @click.option("--num-iters", default=MonoOptions.num_iters, show_default=True,
               help="EM passes (Kaldi: 40).")
 @click.option("--total-gauss", default=MonoOptions.total_gauss, show_default=True,
@@ -35,8 +36,7 @@ def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
     opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
                        map_oov=map_oov)
     summary = train_mono(data_dir, lang_dir, exp_dir, opts)
-    if summary is None:
-        click.echo(f"{exp_dir}: already done (remove {exp_dir}/.align_gmm.done to redo)", err=True)
+    if summary is None:  # done already: asrdist.stage logged the skip line
         return
     last = summary.iters[-1]
     click.echo(

@@ -32,10 +32,10 @@ def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_d
     """Map ALI_DIR's transition-ids to pdf-ids for the utterances of FEATS_SCP into OUT_DIR.
 
     Writes OUT_DIR/pdf.ark + pdf.scp (int32 vectors, one pdf-id per feature frame), num_pdfs,
-    pdf_counts and report.txt; prints the report. A finished OUT_DIR is skipped on rerun.
+    pdf_counts and report.txt; prints the report. A rerun skips an OUT_DIR done with the same
+    options and inputs (FEATS_SCP; ALI_DIR's num_jobs, ali.*.gz, final.mdl) and redoes it
+    otherwise.
     """
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     report = ingest_alignments(ali_dir, feats_scp, out_dir, tolerance, max_missing)
-    if report.skipped:
-        click.echo(f"{out_dir}: already done (remove {out_dir}/.ingest_ali.done to redo)", err=True)
     click.echo(report.to_text(), nl=False)

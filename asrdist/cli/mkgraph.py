@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
-from pathlib import Path
 
 import click
 
@@ -29,11 +28,11 @@ from asrdist.decode.graph import make_graph
               help="Graph dir to write (lm.arpa, G.fst, HCLG.fst, words.txt, ...).")
 def main(lang_dir: str, model: str, tree: str | None, train_text: str, order: int,
          self_loop_scale: float, out_dir: str) -> None:
-    """Estimate an interpolated Kneser-Ney n-gram on --text and compile HCLG for --model."""
+    """Estimate an interpolated Kneser-Ney n-gram on --text and compile HCLG for --model.
+
+    A rerun skips an --out done with the same --order and --self-loop-scale and the same
+    --lang, --model, --tree and --text files, and redoes it otherwise."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    out = make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale)
-    log_dir = Path(out) / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / "mkgraph.log").write_text(
-        "# " + shlex.join(["asrdist-mkgraph", *sys.argv[1:]]) + "\n")
+    out = make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale,
+                     command=shlex.join(["asrdist-mkgraph", *sys.argv[1:]]))
     click.echo(f"graph: {out}/HCLG.fst", err=True)

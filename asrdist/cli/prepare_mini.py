@@ -25,13 +25,13 @@ def main(out: str, hours: float, test_hours: float | None, test_utts: int | None
          sample_rate: int) -> None:
     """Speak grammar sentences with espeak-ng voices (disjoint voices and sentences for train
     and test), add padding and noise, and write Kaldi data dirs, lhotse manifests, an espeak
-    lexicon (local/dict) and the lang dir. Rerunning a finished run does nothing."""
+    lexicon (local/dict) and the lang dir. Rerun with the same options, a finished OUT is
+    skipped; with other options it is made again (wavs kept when only --hours changed)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     options = CorpusOptions(hours=hours, test_hours=test_hours, test_utts=test_utts, seed=seed,
                             sample_rate=sample_rate)
     summary = prepare_mini(out, options)
-    if summary is None:
-        click.echo(f"{out}: already prepared with these options; nothing to do", err=True)
+    if summary is None:  # done already: asrdist.stage logged the skip line
         summary = read_summary(out)
     for line in summary.lines():
         click.echo(line)

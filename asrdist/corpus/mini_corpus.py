@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ from asrdist.corpus.espeak import synthesize
 from asrdist.corpus.lexicon import OOV_WORD, build_lexicon, write_dict_dir
 from asrdist.corpus.sentences import SentenceGrammar, iter_unique_sentences
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write, is_done, mark_done, staged_dir
+from asrdist.fsutil import atomic_path, atomic_write, staged_dir
 from asrdist.kaldi.data_dir import Utterance, write_data_dir
+from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ _STREAM = {"test": 0, "train": 1}
 
 @dataclass(frozen=True)
 class CorpusOptions:
-    """What the corpus depends on; a rerun with other options into the same dir is refused."""
+    """What the corpus depends on; a rerun with other options into the same dir remakes it."""
 
     hours: float = 3.0
     test_hours: float | None = None
@@ -243,21 +245,18 @@ def _summarize(splits: dict[str, list[_Record]], lexicon: dict, phones: int) -> 
     )
 
 
-def _check_options(out: Path, options: CorpusOptions) -> bool:
-    """Record the options in ``out``; True when a run with the same options already finished."""
+def _keep_valid_wavs(out: Path, options: CorpusOptions) -> None:
+    """Keep the wavs of an earlier (maybe killed) run only when it had the same options but
+    maybe --hours: an utterance's sentence and audio depend on all the others (the test texts
+    leave the train stream), so the wavs of a run that differs in them are removed."""
     path = out / f".{STAGE}.options.json"
     wanted = dataclasses.asdict(options)
-    if path.is_file():
-        previous = json.loads(path.read_text())
-        if previous != wanted:
-            raise AsrdistError(
-                f"{out} was prepared with other options ({previous}); "
-                "remove it or choose another --out"
-            )
-        return is_done(out, STAGE)
+    earlier = json.loads(path.read_text()) if path.is_file() else wanted
+    if {**earlier, "hours": None} != {**wanted, "hours": None} and (out / "wav").exists():
+        log.info("%s: the wavs were made with other options; removing them", out / "wav")
+        shutil.rmtree(out / "wav")
     with atomic_write(path) as f:
         json.dump(wanted, f, sort_keys=True)
-    return False
 
 
 def read_summary(out: str | os.PathLike) -> CorpusSummary:
@@ -271,12 +270,16 @@ def read_summary(out: str | os.PathLike) -> CorpusSummary:
 def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummary | None:
     """Make the whole mini corpus in ``out`` (see contracts.md, stage 0).
 
-    Returns None when ``out`` already holds a finished run with the same options.
+    Returns None when ``out`` already holds a finished run with the same options (the one
+    rule of asrdist.stage: the options are the fingerprint, espeak-ng is the only input);
+    with other options the corpus, the lexicon and the lang dir are made again.
     """
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    if _check_options(out, options):
+    check = check_done(out, STAGE, dataclasses.asdict(options))
+    if check.done:
         return None
+    _keep_valid_wavs(out, options)
     if options.test_utts is not None:
         test_enough = lambda count, _seconds: count >= options.test_utts  # noqa: E731
         test_total, test_in_seconds = float(options.test_utts), False
@@ -318,7 +321,7 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
             f.writelines(f"{v.speaker} {v.name} {split}\n" for v in voices(split))
     with atomic_write(out / "local" / "corpus_summary.json") as f:
         json.dump(dataclasses.asdict(summary), f, indent=1)
-    mark_done(out, STAGE)
+    check.mark_done()
     log.info("mini corpus ready in %s", out)
     return summary
 

@@ -30,9 +30,10 @@ from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfi
 from tqdm import tqdm
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+from asrdist.fsutil import atomic_write
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table
+from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def make_features(
 ) -> bool:
     """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1).
 
-    Returns False when ``dest`` already holds a finished run with the same options.
+    Returns False when ``dest`` is done with the same options and SRC tables (asrdist.stage).
     """
     src, dest = Path(src).resolve(), Path(dest).resolve()
     if src == dest:
@@ -226,12 +227,12 @@ def make_features(
     for name in COPIED_FILES[:4]:
         if not (src / name).is_file():
             raise AsrdistError(f"{src} is not a Kaldi data dir: missing {name}")
-    wanted = {**dataclasses.asdict(options), "src": str(src)}
-    options_path = dest / f".{STAGE}.options.json"
-    done = is_done(dest, STAGE) and options_path.is_file()
-    if done and json.loads(options_path.read_text()) == wanted:
+    # --nj only splits the work: left out of the fingerprint. The inputs are the tables read.
+    check = check_done(dest, STAGE, {**dataclasses.asdict(options), "src": str(src)},
+                       [src / name for name in COPIED_FILES if (src / name).is_file()])
+    if check.done:
         return False
-    clear_done(dest, STAGE)
+    (dest / f".{STAGE}.options.json").unlink(missing_ok=True)  # written by older versions
     for stale in ("feats.scp", "cmvn.scp"):  # never leave an old scp beside new arks
         (dest / stale).unlink(missing_ok=True)
 
@@ -250,11 +251,9 @@ def make_features(
     log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
 
     _write_outputs(src, dest, name, scps, results, utt2spk)
-    with atomic_write(options_path) as f:
-        json.dump(wanted, f, sort_keys=True)
     with atomic_write(dest / "feats_config.json") as f:
         json.dump(make_extractor(options).config.to_dict(), f, indent=1)
-    mark_done(dest, STAGE)
+    check.mark_done()
     return True
 
 

@@ -5,7 +5,8 @@ transition-id to its pdf-id like ``ali-to-pdf``, matches each alignment to its f
 (Kaldi tolerates a frame or two of difference: pad with the last pdf or truncate; anything
 larger is an error naming the utterance), and writes ``pdf.ark``/``pdf.scp`` (int32 vectors
 readable with kaldiio.load_scp), ``num_pdfs``, ``pdf_counts`` (for priors) and a report.
-Outputs are written atomically after every check passed, then a done marker; a rerun skips.
+Outputs are written atomically after every check passed, then a done marker; a rerun with the
+same options and inputs skips (asrdist.stage).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write, clear_done, is_done, mark_done
+from asrdist.fsutil import atomic_write
 from asrdist.kaldi.alignments import (
     parse_int32_ark,
     read_alignments,
@@ -32,6 +33,7 @@ from asrdist.kaldi.alignments import (
 )
 from asrdist.kaldi.data_dir import frame_counts, read_table
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
+from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
 
@@ -183,16 +185,23 @@ def ingest_alignments(
     tolerance: int = 2,
     max_missing_fraction: float = 0.05,
 ) -> IngestReport:
-    """Write pdf targets for every aligned utterance of ``feats_scp`` into ``out_dir``."""
+    """Write pdf targets for every aligned utterance of ``feats_scp`` into ``out_dir``.
+
+    Skipped (the report re-read) when ``out_dir`` is done with the same options and inputs
+    (asrdist.stage): feats_scp and the alignment dir's num_jobs, ali.*.gz and final.mdl, not
+    the rest of it (a decode dir inside it must not redo ingestion).
+    """
     ali_dir, feats_scp, out_dir = Path(ali_dir), Path(feats_scp), Path(out_dir)
-    if is_done(out_dir, STAGE):
-        log.info("%s: already done, skipping", out_dir)
+    inputs = [feats_scp, ali_dir / "num_jobs", ali_dir / "final.mdl",
+              *sorted(ali_dir.glob("ali.*.gz"))]
+    check = check_done(out_dir, STAGE, {"tolerance": tolerance,
+                                        "max_missing_fraction": max_missing_fraction}, inputs)
+    if check.done:
         return IngestReport.load(out_dir)
     if tolerance < 0:
         raise AsrdistError(f"--tolerance must be >= 0, got {tolerance}")
     if not 0.0 <= max_missing_fraction <= 1.0:
         raise AsrdistError(f"--max-missing must be in [0, 1], got {max_missing_fraction}")
-    clear_done(out_dir, STAGE)
     for name in OUTPUTS:  # leftovers of an interrupted run must not look complete
         (out_dir / name).unlink(missing_ok=True)
 
@@ -249,6 +258,7 @@ def ingest_alignments(
         cross_checked_with_ali_to_pdf=ali_to_pdf is not None,
     )
     _write_outputs(out_dir, targets, counts, report)
+    check.mark_done()
     return report
 
 
@@ -270,7 +280,6 @@ def _write_outputs(
         data = asdict(report)
         del data["skipped"]
         json.dump(data, f, indent=1)
-    mark_done(out_dir, STAGE)
 
 
 def read_pdf_counts(out_dir: str | os.PathLike) -> np.ndarray:

@@ -29,10 +29,13 @@ from asrdist.decode.decoder import (
 from asrdist.decode.graph import read_fst
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write, clear_done, done_marker, is_done, mark_done
+from asrdist.fsutil import atomic_write
 from asrdist.kaldi.am_gmm import read_am_diag_gmm
 from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.stage import check_done
+
+STAGE = "decode"
 
 
 @dataclass(frozen=True)
@@ -214,20 +217,6 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None) -> tuple[int, str]:
 _DEFAULT_OPTIONS = DecodeOptions()  # frozen, so one shared default is safe
 
 
-def decoded_already(out_dir: str | os.PathLike, command: str, inputs: list[str]) -> bool:
-    """True when ``out_dir`` holds a finished decode made by the same ``command`` after every
-    file in ``inputs`` (model, graph) last changed: a recipe re-run then skips the decode."""
-    out = Path(out_dir)
-    log = out / "log" / "decode.log"
-    if not is_done(out, "decode") or not log.is_file():
-        return False
-    with open(log) as f:
-        if f.readline().rstrip("\n") != f"# {command}":
-            return False
-    finished = done_marker(out, "decode").stat().st_mtime
-    return all(Path(p).is_file() and Path(p).stat().st_mtime < finished for p in inputs)
-
-
 def decode_data_dir(
     graph_dir: str | os.PathLike,
     data_dir: str | os.PathLike,
@@ -240,17 +229,26 @@ def decode_data_dir(
     wips: Sequence[float] = (0.0,),
     nj: int = 1,
     command: str = "",
-) -> DecodeSummary:
+) -> DecodeSummary | None:
     """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
 
     ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores. Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
-    and acoustic model that do not belong together, are errors.
+    and acoustic model that do not belong together, are errors. Returns None when ``out_dir``
+    is done with the same options and inputs (asrdist.stage): the models, the whole graph
+    and data dirs. ``nj`` and ``command`` are left out: they do not change the output.
     """
     if (nnet is None) == (gmm is None):
         raise AsrdistError("give exactly one of --model (final.pt) and --gmm (final.mdl)")
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
+    options = {"acwt": opts.acwt, "beam": opts.beam, "max_active": opts.max_active,
+               "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
+               "scorer": "nnet" if nnet is not None else "gmm"}  # the paths: in the inputs
+    check = check_done(out_dir, STAGE, options,
+                       [p for p in (nnet, gmm, trans_mdl) if p] + [graph_dir, data_dir])
+    if check.done:
+        return None
     graph, graph_num_pdfs = read_graph_dir(graph_dir)
     utts = list_utterances(data_dir)
     trans_path = Path(gmm if gmm is not None else (trans_mdl or graph / "final.mdl"))
@@ -268,7 +266,6 @@ def decode_data_dir(
                     tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1))
     chunks = split_evenly(utts, nj * 4 if nj > 1 else 1)
     out = Path(out_dir)
-    clear_done(out, "decode")
     results: list[JobResult] = []
     start = time.perf_counter()
     progress = tqdm(total=len(utts), desc="decode", unit="utt", disable=None)
@@ -309,5 +306,5 @@ def decode_data_dir(
         for r in results:
             f.writelines(line + "\n" for line in r.log)
         f.write(summary.line() + "\n")
-    mark_done(out, "decode")
+    check.mark_done()
     return summary

@@ -27,7 +27,7 @@ import numpy as np
 
 from asrdist.decode.lm import NgramLM, read_training_text
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
+from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
 from asrdist.kaldi.io_funcs import KaldiWriter
 from asrdist.kaldi.lang import Lang
@@ -38,8 +38,11 @@ from asrdist.kaldi.transition_model import (
     write_final_mdl,
     write_topology,
 )
+from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
+
+STAGE = "mkgraph"
 
 _FST_MAGIC = 2125659606
 _NON_WORDS = {"<eps>", "#0", "<s>", "</s>"}
@@ -219,23 +222,26 @@ def make_graph(
     order: int = 3,
     tree_path: str | os.PathLike | None = None,
     self_loop_scale: float = 0.1,
+    command: str = "",
 ) -> Path:
-    """Build ``out_dir`` (lm.arpa, G.fst, HCLG.fst, ...) unless a finished one is there.
+    """Build ``out_dir`` (lm.arpa, G.fst, HCLG.fst, ..., log/mkgraph.log holding ``command``)
+    unless it is done with the same options and inputs (asrdist.stage): the lang dir, the
+    model, the tree and the text.
 
     The tree is ``tree_path``, else the ``tree`` beside the model, else a monophone tree made
     from the lang's phones/sets.int as gmm-init-mono does (checked against the model).
     """
     out = Path(out_dir)
-    if is_done(out, "mkgraph"):
-        log.info("%s: graph already built, skipping", out)
-        return out
-    clear_done(out, "mkgraph")
-    out.mkdir(parents=True, exist_ok=True)
-    lang = Lang.load(Path(lang_dir))
-    info = read_transition_model(model)
     if tree_path is not None and not Path(tree_path).is_file():
         raise AsrdistError(f"{tree_path}: no such tree (--tree)")
     tree_path = Path(tree_path) if tree_path else Path(model).parent / "tree"
+    check = check_done(out, STAGE, {"order": order, "self_loop_scale": self_loop_scale},
+                       [lang_dir, model, tree_path, train_text])
+    if check.done:
+        return out
+    out.mkdir(parents=True, exist_ok=True)
+    lang = Lang.load(Path(lang_dir))
+    info = read_transition_model(model)
     if tree_path.is_file():
         tree = read_tree(tree_path)
     else:
@@ -262,7 +268,9 @@ def make_graph(
         f.write(f"{info.num_pdfs}\n")
     with atomic_write(out / "disambig_tid.int") as f:
         f.write("".join(f"{t}\n" for t in disambig_tids))
-    mark_done(out, "mkgraph")
+    with atomic_write(out / "log" / "mkgraph.log") as f:  # the report shows how it was made
+        f.write(f"# {command or 'asrdist-mkgraph'}\n")
+    check.mark_done()
     log.info("%s: HCLG with %d states over %d words, %d pdfs", out, hclg.num_states,
              sum(1 for w in lang.words if w not in _NON_WORDS), info.num_pdfs)
     return out

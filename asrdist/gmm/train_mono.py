@@ -15,7 +15,7 @@ import logging
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
@@ -24,7 +24,7 @@ from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write, clear_done, is_done, mark_done
+from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.align import AlignOptions
 from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
@@ -35,6 +35,7 @@ from asrdist.kaldi.data_dir import DataDir, read_table
 from asrdist.kaldi.io_funcs import KaldiWriter
 from asrdist.kaldi.lang import Lang
 from asrdist.kaldi.transition_model import write_final_mdl, write_tree
+from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +154,6 @@ def _log_to(path: Path) -> Iterator[None]:
 
 
 def _clear_outputs(exp_dir: Path) -> None:
-    clear_done(exp_dir, STAGE)
     for pattern in ("ali.*.gz", "final.mdl", "final.occs", "tree", "num_jobs", "phones.txt"):
         for p in exp_dir.glob(pattern):
             p.unlink()
@@ -162,11 +162,15 @@ def _clear_outputs(exp_dir: Path) -> None:
 def train_mono(
     data_dir: Path, lang_dir: Path, exp_dir: Path, opts: MonoOptions | None = None
 ) -> MonoSummary | None:
-    """Train a monophone system on ``data_dir`` and write ``exp_dir``; None if already done."""
+    """Train a monophone system on ``data_dir`` and write ``exp_dir``; None when ``exp_dir``
+    is done with the same options and inputs (asrdist.stage), which are the whole data and
+    lang dirs. ``nj`` is left out of the fingerprint: it only splits the work (and the
+    ali.N.gz files)."""
     opts = opts or MonoOptions()
     exp_dir = Path(exp_dir)
-    if is_done(exp_dir, STAGE):
-        log.info("%s: already done, skipping", exp_dir)
+    options = {k: v for k, v in asdict(opts).items() if k != "nj"}
+    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir])
+    if check.done:
         return None
     if opts.nj < 1 or opts.num_iters < 1 or opts.total_gauss < 1:
         raise AsrdistError("--nj, --num-iters and --total-gauss must be positive")
@@ -203,7 +207,7 @@ def train_mono(
         summary = MonoSummary(records, len(data.utts), len(train_utts), final.aligned,
                               final.failed, time.time() - start)
         log.info("done in %.1f s", summary.seconds)
-    mark_done(exp_dir, STAGE)
+    check.mark_done()
     return summary
 
 

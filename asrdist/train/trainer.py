@@ -7,6 +7,7 @@ everything it implies) stays outside, in the CLI.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
@@ -32,9 +33,10 @@ from asrdist.data.dataset import (
     steps_per_epoch,
 )
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, is_done, mark_done
+from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
 from asrdist.parallel.strategy import Strategy
+from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
     latest_common_step,
@@ -44,7 +46,7 @@ from asrdist.train.checkpoint import (
     save_checkpoint,
 )
 from asrdist.train.config import TrainConfig, save_config
-from asrdist.train.metrics import MetricsWriter
+from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
 from asrdist.train.schedule import LrSchedule
@@ -64,18 +66,50 @@ class TrainResult:
     heldout: dict[str, float] = field(default_factory=dict)
 
 
+# Options that do not change the trained model: a finished run rerun with other values of only
+# these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
+NOT_FINGERPRINTED = frozenset({
+    "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
+    "exchange_timeout", "distance_every", "heldout_every",
+})
+
+
+def _options(config: TrainConfig) -> dict[str, Any]:
+    return {k: v for k, v in config.to_dict().items() if k not in NOT_FINGERPRINTED}
+
+
 def train(
     config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
 ) -> TrainResult:
-    """Train one learner of ``world_size``; the strategy is closed at the end and on error."""
+    """Train one learner of ``world_size``; the strategy is closed at the end and on error.
+
+    A run dir done with the same options (NOT_FINGERPRINTED aside) and the same data and
+    targets files is skipped. One finished with other options or inputs is trained again
+    from scratch, --resume or not: its checkpoints, metrics and final.pt are removed first
+    (each learner its own files); its marker stays, so that every learner decides alike,
+    and no longer counts once final.pt is gone; the new final.pt's marker replaces it.
+    """
     try:
         out = Path(config.out)
-        if is_done(out, "train"):
-            log.info("%s: training already done (final.pt); nothing to do", out)
+        check = check_done(out, "train", _options(config), [config.data, config.targets],
+                           clear=False)
+        if check.done:
             return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
+        if check.marker_mtime_ns is not None:
+            _remove_finished_run(out, rank, check.marker_mtime_ns)
         return _Run(config, strategy, rank, world_size).run()
     finally:
         strategy.close()
+
+
+def _remove_finished_run(out: Path, rank: int, marked_ns: int) -> None:
+    """Remove this learner's files of the finished run marked done at ``marked_ns`` (those
+    written since belong to a retraining that was interrupted: --resume continues it)."""
+    old = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
+    for path in old + ([out / "final.pt"] if rank == 0 else []):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime_ns <= marked_ns:
+                path.unlink()
 
 
 def _device(name: str) -> torch.device:
@@ -424,6 +458,7 @@ class _Run:
         path = self.out / "final.pt"
         with atomic_path(path) as tmp:
             torch.save(record, tmp)
-        mark_done(self.out, "train")
+        record_done(self.out, "train", fingerprint(_options(cfg), [cfg.data, cfg.targets]),
+                    ["final.pt"])
         return path
 

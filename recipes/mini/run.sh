@@ -2,7 +2,8 @@
 # The mini recipe: a corpus spoken by espeak-ng, then the whole Kaldi-style pipeline.
 #   ./run.sh                       all stages
 #   ./run.sh --stage 4 --algos adpsgd-delay1 --learners 4
-# Every stage calls one asrdist CLI and skips work that is already done.
+# Every stage calls one asrdist CLI; a stage already done with the same options and inputs is
+# skipped, one whose options or inputs changed is redone (README.md, "The mini recipe").
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import kaldi_hmm_gmm  # noqa: F401  (before anything that loads kaldifst)
@@ -11,17 +12,39 @@ from asrdist.cli.align_gmm import main
 from tests.gmm.synth_corpus import make_corpus
 
 
-def test_cli_writes_alignment_dir_then_skips(tmp_path: Path) -> None:
+def test_cli_writes_alignment_dir_then_skips_or_redoes(tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO)
     corpus = make_corpus(tmp_path / "c", num_utts=12)
     exp = tmp_path / "exp" / "mono"
-    args = ["--nj", "1", "--num-iters", "4", "--total-gauss", "30",
-            str(corpus.data), str(corpus.lang), str(exp)]
+    paths = [str(corpus.data), str(corpus.lang), str(exp)]
+    args = ["--nj", "1", "--num-iters", "4", "--total-gauss", "30", *paths]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert "12/12 utterances aligned" in result.output
     assert (exp / "final.mdl").is_file() and (exp / "ali.1.gz").is_file()
-    again = CliRunner().invoke(main, args)
-    assert again.exit_code == 0 and "already done" in again.output
+    model = (exp / "final.mdl").stat().st_mtime_ns
+
+    again = CliRunner().invoke(main, ["--nj", "2", *args[2:]])  # --nj alone: still done
+    assert again.exit_code == 0 and "aligned" not in again.output
+    assert (f"{exp}: align_gmm already done with these options and inputs; skipping "
+            f"(remove {exp / '.align_gmm.done'} to redo)") in caplog.messages
+    assert (exp / "final.mdl").stat().st_mtime_ns == model
+
+    fewer = CliRunner().invoke(main, ["--nj", "1", "--num-iters", "3", "--total-gauss", "30",
+                                      *paths])
+    assert fewer.exit_code == 0 and "12/12 utterances aligned" in fewer.output
+    assert (f"{exp}: align_gmm was done with other options or inputs (num_iters 4 -> 3); "
+            "redoing it") in caplog.messages
+    assert (exp / "final.mdl").stat().st_mtime_ns != model
+
+    text = corpus.data / "text"
+    lines = text.read_text().splitlines()
+    text.write_text("\n".join(lines[:-1]) + "\n")  # a transcript less: that utterance fails
+    changed = CliRunner().invoke(main, ["--nj", "1", "--num-iters", "3", "--total-gauss", "30",
+                                        *paths])
+    assert f"input {text} changed" in caplog.text
+    assert changed.exit_code == 1 and "no transcript for utterance" in changed.output
+    assert not (exp / ".align_gmm.done").exists()  # the failed redo left nothing complete
 
 
 def test_cli_oov_fails_with_one_line(tmp_path: Path) -> None:

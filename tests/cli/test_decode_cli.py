@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from asrdist.decode.graph import make_graph
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
@@ -62,15 +63,25 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
     hyps = dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines())
     assert hyps == SENTENCES
 
-    decoded = (out / "text").stat().st_mtime_ns
-    again = _run("decode", *args)
+    decoded = (out / "text").stat()
+    again = _run("decode", *args, "--nj", "2")  # --nj does not change the output: skipped
     assert again.returncode == 0, again.stderr
-    assert "nothing to do" in again.stderr
-    assert (out / "text").stat().st_mtime_ns == decoded
+    assert (f"{out}: decode already done with these options and inputs; skipping "
+            f"(remove {out / '.decode.done'} to redo)") in again.stderr
+    assert "RTF" not in again.stderr
+    assert (out / "text").stat().st_mtime_ns == decoded.st_mtime_ns
 
-    (system.root / "final.pt").touch()  # a retrained model is decoded again
-    retrained = _run("decode", *args)
+    wider = _run("decode", *args, "--beam", "15")  # another option: decoded again
+    assert wider.returncode == 0, wider.stderr
+    assert "decode was done with other options or inputs (beam 13.0 -> 15.0); redoing it" \
+        in wider.stderr and "RTF" in wider.stderr
+    assert (out / "text").stat().st_mtime_ns != decoded.st_mtime_ns
+
+    record = torch.load(system.root / "final.pt", weights_only=False)
+    torch.save({**record, "steps": 1}, system.root / "final.pt")  # a retrained model
+    retrained = _run("decode", *args, "--beam", "15")
     assert retrained.returncode == 0, retrained.stderr
+    assert f"input {system.root / 'final.pt'} changed" in retrained.stderr
     assert "RTF" in retrained.stderr
 
 

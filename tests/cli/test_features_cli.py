@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import kaldiio
@@ -28,8 +29,9 @@ def cli_feat_src(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("kind,dim,nj", [("fbank", 40, "2"), ("mfcc", 13, "1")])
 def test_cli_writes_readable_features(
-    cli_feat_src: Path, tmp_path: Path, kind: str, dim: int, nj: str
+    cli_feat_src: Path, tmp_path: Path, kind: str, dim: int, nj: str, caplog
 ):
+    caplog.set_level(logging.INFO)
     dest = tmp_path / kind
     result = CliRunner().invoke(main, ["--kind", kind, "--nj", nj, str(cli_feat_src), str(dest)])
     assert result.exit_code == 0, result.output
@@ -39,8 +41,12 @@ def test_cli_writes_readable_features(
     assert {u: f.shape for u, f in feats.items()} == {
         u: (1 + (n - 400) // 160, dim) for u, n in lengths.items()}
     assert set(kaldiio.load_scp(str(dest / "cmvn.scp"))) == {"s0", "s1"}
-    again = CliRunner().invoke(main, ["--kind", kind, str(cli_feat_src), str(dest)])
-    assert again.exit_code == 0 and "nothing to do" in again.output
+    arks = {p: p.stat().st_mtime_ns for p in dest.glob("data/*.ark")}
+    again = CliRunner().invoke(main, ["--kind", kind, str(cli_feat_src), str(dest)])  # --nj 1
+    assert again.exit_code == 0 and "4 utterances" in again.output
+    assert (f"{dest}: features already done with these options and inputs; skipping "
+            f"(remove {dest / '.features.done'} to redo)") in caplog.messages
+    assert {p: p.stat().st_mtime_ns for p in dest.glob("data/*.ark")} == arks
 
 
 def test_missing_wav_is_named(cli_feat_src: Path, tmp_path: Path):
@@ -59,13 +65,28 @@ def test_not_a_data_dir(tmp_path: Path):
     assert result.exit_code == 1 and "missing wav.scp" in result.output
 
 
-def test_rerun_with_other_options_recomputes(cli_feat_src: Path, tmp_path: Path):
+def test_rerun_with_other_options_recomputes(cli_feat_src: Path, tmp_path: Path, caplog):
+    caplog.set_level(logging.INFO)
     dest = tmp_path / "feats"
     assert CliRunner().invoke(main, [str(cli_feat_src), str(dest)]).exit_code == 0
     result = CliRunner().invoke(main, ["--kind", "mfcc", str(cli_feat_src), str(dest)])
     assert result.exit_code == 0, result.output
-    assert "nothing to do" not in result.output and "dim 13" in result.output
+    assert "dim 13" in result.output
+    assert (f'{dest}: features was done with other options or inputs (kind "fbank" -> "mfcc"; '
+            "num_mel_bins 40 -> 23); redoing it") in caplog.messages
     assert next(iter(kaldiio.load_scp(str(dest / "feats.scp")).values())).shape[1] == 13
+
+
+def test_changed_src_table_recomputes(cli_feat_src: Path, tmp_path: Path, caplog):
+    caplog.set_level(logging.INFO)
+    dest = tmp_path / "feats"
+    assert CliRunner().invoke(main, [str(cli_feat_src), str(dest)]).exit_code == 0
+    lines = (cli_feat_src / "wav.scp").read_text().splitlines()
+    (cli_feat_src / "wav.scp").write_text("\n".join(lines[:3]) + "\n")  # one utterance less
+    result = CliRunner().invoke(main, [str(cli_feat_src), str(dest)])
+    assert result.exit_code == 0, result.output
+    assert f"input {cli_feat_src / 'wav.scp'} changed" in caplog.text
+    assert len(kaldiio.load_scp(str(dest / "feats.scp"))) == 3
 
 
 @pytest.mark.parametrize(

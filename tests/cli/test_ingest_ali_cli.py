@@ -52,9 +52,34 @@ def test_success_prints_report_and_one_frame_mismatch_passes(tmp_path):
     assert "utterances aligned: 2 of 2" in proc.stdout
     assert "{+0: 1, +1: 1}" in proc.stdout
     assert kaldiio.load_scp(str(root / "exp/mono_pdf/pdf.scp"))["b"].shape == (11,)
+    out = root / "exp" / "mono_pdf"
+    written = (out / "pdf.ark").stat()
     again = run(root)
-    assert again.returncode == 0 and "already done" in again.stderr
+    assert again.returncode == 0
+    assert ("exp/mono_pdf: ingest_ali already done with these options and inputs; skipping "
+            "(remove exp/mono_pdf/.ingest_ali.done to redo)") in again.stderr
     assert again.stdout == proc.stdout
+    assert (out / "pdf.ark").stat().st_mtime_ns == written.st_mtime_ns
+
+
+def test_rerun_with_another_option_or_changed_features_redoes(tmp_path):
+    root = make_dirs(tmp_path, {"a": 10, "b": 12}, {"a": 10, "b": 11})
+    out = root / "exp" / "mono_pdf"
+    assert run(root).returncode == 0
+    written = (out / "pdf.ark").stat().st_mtime_ns
+    other = run(root, "--tolerance", "3")
+    assert other.returncode == 0, other.stderr
+    assert ("exp/mono_pdf: ingest_ali was done with other options or inputs "
+            "(tolerance 2 -> 3); redoing it") in other.stderr
+    assert (out / "pdf.ark").stat().st_mtime_ns != written
+    assert "skipping" in run(root, "--tolerance", "3").stderr
+
+    kaldiio.save_ark(str(root / "data/feats.ark"), {"a": np.zeros((10, 2), np.float32)},
+                     scp=str(root / "data/feats.scp"))  # features of utterance a only
+    changed = run(root, "--tolerance", "3")
+    assert changed.returncode == 0, changed.stderr
+    assert f"input {root / 'data/feats.scp'} changed" in changed.stderr
+    assert "utterances aligned: 1 of 1" in changed.stdout
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,26 @@ def test_mkgraph_cli_builds_graph_and_skips_when_done(tmp_path):
     assert "ngram 2=" in (tmp_path / "graph" / "lm.arpa").read_text()
     assert (tmp_path / "graph" / "log" / "mkgraph.log").read_text().startswith(
         "# asrdist-mkgraph --lang")
+    hclg = (tmp_path / "graph" / "HCLG.fst").stat().st_mtime_ns
     again = _run(*args)
-    assert again.returncode == 0 and "already built" in again.stderr
+    assert again.returncode == 0
+    assert (f"{tmp_path / 'graph'}: mkgraph already done with these options and inputs; "
+            f"skipping (remove {tmp_path / 'graph' / '.mkgraph.done'} to redo)") in again.stderr
+    assert (tmp_path / "graph" / "HCLG.fst").stat().st_mtime_ns == hclg
+
+    other = _run(*args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
+    assert other.returncode == 0, other.stderr
+    assert "mkgraph was done with other options or inputs (order 2 -> 3); redoing it" \
+        in other.stderr
+    assert "ngram 3=" in (tmp_path / "graph" / "lm.arpa").read_text()
+    assert (tmp_path / "graph" / "HCLG.fst").stat().st_mtime_ns != hclg
+    assert "--order 3" in (tmp_path / "graph" / "log" / "mkgraph.log").read_text()
+
+    with open(system.train_text, "a") as f:  # more training text: another LM
+        f.write("extra-utt dog sat\n")
+    changed = _run(*args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
+    assert changed.returncode == 0, changed.stderr
+    assert f"input {system.train_text} changed" in changed.stderr
 
 
 def test_mkgraph_cli_missing_lang_is_one_line_error(tmp_path):

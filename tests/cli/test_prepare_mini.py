@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -98,16 +99,41 @@ def test_lang_dir_is_made(tiny_corpus):
     assert "<unk>" in (out / "lang" / "words.txt").read_text()
 
 
-def test_second_run_does_nothing_and_other_options_are_refused(tiny_corpus):
+def test_second_run_is_skipped(tiny_corpus, caplog):
+    caplog.set_level(logging.INFO)
     out, _ = tiny_corpus
     wav = read_table(out / "train" / "wav.scp")
     first = next(iter(wav.values()))
-    mtime = Path(first).stat().st_mtime_ns
+    mtimes = [(p, p.stat().st_mtime_ns) for p in (Path(first), out / "lang" / "L.fst")]
     result = CliRunner().invoke(main, ["--out", str(out), *TINY])
-    assert result.exit_code == 0 and "nothing to do" in result.output
-    assert Path(first).stat().st_mtime_ns == mtime
-    result = CliRunner().invoke(main, ["--out", str(out), "--hours", "0.02", *TINY[2:]])
-    assert result.exit_code == 1 and "prepared with other options" in result.output
+    assert result.exit_code == 0 and "vocabulary:" in result.output
+    assert (f"{out}: prepare_mini already done with these options and inputs; skipping "
+            f"(remove {out / '.prepare_mini.done'} to redo)") in caplog.messages
+    assert [(p, p.stat().st_mtime_ns) for p, _ in mtimes] == mtimes
+
+
+def test_other_options_remake_the_corpus(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    out = tmp_path / "data"
+    options = ["--hours", "0.003", "--test-utts", "2"]
+    assert CliRunner().invoke(main, ["--out", str(out), *options]).exit_code == 0
+    wavs = {p: p.stat().st_mtime_ns for p in out.glob("wav/*/*/*.wav")}
+    lang = (out / "lang" / "L.fst").stat().st_mtime_ns
+
+    more = CliRunner().invoke(main, ["--out", str(out), "--hours", "0.005", *options[2:]])
+    assert more.exit_code == 0, more.output
+    assert (f"{out}: prepare_mini was done with other options or inputs (hours 0.003 -> 0.005); "
+            "redoing it") in caplog.messages
+    assert len(read_table(out / "train" / "wav.scp")) > len(wavs) - 2
+    assert {p: p.stat().st_mtime_ns for p in wavs} == wavs  # --hours alone: wavs reused
+    assert (out / "lang" / "L.fst").stat().st_mtime_ns != lang  # the lang dir is made again
+
+    other_seed = CliRunner().invoke(main, ["--out", str(out), *options, "--seed", "1"])
+    assert other_seed.exit_code == 0, other_seed.output
+    assert "(hours 0.005 -> 0.003; seed 0 -> 1); redoing it" in caplog.text
+    assert f"{out / 'wav'}: the wavs were made with other options; removing them" in caplog.text
+    assert all(p.stat().st_mtime_ns != t for p, t in wavs.items() if p.exists())
+    assert (out / ".prepare_mini.done").exists()
 
 
 def test_killed_run_leaves_no_complete_output_and_resumes(tmp_path, monkeypatch):

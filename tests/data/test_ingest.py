@@ -108,14 +108,17 @@ def test_targets_match_khg_map_with_tolerated_mismatches(tmp_path, utt2num_frame
     assert (d.out / ".ingest_ali.done").is_file()
 
 
-def test_rerun_skips(tmp_path):
+def test_rerun_skips_and_a_changed_alignment_redoes(tmp_path):
     d = AliDir(tmp_path)
     first = d.run()
     mtime = (d.out / "pdf.ark").stat().st_mtime_ns
-    (d.ali_dir / "ali.1.gz").write_bytes(b"garbage")  # would fail if it were read again
     again = d.run()
     assert again.skipped and again == first
     assert (d.out / "pdf.ark").stat().st_mtime_ns == mtime
+    (d.ali_dir / "ali.1.gz").write_bytes(b"garbage")  # a changed input is read again
+    with pytest.raises(AsrdistError, match="ali.1.gz"):
+        d.run()
+    assert not (d.out / ".ingest_ali.done").exists()
 
 
 def test_long_mismatch_names_utterance_and_lengths(tmp_path):

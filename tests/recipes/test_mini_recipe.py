@@ -38,11 +38,20 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     assert "| mono |" in results and "| blstm_adpsgd-random x2 |" in results
     assert re.search(r"%WER \d+\.\d+ \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]", results)
 
-    ali = exp / "mono" / "ali.1.gz"
-    before = ali.stat().st_mtime_ns
-    again = run_recipe(tmp_path, *tiny, "--stop-stage", "4")
+    kept = [exp / "mono" / "ali.1.gz", exp / "mono_pdf" / "pdf.ark",
+            exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_fbank" /
+            "feats.scp", exp / "graph" / "HCLG.fst", exp / "mono" / "decode_test" / "text"]
+    before = [p.stat().st_mtime_ns for p in kept]
+    again = run_recipe(tmp_path, *tiny, "--stop-stage", "6")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert ali.stat().st_mtime_ns == before
+    assert [p.stat().st_mtime_ns for p in kept] == before
+    skipped = re.findall(r"(\S+): (\w+) already done with these options and inputs; skipping "
+                         r"\(remove \S+ to redo\)", again.stderr)
+    stages = sorted({stage for _, stage in skipped})
+    assert stages == ["align_gmm", "decode", "features", "ingest_ali", "mkgraph",
+                      "prepare_mini", "train"], again.stderr[-3000:]
+    assert len([s for s in skipped if s[1] == "features"]) == 4  # fbank, mfcc x train, test
+    assert "redoing" not in again.stderr
 
 
 def test_an_unknown_option_is_refused(tmp_path):

@@ -1,0 +1,206 @@
+"""When is a stage done? One rule for every CLI that writes an output dir and skips done work.
+
+A stage's output dir is done when its marker (``OUT/.<stage>.done``, written atomically and
+last) holds the same fingerprint as this run would have:
+
+- the options that change the output (a JSON-able mapping; options that do not, such as
+  ``--nj`` or progress flags, are left out by the caller), and
+- the inputs: for each file the caller names, or each file under a directory it names (hidden
+  entries, i.e. temp files and markers, skipped), its size and mtime; small files are
+  compared by a hash of their content instead of their mtime, so rewriting a table with the
+  same content changes nothing, while touching a large file (an ark) counts as a change.
+
+A done stage logs ``<out>: <stage> already done with these options and inputs; skipping
+(remove <marker> to redo)``. One done before with other options or inputs logs what changed
+and is redone, its marker cleared first; a killed stage leaves no marker, so its output never
+looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from asrdist.fsutil import atomic_write, clear_done, done_marker
+
+log = logging.getLogger(__name__)
+
+HASHED_BELOW = 1 << 20  # files up to this size are compared by content, larger ones by mtime
+_FORMAT = 1  # version of the marker's JSON
+_SHOWN = 4  # changes named in the redo line
+
+
+def _file_entry(path: Path) -> dict[str, Any] | None:
+    try:
+        st = path.stat()
+        entry: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+        if st.st_size <= HASHED_BELOW:
+            entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+    return entry
+
+
+def describe_files(paths: Iterable[str | os.PathLike]) -> dict[str, dict[str, Any] | None]:
+    """Absolute path -> size, mtime (and a content hash when small) of each file; a directory
+    is walked (hidden entries skipped), a missing path maps to None, an empty one is left out
+    (an unset option must not make the working directory an input)."""
+    found: dict[str, dict[str, Any] | None] = {}
+    for given in paths:
+        if not os.fspath(given):
+            continue
+        path = Path(os.path.abspath(given))
+        if not path.is_dir():
+            found[str(path)] = _file_entry(path)
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(files):
+                if not name.startswith("."):
+                    found[os.path.join(root, name)] = _file_entry(Path(root) / name)
+    return found
+
+
+def fingerprint(
+    options: Mapping[str, Any], inputs: Iterable[str | os.PathLike] = ()
+) -> dict[str, Any]:
+    """The options (as JSON sees them: tuples become lists) and the inputs of one run."""
+    return {
+        "options": json.loads(json.dumps(dict(options), sort_keys=True, default=str)),
+        "inputs": describe_files(inputs),
+    }
+
+
+def read_marker(out: str | os.PathLike, stage: str) -> dict[str, Any] | None:
+    """The record in ``stage``'s marker; None without a marker, {} for one without a record."""
+    try:
+        text = done_marker(out, stage).read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _same_file(old: dict | None, new: dict | None) -> bool:
+    if old is None or new is None:
+        return old is new
+    if old.get("size") != new.get("size"):
+        return False
+    if "sha256" in old and "sha256" in new:
+        return old["sha256"] == new["sha256"]
+    return old.get("mtime_ns") == new.get("mtime_ns")
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any],
+            out: str | os.PathLike = ".") -> list[str]:
+    """What differs between a marker's record and this run's fingerprint, one phrase each;
+    empty when the output dir is done with this fingerprint."""
+    if previous is None:
+        return ["not done"]
+    if previous.get("format") != _FORMAT or "options" not in previous:
+        return ["no fingerprint recorded"]
+    found = []
+    old_opts, new_opts = previous["options"], current["options"]
+    for key in sorted(set(old_opts) | set(new_opts)):
+        if old_opts.get(key, "<unset>") != new_opts.get(key, "<unset>"):
+            found.append(f"{key} {_show(old_opts.get(key, '<unset>'))} -> "
+                         f"{_show(new_opts.get(key, '<unset>'))}")
+    old_in, new_in = previous.get("inputs", {}), current["inputs"]
+    for path in sorted(set(old_in) | set(new_in)):
+        old, new = old_in.get(path), new_in.get(path)
+        if path not in old_in or (old is None and new is not None):
+            found.append(f"new input {path}")
+        elif path not in new_in:
+            found.append(f"{path} no longer an input")
+        elif new is None:
+            found.append(f"input {path} gone")
+        elif not _same_file(old, new):
+            found.append(f"input {path} changed")
+    outputs = previous.get("outputs", {})
+    now = describe_files(Path(out) / name for name in outputs)
+    for name, old in outputs.items():
+        if not _same_file(old, now[os.path.abspath(Path(out) / name)]):
+            found.append(f"output {Path(out) / name} changed or gone")
+    return found
+
+
+@dataclass(frozen=True)
+class StageCheck:
+    """The verdict of ``check_done``; ``mark_done()`` records this run's fingerprint."""
+
+    out: Path
+    stage: str
+    record: dict[str, Any]
+    done: bool
+    changes: tuple[str, ...]  # why an earlier run's output does not count (empty: none was there)
+    marker_mtime_ns: int | None  # when an earlier run that does not count was marked done
+
+    def mark_done(self, outputs: Iterable[str] = ()) -> None:
+        """Write the marker with this run's fingerprint (last, atomically).
+
+        ``outputs`` (names in the output dir) are recorded too: a later check finds the stage
+        not done when one of them was changed or removed since."""
+        record_done(self.out, self.stage, self.record, outputs)
+
+
+def record_done(out: str | os.PathLike, stage: str, record: Mapping[str, Any],
+                outputs: Iterable[str] = ()) -> None:
+    """Write ``stage``'s marker in ``out`` holding ``record`` (see ``fingerprint``)."""
+    outputs = list(outputs)
+    described = describe_files(Path(out) / name for name in outputs)
+    full = {"format": _FORMAT, "stage": stage, **record,
+            "outputs": {name: described[os.path.abspath(Path(out) / name)] for name in outputs}}
+    with atomic_write(done_marker(out, stage)) as f:
+        json.dump(full, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+def skip_line(out: str | os.PathLike, stage: str) -> str:
+    return (f"{out}: {stage} already done with these options and inputs; skipping "
+            f"(remove {done_marker(out, stage)} to redo)")
+
+
+def check_done(
+    out: str | os.PathLike,
+    stage: str,
+    options: Mapping[str, Any],
+    inputs: Iterable[str | os.PathLike] = (),
+    clear: bool = True,
+) -> StageCheck:
+    """Is ``out`` done by ``stage`` with these options and inputs? Logs the one skip line, or
+    what changed since an earlier run; then (``clear``) removes that run's marker, so the
+    output dir does not look complete until the caller's ``mark_done()``."""
+    record = fingerprint(options, inputs)
+    previous = read_marker(out, stage)
+    found = changes(previous, record, out) if previous is not None else []
+    check = StageCheck(Path(out), stage, record, previous is not None and not found,
+                       tuple(found), None)
+    if check.done:
+        log.info("%s", skip_line(out, stage))
+        return check
+    if previous is not None:
+        shown = "; ".join(found[:_SHOWN])
+        more = f"; and {len(found) - _SHOWN} more" if len(found) > _SHOWN else ""
+        log.info("%s: %s was done with other options or inputs (%s%s); redoing it",
+                 out, stage, shown, more)
+        with contextlib.suppress(FileNotFoundError):
+            mtime = done_marker(out, stage).stat().st_mtime_ns
+            check = StageCheck(check.out, stage, record, False, check.changes, mtime)
+        if clear:
+            clear_done(out, stage)
+    return check

@@ -121,12 +121,14 @@ def make_strategy(name: str, learner: Learner | None = None, **options: Any) -> 
     return spec(name).make(learner or Learner.current(), chosen)
 
 
-def algo_table() -> str:
-    """The README's ``--algo`` table (markdown), from the registry; "the common ones" are
-    :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
+def algo_table(names: list[str] | None = None) -> str:
+    """The README's ``--algo`` table (markdown) of ``names`` (default: all), from the registry;
+    "the common ones" are :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
     rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
     common = {f.name for f in dataclasses.fields(CommonOptions)}
     for name, s in specs().items():
+        if names is not None and name not in names:
+            continue
         own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
                if f.name not in common and f.name != "seed"]
         if issubclass(s.options, CommonOptions):

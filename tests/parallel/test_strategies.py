@@ -130,6 +130,15 @@ def test_delay1_applies_each_gradient_exactly_one_step_late(tmp_path):
     assert res[1]["metrics"]["staleness_max"] >= 1  # the active learner merged its exchange
 
 
+def test_checkpoint_holds_the_exchange_in_flight_and_counts_it(tmp_path):
+    """delay1 keeps step k's exchange in flight past step k: sync merges it before the save, so
+    the saved count of merged exchanges includes it (the active learner merged one per step)."""
+    ok(run_learners({"algo": "adpsgd-delay1", "lr": 0.05, "steps": 8, "checkpoint_at": 5},
+                    2, tmp_path))
+    saved = torch.load(tmp_path / "ckpt1.pt", weights_only=False)
+    assert saved["strategy"]["merged"] == saved["strategy"]["exchanges"] == 5
+
+
 def test_plain_adpsgd_applies_the_fresh_gradient(tmp_path):
     res = ok(run_learners({"algo": "adpsgd-fixed", "lr": 0.05, "steps": 4,
                            "record_grads": True}, 2, tmp_path))

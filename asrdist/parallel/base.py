@@ -111,7 +111,7 @@ class DistributedStrategy(Strategy):
     """
 
     def __init__(self, learner: Learner, options: CommonOptions) -> None:
-        self.learner, self.options = learner, options
+        self.learner = learner
         self.rank, self.world_size = learner.rank, learner.world_size
         self.timeout_s = options.exchange_timeout
         slow = parse_slow_learner(options.slow_learner)

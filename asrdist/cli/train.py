@@ -74,10 +74,14 @@ def _field_options() -> list[click.Option]:
 
 
 class _TrainCommand(click.Command):
-    """A command whose option flags are made when it runs, from the registry as it is then."""
+    """A command whose option flags are made when it runs, from the registry as it is then
+    (once per invocation: click asks for the parameters several times)."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        return [*self.params, *_field_options(), *super().get_params(ctx)[len(self.params):]]
+        if "asrdist.options" not in ctx.meta:
+            ctx.meta["asrdist.options"] = _field_options()
+        made = ctx.meta["asrdist.options"]
+        return [*self.params, *made, *super().get_params(ctx)[len(self.params):]]
 
 
 def learner_context(config: TrainConfig) -> tuple[Learner, str]:

@@ -20,6 +20,7 @@ import torch
 from asrdist.parallel import rings
 from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.strategy import train_step
 from bench.results import publish
 from bench.straggler import launch
 
@@ -29,14 +30,17 @@ THRESHOLDS = (1e-1, 1e-2, 1e-3)
 def _learner(rank: int, n: int, algo: str, rounds: int, pace_s: float) -> np.ndarray:
     torch.manual_seed(rank)
     model = torch.nn.Linear(32, 32)
-    strategy = make_strategy(algo, distance_every_s=0)
+    strategy = make_strategy(algo, distance_every=0)
     wrapped = strategy.wrap_model(model)
+    frozen = torch.optim.SGD(wrapped.parameters(), lr=0.0)  # lr = 0: only averaging moves w
+
+    def no_loss(m: torch.nn.Module) -> torch.Tensor:
+        time.sleep(pace_s)  # equal-speed learners, so a round is one step of each
+        return sum(p.sum() for p in m.parameters()) * 0.0
+
     history = [flat_weights(model)]
     for step in range(rounds):
-        strategy.before_step(wrapped, step)
-        time.sleep(pace_s)  # equal-speed learners, so a round is one step of each
-        strategy.after_backward(wrapped, step)
-        strategy.after_step(wrapped, None, step)  # type: ignore[arg-type]
+        train_step(strategy, wrapped, frozen, step, no_loss)
         history.append(flat_weights(model))
     strategy.finalize(wrapped)
     history.append(flat_weights(model))  # the final average

@@ -4,8 +4,8 @@ For every strategy, the fast learner's steps/s with the straggler, relative to t
 without one. The papers expect ADPSGD to keep most of its speed (its communication thread
 serves exchanges while the slow learner computes) and SSGD to fall to the straggler's pace.
 
-Each learner is a real process (gloo on 127.0.0.1, one compute thread each) running the
-strategy's hooks around an MLP's SGD step, exactly as the trainer calls them.
+Each learner is a real process (gloo on 127.0.0.1, one compute thread each) training an MLP
+with the trainer's own step (asrdist.parallel.strategy.train_step).
 
     .venv/bin/python -m bench.straggler [--steps 60] [--factor 3]
         [--append bench/RESULTS.md]   # replaces its section there
@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.strategy import train_step
 from bench.results import publish
 
 STRATEGIES: list[tuple[str, dict[str, Any]]] = [
@@ -74,23 +75,21 @@ def _learner(rank: int, n: int, algo: str, options: dict, steps: int, slow: str 
     model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(),
                                 torch.nn.Linear(width, width), torch.nn.ReLU(),
                                 torch.nn.Linear(width, 32))
-    strategy = make_strategy(algo, slow_learner=slow, distance_every_s=0, **options)
+    strategy = make_strategy(algo, slow_learner=slow, distance_every=0, **options)
     wrapped = strategy.wrap_model(model)
     opt = torch.optim.SGD(wrapped.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(rank)
     x, y = torch.randn(256, width, generator=g), torch.randint(0, 32, (256,), generator=g)
+    def loss_fn(m: torch.nn.Module) -> torch.Tensor:
+        if sim_ms:
+            time.sleep(sim_ms / 1000)  # an accelerator's compute: the CPU stays free
+        return torch.nn.functional.cross_entropy(m(x), y)
+
     t_warm = 0.0
     for step in range(steps):
         if step == 5:
             t_warm = time.perf_counter()
-        strategy.before_step(wrapped, step)
-        opt.zero_grad()
-        torch.nn.functional.cross_entropy(wrapped(x), y).backward()
-        if sim_ms:
-            time.sleep(sim_ms / 1000)  # an accelerator's compute: the CPU stays free
-        strategy.after_backward(wrapped, step)
-        opt.step()
-        strategy.after_step(wrapped, opt, step)
+        train_step(strategy, wrapped, opt, step, loss_fn)
     rate = (steps - 5) / (time.perf_counter() - t_warm)
     strategy.finalize(wrapped)
     strategy.close()

@@ -26,23 +26,18 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from asrdist.data.dataset import (
-    IGNORE,
-    UtteranceReader,
-    heldout_batches,
-    load_corpus,
-    split_heldout,
-)
+from asrdist.data.dataset import load_corpus, split_heldout
 from asrdist.models.build import load_final
+from asrdist.parallel import registry
 from asrdist.train.config import make_config
+from asrdist.train.evaluate import evaluate
 from asrdist.train.metrics import read_metrics
 from bench.results import publish
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = Path("recipes/mini")  # paths relative to the repository root, where the runs start
-ALGOS = ["ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd", "ma"]
+ALGOS = [name for name, spec in registry.specs().items() if spec.multi_learner]
 HEADING = "## Held-out cross-entropy per strategy (mini corpus)"
 
 
@@ -56,27 +51,15 @@ def train_command(args: argparse.Namespace, algo: str, learners: int, out: Path)
     return cmd
 
 
-@torch.no_grad()
 def score_final(run: Path) -> tuple[float, float]:
-    """(cross-entropy, frame accuracy) of run/final.pt on the run's held-out utterances."""
+    """(cross-entropy, frame accuracy) of run/final.pt on the run's held-out utterances, scored
+    as the trainer scores its own (asrdist.train.evaluate)."""
     cfg = make_config(run / "config.yaml")
     model, record = load_final(run / "final.pt")
     corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
     _, heldout = split_heldout(corpus, cfg.heldout_utts, cfg.seed)
-    reader = UtteranceReader(corpus, cfg.cmvn, cfg.cmvn_norm_vars, record["input_dim"])
-    ce, correct, frames = 0.0, 0, 0
-    try:
-        for x, y in heldout_batches(reader, heldout, cfg.chunk_len, record["left_context"],
-                                    record["right_context"], cfg.batch_size):
-            logits = model(torch.from_numpy(x)).flatten(0, 1)
-            target = torch.from_numpy(y).flatten()
-            ce += F.cross_entropy(logits, target, ignore_index=IGNORE, reduction="sum").item()
-            mask = target != IGNORE
-            correct += int((logits.argmax(-1)[mask] == target[mask]).sum())
-            frames += int(mask.sum())
-    finally:
-        reader.close()
-    return ce / frames, correct / frames
+    held = evaluate(model, cfg, corpus, heldout, record["input_dim"], torch.device("cpu"))
+    return held.ce, held.acc
 
 
 def run_one(args: argparse.Namespace, algo: str, learners: int) -> dict:

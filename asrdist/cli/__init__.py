@@ -35,7 +35,9 @@ class AsrdistCommand(click.Command):
             return super().invoke(ctx)
 
 
-def command(**context_settings: Any) -> Callable[[Callable[..., Any]], click.Command]:
+def command(
+    cls: type[AsrdistCommand] = AsrdistCommand, **context_settings: Any
+) -> Callable[[Callable[..., Any]], click.Command]:
     """``@click.command`` for asrdist: -h/--help, AsrdistError as a one-line error."""
     settings = {"help_option_names": ["-h", "--help"], **context_settings}
-    return click.command(cls=AsrdistCommand, context_settings=settings)
+    return click.command(cls=cls, context_settings=settings)

@@ -1,1 +1,8 @@
-"""Launch/rendezvous and one module per distributed strategy."""
+"""Launch/rendezvous and one module per distributed strategy.
+
+strategy.py states the hook contract (wrap_model; per step before_step, after_backward,
+after_step; sync before a checkpoint or an evaluation; finalize, close) and holds train_step,
+the one loop that calls the hooks; options.py the options dataclasses; registry.py the
+``--algo`` table from which flags, YAML keys and docs are derived; base.py what multi-learner
+strategies share.
+"""

@@ -22,12 +22,17 @@ overlaps the whole step (forward, backward, optimizer step, data loading), and t
 applied at step k is the one computed at step k-1 -- exactly one step late, never more (the
 first step applies none).
 
+``sync`` (before a checkpoint or an evaluation) merges what is in flight, so the saved weights
+and the saved ``merged`` count include it.
+
 Staleness (metric): the number of averaging updates merged into the weights between the
 snapshot a gradient was computed on and that gradient's application.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,26 +40,31 @@ import torch
 from asrdist.parallel import rings
 from asrdist.parallel.base import DistributedStrategy, add_flat, flat_weights, unwrap
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel.options import CommonOptions, option
+from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.strategy import Learner
+
+
+@dataclass(frozen=True)
+class ADPSGDOptions(CommonOptions):
+    seed: int = option(0, "the run's seed (training option): the random ring's permutations")
 
 
 class ADPSGD(DistributedStrategy):
     """Pairwise asynchronous averaging on a bipartite ring (``ring``: "fixed" or "random")."""
 
-    def __init__(self, ring: str = "fixed", delay1: bool = False, seed: int = 0,
-                 **options: Any) -> None:
+    def __init__(self, learner: Learner, options: ADPSGDOptions, ring: str = "fixed",
+                 delay1: bool = False) -> None:
         if ring not in ("fixed", "random"):
             raise ValueError(f"unknown ring {ring!r}")
-        super().__init__(**options)
-        self.ring, self.delay1, self.seed = ring, delay1, seed
+        super().__init__(learner, options)
+        self.ring, self.delay1, self.seed = ring, delay1, options.seed
         self.name = "adpsgd-delay1" if delay1 else f"adpsgd-{ring}"
         self.engine: PairwiseExchange | None = None
-        self.steps = 0
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
         self._snap_merged: list[int] = []
         self._prev_grads: list[torch.Tensor | None] | None = None
-        self._model: torch.nn.Module | None = None
-        self._finished = False
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -75,7 +85,6 @@ class ADPSGD(DistributedStrategy):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        self._model = model
         ranks = self._ring_ranks()
         group = make_exchange_group(ranks, self.timeout_s)
         index = self._ring_index()
@@ -140,15 +149,14 @@ class ADPSGD(DistributedStrategy):
         if len(self._snap_merged) == 2:
             self._record_staleness(self.merged - self._snap_merged[0])
 
-    def after_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   step: int) -> None:
-        self.steps += 1
-
-    def finalize(self, model: torch.nn.Module) -> None:
+    def sync(self, model: torch.nn.Module) -> None:
+        """Merge the exchanges in flight (all learners of a node call it at the same step)."""
         if self.multi:
             self._merge(model)
+
+    def finalize(self, model: torch.nn.Module) -> None:
+        self.sync(model)
         self._finish(model)
-        self._finished = True
 
     def _before_final_average(self, model: torch.nn.Module) -> None:
         if self.engine is not None:
@@ -164,11 +172,8 @@ class ADPSGD(DistributedStrategy):
     # -- resume ---------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Call before reading the model's weights: it merges exchanges still in flight, so the
-        saved weights include them (all learners of a node must call it at the same step)."""
-        state: dict[str, Any] = {"steps": self.steps, "merged": self.merged}
-        if self.multi and self._model is not None and not self._finished:
-            self._merge(self._model)
+        """The ring's round and counters (after :meth:`sync`, they include its merges)."""
+        state: dict[str, Any] = {"merged": self.merged}
         if self.engine is not None:
             state["round"] = self.engine.round
             state["exchanges"] = self.engine.exchanges
@@ -177,7 +182,6 @@ class ADPSGD(DistributedStrategy):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.steps = int(state.get("steps", 0))
         self.merged = int(state.get("merged", 0))
         self._resume_round = int(state.get("round", 0))
         if self.engine is not None:
@@ -185,3 +189,15 @@ class ADPSGD(DistributedStrategy):
             self.engine.exchanges = int(state.get("exchanges", 0))
         if self.delay1:
             self._prev_grads = state.get("prev_grads")
+
+
+def _variant(ring: str, delay1: bool) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:
+    return lambda learner, options: ADPSGD(learner, options, ring=ring, delay1=delay1)
+
+
+register(StrategySpec("adpsgd-fixed", _variant("fixed", False), ADPSGDOptions,
+                      "asynchronous decentralized parallel SGD, fixed bipartite ring"))
+register(StrategySpec("adpsgd-random", _variant("random", False), ADPSGDOptions,
+                      "ADPSGD, ring redrawn every iteration from a shared seed"))
+register(StrategySpec("adpsgd-delay1", _variant("fixed", True), ADPSGDOptions,
+                      "ADPSGD, delay-by-one: `w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})`"))

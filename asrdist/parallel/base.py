@@ -1,17 +1,18 @@
 """What every multi-learner strategy shares: timing metrics, liveness, slow-learner injection,
-sampled distance to the learners' mean, the final average, and flat weight vectors.
+sampled distance to the learners' mean, the final average, flat weight vectors, and the DDP
+communication hook that names a lost learner.
 
-With one learner (no process group, or a world of one) every helper here does nothing, so each
-strategy reduces to the trainer's plain SGD.
+With one learner (a world of one) every helper here does nothing, so each strategy reduces to
+the trainer's plain SGD. (No ``from __future__ import annotations`` here: DDP checks the
+communication hook's annotations at runtime.)
 """
-
-from __future__ import annotations
 
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,9 +20,9 @@ import torch
 import torch.distributed as dist
 
 from asrdist.parallel.health import Liveness, abort
-from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
+from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.slow import SlowDown, parse_slow_learner
-from asrdist.parallel.strategy import Strategy
+from asrdist.parallel.strategy import Learner, Strategy
 
 
 def unwrap(model: torch.nn.Module) -> torch.nn.Module:
@@ -43,6 +44,12 @@ def release_reducer(ddp: torch.nn.parallel.DistributedDataParallel) -> None:
     for name in ("logger", "reducer"):  # DDP's logger holds the reducer too
         if name in ddp.__dict__:
             delattr(ddp, name)
+
+
+def model_device(model: torch.nn.Module) -> int | None:
+    """CUDA device index of the model, or None on CPU."""
+    p = next(model.parameters())
+    return p.device.index if p.device.type == "cuda" else None
 
 
 def flat_weights(model: torch.nn.Module) -> torch.Tensor:
@@ -98,24 +105,20 @@ class DistanceMonitor:
 
 
 class DistributedStrategy(Strategy):
-    """Base of ssgd, adpsgd, hadpsgd and ma; subclasses call the ``_`` helpers from hooks."""
+    """Base of ssgd, adpsgd, hadpsgd and ma; subclasses call the ``_`` helpers from hooks.
 
-    def __init__(
-        self,
-        *,
-        timeout_s: float = DEFAULT_TIMEOUT_S,
-        slow_learner: str | None = None,
-        distance_every_s: float = 30.0,
-    ) -> None:
-        self.distributed = dist.is_available() and dist.is_initialized()
-        self.rank = dist.get_rank() if self.distributed else 0
-        self.world_size = dist.get_world_size() if self.distributed else 1
-        self.timeout_s = timeout_s
-        slow = parse_slow_learner(slow_learner)
+    A world of more than one learner needs torch.distributed's default group initialised.
+    """
+
+    def __init__(self, learner: Learner, options: CommonOptions) -> None:
+        self.learner = learner
+        self.rank, self.world_size = learner.rank, learner.world_size
+        self.timeout_s = options.exchange_timeout
+        slow = parse_slow_learner(options.slow_learner)
         self._slow = SlowDown(slow[1] if slow and slow[0] == self.rank else 1.0)
-        self._distance_every_s = distance_every_s
+        self._distance_every_s = options.distance_every
         self.multi = self.world_size > 1
-        self.liveness = Liveness(self.rank, self.world_size, timeout_s) if self.multi else None
+        self.liveness = Liveness(self.rank, self.world_size, self.timeout_s) if self.multi else None
         self._distance: DistanceMonitor | None = None
         self._ddps: list[weakref.ref[torch.nn.parallel.DistributedDataParallel]] = []
         self._sums = {"fwd_bwd_s": 0.0, "comm_wait_s": 0.0, "slowdown_s": 0.0}
@@ -229,3 +232,32 @@ class DistributedStrategy(Strategy):
             if ddp is not None:
                 release_reducer(ddp)
         self._ddps = []
+
+
+@dataclass
+class HookState:
+    """What :func:`allreduce_mean_hook` needs: the strategy (to name a lost learner), the group
+    and its size."""
+
+    strategy: DistributedStrategy
+    group: dist.ProcessGroup | None
+    size: int
+
+
+def allreduce_mean_hook(
+    state: HookState, bucket: dist.GradBucket
+) -> torch.futures.Future[torch.Tensor]:
+    """DDP's default allreduce-mean, but a failure names the lost learner and ends the job."""
+    buf = bucket.buffer().div_(state.size)
+    fut = dist.all_reduce(buf, group=state.group, async_op=True).get_future()
+
+    def done(f: torch.futures.Future[Any]) -> torch.Tensor:
+        try:
+            return f.value()[0]
+        except RuntimeError as exc:
+            s = state.strategy
+            assert s.liveness is not None
+            abort(s.rank, f"{s.liveness.explain(exc)}; ending the job")
+            raise
+
+    return fut.then(done)

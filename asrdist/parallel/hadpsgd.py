@@ -3,29 +3,47 @@
 The learners of one node form a *super-learner*: DistributedDataParallel over the node's group
 allreduces their gradients every step (nccl on GPU, gloo on CPU), so they hold identical weights.
 The node's first learner (its leader) sits on the ADPSGD ring of super-learners (fixed, random or
-delay-by-one, ``variant``); whatever averaging it merges it broadcasts to the rest of its node at
-the same point of the same step, so the node's copies stay identical.
+delay-by-one: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the rest of its
+node at the same point of the same step, so the node's copies stay identical.
 
-A node is the launcher's node (hostname, Slurm node name); ``learners_per_node`` forces groups
-of consecutive ranks instead, to test several nodes on one machine.
+A node is the launcher's node (``Learner.node``: hostname, Slurm node name);
+``learners_per_node`` forces groups of consecutive ranks instead, to test several nodes on one
+machine.
 """
 
 from __future__ import annotations
 
-import socket
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.adpsgd import ADPSGD
-from asrdist.parallel.launch import detect_env
-from asrdist.parallel.ssgd import HookState, allreduce_mean_hook, model_device
+from asrdist.parallel.adpsgd import ADPSGD, ADPSGDOptions
+from asrdist.parallel.base import HookState, allreduce_mean_hook, model_device
+from asrdist.parallel.options import option, require
+from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.strategy import Learner
 
 VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
+
+
+@dataclass(frozen=True)
+class HADPSGDOptions(ADPSGDOptions):
+    learners_per_node: int = option(0, "hadpsgd: learners per super-learner, in consecutive "
+                                    "ranks (0 = the launcher's nodes)")
+    hadpsgd_variant: str = option("fixed", "hadpsgd: ADPSGD variant among super-learners",
+                                  tuple(VARIANTS))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.learners_per_node >= 0, "learners_per_node", self.learners_per_node,
+                "not be negative")
+        if self.hadpsgd_variant not in VARIANTS:
+            raise AsrdistError(f"--hadpsgd-variant {self.hadpsgd_variant!r}: choose fixed, "
+                               "random or delay1")
 
 
 def node_groups(world_size: int, learners_per_node: int | None,
@@ -50,14 +68,11 @@ class HADPSGD(ADPSGD):
 
     name = "hadpsgd"
 
-    def __init__(self, variant: str = "fixed", learners_per_node: int | None = None,
-                 **options: Any) -> None:
-        if variant not in VARIANTS:
-            raise AsrdistError(f"--hadpsgd-variant {variant!r}: choose fixed, random or delay1")
-        ring, delay1 = VARIANTS[variant]
-        super().__init__(ring=ring, delay1=delay1, **options)
-        self.name = f"hadpsgd-{variant}"
-        self.learners_per_node = learners_per_node
+    def __init__(self, learner: Learner, options: HADPSGDOptions) -> None:
+        ring, delay1 = VARIANTS[options.hadpsgd_variant]
+        super().__init__(learner, options, ring=ring, delay1=delay1)
+        self.name = f"hadpsgd-{options.hadpsgd_variant}"
+        self.learners_per_node = options.learners_per_node
         self.nodes: list[list[int]] = [[0]]
         self._node_group: dist.ProcessGroup | None = None
 
@@ -76,9 +91,8 @@ class HADPSGD(ADPSGD):
             return model
         names: list[str] | None = None
         if not self.learners_per_node:
-            denv = detect_env()
             names = [""] * self.world_size
-            dist.all_gather_object(names, denv.node if denv else socket.gethostname())
+            dist.all_gather_object(names, self.learner.node)
         self.nodes = node_groups(self.world_size, self.learners_per_node, names)
         self._node_group, _ = dist.new_subgroups_by_enumeration(
             self.nodes, timeout=timedelta(seconds=self.timeout_s)
@@ -108,3 +122,10 @@ class HADPSGD(ADPSGD):
         buf = delta.to(device) if delta is not None else torch.empty(size, device=device)
         dist.broadcast(buf, src=members[0], group=self._node_group)
         return buf, count
+
+
+register(StrategySpec(
+    "hadpsgd", HADPSGD, HADPSGDOptions,
+    "hierarchical ADPSGD: the GPUs of a node allreduce (a super-learner); super-learners run "
+    "ADPSGD",
+))

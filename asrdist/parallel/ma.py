@@ -1,31 +1,40 @@
 """ma: periodic model averaging (Su & Chen 2015; Kaldi nnet3's parallel training).
 
 Each learner takes ``avg_period`` (K) local steps, then all learners replace their weights by
-the average (one allreduce, torch's ``model_averaging.utils.average_parameters``). Optimizer
-state (momentum) stays local. Averaging is keyed on the learner's own step count, which
-:meth:`state_dict` saves, so a resumed run averages at the same steps.
+the average (one allreduce, torch's ``model_averaging.utils.average_parameters``) after step k
+when (k + 1) % K == 0. Optimizer state (momentum) stays local. Averaging is keyed on the
+trainer's step, which a checkpoint holds, so a resumed run averages at the same steps.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
-from asrdist.errors import AsrdistError
 from asrdist.parallel.base import DistributedStrategy, unwrap
+from asrdist.parallel.options import CommonOptions, option, require
+from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.strategy import Learner
+
+
+@dataclass(frozen=True)
+class MAOptions(CommonOptions):
+    avg_period: int = option(8, "ma: local steps between weight averages")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.avg_period >= 1, "avg_period", self.avg_period, "be positive")
 
 
 class ModelAveraging(DistributedStrategy):
     name = "ma"
 
-    def __init__(self, avg_period: int = 8, **options: Any) -> None:
-        if avg_period < 1:
-            raise AsrdistError(f"--avg-period {avg_period}: must be >= 1")
-        super().__init__(**options)
-        self.avg_period = avg_period
-        self.steps = 0
+    def __init__(self, learner: Learner, options: MAOptions) -> None:
+        super().__init__(learner, options)
+        self.avg_period = options.avg_period
         self.averages = 0
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -40,10 +49,8 @@ class ModelAveraging(DistributedStrategy):
         if self.multi:
             self._end_compute()
 
-    def after_step(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                   step: int) -> None:
-        self.steps += 1
-        if self.multi and self.steps % self.avg_period == 0:
+    def after_step(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi and (step + 1) % self.avg_period == 0:
             with self._waiting():
                 average_parameters(iter(list(unwrap(model).parameters())), None)
             self.averages += 1
@@ -54,8 +61,13 @@ class ModelAveraging(DistributedStrategy):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"steps": self.steps, "averages": self.averages}
+        return {"averages": self.averages}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.steps = int(state.get("steps", 0))
         self.averages = int(state.get("averages", 0))
+
+
+register(StrategySpec(
+    "ma", ModelAveraging, MAOptions,
+    "periodic model averaging every K local steps (Su & Chen; Kaldi nnet3)",
+))

@@ -1,84 +1,138 @@
-"""``--algo`` name -> strategy factory and the options it takes; the trainer builds its strategy
-only through here."""
+"""``--algo`` name -> strategy, its options dataclass and a one-line summary.
+
+Everything outside the strategies is derived from here: asrdist-train's ``--algo`` choices and
+strategy flags, the YAML keys of TrainConfig, and the README's ``--algo`` table
+(:func:`algo_table`). A strategy module ends with one :func:`register` call; the built-in
+modules are listed in ``BUILTIN``, and any other importable module named in the environment
+variable ``ASRDIST_STRATEGIES`` (comma-separated) is imported too, so a strategy of one's own
+needs no edit here, in the trainer, the config or the CLI (the variable reaches every learner
+under mpiexec, srun and torchrun).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from asrdist.parallel.strategy import Single, Strategy
+from asrdist.parallel.options import CommonOptions, NoOptions, flag
+from asrdist.parallel.strategy import Learner, Single, Strategy
 
-StrategyFactory = Callable[..., Strategy]
-
-# Options every multi-learner strategy takes; each one also takes its own (below).
-COMMON = ("timeout_s", "slow_learner", "distance_every_s")
-
-
-def _ssgd(**options: Any) -> Strategy:
-    from asrdist.parallel.ssgd import SSGD
-
-    return SSGD(**options)
+BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
+           "asrdist.parallel.ma")
+PLUGINS_ENV = "ASRDIST_STRATEGIES"
 
 
-def _adpsgd(ring: str, delay1: bool) -> StrategyFactory:
-    def make(**options: Any) -> Strategy:
-        from asrdist.parallel.adpsgd import ADPSGD
+@dataclass(frozen=True)
+class StrategySpec:
+    """One ``--algo``: ``make(learner, options)`` builds it from an ``options`` instance."""
 
-        return ADPSGD(ring=ring, delay1=delay1, **options)
-
-    return make
-
-
-def _hadpsgd(**options: Any) -> Strategy:
-    from asrdist.parallel.hadpsgd import HADPSGD
-
-    if "hadpsgd_variant" in options:
-        options["variant"] = options.pop("hadpsgd_variant")
-    return HADPSGD(**options)
+    name: str
+    make: Callable[[Learner, Any], Strategy]
+    options: type = NoOptions
+    summary: str = ""
+    multi_learner: bool = True  # False: refuses a world of more than one learner
 
 
-def _ma(**options: Any) -> Strategy:
-    from asrdist.parallel.ma import ModelAveraging
+def _option_fields(entries: Any) -> dict[str, dataclasses.Field]:
+    out: dict[str, dataclasses.Field] = {}
+    for s in entries:
+        for f in dataclasses.fields(s.options):
+            out.setdefault(f.name, f)
+    return out
 
-    return ModelAveraging(**options)
+
+_SPECS: dict[str, StrategySpec] = {}
+_loaded: set[str] = set()
 
 
-# name -> (factory, the option names it takes); a new strategy is one more line here
-_FACTORIES: dict[str, tuple[StrategyFactory, tuple[str, ...]]] = {
-    "single": (lambda: Single(), ()),
-    "ssgd": (_ssgd, COMMON),
-    "adpsgd-fixed": (_adpsgd("fixed", False), COMMON + ("seed",)),
-    "adpsgd-random": (_adpsgd("random", False), COMMON + ("seed",)),
-    "adpsgd-delay1": (_adpsgd("fixed", True), COMMON + ("seed",)),
-    "hadpsgd": (_hadpsgd, COMMON + ("seed", "learners_per_node", "hadpsgd_variant")),
-    "ma": (_ma, COMMON + ("avg_period",)),
-}
+def register(spec: StrategySpec) -> None:
+    """Add ``spec``; an option declared by several strategies must agree in type and default."""
+    if not dataclasses.is_dataclass(spec.options):
+        raise TypeError(f"{spec.name}: options must be a dataclass, not {spec.options!r}")
+    known = _option_fields(_SPECS.values())
+    for f in dataclasses.fields(spec.options):
+        other = known.get(f.name)
+        if other is not None and (other.type, other.default) != (f.type, f.default):
+            raise ValueError(f"{spec.name}: option {f.name} differs from another strategy's")
+    _SPECS[spec.name] = spec
+
+
+register(StrategySpec("single", lambda learner, options: Single(),
+                      summary="one learner, plain SGD (the default)", multi_learner=False))
+
+
+def _load() -> None:
+    """Import the built-in strategy modules and those of ``ASRDIST_STRATEGIES``, once each."""
+    plugins = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    for module in (*BUILTIN, *plugins):
+        if module not in _loaded:
+            _loaded.add(module)
+            importlib.import_module(module)
+
+
+def specs() -> dict[str, StrategySpec]:
+    """Every registered strategy, by name, in registration order."""
+    _load()
+    return dict(_SPECS)
 
 
 def algo_names() -> list[str]:
     """The names ``--algo`` accepts."""
-    return sorted(_FACTORIES)
+    return sorted(specs())
 
 
-def _entry(name: str) -> tuple[StrategyFactory, tuple[str, ...]]:
+def spec(name: str) -> StrategySpec:
     try:
-        return _FACTORIES[name]
+        return specs()[name]
     except KeyError:
         choices = ", ".join(algo_names())
         raise ValueError(f"unknown --algo {name!r}; choose one of {choices}") from None
 
 
+def option_fields() -> dict[str, dataclasses.Field]:
+    """Every strategy option (the union over strategies), by name, in registration order."""
+    return _option_fields(specs().values())
+
+
 def options_of(name: str) -> tuple[str, ...]:
-    """The option names strategy ``name`` takes (the trainer passes it only these)."""
-    return _entry(name)[1]
+    """The option names strategy ``name`` takes."""
+    return tuple(f.name for f in dataclasses.fields(spec(name).options))
 
 
-def make_strategy(name: str, **options: Any) -> Strategy:
-    """Build the strategy called ``name``; an option it does not take is an error (a misspelt
-    option is never ignored); None values are left to the strategy's defaults."""
-    factory, accepted = _entry(name)
-    unknown = sorted(set(options) - set(accepted))
+def make_options(name: str, values: Mapping[str, Any]) -> Any:
+    """Strategy ``name``'s options from ``values`` (missing ones take their defaults; an option
+    it does not take is an error, so a misspelt option is never ignored)."""
+    accepted = options_of(name)
+    unknown = sorted(set(values) - set(accepted))
     if unknown:
         takes = ", ".join(accepted) if accepted else "no options"
         raise ValueError(f"unknown option(s) {', '.join(unknown)}; {name} takes {takes}")
-    return factory(**{k: v for k, v in options.items() if v is not None})
+    return spec(name).options(**values)
+
+
+def make_strategy(name: str, learner: Learner | None = None, **options: Any) -> Strategy:
+    """Build strategy ``name`` for ``learner`` (default: :meth:`Learner.current`); None option
+    values are left to the defaults."""
+    chosen = make_options(name, {k: v for k, v in options.items() if v is not None})
+    return spec(name).make(learner or Learner.current(), chosen)
+
+
+def algo_table(names: list[str] | None = None) -> str:
+    """The README's ``--algo`` table (markdown) of ``names`` (default: all), from the registry;
+    "the common ones" are :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
+    rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
+    common = {f.name for f in dataclasses.fields(CommonOptions)}
+    for name, s in specs().items():
+        if names is not None and name not in names:
+            continue
+        own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
+               if f.name not in common and f.name != "seed"]
+        if issubclass(s.options, CommonOptions):
+            own.append("the common ones")
+        opts = ", ".join(own) or "none"
+        rows.append(f"| `{name}` | {s.summary} | {opts} |")
+    return "\n".join(rows)

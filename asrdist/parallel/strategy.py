@@ -1,26 +1,60 @@
-"""The hooks a distributed strategy implements; the trainer calls them and knows nothing else.
+"""The contract between the trainer and a distributed strategy, and the one loop that drives it.
 
-A strategy is a small object, like torch.distributed.algorithms.model_averaging's averagers.
-The trainer's step is, in order:
+A strategy is a small object with hooks, like torch.distributed.algorithms.model_averaging's
+averagers; the trainer, the multi-process tests and the benchmarks all run :func:`train_step`,
+so every caller calls the hooks in the same order::
 
-    model = strategy.wrap_model(model)            # once, before the optimizer is built
-    strategy.before_step(model, step)             # e.g. start an asynchronous exchange
-    loss.backward()
-    strategy.after_backward(model, step)          # e.g. allreduce gradients, finish an exchange
-    optimizer.step()
-    strategy.after_step(model, optimizer, step)   # e.g. periodic weight averaging
-    ...
-    strategy.finalize(model)                      # the exported model: the learners' average
+    model = strategy.wrap_model(model)      # once, before the optimizer is built
+    # each step k (the trainer owns k; strategies keep no step counter of their own):
+    strategy.before_step(model, k)          # e.g. start an asynchronous exchange
+    loss = forward + loss; zero_grad; loss.backward()
+    strategy.after_backward(model, k)       # e.g. allreduce gradients, finish an exchange
+    clip the gradient; optimizer.step()
+    strategy.after_step(model, k)           # e.g. periodic weight averaging
+    # before a checkpoint is saved or the model evaluated (same step on every learner):
+    strategy.sync(model)                    # leave in the model the weights to save/evaluate
+    strategy.state_dict()                   # then the strategy's own state; no side effects
+    # at the end:
+    strategy.finalize(model)                # the exported model: the learners' average
+    strategy.close()
 
-``Single`` is the one-learner strategy: every hook does nothing, so the trainer with
-``Single`` is plain SGD.
+``sync`` exists because an asynchronous strategy has exchanges in flight between steps:
+ADPSGD merges them into the weights there, so a checkpoint holds them and a resumed run
+continues from the same weights. A strategy with nothing in flight leaves it a no-op.
+
+To add a strategy: write one module with a :class:`Strategy` subclass, a frozen dataclass of
+its options, and one :func:`asrdist.parallel.registry.register` call (see that module). The
+flags, YAML keys and the README's ``--algo`` table come from the registry.
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Learner:
+    """Who this learner is: built once by the launcher code (asrdist.cli.train)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    node: str = ""  # learners with the same node name share a machine (hadpsgd's super-learner)
+
+    @classmethod
+    def current(cls) -> Learner:
+        """This process as torch.distributed's default group sees it (a world of one if none);
+        for callers that initialised the group themselves (tests, benchmarks)."""
+        host = socket.gethostname()
+        if dist.is_available() and dist.is_initialized():
+            return cls(dist.get_rank(), dist.get_world_size(), 0, host)
+        return cls(node=host)
 
 
 class Strategy:
@@ -36,12 +70,14 @@ class Strategy:
         """Called before the forward pass of ``step``."""
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:
-        """Called after ``loss.backward()`` and before ``optimizer.step()``."""
+        """Called after ``loss.backward()`` and before gradient clipping and the optimizer."""
 
-    def after_step(
-        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int
-    ) -> None:
-        """Called after ``optimizer.step()``."""
+    def after_step(self, model: torch.nn.Module, step: int) -> None:
+        """Called after ``optimizer.step()`` of ``step``."""
+
+    def sync(self, model: torch.nn.Module) -> None:
+        """Bring the weights up to date (merge what is in flight) before they are saved or
+        evaluated; every learner calls it at the same step."""
 
     def finalize(self, model: torch.nn.Module) -> None:
         """Leave in ``model`` the weights to export (the average of all learners)."""
@@ -51,7 +87,7 @@ class Strategy:
         return {}
 
     def state_dict(self) -> dict[str, Any]:
-        """Strategy state for ``--resume`` (step counters, ring-schedule state, ...)."""
+        """Strategy state for ``--resume`` (ring-schedule state, ...); no side effects."""
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -63,3 +99,25 @@ class Strategy:
 
 class Single(Strategy):
     """One learner: plain SGD."""
+
+
+def train_step(
+    strategy: Strategy,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    step: int,
+    loss_fn: Callable[[torch.nn.Module], torch.Tensor],
+    grad_clip: float = 0.0,
+) -> torch.Tensor:
+    """One SGD step of ``model`` (the wrapped module) with the hooks in contract order;
+    returns the loss, detached (reading it is left to the caller: on GPU it is a sync)."""
+    strategy.before_step(model, step)
+    loss = loss_fn(model)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    strategy.after_backward(model, step)
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    strategy.after_step(model, step)
+    return loss.detach()

@@ -1,8 +1,11 @@
 """Every training option in one dataclass: defaults < YAML config file < command-line flags.
 
-The CLI makes one flag per field (``chunk_len`` -> ``--chunk-len``) from the help text kept
+The CLI makes one flag per option (``chunk_len`` -> ``--chunk-len``) from the help text kept
 here, so a value can never be settable in YAML and missing on the command line, or the
 reverse; the run dir's config.yaml holds every value used and can be passed back as --config.
+The strategies' options are not listed here: each strategy declares and checks its own
+(asrdist.parallel.options), and the registry's union of them are keys and flags like any
+other, held in ``TrainConfig.strategy_options``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import yaml
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import MODEL_TYPES, ModelConfig
-from asrdist.parallel.slow import parse_slow_learner
+from asrdist.parallel import registry
+from asrdist.parallel.options import flag
 
 
 def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -74,18 +78,11 @@ class TrainConfig:
     device: str = _opt("cpu", "cpu, cuda or cuda:N")
     bf16: bool = _opt(False, "bf16 autocast for forward and loss")
     algo: str = _opt("single", "distributed strategy (asrdist.parallel.registry)")
-    exchange_timeout: float = _opt(120.0, "seconds a rendezvous or any exchange may take; "
-                                   "then the job ends naming the lost learner")
-    slow_learner: str = _opt("", "RANK:FACTOR: make learner RANK FACTOR times slower "
-                             "(straggler studies)")
-    distance_every: float = _opt(30.0, "seconds between samples of each learner's distance "
-                                 "to the learners' mean (0 = off)")
-    avg_period: int = _opt(8, "ma: local steps between weight averages")
-    learners_per_node: int = _opt(0, "hadpsgd: learners per super-learner, in consecutive "
-                                  "ranks (0 = the launcher's nodes)")
-    hadpsgd_variant: str = _opt("fixed", "hadpsgd: ADPSGD variant among super-learners",
-                                ("fixed", "random", "delay1"))
-    resume: bool = _opt(False, "continue from the newest checkpoint in --out")
+    resume: bool = _opt(False, "continue from the newest checkpoint in --out (a run finished "
+                        "with other options or data is trained again from scratch, its "
+                        "checkpoints, metrics and final.pt removed first)")
+    # every strategy's options by name (registry.option_fields), whatever --algo is
+    strategy_options: dict[str, Any] = field(default_factory=dict)
 
     def model_config(self) -> ModelConfig:
         return ModelConfig(
@@ -99,46 +96,57 @@ class TrainConfig:
             dropout=self.dropout,
         )
 
-    def strategy_options(self, accepted: tuple[str, ...]) -> tuple[dict[str, Any], list[str]]:
-        """The keyword arguments for a strategy that takes the options ``accepted``, and the
-        flags set to a non-default value that it does not take (ignored; the caller warns)."""
-        options: dict[str, Any] = {}
-        ignored = []
-        for name, option in STRATEGY_OPTIONS.items():
-            value = getattr(self, name)
-            if option in accepted:
-                options[option] = value
-            elif name != "seed" and value != FIELDS[name].default:
-                ignored.append(f"--{name.replace('_', '-')} {value}")
-        return options, ignored
+    def option(self, name: str) -> Any:
+        """The value of option ``name``, a training or a strategy option."""
+        if name in FIELDS:
+            return getattr(self, name)
+        if name in self.strategy_options:
+            return self.strategy_options[name]
+        return strategy_fields()[name].default
+
+    def options_for(self, algo: str) -> tuple[Any, list[str]]:
+        """Strategy ``algo``'s options dataclass from this config, and the strategy options set
+        to a non-default value that it does not take (ignored; the caller warns)."""
+        taken = registry.options_of(algo)
+        ignored = [f"{flag(name)} {self.option(name)}" for name, f in strategy_fields().items()
+                   if name not in taken and self.option(name) != f.default]
+        return registry.make_options(algo, {n: self.option(n) for n in taken}), ignored
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every option by name, the strategies' included (config.yaml's keys)."""
+        out = {name: getattr(self, name) for name in FIELDS}
+        out.update((name, self.option(name)) for name in strategy_fields())
+        return out
 
 
-FIELDS = {f.name: f for f in fields(TrainConfig)}
-# Option -> the strategy keyword argument it sets (asrdist.parallel.registry.options_of names);
-# a strategy gets only those it takes.
-STRATEGY_OPTIONS = {
-    "exchange_timeout": "timeout_s",
-    "slow_learner": "slow_learner",
-    "distance_every": "distance_every_s",
-    "avg_period": "avg_period",
-    "learners_per_node": "learners_per_node",
-    "hadpsgd_variant": "hadpsgd_variant",
-    "seed": "seed",
-}
+FIELDS = {f.name: f for f in fields(TrainConfig) if f.name != "strategy_options"}
 _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
              "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
-             "anneal_start", "exchange_timeout", "avg_period")
+             "anneal_start")
 _NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
                  "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
-                 "max_missing_targets", "dropout", "distance_every", "learners_per_node")
+                 "max_missing_targets", "dropout")
+
+
+def strategy_fields() -> dict[str, dataclasses.Field]:
+    """The registered strategies' options that are not training options (``seed`` is one: a
+    strategy that takes it gets the run's seed)."""
+    return {n: f for n, f in registry.option_fields().items() if n not in FIELDS}
+
+
+def all_fields() -> dict[str, dataclasses.Field]:
+    """Every option, training and strategy: the YAML keys and asrdist-train's flags."""
+    return {**FIELDS, **strategy_fields()}
+
+
+def field_kind(f: dataclasses.Field) -> str:
+    """"int", "float", "str" or "bool", whether or not the annotations are strings."""
+    return f.type if isinstance(f.type, str) else f.type.__name__
 
 
 def _coerce(name: str, value: Any, where: str) -> Any:
-    """``value`` as the type of field ``name``, or an error naming both."""
-    kind = FIELDS[name].type
+    """``value`` as the type of option ``name``, or an error naming both."""
+    kind = field_kind(all_fields()[name])
     bad = AsrdistError(f"{where}: {name}: {value!r} is not a valid {kind}")
     if kind == "bool":
         if isinstance(value, bool):
@@ -187,9 +195,10 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise AsrdistError(f"{path}: a config file is a mapping of option: value")
     values = {}
+    known = all_fields()
     for key, value in raw.items():
         name = str(key).replace("-", "_")
-        if name not in FIELDS:
+        if name not in known:
             raise AsrdistError(f"{path}: unknown option {key!r}")
         values[name] = _coerce(name, value, str(path))
     return values
@@ -201,8 +210,9 @@ def make_config(
     """Defaults, then the YAML file, then ``overrides`` (flags given), validated."""
     values = read_yaml(yaml_path) if yaml_path else {}
     for name, value in (overrides or {}).items():
-        values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
-    config = TrainConfig(**values)
+        values[name] = _coerce(name, value, flag(name))
+    options = {n: values.pop(n, f.default) for n, f in strategy_fields().items()}
+    config = TrainConfig(**values, strategy_options=options)
     validate(config)
     return config
 
@@ -212,8 +222,8 @@ def validate(config: TrainConfig) -> None:
     for name in ("data", "targets", "out"):
         if not getattr(config, name):
             raise AsrdistError(f"--{name} is required (flag or config file)")
-    for name, f in FIELDS.items():
-        value = getattr(config, name)
+    for name, f in all_fields().items():
+        value = config.option(name)
         choices = f.metadata["choices"]
         if choices and value not in choices:
             raise AsrdistError(f"--{name.replace('_', '-')} {value!r}: choose one of "
@@ -233,17 +243,29 @@ def validate(config: TrainConfig) -> None:
                            f"--batch-size {config.batch_size} chunks")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
-    parse_slow_learner(config.slow_learner)
+    _every_strategys_options(config)  # each options dataclass checks its values when made
+
+
+def _every_strategys_options(config: TrainConfig) -> list[Any]:
+    """Every registered strategy's options made from ``config``: one config file serves every
+    --algo, so a bad value is refused whichever strategy this run uses."""
+    made = {}
+    for spec in registry.specs().values():
+        if spec.options not in made:
+            names = [f.name for f in fields(spec.options)]
+            made[spec.options] = spec.options(**{n: config.option(n) for n in names})
+    return list(made.values())
 
 
 def validate_for_world(config: TrainConfig, world_size: int) -> None:
-    """Refuse options that do not fit the number of learners the launcher started."""
-    slow = parse_slow_learner(config.slow_learner)
-    if slow is not None and slow[0] >= world_size:
-        raise AsrdistError(f"--slow-learner {config.slow_learner}: there is no learner "
-                           f"{slow[0]} among {world_size} (ranks 0..{world_size - 1})")
-    if config.algo == "single" and world_size > 1:
-        raise AsrdistError(f"--algo single trains one learner but the launcher started "
+    """Refuse options that do not fit the number of learners the launcher started (an options
+    dataclass may define ``check_world(world_size)``)."""
+    for options in _every_strategys_options(config):
+        check = getattr(options, "check_world", None)
+        if check is not None:
+            check(world_size)
+    if not registry.spec(config.algo).multi_learner and world_size > 1:
+        raise AsrdistError(f"--algo {config.algo} trains one learner but the launcher started "
                            f"{world_size}: choose a distributed --algo (e.g. ssgd)")
 
 

@@ -1,18 +1,20 @@
 """The training loop: one learner, any strategy, frame-level cross-entropy on pdf targets.
 
-The loop knows no strategy; it calls the hooks in the order asrdist.parallel.strategy documents.
-Rank and world size only choose this learner's data shard and file names: the launcher (and
-everything it implies) stays outside, in the CLI.
+The loop knows no strategy: each step is asrdist.parallel.strategy.train_step (the hooks in
+contract order), and ``strategy.sync`` comes before every checkpoint and held-out evaluation.
+The trainer owns the step counter and passes it to the hooks. Rank and world size only choose
+this learner's data shard and file names: the launcher (and everything it implies) stays
+outside, in the CLI.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,6 @@ from asrdist.data.dataset import (
     Corpus,
     UtteranceReader,
     epoch_shards,
-    heldout_batches,
     load_corpus,
     split_heldout,
     steps_per_epoch,
@@ -35,7 +36,8 @@ from asrdist.data.dataset import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
-from asrdist.parallel.strategy import Strategy
+from asrdist.parallel import registry
+from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
@@ -45,7 +47,9 @@ from asrdist.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from asrdist.train.config import TrainConfig, save_config
+from asrdist.train.config import TrainConfig, save_config, strategy_fields
+from asrdist.train.evaluate import evaluate
+from asrdist.train.interval import Interval
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
@@ -75,7 +79,11 @@ NOT_FINGERPRINTED = frozenset({
 
 
 def _options(config: TrainConfig) -> dict[str, Any]:
-    return {k: v for k, v in config.to_dict().items() if k not in NOT_FINGERPRINTED}
+    """The options that shape the model: training options and the --algo's own (another
+    strategy's options, ignored by this run, do not count)."""
+    unused = set(strategy_fields()) - set(registry.options_of(config.algo))
+    return {k: v for k, v in config.to_dict().items()
+            if k not in NOT_FINGERPRINTED and k not in unused}
 
 
 def train(
@@ -163,8 +171,7 @@ class _Run:
         self.right = self.model.right_context
         self.step = self.epoch = self.step_in_epoch = self.frames = 0
         self.wall_before = 0.0  # wall seconds of earlier sessions of this run
-        # since the last record: loss x frames, frames, steps, data wait s, compute s
-        self.acc = [0.0, 0, 0, 0.0, 0.0]
+        self.interval = Interval.start(self.device)  # sums since the last metrics record
         self.resume_state = self._find_resume_state()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -207,7 +214,8 @@ class _Run:
         self.strategy.load_state_dict(s["strategy"])
         restore_rng(s["rng"])
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
-        self.frames, self.wall_before, self.acc = s["frames"], s["wall_s"], s["acc"]
+        self.frames, self.wall_before = s["frames"], s["wall_s"]
+        self.interval = Interval.from_state(s["interval"], self.device)
         log.info("resuming %s at step %d (epoch %d)", self.out, self.step, self.epoch + 1)
 
     # -- the loop -------------------------------------------------------------------------
@@ -216,7 +224,7 @@ class _Run:
         cfg = self.cfg
         if self.resume_state is not None:
             self.model.load_state_dict(self.resume_state["model"])
-        wrapped = self.strategy.wrap_model(self.model)
+        self.wrapped = wrapped = self.strategy.wrap_model(self.model)
         optimizer = torch.optim.SGD(
             wrapped.parameters(), lr=self.schedule.peak, momentum=cfg.momentum,
             nesterov=cfg.nesterov and cfg.momentum > 0, weight_decay=cfg.weight_decay,
@@ -292,7 +300,6 @@ class _Run:
         bar = tqdm(total=num_steps, initial=self.step_in_epoch, unit="step", file=sys.stderr,
                    desc=f"epoch {self.epoch + 1}/{cfg.epochs}", disable=self.rank != 0,
                    dynamic_ncols=True, mininterval=1.0)
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16)
         interval_t0 = time.monotonic()
         try:
             while self.step_in_epoch < num_steps:
@@ -304,36 +311,17 @@ class _Run:
                 lr = self.schedule.lr_at(self.step, self.epoch)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                self.strategy.before_step(wrapped, self.step)
-                with autocast:
-                    logits = wrapped(x)
-                loss = F.cross_entropy(
-                    logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE
-                )
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.strategy.after_backward(wrapped, self.step)
-                if cfg.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(wrapped.parameters(), cfg.grad_clip)
-                optimizer.step()
-                self.strategy.after_step(wrapped, optimizer, self.step)
-                value = loss.item()
-                if not math.isfinite(value):
-                    self._non_finite(value)
+                loss = train_step(self.strategy, wrapped, optimizer, self.step,
+                                  partial(self._loss, x=x, y=y), cfg.grad_clip)
+                now = time.monotonic()
+                self.interval.add(loss, frames, self.step, t_compute - t_wait, now - t_compute)
                 self.step += 1
                 self.step_in_epoch += 1
                 self.frames += frames
-                now = time.monotonic()
-                self.acc = [self.acc[0] + value * frames, self.acc[1] + frames, self.acc[2] + 1,
-                            self.acc[3] + t_compute - t_wait, self.acc[4] + now - t_compute]
                 bar.update(1)
-                if self.acc[2] >= cfg.log_every:
-                    seconds = now - interval_t0
-                    self._log_train(lr, seconds)
-                    bar.set_postfix(loss=f"{value:.3f}", fps=f"{self.acc[1] / seconds:.0f}",
-                                    refresh=False)
+                if self.interval.steps >= cfg.log_every:
+                    self._log_train(lr, now - interval_t0, bar)
                     interval_t0 = time.monotonic()
-                    self.acc = [0.0, 0, 0, 0.0, 0.0]
                 stop = self._stop()
                 mid_epoch = self.step_in_epoch < num_steps
                 if mid_epoch and (stop or (cfg.checkpoint_every
@@ -343,25 +331,42 @@ class _Run:
                     self._heldout()
                 if stop:
                     return
+            self._check_loss()  # the end of the epoch: before held-out and its checkpoint
         finally:
             bar.close()
             prefetch.close()
 
-    def _log_train(self, lr: float, seconds: float) -> None:
-        loss_sum, frames, steps, data_wait, compute = self.acc
+    def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+            logits = model(x)
+        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+
+    def _log_train(self, lr: float, seconds: float, bar: tqdm) -> None:
+        """Write a train record (the one read of the loss from the device) and start a new
+        interval."""
+        self._check_loss()
+        iv = self.interval
+        loss, fps = iv.mean_loss(), iv.frames / max(seconds, 1e-9)
         self.metrics.write(
             "train", step=self.step, epoch=self.epoch + 1,
             progress=self._progress(),
-            wall_s=self._wall(), frames=self.frames, loss=loss_sum / max(frames, 1), lr=lr,
-            steps=steps, frames_per_s=frames / max(seconds, 1e-9), data_wait_s=data_wait,
-            compute_s=compute, **self.strategy.metrics(),
+            wall_s=self._wall(), frames=self.frames, loss=loss, lr=lr,
+            steps=iv.steps, frames_per_s=fps, data_wait_s=iv.data_wait_s,
+            compute_s=iv.compute_s, **self.strategy.metrics(),
         )
+        bar.set_postfix(loss=f"{loss:.3f}", fps=f"{fps:.0f}", refresh=False)
+        self.interval = Interval.start(self.device)
 
-    def _non_finite(self, value: float) -> None:
+    def _check_loss(self) -> None:
+        """Stop at a non-finite loss since the last record, naming its step (at the latest at
+        the next record, checkpoint or end of epoch, so no checkpoint holds its weights)."""
+        bad = self.interval.non_finite()
+        if bad is None:
+            return
         steps = list_checkpoints(self.out, self.rank)
         kept = f"last good checkpoint: {steps[max(steps)]}" if steps else "no checkpoint yet"
         raise AsrdistError(
-            f"loss is {value} at step {self.step + 1} (epoch {self.epoch + 1}); training "
+            f"loss is {bad[1]} at step {bad[0] + 1} (epoch {self.epoch + 1}); training "
             f"stopped, {kept}; lower --lr or set --grad-clip"
         )
 
@@ -374,37 +379,19 @@ class _Run:
 
     # -- held-out, checkpoints, export ------------------------------------------------------
 
-    @torch.no_grad()
     def _heldout(self) -> dict[str, float]:
         if len(self.heldout_rows) == 0:
             return {}
-        cfg = self.cfg
-        reader = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, self.input_dim)
-        self.model.eval()
-        ce, correct, frames = 0.0, 0, 0
-        try:
-            for x, y in heldout_batches(reader, self.heldout_rows, cfg.chunk_len, self.left,
-                                        self.right, cfg.batch_size):
-                x = torch.from_numpy(x).to(self.device)
-                y = torch.from_numpy(y).to(self.device).flatten()
-                with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-                    logits = self.model(x)
-                logits = logits.float().flatten(0, 1)
-                ce += F.cross_entropy(logits, y, ignore_index=IGNORE, reduction="sum").item()
-                mask = y != IGNORE
-                correct += int((logits.argmax(-1)[mask] == y[mask]).sum())
-                frames += int(mask.sum())
-        finally:
-            reader.close()
-            self.model.train()
-        figures = {"heldout_ce": ce / frames, "heldout_acc": correct / frames}
+        self.strategy.sync(self.wrapped)
+        held = evaluate(self.model, self.cfg, self.corpus, self.heldout_rows, self.input_dim,
+                        self.device)
         self.metrics.write(
             "heldout", step=self.step, epoch=self.epoch + 1,
             progress=self._progress(),
-            wall_s=self._wall(), frames=self.frames, heldout_frames=frames, **figures,
-            **self.strategy.metrics(),
+            wall_s=self._wall(), frames=self.frames, heldout_frames=held.frames,
+            **held.figures(), **self.strategy.metrics(),
         )
-        return figures
+        return held.figures()
 
     def _checkpoint(
         self,
@@ -412,18 +399,18 @@ class _Run:
         data: tuple[ChunkStream, Prefetcher] | None,
     ) -> None:
         """Save everything to continue from here; ``data`` is None at an epoch boundary."""
+        self._check_loss()
         queued = data[1].pending() if data else []
-        # The strategy's state first: an asynchronous strategy merges the exchanges still in
-        # flight into the weights there, and those merged weights are the ones to save.
-        strategy_state = self.strategy.state_dict()
+        # an asynchronous strategy merges the exchanges in flight: the weights to save
+        self.strategy.sync(self.wrapped)
         state = {
             "step": self.step,
             "epoch": self.epoch,
             "step_in_epoch": self.step_in_epoch,
             "frames": self.frames,
             "wall_s": self._wall(),
-            "acc": self.acc,
-            "strategy": strategy_state,
+            "interval": self.interval.state_dict(),
+            "strategy": self.strategy.state_dict(),
             "model": self.model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "rng": capture_rng(),

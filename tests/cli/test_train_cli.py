@@ -41,6 +41,7 @@ def test_config_file_and_flags_make_a_run_dir(corpus, tmp_path, caplog):
     used = yaml.safe_load((out / "config.yaml").read_text())
     assert used["epochs"] == 2 and used["chunk_len"] == 10 and used["seed"] == 3
     assert used["algo"] == "single" and used["avg_period"] == 2
+    assert used["hadpsgd_variant"] == "fixed"  # every strategy's options, whatever --algo
     assert used["slow_learner"] == "0:3"  # a string, not YAML 1.1's sexagesimal 183
     assert "--algo single does not use --slow-learner 0:3, --avg-period 2: ignored" in caplog.text
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
@@ -134,7 +135,7 @@ def _strategy(corpus, tmp_path, **options):
 
 def test_strategy_options_reach_the_strategy(corpus, tmp_path):
     ma = _strategy(corpus, tmp_path, algo="ma", avg_period=3, exchange_timeout=7.0,
-                   distance_every=0.0, slow_learner="0:3")
+                   distance_every=0.0, slow_learner="0:3", hadpsgd_variant="random")
     assert (ma.avg_period, ma.timeout_s, ma._distance_every_s) == (3, 7.0, 0.0)
     assert ma._slow.factor == 3.0  # this process is learner 0
     ada = _strategy(corpus, tmp_path, algo="adpsgd-random", seed=5)

@@ -1,5 +1,5 @@
-"""One learner process for the multi-process tests: a tiny hand-written SGD loop over a small
-model, driving a strategy through its hooks exactly as the trainer does.
+"""One learner process for the multi-process tests: a small model trained with the trainer's
+own step (asrdist.parallel.strategy.train_step), so the hooks run exactly as in training.
 
 The tests fork these learners from the test process (torch is already imported there, so a
 learner starts in milliseconds); ``python _learner.py SCENARIO_JSON RANK WORLD PORT OUT_DIR``
@@ -20,6 +20,7 @@ import torch.distributed as dist
 
 from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.strategy import Learner, Strategy, train_step
 
 
 def make_model(seed: int) -> torch.nn.Module:
@@ -42,6 +43,24 @@ def _flat_grad(model: torch.nn.Module) -> torch.Tensor | None:
     return torch.cat([g.reshape(-1) for g in grads]).clone()
 
 
+def _instrument(strategy: Strategy, sc: dict, computed: list, applied: list) -> None:
+    """Wrap ``after_backward``: simulated compute (``compute_s``) before it, and the gradients
+    as backward left them and as the strategy hands them to the optimizer."""
+    inner = strategy.after_backward
+    sleep, record = sc.get("compute_s", 0.0), sc.get("record_grads", False)
+
+    def after_backward(model: torch.nn.Module, step: int) -> None:
+        if sleep:
+            time.sleep(sleep)
+        if record:
+            computed.append(_flat_grad(model))
+        inner(model, step)
+        if record:
+            applied.append(_flat_grad(model))
+
+    strategy.after_backward = after_backward  # type: ignore[method-assign]
+
+
 def main() -> None:
     run(json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
         sys.argv[5])
@@ -53,8 +72,8 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     if world > 1 or sc.get("init_world_1"):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout))
-    strategy = make_strategy(sc["algo"], timeout_s=timeout, distance_every_s=sc.get("dist_s", 0),
-                             **sc.get("options", {}))
+    strategy = make_strategy(sc["algo"], Learner.current(), exchange_timeout=timeout,
+                             distance_every=sc.get("dist_s", 0), **sc.get("options", {}))
     model = make_model(rank if sc.get("init") == "rank" else 0)
     ckpt = os.path.join(out, f"ckpt{rank}.pt")
     resumed_round = None
@@ -71,28 +90,19 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
         resumed_round = state["strategy"].get("round")
     history = [flat_weights(model)]
     computed, applied = [], []  # gradients from backward / as handed to the optimizer
-    sleep = sc.get("compute_s", 0.0)
+    _instrument(strategy, sc, computed, applied)
+    steps = 0
     for step in range(start, sc["steps"]):
         if step == sc.get("kill_at") and rank == sc.get("kill_rank"):
             os.kill(os.getpid(), signal.SIGKILL)
         x, y = batch(step, rank, sc.get("batch", 8), sc.get("same_data", False))
-        strategy.before_step(wrapped, step)
-        opt.zero_grad()
-        loss = torch.nn.functional.mse_loss(wrapped(x), y)
-        loss.backward()
-        if sleep:
-            time.sleep(sleep)
-        if sc.get("record_grads"):
-            computed.append(_flat_grad(model))
-        strategy.after_backward(wrapped, step)
-        if sc.get("record_grads"):
-            applied.append(_flat_grad(model))
-        opt.step()
-        strategy.after_step(wrapped, opt, step)
+        train_step(strategy, wrapped, opt, step,
+                   lambda m, x=x, y=y: torch.nn.functional.mse_loss(m(x), y))
+        steps = step + 1
         if step + 1 == sc.get("checkpoint_at"):
-            sstate = strategy.state_dict()
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "strategy": sstate,
-                        "step": step + 1}, ckpt)
+            strategy.sync(wrapped)  # as the trainer does before a checkpoint
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+                        "strategy": strategy.state_dict(), "step": step + 1}, ckpt)
         if sc.get("history"):
             history.append(flat_weights(model))
     before = flat_weights(model)
@@ -101,7 +111,7 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     strategy.close()
     torch.save({"before": before, "final": flat_weights(model), "history": history,
                 "metrics": metrics, "resumed_round": resumed_round,
-                "computed": computed, "applied": applied,
+                "computed": computed, "applied": applied, "steps": steps,
                 "state": strategy.state_dict()}, os.path.join(out, f"{rank}.pt"))
     if dist.is_initialized():
         dist.destroy_process_group()  # ``wrapped`` (a DDP wrapper for ssgd) is still alive here

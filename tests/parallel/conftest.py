@@ -15,8 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from asrdist.parallel import adpsgd, hadpsgd, ma, ssgd  # noqa: F401 - imported once, before forking
-from tests.parallel import _learner
+from asrdist.parallel import registry
+from tests.parallel import (
+    _learner,
+    test_toy_strategy,  # noqa: F401 - registers the toy before collection
+)
+
+registry.specs()  # import every strategy module once, before forking
 
 # The first optimizer imports torch._dynamo (seconds): do it once here, not in every learner.
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)

@@ -29,7 +29,7 @@ def test_sigkilled_learner_ends_the_job_named_and_resume_continues(tmp_path, alg
     assert named, "no survivor named the killed learner"
     resumed = ok(run_learners({**sc, "resume": True, "steps": 30, "kill_at": None}, n, tmp_path))
     for r in resumed:
-        assert r["state"]["steps"] == 30
+        assert r["steps"] == 30
     if algo != "ssgd":
         active = 2 if algo == "hadpsgd" else 1  # hadpsgd: the leader of the second node
         assert resumed[active]["resumed_round"] == 10  # its ring round was restored

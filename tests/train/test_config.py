@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from asrdist.errors import AsrdistError
+from asrdist.parallel import registry
+from asrdist.parallel.adpsgd import ADPSGDOptions
+from asrdist.parallel.options import NoOptions
 from asrdist.train.config import make_config, save_config
 
 REQUIRED = {"data": "d", "targets": "t", "out": "o"}
@@ -14,7 +18,7 @@ def test_flags_override_the_file_and_the_file_overrides_defaults(tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text("chunk-len: 30\nlr: 1e-3\nbatch_size: 64\navg_period: 4\n")
     cfg = make_config(conf, {**REQUIRED, "batch_size": 32})
-    assert (cfg.chunk_len, cfg.lr, cfg.batch_size, cfg.avg_period) == (30, 0.001, 32, 4)
+    assert (cfg.chunk_len, cfg.lr, cfg.batch_size, cfg.option("avg_period")) == (30, 0.001, 32, 4)
     assert cfg.epochs == 10  # default
 
 
@@ -22,16 +26,26 @@ def test_colon_values_stay_strings_not_sexagesimal_numbers(tmp_path):
     conf = tmp_path / "c.yaml"
     conf.write_text("slow_learner: 1:3\nseed: 7\n")
     cfg = make_config(conf, REQUIRED)
-    assert (cfg.slow_learner, cfg.seed) == ("1:3", 7)
+    assert (cfg.option("slow_learner"), cfg.seed) == ("1:3", 7)
     save_config(cfg, tmp_path / "config.yaml")
-    assert make_config(tmp_path / "config.yaml").slow_learner == "1:3"
+    assert make_config(tmp_path / "config.yaml").option("slow_learner") == "1:3"
 
 
 def test_each_strategy_gets_only_the_options_it_takes():
     cfg = make_config(None, {**REQUIRED, "avg_period": 2, "seed": 9, "slow_learner": "1:3"})
-    options, ignored = cfg.strategy_options(("timeout_s", "slow_learner", "seed"))
-    assert options == {"timeout_s": 120.0, "slow_learner": "1:3", "seed": 9}
+    options, ignored = cfg.options_for("adpsgd-random")
+    assert options == ADPSGDOptions(exchange_timeout=120.0, slow_learner="1:3", seed=9)
     assert ignored == ["--avg-period 2"]  # defaults and the seed are never reported
+    assert cfg.options_for("single") == (NoOptions(), ["--slow-learner 1:3", "--avg-period 2"])
+
+
+def test_strategy_options_are_yaml_keys_from_the_registry(tmp_path):
+    """config.yaml lists every registered strategy's options (one file serves every --algo)."""
+    cfg = make_config(None, REQUIRED)
+    save_config(cfg, tmp_path / "config.yaml")
+    keys = set(yaml.safe_load((tmp_path / "config.yaml").read_text()))
+    assert set(registry.option_fields()) <= keys
+    assert "strategy_options" not in keys
 
 
 def test_saved_config_reads_back_identically(tmp_path):
@@ -49,6 +63,9 @@ def test_saved_config_reads_back_identically(tmp_path):
     ("batch_size: 0\n", "--batch-size must be positive"),
     ("slow_learner: 1-3\n", "--slow-learner '1-3': expected RANK:FACTOR"),
     ("learners_per_node: -1\n", "--learners-per-node must not be negative"),
+    ("distance_every: -1\n", "--distance-every must not be negative"),
+    ("hadpsgd_variant: slow\n", "--hadpsgd-variant 'slow': choose one of fixed, random, delay1"),
+    ("avg_period: x\n", "avg_period: 'x' is not a valid int"),
     ("[1, 2]\n", "a config file is a mapping"),
     ("lr: [0.1\n", "cannot read config"),
 ])

@@ -143,6 +143,20 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_p
     assert not (out / "final.pt").exists()
 
 
+def test_nan_loss_is_named_exactly_without_reading_every_loss(tmp_path):
+    """The loss is read only at a record: the first non-finite one is still named exactly."""
+    data, targets = make_corpus(tmp_path / "corpus", num_utts=30)
+    poison_features(data)
+    messages = []
+    for log_every in (1, 50):
+        cfg = _config((data, targets), tmp_path / f"run{log_every}", epochs=2, cmvn="utt",
+                      checkpoint_every=0, shuffle_buffer=8, heldout_utts=0, log_every=log_every)
+        with pytest.raises(AsrdistError, match="loss is nan at step") as err:
+            train(cfg, Single())
+        messages.append(err.value.message)
+    assert messages[0] == messages[1]
+
+
 class Recorder(Strategy):
     """Logs every hook call, to check the trainer's contract with strategies."""
 
@@ -165,8 +179,12 @@ class Recorder(Strategy):
         assert all(p.grad is not None for p in model.parameters())
         self.calls.append(("after_backward", step))
 
-    def after_step(self, model, optimizer, step):
+    def after_step(self, model, step):
         self.calls.append(("after_step", step))
+
+    def sync(self, model):
+        assert model is self.wrapped
+        self.calls.append(("sync",))
 
     def finalize(self, model):
         self.calls.append(("finalize",))
@@ -175,6 +193,7 @@ class Recorder(Strategy):
         return {"exchanges": len(self.calls)}
 
     def state_dict(self):
+        self.calls.append(("state_dict",))
         return {"calls": len(self.calls)}
 
     def close(self):
@@ -187,7 +206,13 @@ def test_trainer_calls_the_strategy_hooks_in_order(corpus, tmp_path):
     result = train(_config(corpus, out, epochs=2, checkpoint_every=3), strategy)
     names = [c[0] for c in strategy.calls]
     assert names[0] == "wrap_model" and names[-2:] == ["finalize", "close"]
-    steps = [c for c in strategy.calls if c[0] not in ("wrap_model", "finalize", "close")]
+    # every checkpoint (state_dict) and held-out evaluation comes right after a sync
+    saves = [i for i, n in enumerate(names) if n == "state_dict"]
+    assert len(saves) == 2 + 4 and all(names[i - 1] == "sync" for i in saves)
+    heldout = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "heldout"]
+    assert names.count("sync") == len(saves) + len(heldout) == 6 + 2
+    steps = [c for c in strategy.calls
+             if c[0] not in ("wrap_model", "sync", "state_dict", "finalize", "close")]
     assert len(steps) == 3 * result.steps
     for k in range(result.steps):
         assert steps[3 * k: 3 * k + 3] == [("before_step", k), ("after_backward", k),
@@ -251,25 +276,22 @@ def test_cuda_bf16_training_learns(corpus, tmp_path):
 
 
 class Merging(Strategy):
-    """Like ADPSGD: ``state_dict`` merges an exchange still in flight into the weights (here by
+    """Like ADPSGD: ``sync`` merges an exchange still in flight into the weights (here by
     giving a parameter new storage, so a model state taken earlier would miss it)."""
 
     name = "merging"
 
     def __init__(self) -> None:
-        self.model: torch.nn.Module | None = None
         self.merged: list[dict[str, torch.Tensor]] = []
         self.events: list[str] = []
 
-    def wrap_model(self, model):
-        self.model = model
-        return model
+    def sync(self, model):
+        p = next(model.parameters())
+        p.data = p.data + 0.25
+        self.merged.append({k: v.clone() for k, v in model.state_dict().items()})
+        self.events.append("sync")
 
     def state_dict(self):
-        assert self.model is not None
-        p = next(self.model.parameters())
-        p.data = p.data + 0.25
-        self.merged.append({k: v.clone() for k, v in self.model.state_dict().items()})
         self.events.append("state_dict")
         return {"merges": len(self.merged)}
 
@@ -280,9 +302,11 @@ class Merging(Strategy):
 def test_checkpoint_saves_the_weights_after_the_strategy_merged(corpus, tmp_path):
     strategy = Merging()
     out = tmp_path / "run"
-    train(_config(corpus, out, epochs=2, checkpoint_every=4, keep_checkpoints=10), strategy)
+    train(_config(corpus, out, epochs=2, checkpoint_every=4, keep_checkpoints=10,
+                  heldout_utts=0), strategy)
     saved = [load_checkpoint(out, 0, s) for s in sorted(list_checkpoints(out, 0))]
     assert len(saved) == len(strategy.merged) >= 3
-    for state, merged in zip(saved, strategy.merged, strict=True):
+    for n, (state, merged) in enumerate(zip(saved, strategy.merged, strict=True), 1):
         assert all(torch.equal(state["model"][k], merged[k]) for k in merged)
+        assert state["strategy"]["merges"] == n  # state_dict comes after the sync
     assert strategy.events[-1] == "finalize"  # after the last checkpoint

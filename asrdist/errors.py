@@ -13,3 +13,10 @@ class AsrdistError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's first line, capped (a gloo or yaml error's full text can be pages long);
+    its type name when it has no text."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

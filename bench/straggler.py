@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
-import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from asrdist.parallel.launch import free_port
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
 from bench.results import publish
@@ -36,12 +36,6 @@ STRATEGIES: list[tuple[str, dict[str, Any]]] = [
     ("hadpsgd", {"learners_per_node": 1, "hadpsgd_variant": "random"}),
     ("ma", {"avg_period": 8}),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from asrdist.errors import first_line
 from asrdist.parallel.health import Liveness, abort
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.slow import SlowDown, parse_slow_learner
@@ -97,7 +98,7 @@ class DistanceMonitor:
                 dist.all_reduce(mean, group=self._group)
                 self.last = float((w - mean / n).norm())
         except RuntimeError as exc:
-            abort(dist.get_rank(), f"distance sampling failed: {str(exc).splitlines()[0]}")
+            abort(dist.get_rank(), f"distance sampling failed: {first_line(exc)}")
 
     def stop(self) -> None:
         self._stop.set()

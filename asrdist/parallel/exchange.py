@@ -36,6 +36,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from asrdist.errors import first_line
 from asrdist.parallel import rings
 from asrdist.parallel.health import abort
 
@@ -47,17 +48,11 @@ class ExchangeFailure(RuntimeError):
     """An exchange with a named learner failed or timed out."""
 
 
-def _first_line(exc: BaseException) -> str:
-    """A gloo error's first line, capped: its full text can be pages long."""
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else "error"
-
-
 def _wait(work: dist.Work, timeout_s: float, what: str) -> None:
     try:
         ok = work.wait(timeout=timedelta(seconds=timeout_s))
     except RuntimeError as exc:
-        raise ExchangeFailure(f"{what}: {_first_line(exc)}") from exc
+        raise ExchangeFailure(f"{what}: {first_line(exc)}") from exc
     if ok is False:
         raise ExchangeFailure(f"{what}: no answer within {timeout_s:.0f} s")
 
@@ -157,7 +152,7 @@ class PairwiseExchange:
                 abort(self.rank, f"{exc}; ending the job")
             except RuntimeError as exc:  # gloo may also fail when a transfer is posted
                 peer = "?" if self._peer is None else self._member(self._peer)
-                abort(self.rank, f"exchange with {peer} failed: {_first_line(exc)}; ending the job")
+                abort(self.rank, f"exchange with {peer} failed: {first_line(exc)}; ending the job")
 
         return run
 

@@ -20,6 +20,8 @@ import time
 
 import torch.distributed as dist
 
+from asrdist.errors import first_line
+
 log = logging.getLogger(__name__)
 
 _PREFIX = "asrdist/live/"
@@ -126,9 +128,9 @@ class Liveness:
         while time.monotonic() < deadline:
             stalled = self.stalled_learners()
             if stalled:
-                return f"learner(s) {stalled} stopped responding ({_first_line(exc)})"
+                return f"learner(s) {stalled} stopped responding ({first_line(exc)})"
             time.sleep(self.interval_s)
-        return f"communication failed: {_first_line(exc)}"
+        return f"communication failed: {first_line(exc)}"
 
     def wait_all_finished(self, poll_s: float = 0.05) -> None:
         """Announce this learner finished and wait, watching progress, until all have.
@@ -157,8 +159,3 @@ class Liveness:
         self._stop.set()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

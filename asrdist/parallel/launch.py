@@ -21,7 +21,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from asrdist.errors import AsrdistError
+from asrdist.errors import AsrdistError, first_line
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,8 @@ def detect_env(env: Mapping[str, str] | None = None) -> DistEnv | None:
     return None
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on this host now (for a rendezvous store)."""
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
@@ -150,7 +151,7 @@ def _mpi_rendezvous(denv: DistEnv) -> DistEnv:
         addr = denv.master_addr
         if addr is None:
             addr = "127.0.0.1" if len(set(hosts)) == 1 else socket.gethostbyname(denv.node)
-        port = denv.master_port or _free_port()
+        port = denv.master_port or free_port()
         chosen = (addr, port)
     else:
         chosen = None
@@ -199,9 +200,8 @@ def init_from_env(
             timeout=timedelta(seconds=timeout_s),
         )
     except (RuntimeError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise AsrdistError(
             f"rendezvous of learner {denv.rank} at {denv.master_addr}:{denv.master_port} "
-            f"failed: {first}"
+            f"failed: {first_line(exc)}"
         ) from exc
     return denv

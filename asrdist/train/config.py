@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from asrdist.errors import AsrdistError
+from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import MODEL_TYPES, ModelConfig
 from asrdist.parallel import registry
@@ -191,7 +191,7 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
         with open(path) as f:
             raw = yaml.load(f, Loader=_Loader) or {}
     except (OSError, yaml.YAMLError) as e:
-        raise AsrdistError(f"{path}: cannot read config ({str(e).splitlines()[0]})") from e
+        raise AsrdistError(f"{path}: cannot read config ({first_line(e)})") from e
     if not isinstance(raw, dict):
         raise AsrdistError(f"{path}: a config file is a mapping of option: value")
     values = {}

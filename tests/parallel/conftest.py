@@ -6,7 +6,6 @@ import faulthandler
 import multiprocessing
 import os
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ import pytest
 import torch
 
 from asrdist.parallel import registry
+from asrdist.parallel.launch import free_port
 from tests.parallel import (
     _learner,
     test_toy_strategy,  # noqa: F401 - registers the toy before collection
@@ -25,12 +25,6 @@ registry.specs()  # import every strategy module once, before forking
 
 # The first optimizer imports torch._dynamo (seconds): do it once here, not in every learner.
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
+from asrdist.parallel.launch import free_port
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.parallel.conftest import free_port
 from tests.train.corpus import make_corpus
 
 BIN = Path(sys.executable).parent

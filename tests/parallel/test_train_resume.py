@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from asrdist.cli.train import main
+from asrdist.parallel.launch import free_port
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.parallel.conftest import free_port
 from tests.train.corpus import make_corpus
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",

@@ -1,4 +1,5 @@
-"""asrdist-score: Kaldi %WER lines, per-subset tables and sclite trn files for hypotheses."""
+"""asrdist-score: Kaldi %WER lines, per-subset tables and sclite trn files for hypotheses;
+with --stm and --glm, a CTM scored as NIST hubscr.pl scores it (Kaldi's local/score_sclite.sh)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,20 @@ import sys
 import click
 
 from asrdist.cli import command
+from asrdist.decode.hubscr import score_stm_glm_ctm
 from asrdist.decode.report import logged_commands, subset_table, update_results
 from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
+from asrdist.errors import AsrdistError
 
 
 @command()
-@click.argument("ref_text", type=click.Path(dir_okay=False))
-@click.argument("hyp", type=click.Path())
+@click.argument("paths", nargs=-1, metavar="REF_TEXT HYP | --stm STM --glm GLM CTM")
+@click.option("--stm", type=click.Path(dir_okay=False), default=None,
+              help="Reference stm (e.g. eval2000's): score the CTM as hubscr.pl does, printing "
+                   "Kaldi's '%WER x | #snt #wrd | corr sub del ins err s.err | sys' lines for "
+                   "the set and its sw_/en_ subsets.")
+@click.option("--glm", type=click.Path(dir_okay=False), default=None,
+              help="The GLM word mappings applied to stm and ctm (with --stm).")
 @click.option("--subsets-by", default=None, metavar="spk|FILE",
               help="Per-subset table: by speaker (utt2spk beside REF_TEXT) or a 'utt subset' file.")
 @click.option("--words", "words_txt", type=click.Path(dir_okay=False), default=None,
@@ -25,12 +33,23 @@ from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
 @click.option("--report", type=click.Path(dir_okay=False), default=None,
               help="Markdown results file to add this system to (e.g. exp/results.md).")
 @click.option("--name", default=None, help="System name in the report (default: HYP).")
-def main(ref_text: str, hyp: str, subsets_by: str | None, words_txt: str | None,
-         out_dir: str | None, report: str | None, name: str | None) -> None:
+def main(paths: tuple[str, ...], stm: str | None, glm: str | None, subsets_by: str | None,
+         words_txt: str | None, out_dir: str | None, report: str | None,
+         name: str | None) -> None:
     """Score HYP (a Kaldi text file, or a decode dir with text and/or score_*/text variants)
     against REF_TEXT. Missing hypotheses count as deletions; sweeps pick the best variant as
-    utils/best_wer.sh does."""
+    utils/best_wer.sh does. With --stm and --glm, score one CTM (times relative to the
+    recording) as hubscr.pl -h hub5 does; CTM.filt.sys files hold the Sum/Avg rows."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    if stm is not None or glm is not None:
+        if stm is None or glm is None or len(paths) != 1:
+            raise AsrdistError("the stm mode takes --stm STM --glm GLM and one CTM argument")
+        for line in score_stm_glm_ctm(stm, glm, paths[0]):
+            click.echo(line)
+        return
+    if len(paths) != 2:
+        raise AsrdistError("expected REF_TEXT HYP (or --stm STM --glm GLM CTM)")
+    ref_text, hyp = paths
     run = score_hypotheses(ref_text, hyp, out_dir, subsets_by, words_txt)
     if run.main is not None:
         click.echo(kaldi_wer_report(run.main.result, str(run.main.hyp_text)), nl=False)

@@ -1,0 +1,413 @@
+"""Scoring a CTM against an STM and a GLM the way NIST hubscr.pl (hub5, English) does.
+
+Kaldi's ``local/score_sclite.sh`` runs ``hubscr.pl -V -l english -h hub5 -g GLM -r STM CTM``:
+both files are sorted, filtered through csrfilt.sh with the GLM (:mod:`asrdist.decode.glm`),
+and sclite aligns them with ``-D -F``. This module repeats sclite's steps so that its
+``Sum/Avg`` numbers are hubscr's, exactly:
+
+- hypothesis words go to the stm segments of their file and channel in time order: a word
+  (or a GLM alternation, by its latest word) belongs to the current segment while its midpoint
+  is before the segment's end; the channel's last segment takes the rest;
+  ``IGNORE_TIME_SEGMENT_IN_SCORING`` segments drop their words and are not counted;
+- reference and hypothesis are networks (GLM alternatives ``{ A / B C / @ }``, ``@`` empty);
+  the dynamic programme runs over their arcs with sclite's costs (substitution 4, insertion or
+  deletion 3, an optionally deletable ``(word)`` 2, an ``@`` 0.001) and sclite's tie-breaks
+  (a substitution wins ties, a deletion must be strictly cheaper than an insertion);
+- ``-D``: a deleted ``(word)`` counts as correct; ``-F``: a fragment ``dal-`` or ``-las``
+  matches any word that it begins or ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from asrdist.decode.glm import Rule, filter_text, read_glm
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write
+
+IGNORE = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
+# sclite's word-to-word costs; it sums them in C floats, and the rounding of the '@' cost
+# decides some ties, so the sums here are float32 too.
+SUB, INDEL, OPT_DEL, NULL_SUB = (np.float32(c) for c in (4.0, 3.0, 2.0, 1.0))
+NULL_INDEL, ZERO = np.float32(0.001), np.float32(0.0)
+# Kaldi's subsets of eval2000: score_sclite.sh keeps the lines NOT starting with the other prefix.
+SUBSETS = {"swbd": "en_", "callhm": "sw_"}
+
+Alternatives = list[list[tuple[str, float, float]]]
+
+
+def f32(x: float | str) -> float:
+    """A C float: sclite reads stm times (not ctm times) through one, which can move a word
+    whose midpoint is at a segment's end into or out of the segment."""
+    return struct.unpack("f", struct.pack("f", float(x)))[0]
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One stm line after filtering: its text is the reference of one scored sentence."""
+
+    file: str
+    chan: str
+    t1: float
+    t2: float
+    text: str
+
+
+@dataclass(frozen=True)
+class HypToken:
+    """A ctm word, or a GLM alternation of word sequences (each word: text, start, duration)."""
+
+    alternatives: Alternatives
+
+    @property
+    def mid(self) -> float:
+        """sclite's placement time: the midpoint, for an alternation the latest midpoint."""
+        mids = [t + d / 2.0 for alt in self.alternatives for _, t, d in alt]
+        return max(mids) if len(self.alternatives) == 1 else max([0.0, *mids])
+
+
+@dataclass
+class Counts:
+    """sclite's Sum/Avg counts."""
+
+    sentences: int = 0
+    corr: int = 0
+    sub: int = 0
+    dels: int = 0
+    ins: int = 0
+    sentence_errors: int = 0
+
+    @property
+    def words(self) -> int:
+        return self.corr + self.sub + self.dels
+
+    def add(self, other: Counts) -> None:
+        for name in ("sentences", "corr", "sub", "dels", "ins", "sentence_errors"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def percentages(self) -> list[float]:
+        """Corr Sub Del Ins Err S.Err, in percent, rounded as sclite's F_ROUND does."""
+        err = self.sub + self.dels + self.ins
+        return [_round(_pct(x, self.words)) for x in (self.corr, self.sub, self.dels, self.ins,
+                                                       err)] + [
+            _round(_pct(self.sentence_errors, self.sentences))]
+
+
+def _pct(num: int, den: int) -> float:
+    return 0.0 if den == 0 else num / den * 100.0
+
+
+def _round(x: float) -> float:
+    """sclite's F_ROUND(x, 1): half away from zero by truncation, through a C float."""
+    return f32(int(x * 10.0 + (0.5 if x > 0.0 else -0.5))) / 10.0
+
+
+def _read_lines(path: str | os.PathLike, option: str, what: str) -> list[str]:
+    try:
+        return Path(path).read_text(encoding="latin-1").splitlines()
+    except OSError as e:
+        raise AsrdistError(f"{option} {path}: cannot read the {what} ({e.strerror})") from e
+
+
+def read_stm(path: str | os.PathLike, rules: list[Rule]) -> list[Segment]:
+    """Segments of an stm (``file chan spkr t1 t2 [<labels>] text``), filtered and sorted."""
+    segments = []
+    for n, line in enumerate(_read_lines(path, "--stm", "stm file"), 1):
+        if not line.strip() or line.lstrip().startswith(";;"):
+            continue
+        fields = line.split()
+        try:
+            file, chan, _spkr, t1, t2 = fields[0], fields[1], fields[2], float(fields[3]), float(
+                fields[4])
+        except (IndexError, ValueError):
+            raise AsrdistError(
+                f"--stm {path}:{n}: expected 'file chan speaker start end [<labels>] text', "
+                f"got {line.strip()!r}") from None
+        text = fields[5:]
+        if text and text[0].startswith("<") and text[0].endswith(">"):
+            text = text[1:]
+        text = filter_text(" ".join(text), rules, pad=" ")
+        segments.append(Segment(file, chan, f32(t1), f32(t2), text))
+    if not segments:
+        raise AsrdistError(f"--stm {path}: no segments (expected LDC stm lines)")
+    return sorted(segments, key=lambda s: (s.file, s.chan, s.t1))
+
+
+def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
+    """csrfilt's ctm step: a word the GLM mapped to several words or alternatives is split,
+    its duration shared equally and the times printed with three decimals."""
+    t1, dur = fields[2], fields[3]
+    parts = re.sub(r"([{}])", r" \1 ", word).split()
+    conf = fields[5:6]
+    if len(parts) == 1 and not conf:
+        return [HypToken([[(parts[0], float(t1), float(dur))]])]
+    data = parts + conf
+    if re.fullmatch(r"[0-9.-]*", data[-1]):
+        data = data[:-1]
+    sets = " ".join(data).split("/")
+    while sets and sets[-1] == "":
+        sets.pop()
+    alternatives: Alternatives = []
+    for chunk in sets:
+        words = chunk.replace("{", "").replace("}", "").split()
+        share = float(dur) / len(words)
+        alternatives.append([(w, float(f"{float(t1) + share * i:.3f}"), float(f"{share:.3f}"))
+                             for i, w in enumerate(words)])
+    if len(alternatives) == 1:
+        return [HypToken([[w]]) for w in alternatives[0]]
+    return [HypToken(alternatives)]
+
+
+def read_ctm(path: str | os.PathLike, rules: list[Rule]) -> dict[tuple[str, str], list[HypToken]]:
+    """Hypothesis tokens per (file, channel) of a ctm (``file chan start dur word [conf]``)."""
+    rows = []
+    for n, line in enumerate(_read_lines(path, "CTM", "ctm file"), 1):
+        if not line.strip() or line.lstrip().startswith(";;"):
+            continue
+        fields = line.split()
+        try:
+            float(fields[2]), float(fields[3]), fields[4]
+        except (IndexError, ValueError):
+            raise AsrdistError(f"{path}:{n}: expected 'file chan start duration word [conf]', "
+                               f"got {line.strip()!r}") from None
+        rows.append(fields)
+    rows.sort(key=lambda f: (f[0], f[1], float(f[2])))
+    tokens: dict[tuple[str, str], list[HypToken]] = {}
+    for fields in rows:
+        word = filter_text(fields[4], rules)
+        if word:
+            tokens.setdefault((fields[0], fields[1]), []).extend(_expand_ctm_word(fields, word))
+    return tokens
+
+
+@dataclass
+class _Network:
+    """Arcs in topological order; arc 0 is the null head that sclite adds before aligning."""
+
+    words: list[str | None] = field(default_factory=lambda: [None])
+    preds: list[list[int]] = field(default_factory=lambda: [[]])
+    ends: list[int] = field(default_factory=lambda: [0])
+
+    @classmethod
+    def build(cls, items: list[str | list[list[str]]]) -> _Network:
+        net = cls()
+        into: dict[int, list[int]] = {0: [0]}
+        node, next_node = 0, 1
+        for item in items:
+            alternatives = [[item]] if isinstance(item, str) else item
+            end = next_node
+            next_node += 1
+            for alt in alternatives:
+                alt = alt or ["@"]
+                cur = node
+                for k, word in enumerate(alt):
+                    to = end if k == len(alt) - 1 else next_node
+                    if to != end:
+                        next_node += 1
+                    net.words.append(word)
+                    net.preds.append(list(into.get(cur, [])))
+                    into.setdefault(to, []).append(len(net.words) - 1)
+                    cur = to
+            node = end
+        net.ends = into.get(node, [0])
+        return net
+
+
+def text_items(text: str) -> list[str | list[list[str]]]:
+    """Words and ``{ A / B C / @ }`` alternations of a filtered reference text."""
+    items: list[str | list[list[str]]] = []
+    alt: list[list[str]] | None = None
+    for tok in re.sub(r"([{}])", r" \1 ", text).split():
+        if tok == "{":
+            alt = [[]]
+        elif tok == "}" and alt is not None:
+            items.append(alt)
+            alt = None
+        elif tok == "/" and alt is not None:
+            alt.append([])
+        elif alt is not None:
+            alt[-1].append(tok)
+        else:
+            items.append(tok)
+    return items
+
+
+def _opt_del(word: str) -> bool:
+    return len(word) > 1 and word[0] == "(" and word[-1] == ")"
+
+
+def _value(word: str) -> str:
+    return word[1:-1] if _opt_del(word) else word
+
+
+def _is_fragment(word: str) -> bool:
+    return word.endswith("-") or word.startswith("-") or (_opt_del(word) and word[-2] == "-")
+
+
+def words_equal(ref: str, hyp: str) -> bool:
+    """sclite's equal_WORD2 with -F: a fragment matches the words it begins or ends."""
+    a, b = _value(ref), _value(hyp)
+    if _is_fragment(ref) or _is_fragment(hyp):
+        for frag, other in ((a, b), (b, a)):
+            if len(frag) > 1 and frag[0] == "-":
+                return len(other) >= len(frag) - 1 and other.endswith(frag[1:])
+            if len(frag) > 1 and frag[-1] == "-":
+                return other[:len(frag) - 1] == frag[:-1]
+    return a == b
+
+
+def _cost(ref: str | None, hyp: str | None) -> np.float32:
+    if ref is None and hyp is None:
+        raise AsrdistError("internal: cost of two empty words")
+    if (hyp is None and ref == "@") or (ref is None and hyp == "@"):
+        return NULL_INDEL
+    if ref is None or hyp is None:
+        word = ref if hyp is None else hyp
+        return OPT_DEL if _opt_del(word) else INDEL  # type: ignore[arg-type]
+    if ref == "@" and hyp == "@":
+        return NULL_SUB
+    return ZERO if words_equal(ref, hyp) else SUB
+
+
+def _best(cands: list[tuple[np.float32, int, int]]) -> tuple[np.float32, int, int]:
+    """The first candidate with the least cost (sclite keeps the first strict minimum)."""
+    best = cands[0]
+    for c in cands[1:]:
+        if c[0] < best[0]:
+            best = c
+    return best
+
+
+def align(ref: _Network, hyp: _Network) -> Counts:
+    """sclite's network DP and back-trace; the counts of one sentence."""
+    na, nb = len(ref.words), len(hyp.words)
+    cost = [[ZERO] * nb for _ in range(na)]
+    back = [[(-1, -1)] * nb for _ in range(na)]
+    for b in range(1, nb):
+        d, _, pb = _best([(cost[0][p], 0, p) for p in hyp.preds[b]])
+        cost[0][b], back[0][b] = d + _cost(None, hyp.words[b]), (0, pb)
+    for a in range(1, na):
+        d, pa, _ = _best([(cost[p][0], p, 0) for p in ref.preds[a]])
+        cost[a][0], back[a][0] = d + _cost(ref.words[a], None), (pa, 0)
+    for a in range(1, na):
+        wa = ref.words[a]
+        for b in range(1, nb):
+            wb = hyp.words[b]
+            ins = _best([(cost[a][p], a, p) for p in hyp.preds[b]])
+            dele = _best([(cost[p][b], p, b) for p in ref.preds[a]])
+            sub = _best([(cost[pa][pb], pa, pb) for pa in ref.preds[a] for pb in hyp.preds[b]])
+            s, d, i = sub[0] + _cost(wa, wb), dele[0] + _cost(wa, None), ins[0] + _cost(None, wb)
+            if s <= d and s <= i:
+                cost[a][b], back[a][b] = s, sub[1:]
+            elif d < i:
+                cost[a][b], back[a][b] = d, dele[1:]
+            else:
+                cost[a][b], back[a][b] = i, ins[1:]
+    _, a, b = _best([(cost[pa][pb], pa, pb) for pa in ref.ends for pb in hyp.ends])
+    counts = Counts(sentences=1)
+    while a > 0 or b > 0:
+        pa, pb = back[a][b]
+        wa, wb = ref.words[a], hyp.words[b]
+        if pa == a:  # insertion
+            if wb != "@":
+                if _opt_del(wb):  # type: ignore[arg-type]
+                    counts.corr += 1
+                else:
+                    counts.ins += 1
+        elif pb == b:  # deletion
+            if wa != "@":
+                if _opt_del(wa):  # type: ignore[arg-type]
+                    counts.corr += 1
+                else:
+                    counts.dels += 1
+        elif not (wa == "@" and wb == "@"):
+            if words_equal(wa, wb):  # type: ignore[arg-type]
+                counts.corr += 1
+            else:
+                counts.sub += 1
+        a, b = pa, pb
+    counts.sentence_errors = int(counts.sub + counts.dels + counts.ins > 0)
+    return counts
+
+
+def _hyp_network(tokens: list[HypToken]) -> _Network:
+    items: list[str | list[list[str]]] = []
+    for tok in tokens:
+        if len(tok.alternatives) == 1:
+            items.extend(w for w, _, _ in tok.alternatives[0])
+        else:
+            items.append([[w for w, _, _ in alt] for alt in tok.alternatives])
+    return _Network.build(items)
+
+
+def score_channel(segments: list[Segment], tokens: list[HypToken]) -> Counts:
+    """Share one channel's hypothesis tokens among its segments and align each."""
+    total, cur = Counts(), 0
+    for k, seg in enumerate(segments):
+        end = len(tokens) if k == len(segments) - 1 else cur
+        while k < len(segments) - 1 and end < len(tokens) and tokens[end].mid < seg.t2:
+            end += 1
+        mine, cur = tokens[cur:end], end
+        if any(tag in seg.text for tag in IGNORE):
+            continue
+        total.add(align(_Network.build(text_items(seg.text)), _hyp_network(mine)))
+    return total
+
+
+def score_ctm(segments: list[Segment], tokens: dict[tuple[str, str], list[HypToken]],
+              keep: Callable[[str], bool] = lambda file: True) -> Counts:
+    """Sum/Avg counts over the channels whose file id ``keep`` accepts."""
+    channels: dict[tuple[str, str], list[Segment]] = {}
+    for seg in segments:
+        channels.setdefault((seg.file, seg.chan), []).append(seg)
+    extra = sorted(set(tokens) - set(channels))
+    if extra:
+        raise AsrdistError(f"CTM: file {extra[0][0]} channel {extra[0][1]} is not in the stm")
+    total = Counts()
+    for key, segs in sorted(channels.items()):
+        if keep(key[0]):
+            total.add(score_channel(segs, tokens.get(key, [])))
+    return total
+
+
+def sys_line(counts: Counts) -> str:
+    """The ``Sum/Avg`` row of sclite's .sys report."""
+    pcts = " ".join(f"{p:.1f}" for p in counts.percentages())
+    return f"| Sum/Avg | {counts.sentences} {counts.words} | {pcts} |"
+
+
+def kaldi_line(counts: Counts, path: str) -> str:
+    """What ``grep Sum *.sys | utils/best_wer.sh`` prints for a .sys file."""
+    pcts = [f"{p:.1f}" for p in counts.percentages()]
+    return f"%WER {pcts[4]} | {counts.sentences} {counts.words} | {' '.join(pcts)} | {path}"
+
+
+def score_stm_glm_ctm(stm: str | os.PathLike, glm: str | os.PathLike,
+                      ctm: str | os.PathLike) -> list[str]:
+    """Score CTM as hubscr.pl does, for the whole set and Kaldi's eval2000 subsets.
+
+    Writes ``CTM.filt.sys`` (and ``CTM.swbd.filt.sys``, ``CTM.callhm.filt.sys`` when the stm
+    holds both subsets) with the Sum/Avg row; returns Kaldi's lines for them.
+    """
+    segments = read_stm(stm, read_glm(glm, "stm", "ref"))
+    tokens = read_ctm(ctm, read_glm(glm, "ctm", "hyp"))
+    runs = [("", score_ctm(segments, tokens))]
+    files = {seg.file for seg in segments}
+    for name, drop in SUBSETS.items():
+        if any(f.startswith(drop) for f in files) and any(not f.startswith(drop) for f in files):
+            runs.append((f".{name}", score_ctm(segments, tokens,
+                                               lambda f, d=drop: not f.startswith(d))))
+    lines = []
+    for suffix, counts in runs:
+        path = f"{ctm}{suffix}.filt.sys"
+        with atomic_write(path) as f:
+            f.write(sys_line(counts) + "\n")
+        lines.append(kaldi_line(counts, path))
+    return lines

@@ -10,6 +10,7 @@ feats.scp/ark, cmvn.scp (compute-cmvn-stats --spk2utt layout), utt2num_frames, f
 from __future__ import annotations
 
 import dataclasses
+import functools
 import io
 import json
 import logging
@@ -89,8 +90,12 @@ def num_frames(num_samples: int, sample_rate: int = 16000) -> int:
     return 0 if num_samples < window else 1 + (num_samples - window) // shift
 
 
+@functools.lru_cache(maxsize=2)
 def _read_audio(entry: str) -> tuple[np.ndarray, int]:
-    """int16-scale samples of a wav.scp value: a file path or a command ending in '|'."""
+    """int16-scale samples of a wav.scp value: a file path or a command ending in '|'.
+
+    Kept for the next call: the utterances of one recording (segments, e.g. a Switchboard
+    conversation side) come one after another, and its pipe is run once, not once each."""
     if entry.endswith("|"):
         proc = subprocess.run(entry[:-1], shell=True, capture_output=True, check=True)
         samples, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16")

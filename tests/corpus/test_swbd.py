@@ -1,0 +1,112 @@
+"""Switchboard / eval2000 / Fisher data prep on a miniature LDC tree (shorten SPHERE audio)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import soundfile
+
+from asrdist.corpus.sphere import change_speed, read_sphere
+from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
+from asrdist.corpus.swbd_text import normalise_fisher, normalise_ms98, utt_id
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.data_dir import read_table
+from tests.corpus.ldc_fixture import make_ldc_tree
+from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
+
+
+@pytest.fixture(scope="module")
+def ldc(tmp_path_factory):
+    return make_ldc_tree(tmp_path_factory.mktemp("ldc"))
+
+
+def test_shorten_sphere_written_here_reads_back_bit_exactly(tmp_path):
+    rng = np.random.default_rng(1)
+    x = np.stack([rng.normal(0, 3000, 3001), np.zeros(3001)], 1).astype(np.int16)
+    x[100:400, 1] = (8000 * np.sin(np.arange(300) / 5)).astype(np.int16)
+    write_sphere(tmp_path / "a.sph", x)
+    head = (tmp_path / "a.sph").read_bytes()[:1024].decode()
+    assert "sample_coding -s26 ulaw,embedded-shorten-v2.00" in head
+    assert (tmp_path / "a.sph").stat().st_size < 1024 + x.size  # compressed
+    samples, rate = read_sphere(tmp_path / "a.sph")
+    assert rate == 8000 and samples.shape == x.shape
+    np.testing.assert_array_equal(samples, mulaw_decode(mulaw_encode(x)))
+
+
+def test_speed_perturbation_changes_length_by_the_factor():
+    x = (1000 * np.sin(np.arange(9000) / 10)).astype(np.int16)
+    assert len(change_speed(x, 0.9)) == 10000 and len(change_speed(x, 1.1)) == 8181
+
+
+def test_ms98_and_fisher_normalisation_follow_kaldi():
+    words = "[silence] uh th[e]- -[th]at [laughter-yes] [noise] {weatherization} right_1 " \
+            "[bocce/botchy] [vocalized-noise] [laughter]"
+    assert normalise_ms98(words.split()) == [
+        "uh", "th-", "-at", "yes", "[noise]", "weatherization", "right", "bocce",
+        "[vocalized-noise]", "[laughter]"]
+    assert normalise_fisher("[laugh] I am ((fine)) [lipsmack]") == [
+        "[laughter]", "i", "am", "fine", "[noise]"]
+    assert utt_id("sw02001", "A", 0.977625, 11.561375) == "sw02001-A_000098-001156"
+
+
+def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
+    options = SwbdOptions(str(ldc.swbd_audio), str(ldc.ms98), str(ldc.eval2000_audio),
+                          str(ldc.eval2000_ref), (str(ldc.fisher_audio),),
+                          (str(ldc.fisher_text),), dev_utts=4, max_dup=2,
+                          speed_factors=(0.9, 1.0, 1.1))
+    out = tmp_path / "data"
+    assert prepare_swbd(out, options)
+    text = read_table(out / "train" / "text")
+    assert len(text) == 28 and all(len(u) == len("sw02001-A_000127-000271") for u in text)
+    assert "[silence]" not in " ".join(text.values())
+    assert any(t.startswith("th- the weather") for t in text.values())
+    utts = sorted(text, key=str.encode)
+    assert sorted(read_table(out / "train_dev" / "text")) == utts[:4]
+    nodup = read_table(out / "train_nodup" / "text")
+    assert list(nodup.values()).count("yeah") == 2 and len(nodup) == 22
+    spk = read_table(out / "train_nodup" / "utt2spk")
+    assert all(spk[u] == u[:9] for u in spk)
+    sp = read_table(out / "train_swbd_fisher_sp" / "segments")
+    assert len(sp) == 3 * (22 + 8)
+    first = utts[4]
+    _, reco, start, end = ["", *read_table(out / "train" / "segments")[first].split()]
+    assert sp[f"sp0.9-{first}"].split() == [f"sp0.9-{reco}", f"{float(start) / 0.9:.2f}",
+                                            f"{float(end) / 0.9:.2f}"]
+    wav = read_table(out / "train_swbd_fisher_sp" / "wav.scp")
+    assert wav["sp1.1-sw02001-B"].startswith("asrdist-sph2wav -c 2 --speed 1.1 ")
+    ev = out / "eval2000"
+    assert (ev / "glm").read_text().startswith(";;")
+    assert "IGNORE_TIME_SEGMENT_IN_SCORING" in (ev / "stm").read_text()
+    assert len(read_table(ev / "text")) == 8  # the IGNORE segment is not an utterance
+    assert read_table(ev / "reco2file_and_channel")["en_4156-B"] == "en_4156 B"
+    fisher = set(read_table(out / "fisher" / "text").values())
+    assert {"i am fine thanks", "[laughter] that is right", "i think it is okay [noise]"} <= fisher
+    assert not prepare_swbd(out, options)  # done: skipped
+
+
+def test_sph2wav_pipe_gives_the_channel(ldc):
+    sph = ldc.swbd_audio / "swb1_d1" / "data" / "sw02001.sph"
+    proc = subprocess.run([sys.executable, "-c", "from asrdist.cli.sph2wav import main; main()",
+                           "-c", "2", str(sph)], capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    wav, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16")
+    np.testing.assert_array_equal(wav, read_sphere(sph)[0][:, 1])
+
+
+@pytest.mark.parametrize("option", ["--ms98", "--eval2000-ref"])
+def test_missing_or_wrong_path_names_the_option(ldc, tmp_path, option):
+    args = {"--swbd-audio": ldc.swbd_audio, "--ms98": ldc.ms98,
+            "--eval2000-audio": ldc.eval2000_audio, "--eval2000-ref": ldc.eval2000_ref}
+    args[option] = ldc.fisher_text  # exists, but holds the wrong files
+    cmd = [sys.executable, "-c", "from asrdist.cli.prepare_swbd import main; main()",
+           "--out", str(tmp_path / "d")] + [str(x) for kv in args.items() for x in kv]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"Error: {option} ") and "expected" in last
+    with pytest.raises(AsrdistError, match="--fisher-audio and --fisher-text go together"):
+        SwbdOptions("a", "b", "c", "d", fisher_audio=("x",))

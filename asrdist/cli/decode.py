@@ -27,6 +27,9 @@ def _floats(value: str) -> list[float]:
               help="Hybrid acoustic model: asrdist final.pt.")
 @click.option("--gmm", default=None, type=click.Path(dir_okay=False),
               help="GMM baseline instead: a Kaldi GMM final.mdl (e.g. exp/mono/final.mdl).")
+@click.option("--loglikes", default=None, type=click.Path(dir_okay=False),
+              help="Kept network scores (asrdist-compute-loglikes' loglikes.scp) instead of "
+                   "--model: a sweep that never re-runs the network.")
 @click.option("--trans-mdl", default=None, type=click.Path(dir_okay=False),
               help="final.mdl holding the transition model (default: GRAPH/final.mdl).")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
@@ -41,8 +44,9 @@ def _floats(value: str) -> list[float]:
               help="Sweep: word insertion penalties, e.g. '0.0 0.5 1.0'.")
 @click.option("--nj", default=1, show_default=True, help="Parallel decoding processes.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Decode dir: text, ctm, score_*/text, log/decode.log.")
-def main(graph_dir: str, nnet: str | None, gmm: str | None, trans_mdl: str | None,
+              help="Decode dir: text, ctm, score_*/{text,ctm}, log/decode.log.")
+def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None,
+         trans_mdl: str | None,
          data_dir: str, acwt: float, beam: float, max_active: int, min_active: int,
          lmwts: str, wips: str, nj: int, out_dir: str) -> None:
     """Decode DATA with the acoustic model over the graph; Kaldi-style text and CTM out.
@@ -54,7 +58,7 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, trans_mdl: str | Non
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
         opts=DecodeOptions(acwt, beam, max_active, min_active),
         lmwts=_floats(lmwts), wips=_floats(wips) or [0.0], nj=nj,
-        command=shlex.join(["asrdist-decode", *sys.argv[1:]]),
+        command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
     )
     if summary is not None:  # None: done already, asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)

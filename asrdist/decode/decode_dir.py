@@ -27,6 +27,7 @@ from asrdist.decode.decoder import (
     with_word_penalty,
 )
 from asrdist.decode.graph import read_fst
+from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -59,6 +60,7 @@ class DecodeJob:
     opts: DecodeOptions
     variants: tuple[Variant, ...]
     threads: int
+    loglikes: str | None = None  # saved scores (asrdist.decode.loglikes) instead of a model
 
 
 @dataclass
@@ -66,7 +68,7 @@ class JobResult:
     """Hypotheses (word strings) and CTM lines per variant, and timing of one job."""
 
     texts: dict[str | None, dict[str, list[str]]]
-    ctm: list[str]
+    ctm: dict[str | None, list[str]]  # per variant
     frames: int
     seconds: float
     failed: list[str]
@@ -117,7 +119,9 @@ class _Worker:
             rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
             self.aligner = WordAligner(trans, rows)
         self.shift = frame_shift(job.data_dir)
-        if job.nnet is not None:
+        if job.loglikes is not None:
+            self.scorer = LoglikeScorer(job.loglikes)
+        elif job.nnet is not None:
             self.scorer = NnetScorer(job.nnet, job.data_dir)
         else:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
@@ -126,7 +130,8 @@ class _Worker:
     def run(self, utts: Sequence[str]) -> JobResult:
         """Score each utterance once, then search it with every variant."""
         words = self.id2word
-        result = JobResult({v.name: {} for v in self.variants}, [], 0, 0.0, [], [], [], len(utts))
+        result = JobResult({v.name: {} for v in self.variants}, {v.name: [] for v in self.variants},
+                           0, 0.0, [], [], [], len(utts))
         start = time.perf_counter()
         for utt, scores in self.scorer.scores(list(utts)):
             result.frames += scores.shape[0]
@@ -140,6 +145,8 @@ class _Worker:
                 result.texts[v.name][utt] = [words[w] for w in hyp.words]
                 if v.name is None:
                     self._main_outputs(utt, hyp, scores.shape[0], result)
+                else:
+                    result.ctm[v.name] += self._ctm(utt, hyp) or []
         result.seconds = time.perf_counter() - start
         return result
 
@@ -150,12 +157,19 @@ class _Worker:
             result.log.append(f"WARNING: {utt}: no final state reached, partial path used")
         result.log.append(f"{utt} {' '.join(words[w] for w in hyp.words)}  "
                           f"(cost {hyp.cost:.2f}, {frames} frames)")
-        timed = self.aligner.align(hyp.alignment, hyp.words) if self.aligner else None
-        if timed is None:
+        lines = self._ctm(utt, hyp)
+        if lines is None:
             result.log.append(f"WARNING: {utt}: no word timings, left out of the CTM")
             return
-        result.ctm += [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {words[w]}"
-                       for w, s, d in timed]
+        result.ctm[None] += lines
+
+    def _ctm(self, utt: str, hyp: Hypothesis) -> list[str] | None:
+        """CTM lines (times relative to the utterance); None without word timings."""
+        timed = self.aligner.align(hyp.alignment, hyp.words) if self.aligner else None
+        if timed is None:
+            return None
+        return [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {self.id2word[w]}"
+                for w, s, d in timed]
 
 
 _WORKER: _Worker | None = None
@@ -202,7 +216,10 @@ class DecodeSummary:
                 f"(per job {self.cpu_seconds / max(self.audio_seconds, 1e-9):.3f})")
 
 
-def _scorer_num_pdfs(nnet: str | None, gmm: str | None) -> tuple[int, str]:
+def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
+                     loglikes: str | None = None) -> tuple[int, str]:
+    if loglikes is not None:
+        return LoglikeScorer(loglikes).num_pdfs, loglikes
     if nnet is not None:
         import torch
 
@@ -229,24 +246,28 @@ def decode_data_dir(
     wips: Sequence[float] = (0.0,),
     nj: int = 1,
     command: str = "",
+    loglikes: str | None = None,
 ) -> DecodeSummary | None:
     """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
 
-    ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores. Everything
+    ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores, or
+    ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes). Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
     and acoustic model that do not belong together, are errors. Returns None when ``out_dir``
     is done with the same options and inputs (asrdist.stage): the models, the whole graph
     and data dirs. ``nj`` and ``command`` are left out: they do not change the output.
     """
-    if (nnet is None) == (gmm is None):
+    if loglikes is not None and (nnet is not None or gmm is not None):
+        raise AsrdistError("--loglikes replaces --model and --gmm: give only one of them")
+    if loglikes is None and (nnet is None) == (gmm is None):
         raise AsrdistError("give exactly one of --model (final.pt) and --gmm (final.mdl)")
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
     options = {"acwt": opts.acwt, "beam": opts.beam, "max_active": opts.max_active,
                "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
-               "scorer": "nnet" if nnet is not None else "gmm"}  # the paths: in the inputs
-    check = check_done(out_dir, STAGE, options,
-                       [p for p in (nnet, gmm, trans_mdl) if p] + [graph_dir, data_dir])
+               "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
+    check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
+                       [p for p in (nnet, gmm, trans_mdl, loglikes) if p] + [graph_dir, data_dir])
     if check.done:
         return None
     graph, graph_num_pdfs = read_graph_dir(graph_dir)
@@ -255,7 +276,7 @@ def decode_data_dir(
     if not trans_path.is_file():
         raise AsrdistError(f"{trans_path}: missing; pass the model's final.mdl with --trans-mdl")
     trans = read_transition_model(trans_path)
-    num_pdfs, model_name = _scorer_num_pdfs(nnet, gmm)
+    num_pdfs, model_name = _scorer_num_pdfs(nnet, gmm, loglikes)
     check_compatible(max_input_label(read_fst(graph / "HCLG.fst")), graph_num_pdfs, trans,
                      num_pdfs, {"graph": str(graph), "trans": str(trans_path), "model": model_name})
 
@@ -263,7 +284,8 @@ def decode_data_dir(
     variants += [Variant(f"{lmwt:g}_{wip:.1f}", 1.0 / lmwt, wip) for lmwt in lmwts for wip in wips]
     nj = min(nj, len(utts))
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
-                    tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1))
+                    tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1),
+                    loglikes=loglikes)
     chunks = split_evenly(utts, nj * 4 if nj > 1 else 1)
     out = Path(out_dir)
     results: list[JobResult] = []
@@ -293,10 +315,11 @@ def decode_data_dir(
         with atomic_write(path) as f:
             f.writelines(f"{u} {' '.join(texts[u])}".rstrip() + "\n"
                          for u in sorted(texts, key=str.encode))
-    ctm = sorted((line for r in results for line in r.ctm),
-                 key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
-    with atomic_write(out / "ctm") as f:
-        f.writelines(line + "\n" for line in ctm)
+    for v in variants:
+        ctm = sorted((line for r in results for line in r.ctm[v.name]),
+                     key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
+        with atomic_write(out / ("ctm" if v.name is None else f"score_{v.name}/ctm")) as f:
+            f.writelines(line + "\n" for line in ctm)
     shutil.copyfile(graph / "words.txt", out / "words.txt")
     (out / "log").mkdir(parents=True, exist_ok=True)
     if (graph / "log" / "mkgraph.log").is_file():  # so the report can show how the graph was made

@@ -1,0 +1,25 @@
+"""asrdist-compute-loglikes: run the network once over a data dir and keep its scores."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from asrdist.cli import command
+from asrdist.decode.loglikes import compute_loglikes
+
+
+@command()
+@click.option("--model", "nnet", required=True, type=click.Path(dir_okay=False),
+              help="asrdist final.pt.")
+@click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
+              help="Data dir with feats.scp (as for asrdist-decode --model).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Where loglikes.{ark,scp} and num_pdfs go.")
+def main(nnet: str, data_dir: str, out_dir: str) -> None:
+    """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
+    nnet3-compute writes them, for asrdist-decode --loglikes: an LM-weight sweep without
+    re-running the network."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    compute_loglikes(nnet, data_dir, out_dir)

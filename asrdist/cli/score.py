@@ -6,11 +6,12 @@ from __future__ import annotations
 import logging
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
 from asrdist.cli import command
-from asrdist.decode.hubscr import score_stm_glm_ctm
+from asrdist.decode.hubscr import score_decode_dir, score_stm_glm_ctm
 from asrdist.decode.report import logged_commands, subset_table, update_results
 from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
 from asrdist.errors import AsrdistError
@@ -24,6 +25,10 @@ from asrdist.errors import AsrdistError
                    "the set and its sw_/en_ subsets.")
 @click.option("--glm", type=click.Path(dir_okay=False), default=None,
               help="The GLM word mappings applied to stm and ctm (with --stm).")
+@click.option("--data", "data_dir", type=click.Path(file_okay=False), default=None,
+              help="With --stm and a decode dir instead of a CTM: the test data dir whose "
+                   "segments and reco2file_and_channel make each ctm recording-relative "
+                   "(score_sclite.sh); every sweep point is scored and the best one shown.")
 @click.option("--subsets-by", default=None, metavar="spk|FILE",
               help="Per-subset table: by speaker (utt2spk beside REF_TEXT) or a 'utt subset' file.")
 @click.option("--words", "words_txt", type=click.Path(dir_okay=False), default=None,
@@ -33,7 +38,8 @@ from asrdist.errors import AsrdistError
 @click.option("--report", type=click.Path(dir_okay=False), default=None,
               help="Markdown results file to add this system to (e.g. exp/results.md).")
 @click.option("--name", default=None, help="System name in the report (default: HYP).")
-def main(paths: tuple[str, ...], stm: str | None, glm: str | None, subsets_by: str | None,
+def main(paths: tuple[str, ...], stm: str | None, glm: str | None, data_dir: str | None,
+         subsets_by: str | None,
          words_txt: str | None, out_dir: str | None, report: str | None,
          name: str | None) -> None:
     """Score HYP (a Kaldi text file, or a decode dir with text and/or score_*/text variants)
@@ -44,7 +50,13 @@ def main(paths: tuple[str, ...], stm: str | None, glm: str | None, subsets_by: s
     if stm is not None or glm is not None:
         if stm is None or glm is None or len(paths) != 1:
             raise AsrdistError("the stm mode takes --stm STM --glm GLM and one CTM argument")
-        for line in score_stm_glm_ctm(stm, glm, paths[0]):
+        if data_dir is not None:
+            lines = score_decode_dir(stm, glm, paths[0], data_dir)
+        elif Path(paths[0]).is_dir():
+            raise AsrdistError(f"{paths[0]} is a decode dir: give --data (its test data dir)")
+        else:
+            lines = score_stm_glm_ctm(stm, glm, paths[0])
+        for line in lines:
             click.echo(line)
         return
     if len(paths) != 2:

@@ -80,5 +80,5 @@ def swbd_recording(ms98_segment_id: str) -> tuple[str, str]:
 
 
 def speed_prefix(factor: float) -> str:
-    """``sp0.9-``: Kaldi's perturb_data_dir_speed.sh prefix for a speed factor."""
-    return f"sp{factor:g}-"
+    """``sp0.9-``, ``sp1.0-``: Kaldi's perturb_data_dir_speed.sh prefix for a speed factor."""
+    return f"sp{float(factor)}-"

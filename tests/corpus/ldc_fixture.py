@@ -35,10 +35,6 @@ SWBD = {
         "B": ["i think it is okay", "[bocce/botchy] is a game", "yeah",
               "um we went to dallas", "that is right_1 you know"],
     },
-    "2010": {
-        "A": ["how are you", "yeah", "i am fine thanks", "that is a good point"],
-        "B": ["we went there last year", "uh huh", "the game was nice", "you know i do"],
-    },
 }
 
 # eval2000: (file, side) -> segments (stm text); one IGNORE segment, labels, (%hesitation).
@@ -67,8 +63,6 @@ EVAL_GLM = """;;
 FISHER = {
     "00001": [("A", "hello how are you"), ("B", "i am fine ((thanks))"),
               ("A", "[laugh] that is right"), ("B", "we went to the game")],
-    "00002": [("A", "so what do you think"), ("B", "i think it is okay [noise]"),
-              ("A", "yeah you know"), ("B", "we like dallas")],
 }
 
 

@@ -1,0 +1,29 @@
+# Options shared by recipes/swbd300 and recipes/swbd2000 (sourced before parse_options.sh:
+# each is also a flag, e.g. --ali-dir DIR).
+stage=0
+stop_stage=100
+swbd_audio=""       # LDC97S62 (Switchboard-1 Release 2, sw0NNNN.sph)
+ms98=""             # swb_ms98_transcriptions (ISIP MS98 word transcripts)
+eval2000_audio=""   # LDC2002S09 (hub5e_00/english/*.sph)
+eval2000_ref=""     # LDC2002T43 (reference/hub5e00.english.000405.stm, en20000405_hub5.glm)
+ali_dir=""          # the user's Kaldi alignment dir of the training set, e.g. exp/tri4_ali_nodup
+graph_dir=""        # the user's Kaldi graph dir, e.g. exp/tri4/graph_sw1_tg
+speed_perturb=""    # e.g. "0.9 1.0 1.1" when ali_dir holds speed-perturbed (sp0.9-...) alignments
+dev_utts=4000       # train_dev: the first N utterances of Switchboard (Kaldi)
+max_dup=300         # train_nodup: at most N utterances per transcript (Kaldi)
+train_feats=""      # the user's own Kaldi data dir of the training set (feats.scp...), taken as is
+test_feats=""       # the same for eval2000
+extra_feats=""      # extra per-frame streams, e.g. "fmllr/feats.scp ivectors/ivector_online.scp:10"
+extra_test_feats="" # the same streams for eval2000
+ingest_opts=""      # extra asrdist-ingest-ali flags, e.g. "--max-missing 0.01" (failed alignments)
+train_config=conf/train_blstm.yaml
+train_opts=""       # extra asrdist-train flags, e.g. "--epochs 8"
+algo=adpsgd-random  # any asrdist-train --algo
+learners=1          # learner processes (one per GPU)
+launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), srun, mpiexec, none
+device=auto         # cuda, cpu or auto
+lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep (Kaldi's score_sclite.sh: 5..17)
+wips="0.0 0.5 1.0"  # word insertion penalties of the sweep
+nj=4                # parallel jobs for features and decoding
+data=data
+exp=exp

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Switchboard-1 + Fisher (~2000 h): the papers' setup. As recipes/swbd300 with the Fisher
+# releases added to the training set (train_nodup + Fisher = train_swbd_fisher). See README.md.
+#   ./run.sh --swbd-audio /LDC/LDC97S62 --ms98 /LDC/swb_ms98_transcriptions \
+#       --eval2000-audio /LDC/LDC2002S09 --eval2000-ref /LDC/LDC2002T43 \
+#       --fisher-audio "/LDC/LDC2004S13 /LDC/LDC2005S13" --fisher-text "/LDC/LDC2004T19 /LDC/LDC2005T19" \
+#       --ali-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a_ali --graph-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a/graph
+set -euo pipefail
+cd "$(dirname "$0")"
+. ./path.sh
+. "$repo_root/local/swbd/defaults.sh"
+fisher_audio=""     # LDC2004S13 and LDC2005S13 (fe_03_NNNNN.sph), space-separated
+fisher_text=""      # LDC2004T19 and LDC2005T19 (fe_03_NNNNN.txt), space-separated
+help_message="Usage: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2000-ref DIR
+       --fisher-audio \"DIR DIR\" --fisher-text \"DIR DIR\" --ali-dir DIR --graph-dir DIR
+       [options of $repo_root/local/swbd/defaults.sh]"
+. "$repo_root/local/parse_options.sh"
+. "$repo_root/local/swbd/check_paths.sh"
+check_swbd_paths
+
+prepare_opts=()
+[ -n "$fisher_audio" ] || _path_error --fisher-audio "" "required: give LDC2004S13 and LDC2005S13"
+[ -n "$fisher_text" ] || _path_error --fisher-text "" "required: give LDC2004T19 and LDC2005T19"
+for d in $fisher_audio; do
+  need_found --fisher-audio "$d" "Fisher audio (LDC2004S13, LDC2005S13) with fe_03_*.sph" "fe_03_*.sph"
+  prepare_opts+=(--fisher-audio "$d")
+done
+for d in $fisher_text; do
+  need_found --fisher-text "$d" "Fisher transcripts (LDC2004T19, LDC2005T19) with fe_03_*.txt" "fe_03_*.txt"
+  prepare_opts+=(--fisher-text "$d")
+done
+train_set=train_swbd_fisher${speed_perturb:+_sp}
+. "$repo_root/local/swbd/pipeline.sh"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Switchboard-1 (~300 h): a BLSTM hybrid trained with any distributed strategy on the
+# alignments of the user's Kaldi system, decoded with its graph, scored on eval2000 as
+# Kaldi's local/score_sclite.sh does. See README.md.
+#   ./run.sh --swbd-audio /LDC/LDC97S62 --ms98 /LDC/swb_ms98_transcriptions \
+#       --eval2000-audio /LDC/LDC2002S09 --eval2000-ref /LDC/LDC2002T43 \
+#       --ali-dir ~/kaldi/egs/swbd/s5c/exp/tri4_ali_nodup \
+#       --graph-dir ~/kaldi/egs/swbd/s5c/exp/tri4/graph_sw1_tg --algo adpsgd-random --learners 8
+set -euo pipefail
+cd "$(dirname "$0")"
+. ./path.sh
+. "$repo_root/local/swbd/defaults.sh"
+help_message="Usage: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2000-ref DIR
+       --ali-dir DIR --graph-dir DIR [options of $repo_root/local/swbd/defaults.sh]"
+. "$repo_root/local/parse_options.sh"
+. "$repo_root/local/swbd/check_paths.sh"
+check_swbd_paths
+
+prepare_opts=()
+train_set=train_nodup${speed_perturb:+_sp}
+. "$repo_root/local/swbd/pipeline.sh"

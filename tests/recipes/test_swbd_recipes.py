@@ -1,0 +1,120 @@
+"""recipes/swbd300 and recipes/swbd2000 end to end on a miniature LDC tree, with a Kaldi
+alignment dir and graph made for it: every stage runs for real through its CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.corpus.ldc_fixture import make_ldc_tree
+from tests.recipes.kaldi_swbd_system import make_kaldi_system
+
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+SPEED = "0.9 1.0 1.1"
+TINY = """model: blstm
+layers: 1
+units: 16
+bottleneck: 8
+chunk_len: 21
+batch_size: 4
+epochs: 2
+heldout_utts: 2
+log_every: 5
+"""
+KALDI_LINE = r"%WER \d+\.\d \| \d+ \d+ \| (\d+\.\d ){5}\d+\.\d \| \S+"
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory):
+    """The LDC tree and the user's Kaldi system (alignments of train_swbd_fisher_sp, which
+    hold every utterance of both recipes' speed-perturbed training sets)."""
+    root = tmp_path_factory.mktemp("swbd")
+    tree = make_ldc_tree(root / "ldc")
+    system = make_kaldi_system(tree, root / "kaldi", fisher=True, speed=SPEED)
+    (root / "tiny.yaml").write_text(TINY)
+    return root, tree, system
+
+
+def run_recipe(name: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    return subprocess.run([str(RECIPES / name / "run.sh"), *args], capture_output=True,
+                          text=True, env=env, timeout=900, check=False)
+
+
+def _args(user, out: Path) -> list[str]:
+    root, tree, system = user
+    return ["--swbd-audio", str(tree.swbd_audio), "--ms98", str(tree.ms98),
+            "--eval2000-audio", str(tree.eval2000_audio), "--eval2000-ref",
+            str(tree.eval2000_ref), "--ali-dir", str(system.ali_dir), "--graph-dir",
+            str(system.graph_dir), "--speed-perturb", SPEED, "--dev-utts", "4", "--max-dup", "2",
+            "--train-config", str(root / "tiny.yaml"), "--device", "cpu", "--nj", "2",
+            "--lmwts", "8 12", "--wips", "0.0 0.5", "--ingest-opts", "--max-missing 0.2",
+            "--data", str(out / "data"), "--exp", str(out / "exp")]
+
+
+def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_path):
+    args = _args(user, tmp_path) + ["--algo", "adpsgd-random", "--learners", "2"]
+    first = run_recipe("swbd300", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    for n in range(6):
+        assert re.search(rf"stage {n} \(.*\): done in \d+ s", first.stderr), f"stage {n}"
+    exp = tmp_path / "exp"
+    results = (exp / "RESULTS").read_text().splitlines()
+    assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
+    assert [line.split()[4] for line in results] == ["35", "17", "18"]  # words: all, sw_, en_
+    assert results[1].endswith(".swbd.filt.sys") and results[2].endswith(".callhm.filt.sys")
+    decode = exp / "blstm_adpsgd-random" / "decode_eval2000_graph_sw1_tg"
+    ctm = [line.split() for d in decode.glob("score_*")
+           for line in (d / "eval2000.ctm").read_text().splitlines()]
+    assert ctm and all(f[0] in ("en_4156", "sw_4390") and f[1] in "AB" for f in ctm)
+    assert (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text().startswith("sp0.9-sw02001-A_")
+    assert "sp1.0-sw02005-B_" in (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text()
+
+    again = run_recipe("swbd300", *args, "--stage", "4", "--lmwts", "10")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "loglikes already done with these options and inputs; skipping" in again.stderr
+    assert "decode was done with other options or inputs (lmwts [8.0, 12.0] -> [10.0])" \
+        in again.stderr
+    assert (decode / "score_10_0.5" / "eval2000.ctm.filt.sys").is_file()
+
+
+def test_swbd2000_adds_fisher_and_runs_every_stage(user, tmp_path):
+    root, tree, _ = user
+    args = _args(user, tmp_path) + ["--fisher-audio", str(tree.fisher_audio),
+                                    "--fisher-text", str(tree.fisher_text), "--algo", "ssgd"]
+    proc = run_recipe("swbd2000", *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for n in range(6):
+        assert re.search(rf"stage {n} \(.*\): done in \d+ s", proc.stderr), f"stage {n}"
+    feats = (tmp_path / "data" / "train_swbd_fisher_sp_fbank" / "feats.scp").read_text()
+    assert "sp1.1-fe_03_00001-B_" in feats
+    results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
+    assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
+
+
+@pytest.mark.parametrize("change, message", [
+    (("--ali-dir", ""), "--ali-dir '': required: give a Kaldi alignment dir"),
+    (("--graph-dir", "ALI"), "has no HCLG.fst (expected a Kaldi graph dir"),
+    (("--ms98", "AUDIO"), "no sw*-ms98-a-trans.text under it (expected swb_ms98_transcriptions"),
+])
+def test_a_missing_or_wrong_path_stops_at_once_naming_the_option(user, tmp_path, change,
+                                                                  message):
+    _, tree, system = user
+    args = _args(user, tmp_path)
+    value = {"ALI": str(system.ali_dir), "AUDIO": str(tree.swbd_audio)}.get(change[1], change[1])
+    args[args.index(change[0]) + 1] = value
+    proc = run_recipe("swbd300", *args)
+    assert proc.returncode == 1
+    assert f"{change[0]} " in proc.stderr and message in proc.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_swbd2000_needs_fisher(user, tmp_path):
+    proc = run_recipe("swbd2000", *_args(user, tmp_path))
+    assert proc.returncode == 1
+    assert "--fisher-audio '': required: give LDC2004S13 and LDC2005S13" in proc.stderr

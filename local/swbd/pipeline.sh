@@ -40,8 +40,8 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
     run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj $data/eval2000 $test_dir
   fi
   if [ -n "$extra_feats" ]; then
-    run_stage 1 "join $train_set" asrdist-join-feats $extra_feats $train_dir $train_input
-    run_stage 1 "join eval2000" asrdist-join-feats $extra_test_feats $test_dir $test_input
+    run_stage 1 "join $train_set" asrdist-join-feats $train_dir $train_input $extra_feats
+    run_stage 1 "join eval2000" asrdist-join-feats $test_dir $test_input $extra_test_feats
   fi
 fi
 

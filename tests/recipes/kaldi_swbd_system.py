@@ -20,6 +20,8 @@ from tests.dict_fixture import write_dict
 class KaldiSystem:
     ali_dir: Path
     graph_dir: Path
+    train_mfcc: Path  # the training set's features (as a user's fMLLR feats.scp would be)
+    test_mfcc: Path  # eval2000's
 
 
 def _cli(name: str, *args: str) -> None:
@@ -51,12 +53,13 @@ def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") 
     lexicon["!SIL"] = ["SIL"]
     write_dict(root / "dict", lexicon)
     prepare_lang(root / "dict", root / "lang")
-    _cli("features", "--kind", "mfcc", "--sample-rate", "8000", "--nj", "2",
-         str(data / train), str(data / f"{train}_mfcc"))
+    for part in (train, "eval2000"):
+        _cli("features", "--kind", "mfcc", "--sample-rate", "8000", "--nj", "2",
+             str(data / part), str(data / f"{part}_mfcc"))
     ali = root / "exp" / ("tri4_ali_nodup" + ("_sp" if speed else ""))
     _cli("align_gmm", "--nj", "2", "--num-iters", "5", "--total-gauss", "150",
          str(data / f"{train}_mfcc"), str(root / "lang"), str(ali))
     graph = root / "exp" / "tri4" / "graph_sw1_tg"
     _cli("mkgraph", "--lang", str(root / "lang"), "--model", str(ali / "final.mdl"),
          "--text", str(data / train / "text"), "--out", str(graph))
-    return KaldiSystem(ali, graph)
+    return KaldiSystem(ali, graph, data / f"{train}_mfcc", data / "eval2000_mfcc")

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import kaldiio
+import numpy as np
 import pytest
+import torch
 
+from asrdist.kaldi.data_dir import read_table
 from tests.corpus.ldc_fixture import make_ldc_tree
 from tests.recipes.kaldi_swbd_system import make_kaldi_system
 
@@ -83,16 +87,33 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     assert (decode / "score_10_0.5" / "eval2000.ctm.filt.sys").is_file()
 
 
-def test_swbd2000_adds_fisher_and_runs_every_stage(user, tmp_path):
-    root, tree, _ = user
+def _ivectors(features: Path, out: Path) -> str:
+    """An online-i-vector-like scp: 5 values every 10 frames of each utterance."""
+    rng = np.random.default_rng(0)
+    with kaldiio.WriteHelper(f"ark,scp:{out}.ark,{out}.scp") as writer:
+        for utt, frames in read_table(features / "utt2num_frames").items():
+            writer(utt, rng.normal(size=(-(-int(frames) // 10), 5)).astype(np.float32))
+    return f"{out}.scp:10"
+
+
+def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(user, tmp_path):
+    root, tree, system = user
+    extra = f"{system.train_mfcc / 'feats.scp'} {_ivectors(system.train_mfcc, tmp_path / 'iv')}"
+    extra_test = (f"{system.test_mfcc / 'feats.scp'} "
+                  f"{_ivectors(system.test_mfcc, tmp_path / 'iv_test')}")
     args = _args(user, tmp_path) + ["--fisher-audio", str(tree.fisher_audio),
-                                    "--fisher-text", str(tree.fisher_text), "--algo", "ssgd"]
+                                    "--fisher-text", str(tree.fisher_text), "--algo", "ssgd",
+                                    "--extra-feats", extra, "--extra-test-feats", extra_test]
     proc = run_recipe("swbd2000", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for n in range(6):
         assert re.search(rf"stage {n} \(.*\): done in \d+ s", proc.stderr), f"stage {n}"
     feats = (tmp_path / "data" / "train_swbd_fisher_sp_fbank" / "feats.scp").read_text()
     assert "sp1.1-fe_03_00001-B_" in feats
+    joined = kaldiio.load_scp(str(tmp_path / "data" / "train_swbd_fisher_sp_input" / "feats.scp"))
+    assert next(iter(joined.values())).shape[1] == 40 + 13 + 5  # fbank + "fMLLR" + i-vectors
+    model = torch.load(tmp_path / "exp" / "blstm_ssgd" / "final.pt", weights_only=False)
+    assert model["input_dim"] == 58
     results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
 

@@ -266,8 +266,9 @@ def decode_data_dir(
     options = {"acwt": opts.acwt, "beam": opts.beam, "max_active": opts.max_active,
                "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
                "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
+    kept = str(Path(loglikes).parent) if loglikes else None  # its ark too: rewritten in place
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
-                       [p for p in (nnet, gmm, trans_mdl, loglikes) if p] + [graph_dir, data_dir])
+                       [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir])
     if check.done:
         return None
     graph, graph_num_pdfs = read_graph_dir(graph_dir)

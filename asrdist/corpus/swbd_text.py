@@ -1,13 +1,15 @@
 """Switchboard, Fisher and eval2000 transcripts as Kaldi's recipes normalise them, and their ids.
 
 The rules are this project's reading of Kaldi's ``local/swbd1_data_prep.sh`` with
-``swbd1_map_words.pl``, ``fisher_data_prep.sh`` and ``eval2000_data_prep.sh`` (recalled, not
-copied; checked on the fixture's markers only):
+``swbd1_map_words.pl`` (compared with s5c's script, not copied), ``fisher_data_prep.sh`` and
+``eval2000_data_prep.sh`` (recalled):
 
 - MS98: ``[silence]`` goes; ``[noise]``, ``[laughter]``, ``[vocalized-noise]`` stay as words (the
   Kaldi lexicon has them); ``[laughter-yes]`` becomes ``yes``; a partial word keeps what was
-  said, ``th[e]-`` -> ``th-`` and ``-[th]at`` -> ``-at``; a mispronunciation ``[bocce/botchy]``
-  keeps the intended word; ``{coinage}`` loses its braces; ``word_1`` its index; asides
+  said, ``th[e]-`` -> ``th-`` and ``-[th]at`` -> ``-at`` (the dash may be missing in the
+  input); ``[bocce/botchy]`` keeps the first form (a partial word in it is cut as above:
+  ``[lem[guini]-/linguini]`` -> ``lem-``); ``{coinage}`` loses its braces; ``them_1's``
+  becomes ``them's``; asides
   ``<b_aside>``/``<e_aside>`` go. Hesitations (``uh``, ``um``) are words; scoring filters them.
 - Fisher: ``((words))`` (uncertain) keeps the words; ``[laugh]`` -> ``[laughter]``,
   ``[noise]``/``[lipsmack]``/``[sigh]``/``[cough]``/``[breath]`` -> ``[noise]``.
@@ -31,16 +33,12 @@ def _ms98_word(word: str) -> str | None:
         return word
     if word == "[silence]" or word in {"<b_aside>", "<e_aside>"}:
         return None
-    m = re.fullmatch(r"\[laughter-(.+)\]", word)
-    if m:
-        return _ms98_word(m.group(1))
-    m = re.fullmatch(r"\[([^/\]]+)/[^\]]+\]", word)
-    if m:
-        return m.group(1)
-    word = re.sub(r"^(.*?)\[[^\]]*\]-$", r"\1-", word)  # th[e]- -> th-
-    word = re.sub(r"^-\[[^\]]*\](.*)$", r"-\1", word)  # -[th]at -> -at
-    word = word.replace("{", "").replace("}", "")
-    word = re.sub(r"_\d+$", "", word)
+    word = re.sub(r"^(-?)\[laughter-(.+)\](-?)$", r"\1\2\3", word)  # [laughter-yes] -> yes
+    word = re.sub(r"^\[(.+)/.+\](-?)$", r"\1\2", word)  # [it'n/isn't] -> it'n
+    word = re.sub(r"^-?\[[^][]+\](.+)$", r"-\1", word)  # -[th]at (dash optional) -> -at
+    word = re.sub(r"^(.+)\[[^][]+\]-?$", r"\1-", word)  # th[e]- (dash optional) -> th-
+    word = re.sub(r"^\{(.+)\}$", r"\1", word)  # {coinage} -> coinage
+    word = re.sub(r"_\d", "", word, count=1)  # them_1's -> them's
     return word or None
 
 

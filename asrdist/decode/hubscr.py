@@ -95,9 +95,8 @@ class Counts:
 
     def percentages(self) -> list[float]:
         """Corr Sub Del Ins Err S.Err, in percent, rounded as sclite's F_ROUND does."""
-        err = self.sub + self.dels + self.ins
-        return [_round(_pct(x, self.words)) for x in (self.corr, self.sub, self.dels, self.ins,
-                                                       err)] + [
+        counts = (self.corr, self.sub, self.dels, self.ins, self.sub + self.dels + self.ins)
+        return [_round(_pct(x, self.words)) for x in counts] + [
             _round(_pct(self.sentence_errors, self.sentences))]
 
 

@@ -44,10 +44,11 @@ def test_speed_perturbation_changes_length_by_the_factor():
 
 def test_ms98_and_fisher_normalisation_follow_kaldi():
     words = "[silence] uh th[e]- -[th]at [laughter-yes] [noise] {weatherization} right_1 " \
-            "[bocce/botchy] [vocalized-noise] [laughter]"
+            "[bocce/botchy] [vocalized-noise] [laughter] them_1's [lem[guini]-/linguini] " \
+            "ab[solute] [an]y <b_aside>"
     assert normalise_ms98(words.split()) == [
         "uh", "th-", "-at", "yes", "[noise]", "weatherization", "right", "bocce",
-        "[vocalized-noise]", "[laughter]"]
+        "[vocalized-noise]", "[laughter]", "them's", "lem-", "ab-", "-y"]
     assert normalise_fisher("[laugh] I am ((fine)) [lipsmack]") == [
         "[laughter]", "i", "am", "fine", "[noise]"]
     assert utt_id("sw02001", "A", 0.977625, 11.561375) == "sw02001-A_000098-001156"

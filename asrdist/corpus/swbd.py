@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.corpus.swbd_text import (
+    centiseconds,
     normalise_fisher,
     normalise_ms98,
     speed_prefix,
@@ -44,6 +45,13 @@ class Segment:
     start: float
     end: float
     words: tuple[str, ...]
+
+    @classmethod
+    def kaldi(cls, file: str, chan: str, start: float, end: float, words: list[str]) -> Segment:
+        """As Kaldi's data prep makes it: the times are those of the id (10 ms), so the
+        features have the frame count of the user's alignments."""
+        return cls(utt_id(file, chan, start, end), f"{file}-{chan}", centiseconds(start) / 100,
+                   centiseconds(end) / 100, tuple(words))
 
 
 @dataclass
@@ -123,8 +131,7 @@ def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike) -> Co
                                    f"words', got {line.strip()!r}") from None
             words = normalise_ms98(fields[3:])
             if words and end > start:
-                segments.append(Segment(utt_id(rec, chan, start, end), f"{rec}-{chan}", start,
-                                        end, tuple(words)))
+                segments.append(Segment.kaldi(rec, chan, start, end, words))
     return _recordings(segments, audio, f"--ms98 {ms98_dir}")
 
 
@@ -149,8 +156,7 @@ def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str]) -> Corpus:
                 start, end, chan = float(m.group(1)), float(m.group(2)), m.group(3)
                 words = normalise_fisher(m.group(4))
                 if words and end > start:
-                    segments.append(Segment(utt_id(call, chan, start, end), f"{call}-{chan}",
-                                            start, end, tuple(words)))
+                    segments.append(Segment.kaldi(call, chan, start, end, words))
     return _recordings(segments, audio, "--fisher-text")
 
 
@@ -182,8 +188,7 @@ def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> tuple[
         if "IGNORE_TIME_SEGMENT_IN_SCORING" in text:
             continue
         words = [w.strip("()").lower() for w in text if w.strip("()")]
-        segments.append(Segment(utt_id(file, chan, start, end), f"{file}-{chan}", start, end,
-                                tuple(words)))
+        segments.append(Segment.kaldi(file, chan, start, end, words))
     corpus = _recordings(segments, audio, f"--eval2000-ref {stm_path}")
     return corpus, "\n".join(stm) + "\n", glm_path.read_text(encoding="latin-1")
 

@@ -69,6 +69,9 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
     assert sorted(read_table(out / "train_dev" / "text")) == utts[:4]
     nodup = read_table(out / "train_nodup" / "text")
     assert list(nodup.values()).count("yeah") == 2 and len(nodup) == 15
+    for utt, seg in read_table(out / "train" / "segments").items():  # times = the id's
+        start, end = utt.rsplit("_", 1)[1].split("-")
+        assert seg.split()[1:] == [f"{int(start) / 100:.2f}", f"{int(end) / 100:.2f}"]
     spk = read_table(out / "train_nodup" / "utt2spk")
     assert all(spk[u] == u[:9] for u in spk)
     sp = read_table(out / "train_swbd_fisher_sp" / "segments")

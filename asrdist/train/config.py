@@ -22,6 +22,8 @@ import yaml
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import MODEL_TYPES, ModelConfig
+from asrdist.optim.build import OPTIMIZERS
+from asrdist.optim.ngsgd import NGOptions
 from asrdist.parallel import registry
 from asrdist.parallel.options import flag
 
@@ -59,6 +61,16 @@ class TrainConfig:
     anneal_start: int = _opt(6, "first epoch (counted from 1) whose learning rate is annealed")
     anneal_factor: float = _opt(math.sqrt(2), "divide the learning rate by this every epoch "
                                 "from --anneal-start on (IBM: sqrt 2)")
+    optimizer: str = _opt("sgd", "sgd, or ngsgd: Kaldi's online natural-gradient SGD on every "
+                          "affine layer (the BLSTM's LSTM weights stay plain SGD)", OPTIMIZERS)
+    ng_rank_in: int = _opt(20, "ngsgd: rank of the Fisher estimate of each layer's input")
+    ng_rank_out: int = _opt(80, "ngsgd: rank of the Fisher estimate of each layer's output "
+                            "derivative")
+    ng_update_period: int = _opt(4, "ngsgd: minibatches between updates of the Fisher "
+                                 "estimates (after the first 10)")
+    ng_num_samples_history: float = _opt(2000.0, "ngsgd: time constant of the Fisher "
+                                         "estimates, in rows (frames)")
+    ng_alpha: float = _opt(4.0, "ngsgd: smoothing of the Fisher matrix with the identity")
     momentum: float = _opt(0.9, "SGD momentum")
     nesterov: bool = _opt(False, "Nesterov momentum")
     weight_decay: float = _opt(0.0, "L2 weight decay")
@@ -96,6 +108,10 @@ class TrainConfig:
             dropout=self.dropout,
         )
 
+    def ng_options(self) -> NGOptions:
+        return NGOptions(self.ng_rank_in, self.ng_rank_out, self.ng_update_period,
+                         self.ng_num_samples_history, self.ng_alpha)
+
     def option(self, name: str) -> Any:
         """The value of option ``name``, a training or a strategy option."""
         if name in FIELDS:
@@ -122,10 +138,11 @@ class TrainConfig:
 FIELDS = {f.name: f for f in fields(TrainConfig) if f.name != "strategy_options"}
 _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
              "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
-             "anneal_start")
+             "anneal_start", "ng_rank_in", "ng_rank_out", "ng_update_period",
+             "ng_num_samples_history")
 _NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
                  "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
-                 "max_missing_targets", "dropout")
+                 "max_missing_targets", "dropout", "ng_alpha")
 
 
 def strategy_fields() -> dict[str, dataclasses.Field]:

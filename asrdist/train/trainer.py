@@ -36,6 +36,7 @@ from asrdist.data.dataset import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
+from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
@@ -225,10 +226,8 @@ class _Run:
         if self.resume_state is not None:
             self.model.load_state_dict(self.resume_state["model"])
         self.wrapped = wrapped = self.strategy.wrap_model(self.model)
-        optimizer = torch.optim.SGD(
-            wrapped.parameters(), lr=self.schedule.peak, momentum=cfg.momentum,
-            nesterov=cfg.nesterov and cfg.momentum > 0, weight_decay=cfg.weight_decay,
-        )
+        optimizer = build_optimizer(cfg.optimizer, wrapped, self.schedule.peak, cfg.momentum,
+                                    cfg.nesterov, cfg.weight_decay, cfg.ng_options())
         if self.resume_state is not None:
             self._restore(optimizer)
         self.t0 = time.monotonic()

@@ -54,6 +54,10 @@ class TrainConfig:
     max_steps: int = _opt(0, "stop after this many steps in all (0 = no limit)")
     seed: int = _opt(0, "seed of weights, data order and held-out choice")
     lr: float = _opt(0.1, "learning rate at a global batch of --lr-ref-batch chunks")
+    lr_schedule: str = _opt("ibm", "learning-rate rule: ibm (batch scaling, warm-up, per-epoch "
+                            "annealing) or kaldi (learners x --lr decaying exponentially to "
+                            "--lr-final; Kaldi's parameter averaging)", ("ibm", "kaldi"))
+    lr_final: float = _opt(0.01, "kaldi schedule: the effective learning rate at the end")
     lr_ref_batch: int = _opt(256, "global batch (chunks) at which --lr applies")
     lr_scaling: str = _opt("linear", "how the peak learning rate follows the global batch "
                            "(batch-size x learners)", ("linear", "sqrt", "none"))
@@ -251,6 +255,8 @@ def validate(config: TrainConfig) -> None:
             raise AsrdistError(f"--{name.replace('_', '-')} must not be negative, got {value}")
     if config.lr <= 0:
         raise AsrdistError(f"--lr must be positive, got {config.lr}")
+    if config.lr_final <= 0:
+        raise AsrdistError(f"--lr-final must be positive, got {config.lr_final}")
     if config.anneal_factor < 1:
         raise AsrdistError(f"--anneal-factor must be at least 1, got {config.anneal_factor}")
     if config.dropout >= 1:

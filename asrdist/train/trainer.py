@@ -54,7 +54,7 @@ from asrdist.train.interval import Interval
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
-from asrdist.train.schedule import LrSchedule
+from asrdist.train.schedule import make_schedule
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +159,7 @@ class _Run:
                 f"{cfg.data}: too little data for one step of --batch-size {cfg.batch_size} "
                 f"chunks of {cfg.chunk_len} frames on each of {world_size} learner(s)"
             )
-        self.schedule = LrSchedule(
-            cfg.lr, cfg.lr_ref_batch, cfg.batch_size * world_size, cfg.lr_scaling,
-            round(cfg.warmup_epochs * self.steps_per_epoch[0]), cfg.anneal_start,
-            cfg.anneal_factor,
-        )
+        self.schedule = make_schedule(cfg, self.steps_per_epoch, world_size)
         torch.manual_seed(cfg.seed)  # the same initial weights on every learner
         self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
         self.model.to(self.device)

@@ -21,7 +21,7 @@ import yaml
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import MODEL_TYPES, ModelConfig
+from asrdist.models.build import ACTIVATIONS, MODEL_TYPES, ModelConfig
 from asrdist.optim.build import OPTIMIZERS
 from asrdist.optim.ngsgd import NGOptions
 from asrdist.parallel import registry
@@ -47,6 +47,10 @@ class TrainConfig:
     splice: int = _opt(5, "DNN: frames of context either side of each frame")
     hidden_layers: int = _opt(6, "DNN: hidden layers")
     hidden_units: int = _opt(1024, "DNN: units per hidden layer")
+    activation: str = _opt("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
+                           "needed by --init-dbn)", ACTIVATIONS)
+    init_dbn: str = _opt("", "DNN: initialise the hidden layers from this RBM stack "
+                         "(asrdist-pretrain-rbm's dbn.pt)")
     dropout: float = _opt(0.0, "dropout between layers")
     chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
     batch_size: int = _opt(256, "chunks per learner per step")
@@ -110,6 +114,7 @@ class TrainConfig:
             hidden_layers=self.hidden_layers,
             hidden_units=self.hidden_units,
             dropout=self.dropout,
+            activation=self.activation,
         )
 
     def ng_options(self) -> NGOptions:

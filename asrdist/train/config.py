@@ -269,6 +269,9 @@ def validate(config: TrainConfig) -> None:
     if config.shuffle_buffer < config.batch_size:
         raise AsrdistError(f"--shuffle-buffer {config.shuffle_buffer} must hold at least "
                            f"--batch-size {config.batch_size} chunks")
+    if config.init_dbn and (config.model != "dnn" or config.activation != "sigmoid"):
+        raise AsrdistError("--init-dbn initialises a sigmoid DNN: set --model dnn and "
+                           "--activation sigmoid")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
     _every_strategys_options(config)  # each options dataclass checks its values when made

@@ -36,6 +36,7 @@ from asrdist.data.dataset import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
+from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
 from asrdist.parallel.strategy import Strategy, train_step
@@ -162,6 +163,8 @@ class _Run:
         self.schedule = make_schedule(cfg, self.steps_per_epoch, world_size)
         torch.manual_seed(cfg.seed)  # the same initial weights on every learner
         self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
+        if cfg.init_dbn:
+            init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
         torch.manual_seed(cfg.seed + 1 + rank)  # dropout differs between learners
         self.left = self.model.left_context

@@ -95,22 +95,41 @@ def steps_to(curve: list[tuple[int, float]], target: float) -> float | None:
     return None
 
 
-def table(rows: list[dict], target: float) -> list[str]:
-    ones = {r["variant"]: steps_to(r["curve"], target) for r in rows if r["learners"] == 1}
+def value_at(curve: list[tuple[int, float]], step: float) -> float:
+    """The held-out CE at ``step`` (interpolated between samples)."""
+    for (s0, c0), (s1, c1) in zip(curve, curve[1:], strict=False):
+        if s0 <= step <= s1:
+            return c0 + (c1 - c0) * (step - s0) / (s1 - s0)
+    return curve[-1][1]
+
+
+def targets(rows: list[dict]) -> dict[str, float]:
+    """Per variant: the CE its 1-learner run had after half of its steps."""
+    return {r["variant"]: value_at(r["curve"], r["steps"] / 2) for r in rows
+            if r["learners"] == 1 and r["curve"]}
+
+
+def table(rows: list[dict]) -> list[str]:
+    goal = targets(rows)
+    ones = {r["variant"]: steps_to(r["curve"], goal[r["variant"]]) for r in rows
+            if r["learners"] == 1 and r["variant"] in goal}
     lines = ["| learners | avg period K (steps) | variant | steps per learner | wall s "
-             "| held-out CE (final.pt) | frame acc | steps to target CE | speed-up (ideal N) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| held-out CE (final.pt) | frame acc | target CE | steps to target "
+             "| speed-up (ideal N) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        reach = steps_to(r["curve"], target)
-        base = ones.get(r["variant"])
-        speed = f"{base / reach:.2f}" if reach and base else "-"
+        k = r["period"] if r["learners"] > 1 else "-"
+        head = f"| {r['learners']} | {k} | {r['variant']} | {r['steps']} | {r['seconds']:.0f} |"
         if r["diverged"]:
-            lines.append(f"| {r['learners']} | {r['period']} | {r['variant']} | {r['steps']} | "
-                         f"{r['seconds']:.0f} | diverged | - | - | - |")
+            lines.append(f"{head} diverged | - | - | - | - |")
             continue
-        lines.append(f"| {r['learners']} | {r['period'] if r['learners'] > 1 else '-'} | "
-                     f"{r['variant']} | {r['steps']} | {r['seconds']:.0f} | {r['ce']:.4f} | "
-                     f"{r['acc']:.4f} | {f'{reach:.0f}' if reach else '-'} | {speed} |")
+        target = goal.get(r["variant"])
+        reach = steps_to(r["curve"], target) if target is not None else None
+        base = ones.get(r["variant"])
+        speed = f"{base / reach:.2f}" if reach and base else "not reached"
+        lines.append(f"{head} {r['ce']:.4f} | {r['acc']:.4f} | "
+                     f"{f'{target:.3f}' if target is not None else '-'} | "
+                     f"{f'{reach:.0f}' if reach else '-'} | {speed} |")
     return lines
 
 
@@ -139,6 +158,21 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def run_all(args: argparse.Namespace) -> list[dict]:
+    plan = [(v, 1, 1) for v in args.variants]
+    plan += [(v, n, k) for n in args.learners for k in args.periods for v in args.variants]
+    if args.learners:
+        plan += [(v, max(args.learners), k) for k in args.sweep for v in args.variants]
+    rows = []
+    for variant, n, k in plan:
+        row = run_one(args, variant, n, k)
+        rows.append(row)
+        print(f"{variant} x{n} K={k}: CE {row['ce']:.4f} acc {row['acc']:.4f} "
+              f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
+        (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True)
@@ -160,36 +194,30 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--lr-final", type=float, default=0.02)
     ap.add_argument("--results", type=Path, default=REPO / "bench/RESULTS.md")
+    ap.add_argument("--report-only", action="store_true",
+                    help="re-make the table and plot from OUT/rows.json")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    plan = [(v, 1, 1) for v in args.variants]
-    plan += [(v, n, k) for n in args.learners for k in args.periods for v in args.variants]
-    if args.learners:
-        plan += [(v, max(args.learners), k) for k in args.sweep for v in args.variants]
-    rows = []
-    for variant, n, k in plan:
-        row = run_one(args, variant, n, k)
-        rows.append(row)
-        print(f"{variant} x{n} K={k}: CE {row['ce']:.4f} acc {row['acc']:.4f} "
-              f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
-        (args.out / "rows.json").write_text(json.dumps(rows, indent=1))
-    finished = [r["ce"] for r in rows if not r["diverged"]]
-    target = max(finished)
+    if args.report_only:
+        rows = json.loads((args.out / "rows.json").read_text())
+    else:
+        rows = run_all(args)
     plot(rows, REPO / "bench/suchen_study.png")
     publish([
         HEADING, "",
         f"{args.fraction} epoch of the mini corpus per run (`{args.data}`), sigmoid DNN "
         f"{args.hidden_layers} x {args.hidden_units}, splice 5, batch {args.batch_size} "
         f"chunks x 8 frames per learner, `--lr-schedule kaldi` (N x {args.lr} decaying to "
-        f"N x {args.lr_final}), momentum 0, seed 0; RBM stack `{args.dbn}`. Target CE = "
-        f"{target:.4f} (the worst final CE of the runs that finished, so every run reaches "
-        "it). Plot: `bench/suchen_study.png` (held-out CE against data seen).", "",
+        f"N x {args.lr_final}), momentum 0, seed 0; RBM stack `{args.dbn}`. Target CE of a "
+        "variant = the held-out CE its 1-learner run had after half of its steps; speed-up "
+        "= that run's steps to the target / the N-learner run's. Plot: "
+        "`bench/suchen_study.png` (held-out CE against data seen).", "",
         f"Command: `.venv/bin/python -m bench.suchen_study --data {args.data} --targets "
         f"{args.targets} --dbn {args.dbn} --learners {' '.join(map(str, args.learners))} "
         f"--periods {' '.join(map(str, args.periods))} --sweep "
         f"{' '.join(map(str, args.sweep))} --fraction {args.fraction}`; one run:", "",
         f"    {rows[-1]['cmd']}", "",
-        *table(rows, target),
+        *table(rows),
     ], args.results)
 
 

@@ -88,6 +88,11 @@ def _options(config: TrainConfig) -> dict[str, Any]:
             if k not in NOT_FINGERPRINTED and k not in unused}
 
 
+def _inputs(config: TrainConfig) -> list[str]:
+    """The files whose change retrains the model (the RBM stack's too, when one is used)."""
+    return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
+
+
 def train(
     config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
 ) -> TrainResult:
@@ -101,7 +106,7 @@ def train(
     """
     try:
         out = Path(config.out)
-        check = check_done(out, "train", _options(config), [config.data, config.targets],
+        check = check_done(out, "train", _options(config), _inputs(config),
                            clear=False)
         if check.done:
             return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
@@ -443,7 +448,7 @@ class _Run:
         path = self.out / "final.pt"
         with atomic_path(path) as tmp:
             torch.save(record, tmp)
-        record_done(self.out, "train", fingerprint(_options(cfg), [cfg.data, cfg.targets]),
+        record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)),
                     ["final.pt"])
         return path
 

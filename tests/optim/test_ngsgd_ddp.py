@@ -22,6 +22,7 @@ def _grads(model: nn.Module) -> torch.Tensor:
 
 
 def _learner(rank: int, port: int, out: str) -> None:
+    torch.set_num_threads(1)  # a forked child must not reuse the parent's OpenMP pool
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2, timeout=timedelta(seconds=30))
     strategy = make_strategy("ssgd", Learner(rank, 2))
@@ -50,8 +51,12 @@ def test_ssgd_allreduces_the_preconditioned_gradients(tmp_path):
     for p in procs:
         p.start()
     for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0, 0]
+        p.join(120)
+    codes = [p.exitcode for p in procs]
+    for p in procs:
+        if p.exitcode is None:
+            p.kill()
+    assert codes == [0, 0]
     results = [torch.load(tmp_path / f"{r}.pt") for r in range(2)]
     for r in results:
         assert r["t"] == 2

@@ -47,6 +47,7 @@ bench: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.consensus --rounds 80 --pace-ms 10
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.straggler --steps 80 --factor 3 \
 	  --slow-rank 1 --width 256 --sim-compute-ms 40
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.ngsgd_throughput --steps 60
 
 # Held-out cross-entropy of every strategy at 2 and 4 learners; needs `make demo` first.
 study: deps venv

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Start asrdist-train with N learners, picking the launcher:
-#   local/launch_train.sh [--learners N] [--launcher auto|srun|mpiexec|torchrun|none] -- ARGS...
+# Start asrdist-train (or --command, e.g. asrdist-pretrain-rbm) with N learners, picking the
+# launcher:
+#   local/launch_train.sh [--learners N] [--launcher auto|srun|mpiexec|torchrun|none]
+#                         [--command asrdist-train] -- ARGS...
 # auto: srun inside a Slurm allocation (SLURM_JOB_ID set), else mpiexec when on PATH, else
 # torchrun; N = 1 runs asrdist-train directly. ARGS go to asrdist-train unchanged, e.g.
 #   local/launch_train.sh --learners 4 -- --data data/train_fbank --targets exp/mono_pdf \
@@ -9,17 +11,19 @@ set -euo pipefail
 
 learners=1
 launcher=auto
+cmd=asrdist-train
 while [ $# -gt 0 ]; do
   case "$1" in
     --learners) learners=$2; shift 2 ;;
     --launcher) launcher=$2; shift 2 ;;
+    --command) cmd=$2; shift 2 ;;
     --) shift; break ;;
-    *) echo "$0: unknown option $1 (options before --, asrdist-train's after it)" >&2; exit 1 ;;
+    *) echo "$0: unknown option $1 (options before --, the command's after it)" >&2; exit 1 ;;
   esac
 done
 
 if [ "$learners" -le 1 ] || [ "$launcher" = none ]; then
-  exec asrdist-train "$@"
+  exec "$cmd" "$@"
 fi
 if [ "$launcher" = auto ]; then
   if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then launcher=srun
@@ -29,8 +33,8 @@ if [ "$launcher" = auto ]; then
   fi
 fi
 case "$launcher" in
-  srun) exec srun --ntasks "$learners" --kill-on-bad-exit=1 asrdist-train "$@" ;;
-  mpiexec) exec mpiexec -n "$learners" asrdist-train "$@" ;;
-  torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v asrdist-train)" "$@" ;;
+  srun) exec srun --ntasks "$learners" --kill-on-bad-exit=1 "$cmd" "$@" ;;
+  mpiexec) exec mpiexec -n "$learners" "$cmd" "$@" ;;
+  torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v "$cmd")" "$@" ;;
   *) echo "$0: --launcher $launcher: choose auto, srun, mpiexec, torchrun or none" >&2; exit 1 ;;
 esac

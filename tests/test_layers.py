@@ -3,8 +3,8 @@
     errors, fsutil                      (import nothing of asrdist but each other)
     stage                               (errors, fsutil)
     kaldi                               formats
-    corpus, data, gmm, models, parallel
-    decode (gmm, models), train (data, models, parallel)
+    corpus, data, gmm, models, optim, parallel
+    decode (gmm, models), train (data, models, optim, parallel)
     cli                                 (anything)
 """
 
@@ -25,8 +25,9 @@ ALLOWED: dict[str, set[str]] = {
     "gmm": BASE | {"kaldi"},
     "models": BASE,
     "parallel": BASE,
+    "optim": BASE,
     "decode": BASE | {"kaldi", "gmm", "models"},
-    "train": BASE | {"kaldi", "data", "models", "parallel"},
+    "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
     "cli": {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
             if p.name != "__pycache__" and not p.name.startswith("__")},
 }

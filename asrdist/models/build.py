@@ -14,6 +14,7 @@ from asrdist.models.blstm import BLSTM
 from asrdist.models.dnn import DNN
 
 MODEL_TYPES = ("blstm", "dnn")
+ACTIVATIONS = ("relu", "sigmoid")
 
 
 @dataclass
@@ -28,6 +29,7 @@ class ModelConfig:
     hidden_layers: int = 6  # DNN
     hidden_units: int = 1024  # DNN
     dropout: float = 0.0
+    activation: str = "relu"  # DNN hidden units: relu, or sigmoid (RBM-pretrainable)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,6 +49,7 @@ def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module
             config.hidden_layers,
             config.hidden_units,
             config.dropout,
+            config.activation,
         )
     choices = ", ".join(MODEL_TYPES)
     raise AsrdistError(f"unknown model type {config.type!r}; choose one of {choices}")

@@ -7,7 +7,8 @@ from torch import nn
 
 
 class DNN(nn.Module):
-    """Splices ``splice`` frames either side of each frame, then ReLU hidden layers.
+    """Splices ``splice`` frames either side of each frame, then ReLU (or sigmoid, as in
+    Kaldi nnet1 and Su & Chen, for RBM pretraining) hidden layers.
 
     Splicing happens inside the model: the input carries ``splice`` extra frames at each end
     (the data pipeline repeats the edge frames, as Kaldi's splice-feats does), so training
@@ -22,19 +23,25 @@ class DNN(nn.Module):
         hidden_layers: int = 6,
         hidden_units: int = 1024,
         dropout: float = 0.0,
+        activation: str = "relu",
     ) -> None:
         super().__init__()
         self.left_context = splice
         self.right_context = splice
         width = (2 * splice + 1) * input_dim
         layers: list[nn.Module] = []
+        act = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid}[activation]
         for _ in range(hidden_layers):
-            layers += [nn.Linear(width, hidden_units), nn.ReLU()]
+            layers += [nn.Linear(width, hidden_units), act()]
             if dropout > 0:
                 layers.append(nn.Dropout(dropout))
             width = hidden_units
         layers.append(nn.Linear(width, num_pdfs))
         self.net = nn.Sequential(*layers)
+
+    def hidden_affine(self) -> list[nn.Linear]:
+        """The hidden layers' affine transforms, input side first (RBM initialisation)."""
+        return [m for m in self.net if isinstance(m, nn.Linear)][:-1]
 
     def forward(self, feats: torch.Tensor) -> torch.Tensor:
         """(batch, frames + 2*splice, input_dim) -> (batch, frames, num_pdfs) logits."""

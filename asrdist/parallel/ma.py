@@ -2,8 +2,13 @@
 
 Each learner takes ``avg_period`` (K) local steps, then all learners replace their weights by
 the average (one allreduce, torch's ``model_averaging.utils.average_parameters``) after step k
-when (k + 1) % K == 0. Optimizer state (momentum) stays local. Averaging is keyed on the
-trainer's step, which a checkpoint holds, so a resumed run averages at the same steps.
+when (k + 1) % K == 0. ``avg_frames`` gives the period in training frames per learner instead,
+as Kaldi (samples per iteration) and Su & Chen's fork (``--frames-per-avg``, default 10000)
+do: a step is ``batch_size x chunk_len`` labelled frames (fewer only in a chunk padded at an
+utterance's end), so the period is that many frames rounded to whole steps, the same on every
+learner (an allreduce needs all of them at once). Optimizer state (momentum) stays local.
+Averaging is keyed on the trainer's step, which a checkpoint holds, so a resumed run averages
+at the same steps.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import torch
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
 from asrdist.parallel.base import DistributedStrategy, unwrap
-from asrdist.parallel.options import CommonOptions, option, require
+from asrdist.parallel.options import CommonOptions, option, require, training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
 
@@ -23,10 +28,22 @@ from asrdist.parallel.strategy import Learner
 @dataclass(frozen=True)
 class MAOptions(CommonOptions):
     avg_period: int = option(8, "ma: local steps between weight averages")
+    avg_frames: int = option(0, "ma: training frames per learner between weight averages, "
+                             "rounded to whole steps of batch-size x chunk-len frames; "
+                             "replaces --avg-period when set (0 = use --avg-period)")
+    batch_size: int = training_option(256, "the run's chunks per learner per step")
+    chunk_len: int = training_option(21, "the run's labelled frames per chunk")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.avg_period >= 1, "avg_period", self.avg_period, "be positive")
+        require(self.avg_frames >= 0, "avg_frames", self.avg_frames, "not be negative")
+
+    def period(self) -> int:
+        """Local steps between averages."""
+        if self.avg_frames == 0:
+            return self.avg_period
+        return max(1, round(self.avg_frames / (self.batch_size * self.chunk_len)))
 
 
 class ModelAveraging(DistributedStrategy):
@@ -34,7 +51,7 @@ class ModelAveraging(DistributedStrategy):
 
     def __init__(self, learner: Learner, options: MAOptions) -> None:
         super().__init__(learner, options)
-        self.avg_period = options.avg_period
+        self.avg_period = options.period()
         self.averages = 0
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -58,6 +75,7 @@ class ModelAveraging(DistributedStrategy):
     def metrics(self) -> dict[str, Any]:
         out = super().metrics()
         out["averages"] = self.averages
+        out["avg_period"] = self.avg_period
         return out
 
     def state_dict(self) -> dict[str, Any]:
@@ -69,5 +87,5 @@ class ModelAveraging(DistributedStrategy):
 
 register(StrategySpec(
     "ma", ModelAveraging, MAOptions,
-    "periodic model averaging every K local steps (Su & Chen; Kaldi nnet3)",
+    "periodic model averaging every K local steps or N frames (Su & Chen; Kaldi nnet3)",
 ))

@@ -21,6 +21,12 @@ def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> A
     return field(default=default, metadata={"help": help, "choices": choices})
 
 
+def training_option(default: Any, help: str) -> Any:
+    """A field named like a training option (``seed``, ``batch_size``): no flag of its own,
+    the strategy gets the run's value; ``default`` serves a strategy made outside a run."""
+    return field(default=default, metadata={"help": help, "choices": None, "training": True})
+
+
 def flag(name: str) -> str:
     """The command-line flag of option ``name``."""
     return "--" + name.replace("_", "-")

@@ -130,7 +130,8 @@ def algo_table(names: list[str] | None = None) -> str:
         if names is not None and name not in names:
             continue
         own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
-               if f.name not in common and f.name != "seed"]
+               if f.name not in common and f.name != "seed"
+               and not f.metadata.get("training")]
         if issubclass(s.options, CommonOptions):
             own.append("the common ones")
         opts = ", ".join(own) or "none"

@@ -21,7 +21,9 @@ import yaml
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import MODEL_TYPES, ModelConfig
+from asrdist.models.build import ACTIVATIONS, MODEL_TYPES, ModelConfig
+from asrdist.optim.build import OPTIMIZERS
+from asrdist.optim.ngsgd import NGOptions
 from asrdist.parallel import registry
 from asrdist.parallel.options import flag
 
@@ -45,6 +47,10 @@ class TrainConfig:
     splice: int = _opt(5, "DNN: frames of context either side of each frame")
     hidden_layers: int = _opt(6, "DNN: hidden layers")
     hidden_units: int = _opt(1024, "DNN: units per hidden layer")
+    activation: str = _opt("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
+                           "needed by --init-dbn)", ACTIVATIONS)
+    init_dbn: str = _opt("", "DNN: initialise the hidden layers from this RBM stack "
+                         "(asrdist-pretrain-rbm's dbn.pt)")
     dropout: float = _opt(0.0, "dropout between layers")
     chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
     batch_size: int = _opt(256, "chunks per learner per step")
@@ -52,6 +58,10 @@ class TrainConfig:
     max_steps: int = _opt(0, "stop after this many steps in all (0 = no limit)")
     seed: int = _opt(0, "seed of weights, data order and held-out choice")
     lr: float = _opt(0.1, "learning rate at a global batch of --lr-ref-batch chunks")
+    lr_schedule: str = _opt("ibm", "learning-rate rule: ibm (batch scaling, warm-up, per-epoch "
+                            "annealing) or kaldi (learners x --lr decaying exponentially to "
+                            "--lr-final; Kaldi's parameter averaging)", ("ibm", "kaldi"))
+    lr_final: float = _opt(0.01, "kaldi schedule: the effective learning rate at the end")
     lr_ref_batch: int = _opt(256, "global batch (chunks) at which --lr applies")
     lr_scaling: str = _opt("linear", "how the peak learning rate follows the global batch "
                            "(batch-size x learners)", ("linear", "sqrt", "none"))
@@ -59,6 +69,16 @@ class TrainConfig:
     anneal_start: int = _opt(6, "first epoch (counted from 1) whose learning rate is annealed")
     anneal_factor: float = _opt(math.sqrt(2), "divide the learning rate by this every epoch "
                                 "from --anneal-start on (IBM: sqrt 2)")
+    optimizer: str = _opt("sgd", "sgd, or ngsgd: Kaldi's online natural-gradient SGD on every "
+                          "affine layer (the BLSTM's LSTM weights stay plain SGD)", OPTIMIZERS)
+    ng_rank_in: int = _opt(20, "ngsgd: rank of the Fisher estimate of each layer's input")
+    ng_rank_out: int = _opt(80, "ngsgd: rank of the Fisher estimate of each layer's output "
+                            "derivative")
+    ng_update_period: int = _opt(4, "ngsgd: minibatches between updates of the Fisher "
+                                 "estimates (after the first 10)")
+    ng_num_samples_history: float = _opt(2000.0, "ngsgd: time constant of the Fisher "
+                                         "estimates, in rows (frames)")
+    ng_alpha: float = _opt(4.0, "ngsgd: smoothing of the Fisher matrix with the identity")
     momentum: float = _opt(0.9, "SGD momentum")
     nesterov: bool = _opt(False, "Nesterov momentum")
     weight_decay: float = _opt(0.0, "L2 weight decay")
@@ -94,7 +114,12 @@ class TrainConfig:
             hidden_layers=self.hidden_layers,
             hidden_units=self.hidden_units,
             dropout=self.dropout,
+            activation=self.activation,
         )
+
+    def ng_options(self) -> NGOptions:
+        return NGOptions(self.ng_rank_in, self.ng_rank_out, self.ng_update_period,
+                         self.ng_num_samples_history, self.ng_alpha)
 
     def option(self, name: str) -> Any:
         """The value of option ``name``, a training or a strategy option."""
@@ -122,10 +147,11 @@ class TrainConfig:
 FIELDS = {f.name: f for f in fields(TrainConfig) if f.name != "strategy_options"}
 _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
              "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
-             "anneal_start")
+             "anneal_start", "ng_rank_in", "ng_rank_out", "ng_update_period",
+             "ng_num_samples_history")
 _NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
                  "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
-                 "max_missing_targets", "dropout")
+                 "max_missing_targets", "dropout", "ng_alpha")
 
 
 def strategy_fields() -> dict[str, dataclasses.Field]:
@@ -234,6 +260,8 @@ def validate(config: TrainConfig) -> None:
             raise AsrdistError(f"--{name.replace('_', '-')} must not be negative, got {value}")
     if config.lr <= 0:
         raise AsrdistError(f"--lr must be positive, got {config.lr}")
+    if config.lr_final <= 0:
+        raise AsrdistError(f"--lr-final must be positive, got {config.lr_final}")
     if config.anneal_factor < 1:
         raise AsrdistError(f"--anneal-factor must be at least 1, got {config.anneal_factor}")
     if config.dropout >= 1:
@@ -241,6 +269,9 @@ def validate(config: TrainConfig) -> None:
     if config.shuffle_buffer < config.batch_size:
         raise AsrdistError(f"--shuffle-buffer {config.shuffle_buffer} must hold at least "
                            f"--batch-size {config.batch_size} chunks")
+    if config.init_dbn and (config.model != "dnn" or config.activation != "sigmoid"):
+        raise AsrdistError("--init-dbn initialises a sigmoid DNN: set --model dnn and "
+                           "--activation sigmoid")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
     _every_strategys_options(config)  # each options dataclass checks its values when made

@@ -1,4 +1,7 @@
-"""Learning rate: scaled with the global batch, linear warm-up, then per-epoch annealing.
+"""Learning rate: IBM's rule (scaled with the global batch, warm-up, per-epoch annealing) or
+Kaldi's parameter-averaging rule; ``--lr-schedule`` chooses.
+
+IBM (``ibm``, the default):
 
 The rule (Goyal et al. 2017 for the scaling and warm-up, IBM's SWB recipes for annealing):
 
@@ -11,11 +14,22 @@ The rule (Goyal et al. 2017 for the scaling and warm-up, IBM's SWB recipes for a
 Linear scaling keeps the per-sample step size constant when learners are added; the warm-up
 avoids the early divergence large rates cause. For asynchronous strategies the same global
 batch is used: each learner's gradient still moves the learners' mean by lr/N per sample.
+
+Kaldi (``kaldi``; nnet2/nnet3 ``train_*.py`` with parameter averaging):
+
+    rate(step) = learners * lr * (lr_final / lr) ** (step / total_steps)
+
+The effective rate decays exponentially from ``lr`` to ``lr_final`` over the run, and each of
+the N jobs trains at N times it, since averaging N models divides each one's movement by N
+(Povey et al., arXiv:1410.7455: NG-SGD is what keeps such rates stable). No warm-up, no
+batch scaling, no annealing: those options are ignored.
 """
 
 from __future__ import annotations
 
 import math
+
+from asrdist.train.config import TrainConfig
 
 
 def scaled_lr(lr: float, ref_batch: int, global_batch: int, scaling: str) -> float:
@@ -53,3 +67,31 @@ class LrSchedule:
             return self.start + (self.peak - self.start) * (step + 1) / self.warmup_steps
         annealed = max(0, epoch + 1 - self.anneal_start + 1)
         return self.peak / self.anneal_factor**annealed
+
+
+class KaldiSchedule:
+    """Kaldi's averaging rate: learners x an exponential decay from lr to lr_final."""
+
+    def __init__(self, lr: float, lr_final: float, learners: int, total_steps: int) -> None:
+        self.peak = learners * lr
+        self.ratio = lr_final / lr
+        self.total_steps = max(1, total_steps)
+
+    def lr_at(self, step: int, epoch: int) -> float:
+        """Rate for 0-based global ``step`` (the epoch does not matter)."""
+        return self.peak * self.ratio ** (min(step, self.total_steps) / self.total_steps)
+
+
+def make_schedule(
+    cfg: TrainConfig, steps_per_epoch: list[int], learners: int
+) -> LrSchedule | KaldiSchedule:
+    """The --lr-schedule of ``cfg`` for a run of ``learners`` with these epoch lengths."""
+    if cfg.lr_schedule == "kaldi":
+        total = sum(steps_per_epoch)
+        if cfg.max_steps:
+            total = min(total, cfg.max_steps)
+        return KaldiSchedule(cfg.lr, cfg.lr_final, learners, total)
+    return LrSchedule(
+        cfg.lr, cfg.lr_ref_batch, cfg.batch_size * learners, cfg.lr_scaling,
+        round(cfg.warmup_epochs * steps_per_epoch[0]), cfg.anneal_start, cfg.anneal_factor,
+    )

@@ -36,6 +36,8 @@ from asrdist.data.dataset import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
+from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
+from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
@@ -53,7 +55,7 @@ from asrdist.train.interval import Interval
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
-from asrdist.train.schedule import LrSchedule
+from asrdist.train.schedule import make_schedule
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,11 @@ def _options(config: TrainConfig) -> dict[str, Any]:
             if k not in NOT_FINGERPRINTED and k not in unused}
 
 
+def _inputs(config: TrainConfig) -> list[str]:
+    """The files whose change retrains the model (the RBM stack's too, when one is used)."""
+    return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
+
+
 def train(
     config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
 ) -> TrainResult:
@@ -99,7 +106,7 @@ def train(
     """
     try:
         out = Path(config.out)
-        check = check_done(out, "train", _options(config), [config.data, config.targets],
+        check = check_done(out, "train", _options(config), _inputs(config),
                            clear=False)
         if check.done:
             return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
@@ -158,13 +165,11 @@ class _Run:
                 f"{cfg.data}: too little data for one step of --batch-size {cfg.batch_size} "
                 f"chunks of {cfg.chunk_len} frames on each of {world_size} learner(s)"
             )
-        self.schedule = LrSchedule(
-            cfg.lr, cfg.lr_ref_batch, cfg.batch_size * world_size, cfg.lr_scaling,
-            round(cfg.warmup_epochs * self.steps_per_epoch[0]), cfg.anneal_start,
-            cfg.anneal_factor,
-        )
+        self.schedule = make_schedule(cfg, self.steps_per_epoch, world_size)
         torch.manual_seed(cfg.seed)  # the same initial weights on every learner
         self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
+        if cfg.init_dbn:
+            init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
         torch.manual_seed(cfg.seed + 1 + rank)  # dropout differs between learners
         self.left = self.model.left_context
@@ -225,10 +230,8 @@ class _Run:
         if self.resume_state is not None:
             self.model.load_state_dict(self.resume_state["model"])
         self.wrapped = wrapped = self.strategy.wrap_model(self.model)
-        optimizer = torch.optim.SGD(
-            wrapped.parameters(), lr=self.schedule.peak, momentum=cfg.momentum,
-            nesterov=cfg.nesterov and cfg.momentum > 0, weight_decay=cfg.weight_decay,
-        )
+        optimizer = build_optimizer(cfg.optimizer, wrapped, self.schedule.peak, cfg.momentum,
+                                    cfg.nesterov, cfg.weight_decay, cfg.ng_options())
         if self.resume_state is not None:
             self._restore(optimizer)
         self.t0 = time.monotonic()
@@ -445,7 +448,7 @@ class _Run:
         path = self.out / "final.pt"
         with atomic_path(path) as tmp:
             torch.save(record, tmp)
-        record_done(self.out, "train", fingerprint(_options(cfg), [cfg.data, cfg.targets]),
+        record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)),
                     ["final.pt"])
         return path
 

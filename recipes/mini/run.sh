@@ -2,6 +2,7 @@
 # The mini recipe: a corpus spoken by espeak-ng, then the whole Kaldi-style pipeline.
 #   ./run.sh                       all stages
 #   ./run.sh --stage 4 --algos adpsgd-delay1 --learners 4
+#   ./run.sh --setup suchen --learners 4  Su & Chen: RBM-pretrained sigmoid DNN, NG-SGD, ma
 # Every stage calls one asrdist CLI; a stage already done with the same options and inputs is
 # skipped, one whose options or inputs changed is redone (README.md, "The mini recipe").
 set -euo pipefail
@@ -17,12 +18,19 @@ seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd adpsgd-random"  # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
+setup=blstm        # blstm: a BLSTM per --algos; suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
+pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--nj J] [--algos \"A B\"] [--learners N]
-       [--train-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--setup blstm|suchen] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
+case $setup in
+  blstm) runs=$(for a in $algos; do echo blstm_$a; done) ;;
+  suchen) runs=dnn_suchen_ma ;;
+  *) echo "$0: --setup $setup: choose blstm or suchen" >&2; exit 1 ;;
+esac
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours \
@@ -44,13 +52,27 @@ if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
   run_stage 3 ingestion asrdist-ingest-ali $exp/mono $data/train_fbank/feats.scp $exp/mono_pdf
 fi
 
-if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = blstm ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
       --config conf/train_blstm.yaml --data $data/train_fbank --targets $exp/mono_pdf \
       --out $exp/blstm_$a --algo $a --resume $train_opts
   done
-  run_stage 4 plot asrdist-plot $(for a in $algos; do echo $exp/blstm_$a; done) -o $exp/curves.png
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = suchen ]; then
+  # RBM pretraining (the learners average their RBMs too), then the sigmoid DNN it initialises,
+  # trained with NG-SGD and model averaging every --avg-frames frames (conf/train_dnn_suchen.yaml)
+  run_stage 4 "pretrain rbm x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
+    --command asrdist-pretrain-rbm -- --data $data/train_fbank --targets $exp/mono_pdf \
+    --out $exp/dbn --splice 5 --hidden-layers 4 --hidden-units 512 $pretrain_opts
+  run_stage 4 "train ma x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
+    --config conf/train_dnn_suchen.yaml --data $data/train_fbank --targets $exp/mono_pdf \
+    --out $exp/dnn_suchen_ma --init-dbn $exp/dbn/dbn.pt --resume $train_opts
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+  run_stage 4 plot asrdist-plot $(for r in $runs; do echo $exp/$r; done) -o $exp/curves.png
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
@@ -62,9 +84,9 @@ if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
   decode_opts=(--graph $exp/graph --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5")  # LM-weight sweep
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
-  for a in $algos; do
-    run_stage 6 "decode blstm_$a" asrdist-decode "${decode_opts[@]}" \
-      --model $exp/blstm_$a/final.pt --data $data/test_fbank --out $exp/blstm_$a/decode_test
+  for r in $runs; do
+    run_stage 6 "decode $r" asrdist-decode "${decode_opts[@]}" \
+      --model $exp/$r/final.pt --data $data/test_fbank --out $exp/$r/decode_test
   done
 fi
 
@@ -72,9 +94,9 @@ if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
   rm -f $exp/results.md $exp/results.json  # the report lists the systems scored by this run
   run_stage 7 "score mono" asrdist-score --subsets-by spk --report $exp/results.md --name mono \
     $data/test/text $exp/mono/decode_test
-  for a in $algos; do
-    run_stage 7 "score blstm_$a" asrdist-score --subsets-by spk --report $exp/results.md \
-      --name "blstm_$a x$learners" $data/test/text $exp/blstm_$a/decode_test
+  for r in $runs; do
+    run_stage 7 "score $r" asrdist-score --subsets-by spk --report $exp/results.md \
+      --name "$r x$learners" $data/test/text $exp/$r/decode_test
   done
   cat $exp/results.md
 fi

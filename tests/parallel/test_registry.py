@@ -27,6 +27,8 @@ def test_unknown_and_bad_options_are_errors():
         make_strategy("nope")
     with pytest.raises(AsrdistError, match="--avg-period must be positive, got 0"):
         make_strategy("ma", avg_period=0)
+    with pytest.raises(AsrdistError, match="--avg-frames must not be negative, got -1"):
+        make_strategy("ma", avg_frames=-1)
 
 
 def test_an_option_two_strategies_declare_differently_is_refused():

@@ -82,10 +82,14 @@ def test_ssgd_two_learners_equal_one_process_with_twice_the_batch(tmp_path):
         torch.testing.assert_close(r["before"], ref, rtol=1e-5, atol=1e-6)
 
 
-def test_ma_is_k_local_steps_then_the_average(tmp_path):
+@pytest.mark.parametrize("options", [
+    {"avg_period": 3},
+    {"avg_period": 5, "avg_frames": 64, "batch_size": 4, "chunk_len": 5},  # 64/20 -> 3 steps
+])
+def test_ma_is_k_local_steps_then_the_average(tmp_path, options):
     k, steps, n = 3, 7, 2
     res = ok(run_learners({"algo": "ma", "lr": 0.1, "momentum": 0.5, "steps": steps,
-                           "options": {"avg_period": k}}, n, tmp_path))
+                           "options": options}, n, tmp_path))
     models = [make_model(0) for _ in range(n)]
     opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
     for step in range(steps):
@@ -104,6 +108,7 @@ def test_ma_is_k_local_steps_then_the_average(tmp_path):
         torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
                                    atol=1e-6)
     assert res[0]["metrics"]["averages"] == steps // k
+    assert res[0]["metrics"]["avg_period"] == k
 
 
 @pytest.mark.parametrize("algo,n", [(a, 4) for a in ADPSGD] + [("adpsgd-random", 3)])

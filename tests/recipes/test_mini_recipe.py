@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from asrdist.models.build import load_final
+from asrdist.train.metrics import read_metrics
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "mini"
 
@@ -20,7 +24,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
+def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path, monkeypatch):
     tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3"]
@@ -52,6 +56,33 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
                       "prepare_mini", "train"], again.stderr[-3000:]
     assert len([s for s in skipped if s[1] == "features"]) == 4  # fbank, mfcc x train, test
     assert "redoing" not in again.stderr
+    _suchen_setup_on_the_same_data(tmp_path, monkeypatch)
+
+
+def _suchen_setup_on_the_same_data(tmp_path: Path, monkeypatch) -> None:
+    """--setup suchen from stage 4: RBM pretraining under 2 learners, the sigmoid DNN it
+    initialises trained with NG-SGD and ma (--avg-frames), decoded and scored."""
+    if shutil.which("asrdist-pretrain-rbm", path=f"{Path(sys.executable).parent}") is None:
+        shim = tmp_path / "bin" / "asrdist-pretrain-rbm"  # a virtualenv older than the script
+        shim.parent.mkdir()
+        shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m asrdist.cli.pretrain_rbm "$@"\n')
+        shim.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
+    done = run_recipe(
+        tmp_path, "--stage", "4", "--hours", "0.1", "--test-hours", "0.004", "--setup", "suchen",
+        "--learners", "2", "--pretrain-opts", "--hidden-layers 2 --hidden-units 16 --batch-size 8",
+        "--train-opts", "--hidden-layers 2 --hidden-units 16 --epochs 1 --batch-size 8 "
+                        "--heldout-utts 3 --avg-frames 256")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"stage 4 \(pretrain rbm x2\): done", done.stderr)
+    exp = tmp_path / "exp"
+    model, record = load_final(exp / "dnn_suchen_ma" / "final.pt")
+    assert record["algo"] == "ma" and record["world_size"] == 2
+    assert record["model_config"]["activation"] == "sigmoid"
+    train = [r for r in read_metrics(exp / "dnn_suchen_ma" / "metrics.jsonl")
+             if r["kind"] == "train"]
+    assert train[-1]["avg_period"] == 4 and train[-1]["averages"] >= 1  # 256 / (8 x 8) frames
+    assert "| dnn_suchen_ma x2 |" in (exp / "results.md").read_text()
 
 
 def test_an_unknown_option_is_refused(tmp_path):

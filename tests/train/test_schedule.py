@@ -29,3 +29,29 @@ def test_warmup_then_constant_then_anneal_by_sqrt2():
 def test_no_warmup_ramp_when_the_batch_is_the_reference():
     s = LrSchedule(0.1, 256, 256, "linear", warmup_steps=10, anneal_start=9, anneal_factor=2)
     assert [s.lr_at(k, 0) for k in range(12)] == pytest.approx([0.1] * 12)
+
+
+def test_kaldi_schedule_is_learners_times_an_exponential_decay():
+    from asrdist.train.schedule import KaldiSchedule
+
+    s = KaldiSchedule(0.02, 0.002, learners=4, total_steps=100)
+    assert s.peak == pytest.approx(0.08)
+    assert s.lr_at(0, 0) == pytest.approx(0.08)
+    assert s.lr_at(50, 3) == pytest.approx(0.08 * math.sqrt(0.1))
+    assert s.lr_at(100, 9) == pytest.approx(0.008)
+    rates = [s.lr_at(k, 0) for k in range(101)]
+    ratios = [b / a for a, b in zip(rates, rates[1:], strict=False)]
+    assert max(ratios) == pytest.approx(min(ratios))  # a constant factor per step
+
+
+def test_make_schedule_follows_the_option(tmp_path):
+    from asrdist.train.config import make_config
+    from asrdist.train.schedule import KaldiSchedule, make_schedule
+
+    base = {"data": "d", "targets": "t", "out": str(tmp_path), "lr": 0.02}
+    kaldi = make_schedule(make_config(None, {**base, "lr_schedule": "kaldi", "lr_final": 0.002,
+                                              "max_steps": 30}), [20, 20], 2)
+    assert isinstance(kaldi, KaldiSchedule) and kaldi.total_steps == 30
+    assert kaldi.lr_at(30, 1) == pytest.approx(2 * 0.002)
+    ibm = make_schedule(make_config(None, base), [20, 20], 2)
+    assert isinstance(ibm, LrSchedule)

@@ -1,0 +1,1 @@
+"""Optimizers: plain SGD, and NG-SGD (Kaldi's online natural gradient)."""

@@ -1,0 +1,143 @@
+"""NG-SGD: the hooks give each affine layer Kaldi's preconditioned gradient; exact resume."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import pytest
+import torch
+from torch import nn
+
+from asrdist.errors import AsrdistError
+from asrdist.models.blstm import BLSTM
+from asrdist.models.dnn import DNN
+from asrdist.optim.build import build_optimizer
+from asrdist.optim.ngsgd import NGSGD, NGOptions
+
+SMALL = NGOptions(rank_in=4, rank_out=3, update_period=2, num_samples_history=500.0, alpha=4.0)
+
+
+def _batch(seed: int, frames: int = 9) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(6, frames, 7, generator=g), torch.randint(0, 5, (6, 5), generator=g)
+
+
+def _dnn() -> DNN:
+    torch.manual_seed(0)
+    return DNN(7, 5, splice=2, hidden_layers=2, hidden_units=16)
+
+
+def _step(model: nn.Module, opt: torch.optim.Optimizer, seed: int) -> torch.Tensor:
+    x, y = _batch(seed)
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.detach()
+
+
+def test_weight_and_bias_gradients_are_the_preconditioned_products():
+    model = _dnn()
+    opt = NGSGD(model, SMALL, lr=0.1)
+    for seed in range(3):
+        _step(model, opt, seed)
+    layer = model.net[2]  # the second hidden layer
+    state = opt.layers[1]
+    assert state.layer is layer
+    pre_in, pre_out = copy.deepcopy(state.pre_in), copy.deepcopy(state.pre_out)
+    seen = {}
+
+    def record(module, inputs, output):
+        seen["x"] = inputs[0].detach()
+        output.register_hook(lambda g: seen.update(g=g.detach()))
+
+    layer.register_forward_hook(record)
+    x, y = _batch(7)
+    opt.zero_grad(set_to_none=True)
+    nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+    x_in = seen["x"].reshape(-1, 16)
+    x_in = torch.cat([x_in, torch.ones(len(x_in), 1)], dim=1)
+    g_out = seen["g"].reshape(-1, 16)
+    in_hat, gamma_in = pre_in.precondition(x_in)
+    out_hat, gamma_out = pre_out.precondition(g_out)
+    expected = gamma_in * gamma_out * out_hat.T @ in_hat
+    torch.testing.assert_close(layer.weight.grad, expected[:, :-1])
+    torch.testing.assert_close(layer.bias.grad, expected[:, -1])
+    plain = g_out.T @ x_in[:, :-1]
+    assert not torch.allclose(layer.weight.grad, plain, rtol=0.1, atol=1e-4)
+
+
+def _run(model: nn.Module, opt: torch.optim.Optimizer, seeds: range) -> list[float]:
+    return [float(_step(model, opt, s)) for s in seeds]
+
+
+def test_resume_from_state_dict_is_exact():
+    model = _dnn()
+    opt = NGSGD(model, SMALL, lr=0.2, momentum=0.9)
+    straight = _run(model, opt, range(30))
+    first = _dnn()
+    opt1 = NGSGD(first, SMALL, lr=0.2, momentum=0.9)
+    losses = _run(first, opt1, range(13))
+    buf = io.BytesIO()
+    torch.save({"model": first.state_dict(), "opt": opt1.state_dict()}, buf)
+    buf.seek(0)
+    saved = torch.load(buf, weights_only=False)
+    second = _dnn()
+    opt2 = NGSGD(second, SMALL, lr=0.2, momentum=0.9)
+    second.load_state_dict(saved["model"])
+    opt2.load_state_dict(saved["opt"])
+    losses += _run(second, opt2, range(13, 30))
+    assert losses == straight
+    for a, b in zip(model.parameters(), second.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_loading_a_plain_sgd_state_is_refused():
+    model = _dnn()
+    sgd = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    _run(model, sgd, range(2))
+    with pytest.raises(AsrdistError, match="--optimizer ngsgd"):
+        NGSGD(model, SMALL, lr=0.1, momentum=0.9).load_state_dict(sgd.state_dict())
+
+
+def test_ngsgd_learns_faster_than_its_first_loss():
+    model = _dnn()
+    opt = build_optimizer("ngsgd", model, 0.5, 0.0, False, 0.0, SMALL)
+    losses = _run(model, opt, [0] * 40)  # one batch again and again: memorise it
+    assert losses[-1] < 0.3 * losses[0]
+
+
+def test_bf16_autocast_gives_float32_preconditioned_gradients():
+    model = _dnn()
+    opt = NGSGD(model, SMALL, lr=0.1)
+    x, y = _batch(1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    loss = nn.functional.cross_entropy(out.float().flatten(0, 1), y.flatten())
+    loss.backward()
+    for p in model.parameters():
+        assert p.grad.dtype == torch.float32 and bool(torch.isfinite(p.grad).all())
+    assert opt.layers[0].pre_in.t == 1 and opt.layers[0].pre_in.W.dtype == torch.float32
+
+
+def test_blstm_lstm_weights_keep_the_plain_gradient():
+    torch.manual_seed(0)
+    model = BLSTM(7, 5, layers=1, units=6, bottleneck=4)
+    reference = copy.deepcopy(model)
+    opt = NGSGD(model, SMALL, lr=0.1)
+    assert [layer.layer for layer in opt.layers] == [model.bottleneck, model.output]
+    x, y = _batch(2, frames=5)
+    for m in (model, reference):
+        nn.functional.cross_entropy(m(x).flatten(0, 1), y.flatten()).backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters(), strict=True):
+        same = torch.equal(p.grad, q.grad)
+        assert same == name.startswith("lstm."), name
+
+
+def test_no_grad_forward_leaves_the_preconditioners_alone():
+    model = _dnn()
+    opt = NGSGD(model, SMALL, lr=0.1)
+    with torch.no_grad():
+        model(_batch(0)[0])
+    assert all(layer.x is None for layer in opt.layers)

@@ -1,0 +1,116 @@
+"""RBM pretraining: it learns, its stack initialises the sigmoid DNN exactly, and a DNN so
+initialised trains; several learners average their RBMs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from asrdist.cli.pretrain_rbm import main as pretrain_cli
+from asrdist.errors import AsrdistError
+from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
+from asrdist.models.dnn import DNN
+from asrdist.parallel.launch import free_port
+from asrdist.parallel.strategy import Single
+from asrdist.train.config import make_config
+from asrdist.train.metrics import read_metrics
+from asrdist.train.pretrain import PretrainConfig, pretrain
+from asrdist.train.trainer import train
+from tests.train.corpus import make_corpus
+
+SMALL = dict(splice=2, hidden_layers=2, hidden_units=12, batch_size=4, chunk_len=8,
+             shuffle_buffer=64, epochs=3, lr=0.1, lr_gaussian=0.01)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="module")
+def dbn(corpus, tmp_path_factory):
+    data, targets = corpus
+    out = tmp_path_factory.mktemp("dbn")
+    return pretrain(PretrainConfig(str(data), str(targets), str(out), **SMALL))
+
+
+def _records(path):
+    return [r for r in read_metrics(path.parent / "pretrain.jsonl")]
+
+
+def test_each_rbm_reconstructs_better_pass_by_pass(dbn):
+    records = _records(dbn)
+    assert [(r["layer"], r["pass"]) for r in records] == [(1, p) for p in range(1, 7)] + [
+        (2, p) for p in range(1, 4)]
+    for layer in (1, 2):
+        mse = [r["recon_mse"] for r in records if r["layer"] == layer]
+        assert mse[-1] < mse[0]
+    record = load_dbn(dbn)
+    assert record["layers"][0]["gaussian"] and not record["layers"][1]["gaussian"]
+    assert record["layers"][0]["weight"].shape == (12, 5 * 13)
+
+
+def test_the_stack_initialises_the_dnn_with_the_normalisation_folded_in(dbn):
+    record = load_dbn(dbn)
+    dnn = DNN(13, 5, splice=2, hidden_layers=3, hidden_units=12, activation="sigmoid")
+    assert init_dnn_from_dbn(dnn, record, str(dbn)) == 2
+    x = torch.randn(3, 9, 13)
+    spliced = x.unfold(1, 5, 1).transpose(2, 3).flatten(2)
+    v = (spliced - record["mean"]) / record["std"]
+    first = torch.sigmoid(v @ record["layers"][0]["weight"].T
+                          + record["layers"][0]["hidden_bias"])
+    second = torch.sigmoid(first @ record["layers"][1]["weight"].T
+                           + record["layers"][1]["hidden_bias"])
+    torch.testing.assert_close(dnn.net[:4](spliced), second, rtol=1e-5, atol=1e-5)
+    relu = DNN(13, 5, splice=2, hidden_layers=3, hidden_units=12)
+    with pytest.raises(AsrdistError, match="--activation sigmoid"):
+        init_dnn_from_dbn(relu, record, str(dbn))
+    wide = DNN(13, 5, splice=2, hidden_layers=3, hidden_units=16, activation="sigmoid")
+    with pytest.raises(AsrdistError, match="match --hidden-units"):
+        init_dnn_from_dbn(wide, record, str(dbn))
+
+
+def test_asrdist_train_init_dbn_trains_the_pretrained_dnn(corpus, dbn, tmp_path):
+    data, targets = corpus
+    options = {"data": str(data), "targets": str(targets), "model": "dnn", "splice": 2,
+               "hidden_layers": 2, "hidden_units": 12, "chunk_len": 8, "batch_size": 4,
+               "shuffle_buffer": 32, "heldout_utts": 2, "log_every": 1, "lr": 0.5,
+               "lr_ref_batch": 4, "epochs": 3, "activation": "sigmoid"}
+    result = train(make_config(None, {**options, "out": str(tmp_path / "rbm"),
+                                      "init_dbn": str(dbn)}), Single())
+    assert result.heldout["heldout_ce"] < 1.2
+    with pytest.raises(AsrdistError, match="--init-dbn initialises a sigmoid DNN"):
+        make_config(None, {**options, "activation": "relu", "out": "x", "init_dbn": "y"})
+
+
+def test_cli_refuses_a_bad_option_by_name(corpus, tmp_path):
+    data, targets = corpus
+    result = CliRunner().invoke(pretrain_cli, ["--data", str(data), "--targets", str(targets),
+                                               "--out", str(tmp_path), "--momentum", "0.95"])
+    assert result.exit_code == 1
+    assert "--momentum and --momentum-high" in result.output
+
+
+def test_two_learners_average_their_rbms(corpus, dbn, tmp_path):
+    data, targets = corpus
+    port = free_port()
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "epochs": 1}.items()]
+    cmd = [sys.executable, "-m", "asrdist.cli.pretrain_rbm", f"--data={data}",
+           f"--targets={targets}", f"--out={tmp_path / 'two'}", "--avg-period=2", *args]
+    procs = [subprocess.Popen(cmd, env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
+                                        "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
+                                        "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"},
+                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    errors = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    sums = [[line.split("parameter sum ")[1] for line in e.splitlines() if "done: param" in line]
+            for e in errors]
+    assert len(sums[0]) == 2 and sums[0] == sums[1]  # both learners end with the same RBMs
+    two = _records(tmp_path / "two" / "dbn.pt")
+    alone = _records(dbn)
+    assert two[0]["steps"] == pytest.approx(alone[0]["steps"] / 2, abs=2)  # shards: half each

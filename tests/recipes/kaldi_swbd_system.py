@@ -4,6 +4,7 @@ same utterance ids Kaldi's recipe gives, speed-perturbed copies included when as
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -25,9 +26,12 @@ class KaldiSystem:
 
 
 def _cli(name: str, *args: str) -> None:
+    """Run an asrdist CLI as the user's shell would: the virtualenv's scripts on PATH (wav.scp
+    pipes call asrdist-sph2wav by name)."""
     code = f"from asrdist.cli.{name} import main; main()"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, env=env)
     assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path, monkeypatch):
+def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
     tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3"]
@@ -56,18 +55,12 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
                       "prepare_mini", "train"], again.stderr[-3000:]
     assert len([s for s in skipped if s[1] == "features"]) == 4  # fbank, mfcc x train, test
     assert "redoing" not in again.stderr
-    _suchen_setup_on_the_same_data(tmp_path, monkeypatch)
+    _suchen_setup_on_the_same_data(tmp_path)
 
 
-def _suchen_setup_on_the_same_data(tmp_path: Path, monkeypatch) -> None:
+def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
     """--setup suchen from stage 4: RBM pretraining under 2 learners, the sigmoid DNN it
     initialises trained with NG-SGD and ma (--avg-frames), decoded and scored."""
-    if shutil.which("asrdist-pretrain-rbm", path=f"{Path(sys.executable).parent}") is None:
-        shim = tmp_path / "bin" / "asrdist-pretrain-rbm"  # a virtualenv older than the script
-        shim.parent.mkdir()
-        shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m asrdist.cli.pretrain_rbm "$@"\n')
-        shim.chmod(0o755)
-        monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
     done = run_recipe(
         tmp_path, "--stage", "4", "--hours", "0.1", "--test-hours", "0.004", "--setup", "suchen",
         "--learners", "2", "--pretrain-opts", "--hidden-layers 2 --hidden-units 16 --batch-size 8",

@@ -168,10 +168,9 @@ class DistributedStrategy(Strategy):
     def _record_staleness(self, value: int) -> None:
         self._staleness.append(value)
 
-    def _finish(self, model: torch.nn.Module) -> None:
-        """Wait for every learner to finish, stop the threads, and average all weights."""
-        if not self.multi:
-            return
+    def _leave_together(self, model: torch.nn.Module) -> None:
+        """Wait for every learner to get here, then leave the exchange loop and stop the
+        threads (the end of a run, or a preemption stop)."""
         assert self.liveness is not None
         try:
             self.liveness.wait_all_finished()
@@ -182,6 +181,12 @@ class DistributedStrategy(Strategy):
             self._distance.stop()
             self._distance = None
         self.liveness.stop()
+
+    def _finish(self, model: torch.nn.Module) -> None:
+        """Wait for every learner to finish, stop the threads, and average all weights."""
+        if not self.multi:
+            return
+        self._leave_together(model)
         module = unwrap(model)
         tensors = list(module.parameters()) + [
             b for b in module.buffers() if torch.is_floating_point(b)
@@ -202,6 +207,14 @@ class DistributedStrategy(Strategy):
 
     def finalize(self, model: torch.nn.Module) -> None:
         self._finish(model)
+
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """All learners, every step (ssgd; ma overrides the period)."""
+        return tuple(range(self.world_size)), 1
+
+    def stop_early(self, model: torch.nn.Module) -> None:
+        if self.multi:
+            self._leave_together(model)
 
     def metrics(self) -> dict[str, Any]:
         """Figures since the previous call, plus running totals.

@@ -5,7 +5,9 @@ watches everyone else's. A learner whose counter stops moving for ``timeout_s`` 
 stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone. Either
 way the watcher prints one line naming the lost learner and ends its own process (fail-stop), so
 the whole job ends within the timeout whatever its main thread is blocked in; checkpoints are
-written atomically, so nothing half-written is left. A learner that is alive but stuck is caught
+written atomically, so nothing half-written is left. A learner that fails on its own (bad input,
+a full disk) prints its error first and posts it (:func:`fail`); the others' watchers read it at
+their next heartbeat and end too, naming it. A learner that is alive but stuck is caught
 by the timeouts of the exchanges and collectives that wait on it, and, at the end, by
 :meth:`Liveness.wait_all_finished`, which also watches each learner's progress counter.
 """
@@ -48,6 +50,17 @@ def _first_report(rank: int, message: str) -> str | None:
     t.start()
     t.join(1.0)
     return found[0] if found else None
+
+
+def fail(rank: int, message: str) -> None:
+    """End this learner for its own error: print ``Error: message`` first, then post it so the
+    other learners' heartbeat threads end the job within a heartbeat interval (instead of
+    waiting for this one until a timeout), and exit with status 1 at once."""
+    sys.stderr.write(f"Error: learner {rank}: {message}\n")
+    sys.stderr.flush()
+    if _reports is not None:
+        _first_report(rank, message)
+    os._exit(1)
 
 
 def abort(rank: int, message: str) -> None:
@@ -101,12 +114,16 @@ class Liveness:
             try:
                 self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
                 values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                failed = self._store.get("first").decode() if self._store.check(["first"]) \
+                    else None
                 store_lost_since = None
             except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
                 store_lost_since = store_lost_since or now
                 if self.rank != 0 and now - store_lost_since > min(self.timeout_s, 3.0):
                     abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
                 continue
+            if failed is not None and not failed.startswith(f"learner {self.rank}:"):
+                abort(self.rank, "another learner failed; ending the job")
             for r, value in values.items():
                 last = self._seen.get(r)
                 if value is not None and (last is None or last[0].split()[0] != value.split()[0]):

@@ -37,13 +37,14 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
 from asrdist.parallel import registry
+from asrdist.parallel.preempt import Preemption
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
-    latest_common_step,
     list_checkpoints,
     load_checkpoint,
+    remove_temp_files,
     restore_rng,
     save_checkpoint,
 )
@@ -53,6 +54,7 @@ from asrdist.train.interval import Interval
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
+from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import LrSchedule
 
 log = logging.getLogger(__name__)
@@ -62,19 +64,21 @@ Batch = tuple[torch.Tensor, torch.Tensor, int]  # features, targets, labelled fr
 
 @dataclass
 class TrainResult:
-    """What a run produced; ``final`` is None on learners other than rank 0."""
+    """What a run produced; ``final`` is None on learners other than rank 0, and on all when
+    a signal stopped the run (``stopped_by`` names it) after its checkpoint."""
 
     out: Path
     final: Path | None
     steps: int
     heldout: dict[str, float] = field(default_factory=dict)
+    stopped_by: str | None = None
 
 
 # Options that do not change the trained model: a finished run rerun with other values of only
 # these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
 NOT_FINGERPRINTED = frozenset({
     "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
-    "exchange_timeout", "distance_every", "heldout_every",
+    "exchange_timeout", "distance_every", "heldout_every", "stop_signals",
 })
 
 
@@ -87,7 +91,8 @@ def _options(config: TrainConfig) -> dict[str, Any]:
 
 
 def train(
-    config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
+    config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1,
+    preemption: Preemption | None = None,
 ) -> TrainResult:
     """Train one learner of ``world_size``; the strategy is closed at the end and on error.
 
@@ -105,7 +110,7 @@ def train(
             return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
-        return _Run(config, strategy, rank, world_size).run()
+        return _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
     finally:
         strategy.close()
 
@@ -136,9 +141,13 @@ def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool) -> Batch:
 class _Run:
     """State of one learner's run; ``run()`` is the whole of it."""
 
-    def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int) -> None:
+    def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int,
+                 preemption: Preemption) -> None:
         self.cfg, self.strategy, self.rank, self.world_size = cfg, strategy, rank, world_size
         self.out = Path(cfg.out)
+        self.preemption, self.preempted = preemption, False
+        for path in remove_temp_files(self.out, rank):
+            log.info("removed %s, left by an interrupted write", path)
         self.device = _device(cfg.device)
         self.corpus: Corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
         self.train_rows, self.heldout_rows = split_heldout(self.corpus, cfg.heldout_utts, cfg.seed)
@@ -177,16 +186,15 @@ class _Run:
     # -- set-up ---------------------------------------------------------------------------
 
     def _find_resume_state(self) -> dict[str, Any] | None:
-        existing = latest_common_step(self.out, self.world_size)
+        group, period = self.strategy.lockstep()
+        self.preemption.attach(group, period)
+        mine = survey(self.out, self.rank, group)
+        everyone = gather(mine, self.rank, self.world_size)
+        existing = resume_steps(self.out, everyone, self.cfg.resume)[self.rank]
         if not self.cfg.resume:
-            if list_checkpoints(self.out, self.rank):
-                raise AsrdistError(
-                    f"{self.out} holds checkpoints of an earlier run: pass --resume to continue "
-                    "it, or choose another --out"
-                )
             return None
+        report_fallback(self.out, self.rank, mine, existing)
         if existing is None:
-            log.info("%s: no checkpoint to resume from; starting afresh", self.out)
             return None
         state = load_checkpoint(self.out, self.rank, existing)
         if state["input_dim"] != self.input_dim:
@@ -246,6 +254,9 @@ class _Run:
                 resumed=self.resume_state is not None,
             )
             heldout = self._train_epochs(wrapped, optimizer)
+            if self.preempted:
+                self.strategy.stop_early(wrapped)
+                return TrainResult(self.out, None, self.step, heldout, self.preemption.signal)
             self.strategy.finalize(wrapped)
             final = self._export() if self.rank == 0 else None
             return TrainResult(self.out, final, self.step, heldout)
@@ -259,7 +270,8 @@ class _Run:
         try:
             while self.epoch < cfg.epochs and not self._stop():
                 self._train_one_epoch(wrapped, optimizer, reader)
-                heldout = self._heldout()
+                if not self.preempted:  # a stop signal leaves little time: checkpoint only
+                    heldout = self._heldout()
                 if self.step_in_epoch == self.steps_per_epoch[self.epoch]:
                     self.epoch += 1
                     self.step_in_epoch = 0
@@ -278,7 +290,8 @@ class _Run:
         return stream, self.steps_per_epoch[self.epoch]
 
     def _stop(self) -> bool:
-        return bool(self.cfg.max_steps) and self.step >= self.cfg.max_steps
+        """--max-steps reached, or a stop signal's agreed step (both checkpointed there)."""
+        return self.preempted or (bool(self.cfg.max_steps) and self.step >= self.cfg.max_steps)
 
     def _train_one_epoch(
         self, wrapped: torch.nn.Module, optimizer: torch.optim.Optimizer, reader: UtteranceReader
@@ -318,6 +331,7 @@ class _Run:
                 self.step += 1
                 self.step_in_epoch += 1
                 self.frames += frames
+                self.preempted = self.preemption.reached(self.step)
                 bar.update(1)
                 if self.interval.steps >= cfg.log_every:
                     self._log_train(lr, now - interval_t0, bar)

@@ -136,6 +136,9 @@ def main(config_path: str | None, **flags: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - any learner's failure ends the job, first named
         if learner.world_size == 1:
             raise
+        if health.other_report(learner.rank) is not None:  # a consequence: name the cause
+            health.abort(learner.rank, f"stopped after another learner failed "
+                                       f"({first_line(exc)[:120]})")
         if not isinstance(exc, (AsrdistError, OSError)):
             traceback.print_exc()
         health.fail(learner.rank, exc.message if isinstance(exc, AsrdistError)

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from asrdist.errors import first_line
 from asrdist.parallel.health import Liveness, abort
 from asrdist.parallel.options import CommonOptions
+from asrdist.parallel.preempt import StoppedEarly
 from asrdist.parallel.slow import SlowDown, parse_slow_learner
 from asrdist.parallel.strategy import Learner, Strategy
 
@@ -182,11 +183,22 @@ class DistributedStrategy(Strategy):
             self._distance = None
         self.liveness.stop()
 
+    def _anyone_stopped_early(self, me: bool) -> bool:
+        """After :meth:`_leave_together`: whether any learner stops early (a signal); also
+        keeps learner 0, the store's host, until all have left the store."""
+        flag = torch.tensor([1.0 if me else 0.0])
+        with self._waiting():
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return flag.item() > 0
+
     def _finish(self, model: torch.nn.Module) -> None:
-        """Wait for every learner to finish, stop the threads, and average all weights."""
+        """Wait for every learner to finish, stop the threads, and average all weights; raise
+        StoppedEarly, without the average, if another learner was stopped by a signal."""
         if not self.multi:
             return
         self._leave_together(model)
+        if self._anyone_stopped_early(False):
+            raise StoppedEarly("another learner's stop signal")
         module = unwrap(model)
         tensors = list(module.parameters()) + [
             b for b in module.buffers() if torch.is_floating_point(b)
@@ -215,6 +227,7 @@ class DistributedStrategy(Strategy):
     def stop_early(self, model: torch.nn.Module) -> None:
         if self.multi:
             self._leave_together(model)
+            self._anyone_stopped_early(True)
 
     def metrics(self) -> dict[str, Any]:
         """Figures since the previous call, plus running totals.

@@ -52,6 +52,23 @@ def _first_report(rank: int, message: str) -> str | None:
     return found[0] if found else None
 
 
+def other_report(rank: int) -> str | None:
+    """The first failure another learner posted, if any (one second at most: the store may be
+    gone): an error here that follows it is its consequence, not a cause of its own."""
+    found: list[str] = []
+
+    def read() -> None:
+        assert _reports is not None
+        if _reports.check(["first"]):
+            found.append(_reports.get("first").decode())
+
+    if _reports is not None:
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(1.0)
+    return found[0] if found and not found[0].startswith(f"learner {rank}:") else None
+
+
 def fail(rank: int, message: str) -> None:
     """End this learner for its own error: print ``Error: message`` first, then post it so the
     other learners' heartbeat threads end the job within a heartbeat interval (instead of

@@ -30,6 +30,11 @@ STOPPED_STATUS = 75
 _PREFIX = "asrdist/stop/"
 
 
+class StoppedEarly(Exception):  # noqa: N818 - an outcome, not a failure
+    """Raised by a strategy's ``finalize`` on a learner that finished its steps while another
+    was stopped by a signal: there is no final average; the run continues with --resume."""
+
+
 def parse_signals(names: str) -> list[signal.Signals]:
     """``"TERM,USR1"`` -> the signals; refuses unknown names and ones that cannot be caught."""
     found = []

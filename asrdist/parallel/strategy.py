@@ -82,7 +82,8 @@ class Strategy:
         evaluated; every learner calls it at the same step."""
 
     def finalize(self, model: torch.nn.Module) -> None:
-        """Leave in ``model`` the weights to export (the average of all learners)."""
+        """Leave in ``model`` the weights to export (the average of all learners); raise
+        :class:`asrdist.parallel.preempt.StoppedEarly` if another learner stopped early."""
 
     def metrics(self) -> dict[str, Any]:
         """Per-learner figures for metrics.jsonl (communication wait, exchanges, ...)."""

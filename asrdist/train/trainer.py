@@ -37,7 +37,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
 from asrdist.parallel import registry
-from asrdist.parallel.preempt import Preemption
+from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
@@ -257,7 +257,10 @@ class _Run:
             if self.preempted:
                 self.strategy.stop_early(wrapped)
                 return TrainResult(self.out, None, self.step, heldout, self.preemption.signal)
-            self.strategy.finalize(wrapped)
+            try:
+                self.strategy.finalize(wrapped)
+            except StoppedEarly as e:  # done, but others were stopped: no average to export
+                return TrainResult(self.out, None, self.step, heldout, str(e))
             final = self._export() if self.rank == 0 else None
             return TrainResult(self.out, final, self.step, heldout)
         finally:

@@ -144,6 +144,7 @@ def main(config_path: str | None, **flags: Any) -> None:
         health.fail(learner.rank, exc.message if isinstance(exc, AsrdistError)
                     else f"{type(exc).__name__}: {first_line(exc)}")
     finally:
+        preemption.restore()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     if result.stopped_by is not None:

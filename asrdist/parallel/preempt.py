@@ -56,8 +56,12 @@ class Preemption:
         self._period = 1
         self._store: dist.Store | None = None
         self._announced = False
-        for sig in signals:
-            signal.signal(sig, self._note)
+        self._previous = {sig: signal.signal(sig, self._note) for sig in signals}
+
+    def restore(self) -> None:
+        """Put back the handlers found at construction (the process lives on: tests)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
 
     def _note(self, signum: int, frame: object) -> None:
         if self.signal is None:

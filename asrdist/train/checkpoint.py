@@ -70,13 +70,22 @@ def save_checkpoint(
 ) -> Path:
     """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep``."""
     path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+    save_file(state, path, "checkpoint")
     for old in sorted(list_checkpoints(out, rank))[:-keep]:
         list_checkpoints(out, rank)[old].unlink(missing_ok=True)
     return path
+
+
+def save_file(obj: Any, path: Path, what: str) -> None:
+    """``torch.save`` atomically and durably; a write error (a full disk) is one line naming the
+    file (through a file object torch reports it as the OSError it is, not a zip-writer error)."""
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise AsrdistError(f"{path}: cannot write the {what}: {e.strerror or e}") from e
 
 
 def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:

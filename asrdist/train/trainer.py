@@ -34,7 +34,6 @@ from asrdist.data.dataset import (
     steps_per_epoch,
 )
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
 from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
@@ -47,6 +46,7 @@ from asrdist.train.checkpoint import (
     remove_temp_files,
     restore_rng,
     save_checkpoint,
+    save_file,
 )
 from asrdist.train.config import TrainConfig, save_config, strategy_fields
 from asrdist.train.evaluate import evaluate
@@ -460,8 +460,7 @@ class _Run:
             "world_size": self.world_size,
         }
         path = self.out / "final.pt"
-        with atomic_path(path) as tmp:
-            torch.save(record, tmp)
+        save_file(record, path, "final model")
         record_done(self.out, "train", fingerprint(_options(cfg), [cfg.data, cfg.targets]),
                     ["final.pt"])
         return path

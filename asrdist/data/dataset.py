@@ -179,6 +179,10 @@ class UtteranceReader:
         feats = self._load_feats(i)
         if feats.ndim != 2:
             raise AsrdistError(f"utterance {utt}: features are not a matrix")
+        if not np.isfinite(feats).all():  # else a NaN loss later, naming no utterance
+            frame = int(np.nonzero(~np.isfinite(feats).all(axis=1))[0][0])
+            raise AsrdistError(f"utterance {utt}: features hold NaN or inf (first at frame "
+                               f"{frame}, {self.corpus.feats[i]}); fix or drop the utterance")
         if self.input_dim is not None and feats.shape[1] != self.input_dim:
             raise AsrdistError(
                 f"utterance {utt}: feature dimension {feats.shape[1]} does not match the "

@@ -261,6 +261,8 @@ class _Run:
                 self.strategy.finalize(wrapped)
             except StoppedEarly as e:  # done, but others were stopped: no average to export
                 return TrainResult(self.out, None, self.step, heldout, str(e))
+            if self.rank == 0 and self.world_size > 1:  # the figures of the exported average
+                heldout = self._heldout_of_average()
             final = self._export() if self.rank == 0 else None
             return TrainResult(self.out, final, self.step, heldout)
         finally:
@@ -408,6 +410,19 @@ class _Run:
             wall_s=self._wall(), frames=self.frames, heldout_frames=held.frames,
             **held.figures(), **self.strategy.metrics(),
         )
+        return held.figures()
+
+    def _heldout_of_average(self) -> dict[str, float]:
+        """Held-out figures of the finalized (averaged) weights, recorded as ``final``."""
+        if len(self.heldout_rows) == 0:
+            return {}
+        held = evaluate(self.model, self.cfg, self.corpus, self.heldout_rows, self.input_dim,
+                        self.device)
+        ended = self.epoch >= self.cfg.epochs
+        self.metrics.write("heldout", step=self.step, epoch=min(self.epoch + 1, self.cfg.epochs),
+                           final=True, progress=float(self.epoch) if ended else self._progress(),
+                           wall_s=self._wall(), frames=self.frames,
+                           heldout_frames=held.frames, **held.figures())
         return held.figures()
 
     def _checkpoint(

@@ -126,6 +126,12 @@ def test_stop_signal_checkpoints_every_learner_and_resume_continues(corpus, tmp_
                                                                 (stopped[rank], True)]
         assert _train_records(out, rank)[-1]["step"] == 60
     assert (out / "final.pt").is_file()
+    # the figures printed with final.pt are the exported average's, not learner 0's own
+    final = read_metrics(metrics_path(out, 0))[-1]
+    assert final["kind"] == "heldout" and final["final"] and final["step"] == 60
+    printed = (out / "err0.txt").read_text().splitlines()[-1]
+    assert printed == f"{out / 'final.pt'}: heldout_ce {final['heldout_ce']:.4f}, " \
+                      f"heldout_acc {final['heldout_acc']:.4f}", printed
 
 
 def test_drifting_async_learners_without_a_common_checkpoint_resume_each_from_its_own(

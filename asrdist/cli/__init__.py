@@ -8,6 +8,7 @@ OSError: a full disk, a missing file) raised anywhere below it becomes click's o
 from __future__ import annotations
 
 import errno
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 import click
 
 from asrdist.errors import AsrdistError
+
+# torch's C++ warnings: a store call failing once learner 0 is gone logs a whole C++ stack
+# before asrdist's one line naming the lost learner. TORCH_CPP_LOG_LEVEL=WARNING shows them.
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import torch
 
 from asrdist.cli import AsrdistCommand, command
 from asrdist.errors import AsrdistError, first_line
-from asrdist.parallel import health, launch, registry
+from asrdist.parallel import health, launch, registry, supervise
 from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
 from asrdist.parallel.strategy import Learner, Strategy
 from asrdist.train.config import (
@@ -128,7 +128,13 @@ def main(config_path: str | None, **flags: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
-    preemption = Preemption(parse_signals(config.stop_signals))
+    signals = parse_signals(config.stop_signals)
+    denv = launch.detect_env()
+    if supervise.supervised():
+        supervise.die_with_supervisor()
+    elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
+        sys.exit(supervise.run_supervised(denv.rank, signals))  # see asrdist.parallel.supervise
+    preemption = Preemption(signals)
     learner, config.device = learner_context(config)
     strategy = make_strategy(config, learner)
     try:
@@ -136,6 +142,8 @@ def main(config_path: str | None, **flags: Any) -> None:
     except Exception as exc:  # noqa: BLE001 - any learner's failure ends the job, first named
         if learner.world_size == 1:
             raise
+        if health.store_lost(exc):
+            health.abort(learner.rank, f"{health.STORE_LOST}: {first_line(exc)}", post=False)
         if health.other_report(learner.rank) is not None:  # a consequence: name the cause
             health.abort(learner.rank, f"stopped after another learner failed "
                                        f"({first_line(exc)[:120]})")

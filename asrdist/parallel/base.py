@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import first_line
-from asrdist.parallel.health import Liveness, abort
+from asrdist.parallel.health import STORE_LOST, Liveness, abort
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.preempt import StoppedEarly
 from asrdist.parallel.slow import SlowDown, parse_slow_learner
@@ -176,7 +176,7 @@ class DistributedStrategy(Strategy):
         try:
             self.liveness.wait_all_finished()
         except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
-            abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
+            abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
         self._before_final_average(model)
         if self._distance is not None:
             self._distance.stop()

@@ -41,10 +41,13 @@ def _first_report(rank: int, message: str) -> str | None:
 
     def post() -> None:
         assert _reports is not None
-        if _reports.add("reports", 1) == 1:
-            _reports.set("first", f"learner {rank}: {message}")
-        elif _reports.check(["first"]):
-            found.append(_reports.get("first").decode())
+        try:
+            if _reports.add("reports", 1) == 1:
+                _reports.set("first", f"learner {rank}: {message}")
+            elif _reports.check(["first"]):
+                found.append(_reports.get("first").decode())
+        except (RuntimeError, OSError):  # the store went with learner 0: nothing to add
+            pass
 
     t = threading.Thread(target=post, daemon=True)
     t.start()
@@ -59,8 +62,11 @@ def other_report(rank: int) -> str | None:
 
     def read() -> None:
         assert _reports is not None
-        if _reports.check(["first"]):
-            found.append(_reports.get("first").decode())
+        try:
+            if _reports.check(["first"]):
+                found.append(_reports.get("first").decode())
+        except (RuntimeError, OSError):  # the store went with learner 0
+            pass
 
     if _reports is not None:
         t = threading.Thread(target=read, daemon=True)
@@ -80,19 +86,30 @@ def fail(rank: int, message: str) -> None:
     os._exit(1)
 
 
-def abort(rank: int, message: str) -> None:
+STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
+
+
+def store_lost(exc: BaseException) -> bool:
+    """Whether a store call failed because its host, learner 0, is gone (the client never
+    reconnects: a closed connection is final)."""
+    return isinstance(exc, dist.DistNetworkError)
+
+
+def abort(rank: int, message: str, post: bool = True) -> None:
     """Print ``message`` for learner ``rank`` and end this process with status 1 at once.
 
     A learner that fails because another one already did adds that first report, so every
-    survivor names the root cause, not just the neighbour that vanished before it.
+    survivor names the root cause, not just the neighbour that vanished before it. ``post``
+    False: the store is gone (each further call would only log a C++ stack before the line).
     """
     line = f"asrdist: learner {rank}: {message}"
-    first = _first_report(rank, message) if _reports is not None else None
-    if first is not None:
-        line += f" [first report: {first[:300]}]"
     log.error(line)
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(line + "\n")  # first: a store call that fails logs a C++ stack
     sys.stderr.flush()
+    first = _first_report(rank, message) if _reports is not None and post else None
+    if first is not None:
+        sys.stderr.write(f"asrdist: learner {rank}: [first report: {first[:300]}]\n")
+        sys.stderr.flush()
     os._exit(1)
 
 
@@ -136,8 +153,9 @@ class Liveness:
                 store_lost_since = None
             except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
                 store_lost_since = store_lost_since or now
-                if self.rank != 0 and now - store_lost_since > min(self.timeout_s, 3.0):
-                    abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
+                if self.rank != 0 and (store_lost(exc) or
+                                       now - store_lost_since > min(self.timeout_s, 3.0)):
+                    abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
                 continue
             if failed is not None and not failed.startswith(f"learner {self.rank}:"):
                 abort(self.rank, "another learner failed; ending the job")

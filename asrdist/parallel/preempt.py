@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import torch.distributed as dist
 
-from asrdist.errors import AsrdistError
+from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel.health import STORE_LOST, abort
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,13 @@ class Preemption:
 
     def reached(self, completed: int) -> bool:
         """Whether to stop now, ``completed`` steps done (call once after every step)."""
+        try:
+            return self._reached(completed)
+        except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+            abort(dist.get_rank(), f"{STORE_LOST}: {first_line(exc)}", post=False)
+            raise  # not reached: abort ends the process
+
+    def _reached(self, completed: int) -> bool:
         if self.stop_at is None:
             asked = self.signal is not None
             if self._store is not None:

@@ -29,7 +29,7 @@ if [ "$launcher" = auto ]; then
   fi
 fi
 case "$launcher" in
-  srun) exec srun --ntasks "$learners" --kill-on-bad-exit=1 asrdist-train "$@" ;;
+  srun) exec srun --ntasks "$learners" asrdist-train "$@" ;;  # asrdist ends a failed job itself
   mpiexec) exec mpiexec -n "$learners" asrdist-train "$@" ;;
   torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v asrdist-train)" "$@" ;;
   *) echo "$0: --launcher $launcher: choose auto, srun, mpiexec, torchrun or none" >&2; exit 1 ;;

@@ -140,6 +140,7 @@ def main(config_path: str | None, **flags: Any) -> None:
     try:
         result = train(config, strategy, learner.rank, learner.world_size, preemption)
     except Exception as exc:  # noqa: BLE001 - any learner's failure ends the job, first named
+        preemption.restore()
         if learner.world_size == 1:
             raise
         if health.store_lost(exc):
@@ -147,19 +148,19 @@ def main(config_path: str | None, **flags: Any) -> None:
         if health.other_report(learner.rank) is not None:  # a consequence: name the cause
             health.abort(learner.rank, f"stopped after another learner failed "
                                        f"({first_line(exc)[:120]})")
-        if not isinstance(exc, (AsrdistError, OSError)):
+        if not isinstance(exc, (AsrdistError, OSError)) and not health.peer_lost(exc):
             traceback.print_exc()
         health.fail(learner.rank, exc.message if isinstance(exc, AsrdistError)
                     else f"{type(exc).__name__}: {first_line(exc)}")
     finally:
-        preemption.restore()
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
     if result.stopped_by is not None:
         click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
                    f"step {result.steps}, checkpointed; continue with --resume "
                    f"(exit status {STOPPED_STATUS})", err=True)
-        sys.exit(STOPPED_STATUS)
+        sys.exit(STOPPED_STATUS)  # handlers kept: srun's SIGTERM to a slower learner is moot
+    preemption.restore()
     if result.final is not None:
         figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
         click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)

@@ -95,6 +95,16 @@ def store_lost(exc: BaseException) -> bool:
     return isinstance(exc, dist.DistNetworkError)
 
 
+def peer_lost(exc: BaseException) -> bool:
+    """Whether a collective failed because a peer went away (no bug of this learner: one line,
+    no traceback)."""
+    text = str(exc)
+    return isinstance(exc, dist.DistError) or (
+        isinstance(exc, RuntimeError) and "gloo" in text and any(
+            s in text for s in ("Connection reset", "closed by peer", "Connection refused",
+                                "Timed out", "timed out")))
+
+
 def abort(rank: int, message: str, post: bool = True) -> None:
     """Print ``message`` for learner ``rank`` and end this process with status 1 at once.
 

@@ -221,6 +221,17 @@ class UtteranceReader:
         self._fds.clear()
 
 
+def check_sample(reader: UtteranceReader, rank: int, world_size: int, count: int = 64) -> None:
+    """Read an evenly spread sample of ``count`` utterances of the corpus (this learner's share)
+    before training, so a missing or damaged ark, NaN features or a pdf id out of range fails in
+    seconds, naming the utterance, rather than hours in; every other utterance is checked the
+    same way when training first reads it."""
+    n = len(reader.corpus)
+    picked = np.unique(np.linspace(0, n - 1, min(count, n)).round().astype(int))
+    for i in picked[rank::world_size]:
+        reader.read(int(i))
+
+
 def chunk_count(num_frames: np.ndarray, chunk_len: int) -> np.ndarray:
     """Chunks per utterance: ceil(T / chunk_len)."""
     return -(-num_frames // chunk_len)

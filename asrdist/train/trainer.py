@@ -28,6 +28,7 @@ from asrdist.data.dataset import (
     ChunkStream,
     Corpus,
     UtteranceReader,
+    check_sample,
     epoch_shards,
     load_corpus,
     split_heldout,
@@ -156,6 +157,7 @@ class _Run:
         )
         probe = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
         self.input_dim = int(probe.read(int(self.train_rows[0]))[0].shape[1])
+        check_sample(probe, rank, world_size)
         probe.close()
         self.steps_per_epoch = [
             steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,

@@ -135,7 +135,7 @@ def scenario(data: Path, targets: Path, root: Path, name: str, algo: str,
         return Outcome(name, None, None, "HANG: learners still running after 90 s")
     if before_resume is not None:
         before_resume(out)
-    return _resume(data, targets, out, algo, before, name, detect, codes)
+    return _resume(data, targets, out, algo, before, name, detect, codes, extra)
 
 
 def kill(rank: int, sig: signal.Signals) -> Callable[[Job], None]:

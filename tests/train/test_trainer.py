@@ -107,15 +107,16 @@ def test_crash_while_writing_a_checkpoint_keeps_the_previous_one(corpus, tmp_pat
     real_save = torch.save
     calls = []
 
-    def failing_save(obj, path):
-        calls.append(path)
+    def failing_save(obj, f):
+        calls.append(f)
         if len(calls) == 2:
-            Path(path).write_bytes(b"half a checkpoint")
-            raise OSError("disk full")
-        real_save(obj, path)
+            f.write(b"half a checkpoint")
+            raise OSError(28, "No space left on device")
+        real_save(obj, f)
 
     monkeypatch.setattr(checkpoint_mod.torch, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(AsrdistError, match=r"rank0/step000000007.pt: cannot write the checkpoint: "
+                                           "No space left on device"):
         train(_config(corpus, out, epochs=3, checkpoint_every=5), Single())
     monkeypatch.setattr(checkpoint_mod.torch, "save", real_save)
     assert sorted(list_checkpoints(out, 0)) == [5]

@@ -43,6 +43,7 @@ ARGS = ["--layers=1", "--units=64", "--chunk-len=10", "--batch-size=4", "--shuff
         "--distance-every=0"]
 NS = ("asrdist-fa", "asrdist-fb")  # the two test "nodes" of the cut-link scenario
 NS_ADDR = ("10.231.7.1", "10.231.7.2")
+VETH = ("asrdist-va", "asrdist-vb")
 
 
 @dataclass
@@ -67,8 +68,9 @@ class Job:
                    "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
             cmd = [str(BIN / "asrdist-train"), "--data", str(data), "--targets", str(targets),
                    "--out", str(out), "--algo", algo, *ARGS, *extra]
-            if netns:
+            if netns:  # gloo would take the hostname's address: each namespace's own loopback
                 cmd = ["ip", "netns", "exec", NS[rank], *cmd]
+                env["GLOO_SOCKET_IFNAME"] = VETH[rank]
             with open(out / f"err{rank}.{time.monotonic_ns()}.txt", "w") as err:
                 self.procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                                    stderr=err))
@@ -128,8 +130,10 @@ def scenario(data: Path, targets: Path, root: Path, name: str, algo: str,
     job = Job(data, targets, out, algo, *extra, netns=netns)
     job.wait_training()
     before = [job.steps(0), job.steps(1)]
+    t0 = time.monotonic()
     inject(job)
-    detect, codes = job.wait_exit()
+    done, codes = job.wait_exit()
+    detect = None if done is None else time.monotonic() - t0  # from the fault's start
     before = [max(b, job.steps(r)) for r, b in enumerate(before)]
     if detect is None:
         return Outcome(name, None, None, "HANG: learners still running after 90 s")
@@ -201,12 +205,12 @@ def cut_link(job: Job) -> None:
 
 
 def disk_full(data: Path, targets: Path, root: Path) -> Outcome:
-    """The run dir on a 1 MiB tmpfs, nearly filled once training runs: a checkpoint write fails;
-    space is freed and the run resumed."""
+    """The run dir on a 16 MiB tmpfs, nearly filled once training runs: a checkpoint write
+    fails; space is freed and the run resumed."""
     name = "disk full at a checkpoint"
     mount = root / "small"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
                       capture_output=True).returncode != 0:
         return Outcome(name, None, None, "skipped: cannot mount a tmpfs (needs root)")
     try:
@@ -316,8 +320,10 @@ def _cut_link(data: Path, targets: Path, root: Path) -> Outcome:
         job = Job(data, targets, out, "adpsgd-random", netns=True)
         job.wait_training()
         before = [job.steps(0), job.steps(1)]
+        t0 = time.monotonic()
         cut_link(job)
-        detect, codes = job.wait_exit()
+        done, codes = job.wait_exit()
+        detect = None if done is None else time.monotonic() - t0
         before = [max(b, job.steps(r)) for r, b in enumerate(before)]
         if detect is None:
             return Outcome(name, None, None, "HANG: learners still running after 90 s")

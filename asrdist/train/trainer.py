@@ -424,7 +424,8 @@ class _Run:
         self.metrics.write("heldout", step=self.step, epoch=min(self.epoch + 1, self.cfg.epochs),
                            final=True, progress=float(self.epoch) if ended else self._progress(),
                            wall_s=self._wall(), frames=self.frames,
-                           heldout_frames=held.frames, **held.figures())
+                           heldout_frames=held.frames, **held.figures(),
+                           **self.strategy.metrics())
         return held.figures()
 
     def _checkpoint(

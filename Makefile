@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 sctk
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study clean
+.PHONY: all deps venv test demo lint bench study faults clean
 
 all: test
 
@@ -48,6 +48,11 @@ bench: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.straggler --steps 80 --factor 3 \
 	  --slow-rank 1 --width 256 --sim-compute-ms 40
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.ngsgd_throughput --steps 60
+
+# Fault injection with real learner processes (root for its tmpfs and network-namespace rows);
+# writes its table into bench/RESULTS.md. Not part of `make test`.
+faults: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.faults --out bench/RESULTS.md
 
 # Held-out cross-entropy of every strategy at 2 and 4 learners; needs `make demo` first.
 study: deps venv

@@ -33,7 +33,7 @@ if [ "$launcher" = auto ]; then
   fi
 fi
 case "$launcher" in
-  srun) exec srun --ntasks "$learners" --kill-on-bad-exit=1 "$cmd" "$@" ;;
+  srun) exec srun --ntasks "$learners" "$cmd" "$@" ;;  # asrdist ends a failed job itself
   mpiexec) exec mpiexec -n "$learners" "$cmd" "$@" ;;
   torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v "$cmd")" "$@" ;;
   *) echo "$0: --launcher $launcher: choose auto, srun, mpiexec, torchrun or none" >&2; exit 1 ;;

@@ -1,11 +1,14 @@
 """Thin click commands, one per console script, over the library.
 
-Every command is made with :func:`command`, so an :class:`~asrdist.errors.AsrdistError` raised
-anywhere below it becomes click's one-line ``Error: <message>`` and exit status 1.
+Every command is made with :func:`command`, so an :class:`~asrdist.errors.AsrdistError` (or an
+OSError: a full disk, a missing file) raised anywhere below it becomes click's one-line
+``Error: <message>`` and exit status 1.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -14,6 +17,10 @@ import click
 
 from asrdist.errors import AsrdistError
 
+# torch's C++ warnings: a store call failing once learner 0 is gone logs a whole C++ stack
+# before asrdist's one line naming the lost learner. TORCH_CPP_LOG_LEVEL=WARNING shows them.
+os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+
 
 @contextmanager
 def _as_click_errors() -> Iterator[None]:
@@ -21,6 +28,11 @@ def _as_click_errors() -> Iterator[None]:
         yield
     except AsrdistError as e:
         raise click.ClickException(e.message) from e
+    except OSError as e:  # a full disk, a vanished file: the file and the reason, one line
+        if e.errno == errno.EPIPE:  # click's own handling of a closed pipe
+            raise
+        where = f"{e.filename}: " if e.filename else ""
+        raise click.ClickException(f"{where}{e.strerror or e}") from e
 
 
 class AsrdistCommand(click.Command):

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
+import traceback
 from typing import Any
 
 import click
 import torch
 
 from asrdist.cli import AsrdistCommand, command
-from asrdist.errors import AsrdistError
-from asrdist.parallel import launch, registry
+from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel import health, launch, registry, supervise
+from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
 from asrdist.parallel.strategy import Learner, Strategy
 from asrdist.train.config import (
     TrainConfig,
@@ -125,13 +128,39 @@ def main(config_path: str | None, **flags: Any) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
+    signals = parse_signals(config.stop_signals)
+    denv = launch.detect_env()
+    if supervise.supervised():
+        supervise.die_with_supervisor()
+    elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
+        sys.exit(supervise.run_supervised(denv.rank, signals))  # see asrdist.parallel.supervise
+    preemption = Preemption(signals)
     learner, config.device = learner_context(config)
     strategy = make_strategy(config, learner)
     try:
-        result = train(config, strategy, learner.rank, learner.world_size)
+        result = train(config, strategy, learner.rank, learner.world_size, preemption)
+    except Exception as exc:  # noqa: BLE001 - any learner's failure ends the job, first named
+        preemption.restore()
+        if learner.world_size == 1:
+            raise
+        if health.store_lost(exc):
+            health.abort(learner.rank, f"{health.STORE_LOST}: {first_line(exc)}", post=False)
+        if health.other_report(learner.rank) is not None:  # a consequence: name the cause
+            health.abort(learner.rank, f"stopped after another learner failed "
+                                       f"({first_line(exc)[:120]})")
+        if not isinstance(exc, (AsrdistError, OSError)) and not health.peer_lost(exc):
+            traceback.print_exc()
+        health.fail(learner.rank, exc.message if isinstance(exc, AsrdistError)
+                    else f"{type(exc).__name__}: {first_line(exc)}")
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+    if result.stopped_by is not None:
+        click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
+                   f"step {result.steps}, checkpointed; continue with --resume "
+                   f"(exit status {STOPPED_STATUS})", err=True)
+        sys.exit(STOPPED_STATUS)  # handlers kept: srun's SIGTERM to a slower learner is moot
+    preemption.restore()
     if result.final is not None:
         figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
         click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)

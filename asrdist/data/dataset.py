@@ -179,6 +179,10 @@ class UtteranceReader:
         feats = self._load_feats(i)
         if feats.ndim != 2:
             raise AsrdistError(f"utterance {utt}: features are not a matrix")
+        if not np.isfinite(feats).all():  # else a NaN loss later, naming no utterance
+            frame = int(np.nonzero(~np.isfinite(feats).all(axis=1))[0][0])
+            raise AsrdistError(f"utterance {utt}: features hold NaN or inf (first at frame "
+                               f"{frame}, {self.corpus.feats[i]}); fix or drop the utterance")
         if self.input_dim is not None and feats.shape[1] != self.input_dim:
             raise AsrdistError(
                 f"utterance {utt}: feature dimension {feats.shape[1]} does not match the "
@@ -215,6 +219,17 @@ class UtteranceReader:
         for fd in self._fds.values():
             fd.close()
         self._fds.clear()
+
+
+def check_sample(reader: UtteranceReader, rank: int, world_size: int, count: int = 64) -> None:
+    """Read an evenly spread sample of ``count`` utterances of the corpus (this learner's share)
+    before training, so a missing or damaged ark, NaN features or a pdf id out of range fails in
+    seconds, naming the utterance, rather than hours in; every other utterance is checked the
+    same way when training first reads it."""
+    n = len(reader.corpus)
+    picked = np.unique(np.linspace(0, n - 1, min(count, n)).round().astype(int))
+    for i in picked[rank::world_size]:
+        reader.read(int(i))
 
 
 def chunk_count(num_frames: np.ndarray, chunk_len: int) -> np.ndarray:

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.cmvn import cmvn_stats
-from asrdist.kaldi.data_dir import c_sorted, read_table
+from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -246,6 +246,7 @@ def make_features(
     missing = [i.utt for i in items if i.utt not in utt2spk]
     if missing:
         raise AsrdistError(f"{src / 'utt2spk'}: no speaker for utterance {missing[0]}")
+    check_tables(src, {i.utt for i in items})
     chunks = [c for c in _split(items, min(nj, len(items))) if c]
     name = f"{options.kind}_{src.name}"
     arks = [dest / "data" / f"raw_{name}.{j}.ark" for j in range(1, len(chunks) + 1)]
@@ -255,11 +256,30 @@ def make_features(
     results = _run_jobs(chunks, arks, scps, options)
     log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
 
-    _write_outputs(src, dest, name, scps, results, utt2spk)
-    with atomic_write(dest / "feats_config.json") as f:
-        json.dump(make_extractor(options).config.to_dict(), f, indent=1)
+    try:
+        _write_outputs(src, dest, name, scps, results, utt2spk)
+        with atomic_write(dest / "feats_config.json") as f:
+            json.dump(make_extractor(options).config.to_dict(), f, indent=1)
+    except BaseException:  # no feats.scp without its done marker: nothing looks complete
+        for index in ("feats.scp", "cmvn.scp"):
+            (dest / index).unlink(missing_ok=True)
+        raise
     check.mark_done()
     return True
+
+
+def check_tables(src: Path, utts: set[str]) -> None:
+    """Before the long work: every table copied is UTF-8, and ``text`` names only utterances
+    that get features (wav.scp, or segments)."""
+    for file in COPIED_FILES:
+        if (src / file).is_file():
+            read_utf8(src / file)
+    if (src / "text").is_file():
+        stray = [u for u in read_table(src / "text") if u not in utts]
+        if stray:
+            where = "segments" if (src / "segments").is_file() else "wav.scp"
+            raise AsrdistError(f"{src / 'text'}: utterance {stray[0]} is not in {where} "
+                               f"({len(stray)} such); fix the data dir (utils/fix_data_dir.sh)")
 
 
 def _write_outputs(
@@ -273,7 +293,7 @@ def _write_outputs(
     for file in COPIED_FILES:
         if (src / file).is_file():
             with atomic_write(dest / file) as f:
-                f.write((src / file).read_text())
+                f.write(read_utf8(src / file))
     with atomic_write(dest / "utt2num_frames") as f:
         f.writelines(f"{utt} {frames}\n" for utt, frames, _ in results)
     with atomic_write(dest / "frame_shift") as f:

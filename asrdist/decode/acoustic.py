@@ -59,7 +59,14 @@ class NnetScorer:
         self.spk_stats = self.data.cmvn_stats() if self.cmvn == "spk" else {}
 
     def _features(self, utt: str) -> np.ndarray:
-        feats = np.asarray(kaldiio.load_mat(self.data.feats[utt]), dtype=np.float32)
+        where = self.data.feats[utt]
+        try:
+            feats = np.asarray(kaldiio.load_mat(where), dtype=np.float32)
+        except Exception as e:  # noqa: BLE001 - a missing ark, a bad offset: bad input here
+            raise AsrdistError(f"utterance {utt}: cannot read features {where} "
+                               f"({type(e).__name__}: {str(e)[:120]})") from e
+        if not np.isfinite(feats).all():  # else "no path survived the beam", exit 0
+            raise AsrdistError(f"utterance {utt}: features hold NaN or inf ({where})")
         if feats.ndim != 2 or feats.shape[0] == 0:
             raise AsrdistError(f"{self.data.path / 'feats.scp'}: utterance {utt} has no frames")
         if feats.shape[1] != self.input_dim:

@@ -226,8 +226,9 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
         try:
             record = torch.load(nnet, map_location="cpu", weights_only=False)
             return int(record["num_pdfs"]), nnet
-        except (OSError, KeyError, RuntimeError, TypeError, ValueError) as e:
-            raise AsrdistError(f"{nnet}: not a readable asrdist final.pt ({e})") from e
+        except Exception as e:  # noqa: BLE001 - another pickle, a checkpoint, a text file
+            raise AsrdistError(f"{nnet}: not a readable asrdist final.pt "
+                               f"({type(e).__name__}: {str(e)[:120]})") from e
     return read_am_diag_gmm(gmm).num_pdfs, str(gmm)
 
 

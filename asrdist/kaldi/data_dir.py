@@ -63,6 +63,17 @@ def write_data_dir(directory: str | os.PathLike, utterances: Iterable[Utterance]
             (tmp / name).write_text("".join(line + "\n" for line in lines))
 
 
+def read_utf8(path: Path) -> str:
+    """A text file's content; not UTF-8 is one error naming the file, line and byte."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise AsrdistError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at "
+                           f"offset {e.start}); convert it, e.g. iconv -f latin1 -t utf-8") from e
+
+
 def read_table(path: str | os.PathLike, require_value: bool = False) -> dict[str, str]:
     """Read a Kaldi ``key value...`` table (text, utt2spk, wav.scp, feats.scp ...) in file order.
 
@@ -74,7 +85,7 @@ def read_table(path: str | os.PathLike, require_value: bool = False) -> dict[str
     if not path.is_file():
         raise AsrdistError(f"missing file {path}")
     table: dict[str, str] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, line in enumerate(read_utf8(path).splitlines(), 1):
         parts = line.split(maxsplit=1)
         if not parts:
             continue
@@ -91,7 +102,7 @@ def validate_data_dir(directory: str | os.PathLike) -> list[str]:
     directory = Path(directory)
     for name in DATA_DIR_FILES:
         path = directory / name
-        keys = [line.split(" ", 1)[0] for line in path.read_text().splitlines()] \
+        keys = [line.split(" ", 1)[0] for line in read_utf8(path).splitlines()] \
             if path.is_file() else None
         if keys is None:
             raise AsrdistError(f"missing file {path}")

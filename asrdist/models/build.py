@@ -66,7 +66,8 @@ def load_final(path: str | os.PathLike, map_location: str = "cpu") -> tuple[nn.M
         config = ModelConfig(**record["model_config"])
         model = build_model(config, record["input_dim"], record["num_pdfs"])
         model.load_state_dict(record["model"])
-    except (OSError, KeyError, RuntimeError, TypeError) as e:
-        raise AsrdistError(f"{path}: not a readable asrdist final.pt ({e})") from e
+    except Exception as e:  # noqa: BLE001 - a missing file, another pickle, a checkpoint
+        raise AsrdistError(f"{path}: not a readable asrdist final.pt "
+                           f"({type(e).__name__}: {str(e)[:120]})") from e
     model.eval()
     return model, record

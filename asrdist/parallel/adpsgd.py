@@ -163,6 +163,10 @@ class ADPSGD(DistributedStrategy):
             self.engine.finish()
         self._merge(model)
 
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """This learner alone: asynchronous learners stop and resume at their own steps."""
+        return (self.rank,), 1
+
     def metrics(self) -> dict[str, Any]:
         out = super().metrics()
         out["exchanges"] = self.engine.exchanges if self.engine is not None else 0

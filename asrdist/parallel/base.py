@@ -20,8 +20,9 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import first_line
-from asrdist.parallel.health import Liveness, abort
+from asrdist.parallel.health import STORE_LOST, Liveness, abort
 from asrdist.parallel.options import CommonOptions
+from asrdist.parallel.preempt import StoppedEarly
 from asrdist.parallel.slow import SlowDown, parse_slow_learner
 from asrdist.parallel.strategy import Learner, Strategy
 
@@ -168,20 +169,36 @@ class DistributedStrategy(Strategy):
     def _record_staleness(self, value: int) -> None:
         self._staleness.append(value)
 
-    def _finish(self, model: torch.nn.Module) -> None:
-        """Wait for every learner to finish, stop the threads, and average all weights."""
-        if not self.multi:
-            return
+    def _leave_together(self, model: torch.nn.Module) -> None:
+        """Wait for every learner to get here, then leave the exchange loop and stop the
+        threads (the end of a run, or a preemption stop)."""
         assert self.liveness is not None
         try:
             self.liveness.wait_all_finished()
         except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
-            abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
+            abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
         self._before_final_average(model)
         if self._distance is not None:
             self._distance.stop()
             self._distance = None
         self.liveness.stop()
+
+    def _anyone_stopped_early(self, me: bool) -> bool:
+        """After :meth:`_leave_together`: whether any learner stops early (a signal); also
+        keeps learner 0, the store's host, until all have left the store."""
+        flag = torch.tensor([1.0 if me else 0.0])
+        with self._waiting():
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return flag.item() > 0
+
+    def _finish(self, model: torch.nn.Module) -> None:
+        """Wait for every learner to finish, stop the threads, and average all weights; raise
+        StoppedEarly, without the average, if another learner was stopped by a signal."""
+        if not self.multi:
+            return
+        self._leave_together(model)
+        if self._anyone_stopped_early(False):
+            raise StoppedEarly("another learner's stop signal")
         module = unwrap(model)
         tensors = list(module.parameters()) + [
             b for b in module.buffers() if torch.is_floating_point(b)
@@ -202,6 +219,15 @@ class DistributedStrategy(Strategy):
 
     def finalize(self, model: torch.nn.Module) -> None:
         self._finish(model)
+
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """All learners, every step (ssgd; ma overrides the period)."""
+        return tuple(range(self.world_size)), 1
+
+    def stop_early(self, model: torch.nn.Module) -> None:
+        if self.multi:
+            self._leave_together(model)
+            self._anyone_stopped_early(True)
 
     def metrics(self) -> dict[str, Any]:
         """Figures since the previous call, plus running totals.

@@ -74,6 +74,7 @@ class HADPSGD(ADPSGD):
         self.name = f"hadpsgd-{options.hadpsgd_variant}"
         self.learners_per_node = options.learners_per_node
         self.nodes: list[list[int]] = [[0]]
+        self._nodes_found = False
         self._node_group: dist.ProcessGroup | None = None
 
     def _ring_ranks(self) -> list[int]:
@@ -83,17 +84,31 @@ class HADPSGD(ADPSGD):
         leaders = self._ring_ranks()
         return leaders.index(self.rank) if self.rank in leaders else None
 
+    def _find_nodes(self) -> None:
+        """Group the learners by node (once; a collective when grouped by node name)."""
+        if self._nodes_found:
+            return
+        names: list[str] | None = None
+        if not self.learners_per_node:
+            names = [""] * self.world_size
+            dist.all_gather_object(names, self.learner.node)
+        self.nodes = node_groups(self.world_size, self.learners_per_node, names)
+        self._nodes_found = True
+
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """The learners of this node: they allreduce every step; nodes are asynchronous."""
+        if not self.multi:
+            return (self.rank,), 1
+        self._find_nodes()
+        return tuple(self._my_node()), 1
+
     def _my_node(self) -> list[int]:
         return next(m for m in self.nodes if self.rank in m)
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        names: list[str] | None = None
-        if not self.learners_per_node:
-            names = [""] * self.world_size
-            dist.all_gather_object(names, self.learner.node)
-        self.nodes = node_groups(self.world_size, self.learners_per_node, names)
+        self._find_nodes()
         self._node_group, _ = dist.new_subgroups_by_enumeration(
             self.nodes, timeout=timedelta(seconds=self.timeout_s)
         )

@@ -5,7 +5,9 @@ watches everyone else's. A learner whose counter stops moving for ``timeout_s`` 
 stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone. Either
 way the watcher prints one line naming the lost learner and ends its own process (fail-stop), so
 the whole job ends within the timeout whatever its main thread is blocked in; checkpoints are
-written atomically, so nothing half-written is left. A learner that is alive but stuck is caught
+written atomically, so nothing half-written is left. A learner that fails on its own (bad input,
+a full disk) prints its error first and posts it (:func:`fail`); the others' watchers read it at
+their next heartbeat and end too, naming it. A learner that is alive but stuck is caught
 by the timeouts of the exchanges and collectives that wait on it, and, at the end, by
 :meth:`Liveness.wait_all_finished`, which also watches each learner's progress counter.
 """
@@ -39,10 +41,13 @@ def _first_report(rank: int, message: str) -> str | None:
 
     def post() -> None:
         assert _reports is not None
-        if _reports.add("reports", 1) == 1:
-            _reports.set("first", f"learner {rank}: {message}")
-        elif _reports.check(["first"]):
-            found.append(_reports.get("first").decode())
+        try:
+            if _reports.add("reports", 1) == 1:
+                _reports.set("first", f"learner {rank}: {message}")
+            elif _reports.check(["first"]):
+                found.append(_reports.get("first").decode())
+        except (RuntimeError, OSError):  # the store went with learner 0: nothing to add
+            pass
 
     t = threading.Thread(target=post, daemon=True)
     t.start()
@@ -50,19 +55,71 @@ def _first_report(rank: int, message: str) -> str | None:
     return found[0] if found else None
 
 
-def abort(rank: int, message: str) -> None:
+def other_report(rank: int) -> str | None:
+    """The first failure another learner posted, if any (one second at most: the store may be
+    gone): an error here that follows it is its consequence, not a cause of its own."""
+    found: list[str] = []
+
+    def read() -> None:
+        assert _reports is not None
+        try:
+            if _reports.check(["first"]):
+                found.append(_reports.get("first").decode())
+        except (RuntimeError, OSError):  # the store went with learner 0
+            pass
+
+    if _reports is not None:
+        t = threading.Thread(target=read, daemon=True)
+        t.start()
+        t.join(1.0)
+    return found[0] if found and not found[0].startswith(f"learner {rank}:") else None
+
+
+def fail(rank: int, message: str) -> None:
+    """End this learner for its own error: print ``Error: message`` first, then post it so the
+    other learners' heartbeat threads end the job within a heartbeat interval (instead of
+    waiting for this one until a timeout), and exit with status 1 at once."""
+    sys.stderr.write(f"Error: learner {rank}: {message}\n")
+    sys.stderr.flush()
+    if _reports is not None:
+        _first_report(rank, message)
+    os._exit(1)
+
+
+STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
+
+
+def store_lost(exc: BaseException) -> bool:
+    """Whether a store call failed because its host, learner 0, is gone (the client never
+    reconnects: a closed connection is final)."""
+    return isinstance(exc, dist.DistNetworkError)
+
+
+def peer_lost(exc: BaseException) -> bool:
+    """Whether a collective failed because a peer went away (no bug of this learner: one line,
+    no traceback)."""
+    text = str(exc)
+    return isinstance(exc, dist.DistError) or (
+        isinstance(exc, RuntimeError) and "gloo" in text and any(
+            s in text for s in ("Connection reset", "closed by peer", "Connection refused",
+                                "Timed out", "timed out")))
+
+
+def abort(rank: int, message: str, post: bool = True) -> None:
     """Print ``message`` for learner ``rank`` and end this process with status 1 at once.
 
     A learner that fails because another one already did adds that first report, so every
-    survivor names the root cause, not just the neighbour that vanished before it.
+    survivor names the root cause, not just the neighbour that vanished before it. ``post``
+    False: the store is gone (each further call would only log a C++ stack before the line).
     """
     line = f"asrdist: learner {rank}: {message}"
-    first = _first_report(rank, message) if _reports is not None else None
-    if first is not None:
-        line += f" [first report: {first[:300]}]"
     log.error(line)
-    sys.stderr.write(line + "\n")
+    sys.stderr.write(line + "\n")  # first: a store call that fails logs a C++ stack
     sys.stderr.flush()
+    first = _first_report(rank, message) if _reports is not None and post else None
+    if first is not None:
+        sys.stderr.write(f"asrdist: learner {rank}: [first report: {first[:300]}]\n")
+        sys.stderr.flush()
     os._exit(1)
 
 
@@ -101,12 +158,17 @@ class Liveness:
             try:
                 self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
                 values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                failed = self._store.get("first").decode() if self._store.check(["first"]) \
+                    else None
                 store_lost_since = None
             except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
                 store_lost_since = store_lost_since or now
-                if self.rank != 0 and now - store_lost_since > min(self.timeout_s, 3.0):
-                    abort(self.rank, f"lost learner 0 (it hosts the rendezvous store): {exc}")
+                if self.rank != 0 and (store_lost(exc) or
+                                       now - store_lost_since > min(self.timeout_s, 3.0)):
+                    abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
                 continue
+            if failed is not None and not failed.startswith(f"learner {self.rank}:"):
+                abort(self.rank, "another learner failed; ending the job")
             for r, value in values.items():
                 last = self._seen.get(r)
                 if value is not None and (last is None or last[0].split()[0] != value.split()[0]):

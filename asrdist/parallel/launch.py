@@ -187,8 +187,8 @@ def init_from_env(
     if backend == "nccl":
         torch.cuda.set_device(denv.local_rank % torch.cuda.device_count())
     log.info(
-        "learner %d/%d (local %d, node %s) via %s: rendezvous at %s:%d, backend %s",
-        denv.rank, denv.world_size, denv.local_rank, denv.node, denv.launcher,
+        "learner %d/%d (local %d, node %s, pid %d) via %s: rendezvous at %s:%d, backend %s",
+        denv.rank, denv.world_size, denv.local_rank, denv.node, os.getpid(), denv.launcher,
         denv.master_addr, denv.master_port, backend,
     )
     try:

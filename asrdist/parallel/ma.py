@@ -72,6 +72,10 @@ class ModelAveraging(DistributedStrategy):
                 average_parameters(iter(list(unwrap(model).parameters())), None)
             self.averages += 1
 
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """All learners; none passes the next averaging step without the others."""
+        return tuple(range(self.world_size)), self.avg_period
+
     def metrics(self) -> dict[str, Any]:
         out = super().metrics()
         out["averages"] = self.averages

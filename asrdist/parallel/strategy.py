@@ -16,6 +16,8 @@ so every caller calls the hooks in the same order::
     strategy.state_dict()                   # then the strategy's own state; no side effects
     # at the end:
     strategy.finalize(model)                # the exported model: the learners' average
+    # or, preempted (a signal), after the last checkpoint: leave without the final average
+    strategy.stop_early(model)
     strategy.close()
 
 ``sync`` exists because an asynchronous strategy has exchanges in flight between steps:
@@ -80,7 +82,8 @@ class Strategy:
         evaluated; every learner calls it at the same step."""
 
     def finalize(self, model: torch.nn.Module) -> None:
-        """Leave in ``model`` the weights to export (the average of all learners)."""
+        """Leave in ``model`` the weights to export (the average of all learners); raise
+        :class:`asrdist.parallel.preempt.StoppedEarly` if another learner stopped early."""
 
     def metrics(self) -> dict[str, Any]:
         """Per-learner figures for metrics.jsonl (communication wait, exchanges, ...)."""
@@ -92,6 +95,17 @@ class Strategy:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned."""
+
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """The learners that take every step together with this one (they must stop and resume
+        at the same step) and every how many steps they meet: none can run past the next
+        multiple of it without the others. A learner alone in its set stops and resumes at its
+        own step (asynchronous strategies); collective once, on every learner."""
+        return (0,), 1
+
+    def stop_early(self, model: torch.nn.Module) -> None:
+        """Leave a run that stops before its end (preemption) together with the other learners,
+        without the final average: every learner calls it after its last checkpoint."""
 
     def close(self) -> None:
         """Stop background threads and release process groups."""

@@ -1,9 +1,10 @@
-"""Per-learner checkpoints, written atomically; resume picks a step every learner has.
+"""Per-learner checkpoints, written atomically; :mod:`asrdist.train.resume` picks the step.
 
 Layout: ``out/checkpoints/rank{r}/step{N:09d}.pt``. A file appears under its final name only
 once complete (temp file + fsync + rename), so a crash while writing leaves the previous
-checkpoints as they were; the newest ``keep`` are kept, so a step all learners wrote survives
-a learner dying between its own write and the others'.
+checkpoints as they were (and a ``.step*.tmp`` file, removed when the run starts again); the
+newest ``keep`` are kept, so a step all learners wrote survives a learner dying between its own
+write and the others', and a damaged newest file has an older one to fall back to.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +41,28 @@ def list_checkpoints(out: str | os.PathLike, rank: int) -> dict[int, Path]:
     return found
 
 
-def latest_common_step(out: str | os.PathLike, world_size: int) -> int | None:
-    """The newest step for which every learner has a checkpoint (None: no such step)."""
-    common: set[int] | None = None
-    for rank in range(world_size):
-        steps = set(list_checkpoints(out, rank))
-        common = steps if common is None else common & steps
-    return max(common) if common else None
+def remove_temp_files(out: str | os.PathLike, rank: int) -> list[Path]:
+    """Remove the temporary files a killed writer left in this learner's checkpoint dir (and,
+    for learner 0, in ``out`` itself); only call it before this run writes anything."""
+    dirs = [checkpoint_dir(out, rank)] + ([Path(out)] if rank == 0 else [])
+    removed = []
+    for directory in dirs:
+        for path in directory.glob(".*.tmp") if directory.is_dir() else []:
+            if path.is_file():
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
+def damage(path: Path) -> str | None:
+    """Why a checkpoint file cannot be loaded (truncated, or a member fails its CRC); None when
+    it reads whole. Reads the file once, without unpickling it."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            bad = z.testzip()
+    except (OSError, zipfile.BadZipFile, EOFError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None if bad is None else f"member {bad} fails its CRC check"
 
 
 def save_checkpoint(
@@ -53,13 +70,22 @@ def save_checkpoint(
 ) -> Path:
     """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep``."""
     path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+    save_file(state, path, "checkpoint")
     for old in sorted(list_checkpoints(out, rank))[:-keep]:
         list_checkpoints(out, rank)[old].unlink(missing_ok=True)
     return path
+
+
+def save_file(obj: Any, path: Path, what: str) -> None:
+    """``torch.save`` atomically and durably; a write error (a full disk) is one line naming the
+    file (through a file object torch reports it as the OSError it is, not a zip-writer error)."""
+    try:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        raise AsrdistError(f"{path}: cannot write the {what}: {e.strerror or e}") from e
 
 
 def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:

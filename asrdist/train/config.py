@@ -101,6 +101,8 @@ class TrainConfig:
     resume: bool = _opt(False, "continue from the newest checkpoint in --out (a run finished "
                         "with other options or data is trained again from scratch, its "
                         "checkpoints, metrics and final.pt removed first)")
+    stop_signals: str = _opt("TERM,USR1", "signals that make every learner checkpoint and "
+                             "exit with status 75 (Slurm's --signal, preemption, time limit)")
     # every strategy's options by name (registry.option_fields), whatever --algo is
     strategy_options: dict[str, Any] = field(default_factory=dict)
 

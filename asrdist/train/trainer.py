@@ -28,26 +28,28 @@ from asrdist.data.dataset import (
     ChunkStream,
     Corpus,
     UtteranceReader,
+    check_sample,
     epoch_shards,
     load_corpus,
     split_heldout,
     steps_per_epoch,
 )
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
+from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
-    latest_common_step,
     list_checkpoints,
     load_checkpoint,
+    remove_temp_files,
     restore_rng,
     save_checkpoint,
+    save_file,
 )
 from asrdist.train.config import TrainConfig, save_config, strategy_fields
 from asrdist.train.evaluate import evaluate
@@ -55,6 +57,7 @@ from asrdist.train.interval import Interval
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
+from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import make_schedule
 
 log = logging.getLogger(__name__)
@@ -64,19 +67,21 @@ Batch = tuple[torch.Tensor, torch.Tensor, int]  # features, targets, labelled fr
 
 @dataclass
 class TrainResult:
-    """What a run produced; ``final`` is None on learners other than rank 0."""
+    """What a run produced; ``final`` is None on learners other than rank 0, and on all when
+    a signal stopped the run (``stopped_by`` names it) after its checkpoint."""
 
     out: Path
     final: Path | None
     steps: int
     heldout: dict[str, float] = field(default_factory=dict)
+    stopped_by: str | None = None
 
 
 # Options that do not change the trained model: a finished run rerun with other values of only
 # these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
 NOT_FINGERPRINTED = frozenset({
     "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
-    "exchange_timeout", "distance_every", "heldout_every",
+    "exchange_timeout", "distance_every", "heldout_every", "stop_signals",
 })
 
 
@@ -94,7 +99,8 @@ def _inputs(config: TrainConfig) -> list[str]:
 
 
 def train(
-    config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1
+    config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1,
+    preemption: Preemption | None = None,
 ) -> TrainResult:
     """Train one learner of ``world_size``; the strategy is closed at the end and on error.
 
@@ -112,7 +118,7 @@ def train(
             return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
-        return _Run(config, strategy, rank, world_size).run()
+        return _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
     finally:
         strategy.close()
 
@@ -143,9 +149,13 @@ def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool) -> Batch:
 class _Run:
     """State of one learner's run; ``run()`` is the whole of it."""
 
-    def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int) -> None:
+    def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int,
+                 preemption: Preemption) -> None:
         self.cfg, self.strategy, self.rank, self.world_size = cfg, strategy, rank, world_size
         self.out = Path(cfg.out)
+        self.preemption, self.preempted = preemption, False
+        for path in remove_temp_files(self.out, rank):
+            log.info("removed %s, left by an interrupted write", path)
         self.device = _device(cfg.device)
         self.corpus: Corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
         self.train_rows, self.heldout_rows = split_heldout(self.corpus, cfg.heldout_utts, cfg.seed)
@@ -154,6 +164,7 @@ class _Run:
         )
         probe = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
         self.input_dim = int(probe.read(int(self.train_rows[0]))[0].shape[1])
+        check_sample(probe, rank, world_size)
         probe.close()
         self.steps_per_epoch = [
             steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,
@@ -182,16 +193,15 @@ class _Run:
     # -- set-up ---------------------------------------------------------------------------
 
     def _find_resume_state(self) -> dict[str, Any] | None:
-        existing = latest_common_step(self.out, self.world_size)
+        group, period = self.strategy.lockstep()
+        self.preemption.attach(group, period)
+        mine = survey(self.out, self.rank, group)
+        everyone = gather(mine, self.rank, self.world_size)
+        existing = resume_steps(self.out, everyone, self.cfg.resume)[self.rank]
         if not self.cfg.resume:
-            if list_checkpoints(self.out, self.rank):
-                raise AsrdistError(
-                    f"{self.out} holds checkpoints of an earlier run: pass --resume to continue "
-                    "it, or choose another --out"
-                )
             return None
+        report_fallback(self.out, self.rank, mine, existing)
         if existing is None:
-            log.info("%s: no checkpoint to resume from; starting afresh", self.out)
             return None
         state = load_checkpoint(self.out, self.rank, existing)
         if state["input_dim"] != self.input_dim:
@@ -249,7 +259,15 @@ class _Run:
                 resumed=self.resume_state is not None,
             )
             heldout = self._train_epochs(wrapped, optimizer)
-            self.strategy.finalize(wrapped)
+            if self.preempted:
+                self.strategy.stop_early(wrapped)
+                return TrainResult(self.out, None, self.step, heldout, self.preemption.signal)
+            try:
+                self.strategy.finalize(wrapped)
+            except StoppedEarly as e:  # done, but others were stopped: no average to export
+                return TrainResult(self.out, None, self.step, heldout, str(e))
+            if self.rank == 0 and self.world_size > 1:  # the figures of the exported average
+                heldout = self._heldout_of_average()
             final = self._export() if self.rank == 0 else None
             return TrainResult(self.out, final, self.step, heldout)
         finally:
@@ -262,7 +280,8 @@ class _Run:
         try:
             while self.epoch < cfg.epochs and not self._stop():
                 self._train_one_epoch(wrapped, optimizer, reader)
-                heldout = self._heldout()
+                if not self.preempted:  # a stop signal leaves little time: checkpoint only
+                    heldout = self._heldout()
                 if self.step_in_epoch == self.steps_per_epoch[self.epoch]:
                     self.epoch += 1
                     self.step_in_epoch = 0
@@ -281,7 +300,8 @@ class _Run:
         return stream, self.steps_per_epoch[self.epoch]
 
     def _stop(self) -> bool:
-        return bool(self.cfg.max_steps) and self.step >= self.cfg.max_steps
+        """--max-steps reached, or a stop signal's agreed step (both checkpointed there)."""
+        return self.preempted or (bool(self.cfg.max_steps) and self.step >= self.cfg.max_steps)
 
     def _train_one_epoch(
         self, wrapped: torch.nn.Module, optimizer: torch.optim.Optimizer, reader: UtteranceReader
@@ -321,6 +341,7 @@ class _Run:
                 self.step += 1
                 self.step_in_epoch += 1
                 self.frames += frames
+                self.preempted = self.preemption.reached(self.step)
                 bar.update(1)
                 if self.interval.steps >= cfg.log_every:
                     self._log_train(lr, now - interval_t0, bar)
@@ -396,6 +417,20 @@ class _Run:
         )
         return held.figures()
 
+    def _heldout_of_average(self) -> dict[str, float]:
+        """Held-out figures of the finalized (averaged) weights, recorded as ``final``."""
+        if len(self.heldout_rows) == 0:
+            return {}
+        held = evaluate(self.model, self.cfg, self.corpus, self.heldout_rows, self.input_dim,
+                        self.device)
+        ended = self.epoch >= self.cfg.epochs
+        self.metrics.write("heldout", step=self.step, epoch=min(self.epoch + 1, self.cfg.epochs),
+                           final=True, progress=float(self.epoch) if ended else self._progress(),
+                           wall_s=self._wall(), frames=self.frames,
+                           heldout_frames=held.frames, **held.figures(),
+                           **self.strategy.metrics())
+        return held.figures()
+
     def _checkpoint(
         self,
         optimizer: torch.optim.Optimizer,
@@ -446,8 +481,7 @@ class _Run:
             "world_size": self.world_size,
         }
         path = self.out / "final.pt"
-        with atomic_path(path) as tmp:
-            torch.save(record, tmp)
+        save_file(record, path, "final model")
         record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)),
                     ["final.pt"])
         return path

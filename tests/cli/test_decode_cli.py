@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import kaldiio
+import numpy as np
 import pytest
 import torch
 
@@ -145,3 +147,34 @@ def test_missing_transition_model_is_refused(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         f"Error: {graph / 'final.mdl'}: missing; pass the model's final.mdl with --trans-mdl")
+
+
+def test_unreadable_or_non_finite_input_is_one_line_error(system, tmp_path):
+    """A missing ark, a bad byte offset, NaN features (once "no path survived the beam", exit
+    0) and a file that is not a final.pt: one line naming it, exit 1, no traceback."""
+    data = tmp_path / "data"
+    write_test_data(system, data, SENTENCES, "nnet")
+    write_identity_nnet(system, tmp_path / "final.pt")
+    scp = (data / "feats.scp").read_text().splitlines()
+    utt, rx = scp[0].split()
+    ark, offset = rx.rsplit(":", 1)
+    nan = kaldiio.load_mat(rx).copy()
+    nan[2] = np.nan
+    kaldiio.save_ark(str(tmp_path / "nan.ark"), {utt: nan})
+    nan_rx = f"{tmp_path / 'nan.ark'}:{len(utt) + 1}"
+    (tmp_path / "other.pt").write_text("not a model\n")
+    cases = [  # first feats.scp entry, model, what the error line says
+        (f"{tmp_path / 'gone.ark'}:{offset}", "final.pt", f"utterance {utt}: cannot read"),
+        (f"{ark}:{int(offset) + 3}", "final.pt", f"utterance {utt}: cannot read features"),
+        (nan_rx, "final.pt", f"utterance {utt}: features hold NaN or inf"),
+        (rx, "other.pt", f"{tmp_path / 'other.pt'}: not a readable asrdist final.pt"),
+    ]
+    for entry, model, message in cases:
+        (data / "feats.scp").write_text("\n".join([f"{utt} {entry}", *scp[1:]]) + "\n")
+        proc = _run("decode", "--graph", str(system.root / "graph"), "--model",
+                    str(tmp_path / model), "--data", str(data), "--out", str(tmp_path / "dec"))
+        last = proc.stderr.strip().splitlines()[-1]
+        assert proc.returncode == 1 and last.startswith("Error: ") and message in last, \
+            proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
+        assert not (tmp_path / "dec" / "text").exists()

@@ -83,6 +83,8 @@ def test_changed_src_table_recomputes(cli_feat_src: Path, tmp_path: Path, caplog
     assert CliRunner().invoke(main, [str(cli_feat_src), str(dest)]).exit_code == 0
     lines = (cli_feat_src / "wav.scp").read_text().splitlines()
     (cli_feat_src / "wav.scp").write_text("\n".join(lines[:3]) + "\n")  # one utterance less
+    text = (cli_feat_src / "text").read_text().splitlines()
+    (cli_feat_src / "text").write_text("\n".join(text[:3]) + "\n")  # as fix_data_dir.sh would
     result = CliRunner().invoke(main, [str(cli_feat_src), str(dest)])
     assert result.exit_code == 0, result.output
     assert f"input {cli_feat_src / 'wav.scp'} changed" in caplog.text
@@ -104,3 +106,21 @@ def test_bad_options_are_refused(cli_feat_src: Path, tmp_path: Path, options, me
 def test_src_as_dest_is_refused(cli_feat_src: Path):
     result = CliRunner().invoke(main, [str(cli_feat_src), str(cli_feat_src)])
     assert result.exit_code == 1 and "SRC and DEST are the same directory" in result.output
+
+
+@pytest.mark.parametrize("fault", ["latin-1 text", "text utterance not in wav.scp"])
+def test_bad_tables_are_one_line_errors_before_any_feature_is_computed(
+        cli_feat_src: Path, tmp_path: Path, fault: str):
+    text = cli_feat_src / "text"
+    if fault == "latin-1 text":
+        text.write_bytes(text.read_bytes().replace(b"a b", "caf\xe9".encode("latin-1"), 1))
+        message = f"Error: {text}:1: not UTF-8 text"
+    else:
+        text.write_text(text.read_text() + "s9-9 a b\n")
+        message = f"Error: {text}: utterance s9-9 is not in wav.scp"
+    dest = tmp_path / "fbank"
+    result = CliRunner().invoke(main, [str(cli_feat_src), str(dest)])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1].startswith(message), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert not list(dest.glob("data/*.ark")) and not (dest / "feats.scp").exists()

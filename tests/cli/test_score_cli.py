@@ -58,3 +58,12 @@ def test_score_cli_missing_hypothesis_is_one_line_error(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         f"Error: {tmp_path / 'nohyp'}: no such hypothesis file or decode dir")
+
+
+def test_score_cli_non_utf8_text_is_one_line_error(tmp_path):
+    (tmp_path / "ref").write_bytes("u1 caf\xe9 b\n".encode("latin-1"))
+    (tmp_path / "hyp").write_text("u1 a b\n")
+    proc = _run(str(tmp_path / "ref"), str(tmp_path / "hyp"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"Error: {tmp_path / 'ref'}:1: not UTF-8 text (byte 0xe9 at "
+                                   "offset 6); convert it, e.g. iconv -f latin1 -t utf-8")

@@ -91,13 +91,13 @@ def test_feature_dimension_not_matching_the_model(corpus, tmp_path):
     assert "feature dimension 8" in result.output and "input dimension 13" in result.output
 
 
-def test_nan_loss_exits_non_zero_naming_the_step(corpus, tmp_path):
+def test_nan_features_exit_non_zero_naming_the_utterance(corpus, tmp_path):
     data, targets = corpus
-    poison_features(data, 0)
+    utt = poison_features(data, 0)
     result = _run("--data", data, "--targets", targets, "--out", tmp_path / "r", *TINY,
                   "--cmvn=utt", "--heldout-utts=0")
     assert result.exit_code == 1
-    assert "Error: loss is nan at step" in result.output
+    assert f"Error: utterance {utt}: features hold NaN or inf" in result.output
 
 
 _NO_LAUNCHER = dict.fromkeys(["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PMI_RANK",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +108,29 @@ def test_launch_train_sh_refuses_bad_options(args, message):
     proc = subprocess.run(["bash", str(script), *args], env=_env(), capture_output=True,
                           text=True, timeout=30)
     assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+
+
+def test_mpiexec_names_a_learner_killed_mid_run(corpus, tmp_path):
+    """MPICH kills the survivors within 0.2 s, so the killed learner's supervisor names it."""
+    out, err = tmp_path / "run", tmp_path / "stderr.txt"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", TRAIN,
+                                 *_args(corpus, out, "adpsgd-random", "--epochs=1000")],
+                                env=_env(), stdout=subprocess.DEVNULL, stderr=f)
+    try:
+        pid, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = re.search(r"learner 1/2 \(local 1, node \S+, pid (\d+)\)", err.read_text())
+            if found and metrics_path(out, 1).is_file():
+                pid = int(found.group(1))
+                break
+            time.sleep(0.1)
+        assert pid is not None, err.read_text()[-3000:]
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        code = proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert code != 0 and time.monotonic() - t0 < 10
+    assert f"asrdist: learner 1: killed by SIGKILL (pid {pid})" in err.read_text(), \
+        err.read_text()[-3000:]

@@ -107,15 +107,16 @@ def test_crash_while_writing_a_checkpoint_keeps_the_previous_one(corpus, tmp_pat
     real_save = torch.save
     calls = []
 
-    def failing_save(obj, path):
-        calls.append(path)
+    def failing_save(obj, f):
+        calls.append(f)
         if len(calls) == 2:
-            Path(path).write_bytes(b"half a checkpoint")
-            raise OSError("disk full")
-        real_save(obj, path)
+            f.write(b"half a checkpoint")
+            raise OSError(28, "No space left on device")
+        real_save(obj, f)
 
     monkeypatch.setattr(checkpoint_mod.torch, "save", failing_save)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(AsrdistError, match=r"rank0/step000000007.pt: cannot write the checkpoint: "
+                                           "No space left on device"):
         train(_config(corpus, out, epochs=3, checkpoint_every=5), Single())
     monkeypatch.setattr(checkpoint_mod.torch, "save", real_save)
     assert sorted(list_checkpoints(out, 0)) == [5]
@@ -126,14 +127,26 @@ def test_crash_while_writing_a_checkpoint_keeps_the_previous_one(corpus, tmp_pat
     assert _losses(out) == _losses(tmp_path / "clean")
 
 
+class Diverge(Single):
+    """Weights turn NaN before step ``at`` (a diverging run, as a too-high --lr makes)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def before_step(self, model, step):
+        if step == self.at:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.fill_(float("nan"))
+
+
 def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
     data, targets = make_corpus(tmp_path / "corpus", num_utts=30)
-    poison_features(data)
     out = tmp_path / "run"
     cfg = _config((data, targets), out, epochs=2, checkpoint_every=1, cmvn="utt",
                   shuffle_buffer=8, heldout_utts=0)
     with pytest.raises(AsrdistError, match=r"loss is nan at step (\d+)") as err:
-        train(cfg, Single())
+        train(cfg, Diverge(at=6))
     step = int(err.value.message.split("at step ")[1].split()[0])
     kept = list_checkpoints(out, 0)
     assert step > 1 and max(kept) == step - 1
@@ -146,15 +159,23 @@ def test_nan_loss_stops_naming_the_step_and_keeps_the_last_good_checkpoint(tmp_p
 def test_nan_loss_is_named_exactly_without_reading_every_loss(tmp_path):
     """The loss is read only at a record: the first non-finite one is still named exactly."""
     data, targets = make_corpus(tmp_path / "corpus", num_utts=30)
-    poison_features(data)
     messages = []
     for log_every in (1, 50):
         cfg = _config((data, targets), tmp_path / f"run{log_every}", epochs=2, cmvn="utt",
                       checkpoint_every=0, shuffle_buffer=8, heldout_utts=0, log_every=log_every)
-        with pytest.raises(AsrdistError, match="loss is nan at step") as err:
-            train(cfg, Single())
+        with pytest.raises(AsrdistError, match="loss is nan at step 8 ") as err:
+            train(cfg, Diverge(at=7))
         messages.append(err.value.message)
     assert messages[0] == messages[1]
+
+
+def test_nan_in_the_features_names_the_utterance(tmp_path):
+    data, targets = make_corpus(tmp_path / "corpus", num_utts=30)
+    utt = poison_features(data)
+    cfg = _config((data, targets), tmp_path / "run", epochs=1, cmvn="utt", heldout_utts=0)
+    with pytest.raises(AsrdistError, match=f"utterance {utt}: features hold NaN or inf "
+                                           r"\(first at frame 3, .*nan.ark"):
+        train(cfg, Single())
 
 
 class Recorder(Strategy):

@@ -1,0 +1,106 @@
+"""Preemption: a signal makes every learner stop at an agreed step, after a checkpoint.
+
+Slurm sends SIGTERM before it preempts a job or ends it at its time limit (and any signal
+``sbatch --signal`` or ``scancel --signal`` names, some time before); Kubernetes and torchrun
+send SIGTERM too. The handler only notes the signal; the trainer asks :meth:`Preemption.reached`
+after every step. A learner that got a signal announces it in the rendezvous store, so a signal
+to one learner stops them all. Learners that take every step together (a strategy's
+``lockstep`` set: all of ssgd and ma, one node of hadpsgd) must stop at the same step: the first
+of them to see the announcement proposes the next step none of them can pass without it (the
+next multiple of the set's period) and the others take that proposal (first writer wins). An
+asynchronous learner, alone in its set, stops after its current step.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Sequence
+
+import torch.distributed as dist
+
+from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel.health import STORE_LOST, abort
+
+log = logging.getLogger(__name__)
+
+# The exit status of a learner that stopped for a signal after its checkpoint: EX_TEMPFAIL
+# ("try again"), which the Slurm template turns into a requeue of the job with --resume.
+STOPPED_STATUS = 75
+
+_PREFIX = "asrdist/stop/"
+
+
+class StoppedEarly(Exception):  # noqa: N818 - an outcome, not a failure
+    """Raised by a strategy's ``finalize`` on a learner that finished its steps while another
+    was stopped by a signal: there is no final average; the run continues with --resume."""
+
+
+def parse_signals(names: str) -> list[signal.Signals]:
+    """``"TERM,USR1"`` -> the signals; refuses unknown names and ones that cannot be caught."""
+    found = []
+    for name in filter(None, (n.strip().upper() for n in names.split(","))):
+        sig = getattr(signal, name if name.startswith("SIG") else "SIG" + name, None)
+        if not isinstance(sig, signal.Signals) or sig in (signal.SIGKILL, signal.SIGSTOP):
+            raise AsrdistError(f"--stop-signals: {name!r} is not a signal that can be caught")
+        found.append(sig)
+    return found
+
+
+class Preemption:
+    """Notes the stop signals (install from the main thread) and agrees on the stop step."""
+
+    def __init__(self, signals: Sequence[signal.Signals] = ()) -> None:
+        self.signal: str | None = None  # the name of the signal that asked to stop
+        self.stop_at: int | None = None
+        self._group: tuple[int, ...] = (0,)
+        self._period = 1
+        self._store: dist.Store | None = None
+        self._announced = False
+        self._previous = {sig: signal.signal(sig, self._note) for sig in signals}
+
+    def restore(self) -> None:
+        """Put back the handlers found at construction (the process lives on: tests)."""
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _note(self, signum: int, frame: object) -> None:
+        if self.signal is None:
+            self.signal = signal.Signals(signum).name
+            log.warning("got %s: stopping after this step's checkpoint", self.signal)
+
+    def attach(self, group: tuple[int, ...], period: int) -> None:
+        """The learners that must stop at the same step as this one and every how many steps
+        they meet (``Strategy.lockstep``); the store is torch.distributed's, if initialised."""
+        self._group, self._period = group, period
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
+
+    def reached(self, completed: int) -> bool:
+        """Whether to stop now, ``completed`` steps done (call once after every step)."""
+        try:
+            return self._reached(completed)
+        except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+            abort(dist.get_rank(), f"{STORE_LOST}: {first_line(exc)}", post=False)
+            raise  # not reached: abort ends the process
+
+    def _reached(self, completed: int) -> bool:
+        if self.stop_at is None:
+            asked = self.signal is not None
+            if self._store is not None:
+                if asked and not self._announced:
+                    self._store.set("any", self.signal or "")
+                    self._announced = True
+                elif not asked and self._store.check(["any"]):
+                    self.signal = self._store.get("any").decode() + " (to another learner)"
+                    asked = True
+            if asked:
+                self.stop_at = self._agree(completed)
+        return self.stop_at is not None and completed >= self.stop_at
+
+    def _agree(self, completed: int) -> int:
+        if len(self._group) == 1 or self._store is None:
+            return completed
+        proposal = (completed // self._period + 1) * self._period
+        key = f"at/{self._group[0]}"
+        return int(self._store.compare_set(key, "", str(proposal)).decode())

@@ -1,0 +1,50 @@
+"""Under mpiexec, a learner runs as the child of a small supervisor that names its death.
+
+MPICH's mpiexec kills every rank within 0.2 s of one dying, so the survivors never get to say
+which learner was lost; the user sees only a pid. The process mpiexec started therefore runs
+the learner as its child (same command and environment, the PMI connection inherited) and
+waits: a learner killed by a signal (SIGKILL, the OOM killer) is named by its supervisor in
+one line before mpiexec ends the job. Stop signals sent to the supervisor are passed on. The
+child dies with its supervisor (PR_SET_PDEATHSIG), so mpiexec's clean-up leaves no orphan.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+
+_CHILD = "ASRDIST_SUPERVISED"
+_PR_SET_PDEATHSIG = 1
+
+
+def supervised() -> bool:
+    """Whether this process is the learner under a supervisor."""
+    return os.environ.get(_CHILD) == "1"
+
+
+def die_with_supervisor() -> None:
+    """In the learner: be killed when the supervisor goes (mpiexec's clean-up kills only it)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:  # the supervisor died before prctl took effect
+            os._exit(1)
+
+
+def run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
+    """Run this same command as the learner; return its exit status, naming a death by signal."""
+    child = subprocess.Popen([sys.executable, *sys.argv], env={**os.environ, _CHILD: "1"},
+                             close_fds=False)  # the PMI socket goes to the learner
+    for sig in (*forwarded, signal.SIGINT):
+        signal.signal(sig, lambda n, _f: child.send_signal(n))
+    code = child.wait()
+    if code >= 0:
+        return code
+    name = signal.Signals(-code).name
+    sys.stderr.write(f"asrdist: learner {rank}: killed by {name} (pid {child.pid}); mpiexec "
+                     "ends the others\n")
+    sys.stderr.flush()
+    return 1

@@ -1,0 +1,348 @@
+"""Fault injection with real asrdist-train processes: every fault ends the job quickly, named,
+and ``--resume`` continues it losing at most one checkpoint interval.
+
+Two learners (torchrun's environment, gloo on CPU) train a small BLSTM; once they are training,
+one fault is injected; the bench waits until every learner has exited (a hang would show as a
+timeout), then runs ``--resume`` to the end. Per scenario: seconds from the fault until the last
+learner exited, the steps of work lost (the furthest step a learner had logged before the fault
+minus the step it resumed from), and the outcome. SIGKILL "during exchange" stops the learner
+first (its partner then waits in the exchange) and kills it there; "during a checkpoint write"
+kills the learner the moment its temporary checkpoint file appears. The disk-full scenario runs
+in a small tmpfs, the cut link between two network namespaces (root only).
+
+    .venv/bin/python -m bench.faults --out bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from asrdist.parallel.launch import free_port
+from asrdist.train.checkpoint import checkpoint_dir
+from asrdist.train.metrics import metrics_path, read_metrics
+from bench.results import publish
+from tests.train.corpus import make_corpus
+
+BIN = Path(sys.executable).parent
+INTERVAL = 20  # --checkpoint-every
+STEPS = 200
+ARGS = ["--layers=1", "--units=64", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
+        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=100",
+        f"--max-steps={STEPS}", f"--checkpoint-every={INTERVAL}", "--exchange-timeout=10",
+        "--distance-every=0"]
+NS = ("asrdist-fa", "asrdist-fb")  # the two test "nodes" of the cut-link scenario
+NS_ADDR = ("10.231.7.1", "10.231.7.2")
+VETH = ("asrdist-va", "asrdist-vb")
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    detect_s: float | None  # None: still running at the limit (a hang)
+    lost: int | None  # steps of work lost; None when not resumed
+    result: str
+
+
+class Job:
+    """Two learners of one run, started as separate processes."""
+
+    def __init__(self, data: Path, targets: Path, out: Path, algo: str, *extra: str,
+                 netns: bool = False) -> None:
+        self.out, self.procs = out, []
+        port = free_port()
+        out.mkdir(parents=True, exist_ok=True)
+        for rank in range(2):
+            env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
+                   "MASTER_ADDR": NS_ADDR[0] if netns else "127.0.0.1",
+                   "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+            cmd = [str(BIN / "asrdist-train"), "--data", str(data), "--targets", str(targets),
+                   "--out", str(out), "--algo", algo, *ARGS, *extra]
+            if netns:  # gloo would take the hostname's address: each namespace's own loopback
+                cmd = ["ip", "netns", "exec", NS[rank], *cmd]
+                env["GLOO_SOCKET_IFNAME"] = VETH[rank]
+            with open(out / f"err{rank}.{time.monotonic_ns()}.txt", "w") as err:
+                self.procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                                   stderr=err))
+
+    def steps(self, rank: int) -> int:
+        path = metrics_path(self.out, rank)
+        if not path.is_file():
+            return 0
+        with contextlib.suppress(ValueError):  # a record half-written as we read
+            records = [r for r in read_metrics(path) if r["kind"] == "train"]
+            return records[-1]["step"] if records else 0
+        return 0
+
+    def wait_training(self, step: int = 30, limit: float = 120) -> None:
+        deadline = time.monotonic() + limit
+        while min(self.steps(0), self.steps(1)) < step:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"{self.out}: learners did not start training")
+            time.sleep(0.05)
+
+    def wait_exit(self, limit: float = 90) -> tuple[float | None, list[int | None]]:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < limit and any(p.poll() is None for p in self.procs):
+            time.sleep(0.05)
+        done = all(p.poll() is not None for p in self.procs)
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        return (time.monotonic() - t0 if done else None), [p.returncode for p in self.procs]
+
+    def stderr(self) -> str:
+        return "".join(p.read_text(errors="replace") for p in sorted(self.out.glob("err*.txt")))
+
+
+def _starts(out: Path, rank: int) -> list[int]:
+    return [r["step"] for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "start"]
+
+
+def _resume(data: Path, targets: Path, out: Path, algo: str, before: list[int],
+            name: str, detect: float | None, codes: list, extra: tuple[str, ...] = ()) -> Outcome:
+    job = Job(data, targets, out, algo, "--resume", *extra)
+    _, resumed = job.wait_exit(limit=300)
+    if resumed != [0, 0] or not (out / "final.pt").is_file():
+        return Outcome(name, detect, None, f"resume failed {resumed}: "
+                       + job.stderr().strip().splitlines()[-1][:100])
+    lost = max(b - _starts(out, r)[-1] for r, b in enumerate(before))
+    return Outcome(name, detect, lost, f"exits {codes}; resumed at "
+                   f"{[_starts(out, r)[-1] for r in range(2)]}, finished step {STEPS}")
+
+
+def scenario(data: Path, targets: Path, root: Path, name: str, algo: str,
+             inject: Callable[[Job], None], extra: tuple[str, ...] = (),
+             before_resume: Callable[[Path], None] | None = None, netns: bool = False,
+             out: Path | None = None) -> Outcome:
+    out = out or root / name.replace(" ", "_").replace("/", "-")
+    job = Job(data, targets, out, algo, *extra, netns=netns)
+    job.wait_training()
+    before = [job.steps(0), job.steps(1)]
+    t0 = time.monotonic()
+    inject(job)
+    done, codes = job.wait_exit()
+    detect = None if done is None else time.monotonic() - t0  # from the fault's start
+    before = [max(b, job.steps(r)) for r, b in enumerate(before)]
+    if detect is None:
+        return Outcome(name, None, None, "HANG: learners still running after 90 s")
+    if before_resume is not None:
+        before_resume(out)
+    return _resume(data, targets, out, algo, before, name, detect, codes, extra)
+
+
+def kill(rank: int, sig: signal.Signals) -> Callable[[Job], None]:
+    return lambda job: job.procs[rank].send_signal(sig)
+
+
+def kill_in_exchange(job: Job) -> None:
+    job.procs[1].send_signal(signal.SIGSTOP)
+    time.sleep(1.0)  # learner 0 now waits in the exchange/allreduce with learner 1
+    job.procs[1].send_signal(signal.SIGKILL)
+
+
+def kill_in_checkpoint_write(job: Job) -> None:
+    directory = checkpoint_dir(job.out, 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if directory.is_dir() and any(e.name.endswith(".tmp") for e in os.scandir(directory)):
+            job.procs[1].send_signal(signal.SIGKILL)
+            return
+    job.procs[1].send_signal(signal.SIGKILL)  # not caught mid-write: killed anyway
+
+
+def stop_and_abandon(job: Job) -> None:
+    """SIGSTOP learner 1 and leave it stopped: the other must end the job; then the scheduler
+    kills the stopped one (as Slurm would at the end of the job)."""
+    job.procs[1].send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    while job.procs[0].poll() is None and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    job.procs[1].send_signal(signal.SIGKILL)
+
+
+def corrupt_newest(out: Path) -> None:
+    for rank in range(2):
+        files = sorted(checkpoint_dir(out, rank).glob("step*.pt"))
+        files[-1].write_bytes(files[-1].read_bytes()[:4096])
+
+
+def netns_up() -> bool:
+    """Two namespaces joined by a veth pair; False (and nothing left) when that fails."""
+    cmds = [["ip", "netns", "add", NS[0]], ["ip", "netns", "add", NS[1]],
+            ["ip", "link", "add", "asrdist-va", "netns", NS[0], "type", "veth", "peer",
+             "name", "asrdist-vb", "netns", NS[1]]]
+    for i in range(2):
+        v = "asrdist-va" if i == 0 else "asrdist-vb"
+        cmds += [["ip", "-n", NS[i], "addr", "add", f"{NS_ADDR[i]}/24", "dev", v],
+                 ["ip", "-n", NS[i], "link", "set", v, "up"],
+                 ["ip", "-n", NS[i], "link", "set", "lo", "up"]]
+    for cmd in cmds:
+        if subprocess.run(cmd, capture_output=True).returncode != 0:
+            netns_down()
+            return False
+    return True
+
+
+def netns_down() -> None:
+    for ns in NS:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def cut_link(job: Job) -> None:
+    subprocess.run(["ip", "-n", NS[0], "link", "set", "asrdist-va", "down"], check=True)
+
+
+def disk_full(data: Path, targets: Path, root: Path) -> Outcome:
+    """The run dir on a 16 MiB tmpfs, nearly filled once training runs: a checkpoint write
+    fails; space is freed and the run resumed."""
+    name = "disk full at a checkpoint"
+    mount = root / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                      capture_output=True).returncode != 0:
+        return Outcome(name, None, None, "skipped: cannot mount a tmpfs (needs root)")
+    try:
+        out = mount / "run"
+
+        def fill(job: Job) -> None:
+            free = shutil.disk_usage(mount).free
+            (mount / "filler").write_bytes(b"\0" * max(0, free - 8192))
+
+        def free_space(_: Path) -> None:
+            (mount / "filler").unlink()
+
+        outcome = scenario(data, targets, root, name, "ssgd", fill,
+                           before_resume=free_space, out=out)
+        said = "No space left on device" in Job.stderr(type("J", (), {"out": out})())
+        outcome.result += "; said 'No space left on device'" if said else "; NOT said"
+        return outcome
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="RESULTS.md to write the table into")
+    ap.add_argument("--only", help="run only scenarios whose name contains this")
+    args = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="asrdist-faults-"))
+    data, targets = make_corpus(root / "corpus", num_utts=24)
+    d = (data, targets, root)
+    runs: list[tuple[str, Callable[[], Outcome]]] = [
+        ("SIGKILL learner 1 during compute (adpsgd-random)",
+         lambda: scenario(*d, "SIGKILL learner 1 during compute (adpsgd-random)",
+                          "adpsgd-random", kill(1, signal.SIGKILL))),
+        ("SIGKILL learner 1 during exchange (adpsgd-random)",
+         lambda: scenario(*d, "SIGKILL learner 1 during exchange (adpsgd-random)",
+                          "adpsgd-random", kill_in_exchange)),
+        ("SIGKILL learner 1 during allreduce (ssgd)",
+         lambda: scenario(*d, "SIGKILL learner 1 during allreduce (ssgd)", "ssgd",
+                          kill_in_exchange)),
+        ("SIGKILL learner 1 during checkpoint write (ssgd)",
+         lambda: scenario(*d, "SIGKILL learner 1 during checkpoint write (ssgd)", "ssgd",
+                          kill_in_checkpoint_write, extra=("--units=256", "--layers=2"))),
+        ("SIGKILL learner 0, the store's host (ssgd)",
+         lambda: scenario(*d, "SIGKILL learner 0, the store's host (ssgd)", "ssgd",
+                          kill(0, signal.SIGKILL))),
+        ("SIGTERM to learner 1 only (ssgd)",
+         lambda: scenario(*d, "SIGTERM to learner 1 only (ssgd)", "ssgd",
+                          kill(1, signal.SIGTERM))),
+        ("SIGTERM to all (adpsgd-random)",
+         lambda: scenario(*d, "SIGTERM to all (adpsgd-random)", "adpsgd-random",
+                          lambda job: [p.send_signal(signal.SIGTERM) for p in job.procs])),
+        ("SIGUSR1 to all (ma)",
+         lambda: scenario(*d, "SIGUSR1 to all (ma)", "ma",
+                          lambda job: [p.send_signal(signal.SIGUSR1) for p in job.procs],
+                          extra=("--avg-period=4",))),
+        ("SIGSTOP learner 1, never continued (adpsgd-random)",
+         lambda: scenario(*d, "SIGSTOP learner 1, never continued (adpsgd-random)",
+                          "adpsgd-random", stop_and_abandon)),
+        ("corrupt newest checkpoints after SIGTERM (ssgd)",
+         lambda: scenario(*d, "corrupt newest checkpoints after SIGTERM (ssgd)", "ssgd",
+                          lambda job: [p.send_signal(signal.SIGTERM) for p in job.procs],
+                          before_resume=corrupt_newest)),
+        ("disk full at a checkpoint", lambda: disk_full(*d)),
+        ("link cut between two netns nodes (adpsgd-random)", lambda: _cut_link(*d)),
+    ]
+    outcomes = []
+    for name, run in runs:
+        if args.only and args.only not in name:
+            continue
+        print(f"-- {name}", file=sys.stderr, flush=True)
+        outcomes.append(run())
+        print(f"   {outcomes[-1]}", file=sys.stderr, flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+    lines = [
+        "## Fault injection",
+        "",
+        f"2 learners (CPU, gloo), a 1-layer BLSTM, {STEPS} steps, a checkpoint every "
+        f"{INTERVAL} steps, `--exchange-timeout 10`. Detect = seconds from the fault until "
+        "every learner had exited (a hang: over 90 s). Lost = the furthest step logged before "
+        "the fault minus the step `--resume` continued from (at most one interval expected; "
+        "the corrupt-checkpoint row falls back one checkpoint on purpose).",
+        "",
+        "Command: `.venv/bin/python -m bench.faults --out bench/RESULTS.md` (`make faults`; "
+        "root for the tmpfs and network-namespace rows)",
+        "",
+        "| scenario | detect (s) | lost (steps) | outcome |",
+        "|---|---|---|---|",
+    ]
+    for o in outcomes:
+        detect = "HANG" if o.detect_s is None else f"{o.detect_s:.1f}"
+        lost = "-" if o.lost is None else str(o.lost)
+        lines.append(f"| {o.scenario} | {detect} | {lost} | {o.result} |")
+    hangs = sum(o.detect_s is None for o in outcomes)
+    over = sum(o.lost is not None and o.lost > INTERVAL for o in outcomes)
+    scratch = sum("resumed at [0, 0]" in o.result for o in outcomes)
+    lines += ["", f"Hangs: {hangs}; losing more than one interval: {over}; restarted from "
+                  f"scratch: {scratch}."]
+    publish(lines, args.out if not args.only else None)
+
+
+def _cut_link(data: Path, targets: Path, root: Path) -> Outcome:
+    name = "link cut between two netns nodes (adpsgd-random)"
+    if os.geteuid() != 0 or not netns_up():
+        return Outcome(name, None, None, "skipped: network namespaces need root")
+    try:
+        out = root / "netns"
+        job = Job(data, targets, out, "adpsgd-random", netns=True)
+        job.wait_training()
+        before = [job.steps(0), job.steps(1)]
+        t0 = time.monotonic()
+        cut_link(job)
+        done, codes = job.wait_exit()
+        detect = None if done is None else time.monotonic() - t0
+        before = [max(b, job.steps(r)) for r, b in enumerate(before)]
+        if detect is None:
+            return Outcome(name, None, None, "HANG: learners still running after 90 s")
+        subprocess.run(["ip", "-n", NS[0], "link", "set", "asrdist-va", "up"], check=True)
+        return _resume_netns(data, targets, out, before, name, detect, codes)
+    finally:
+        netns_down()
+
+
+def _resume_netns(data: Path, targets: Path, out: Path, before: list[int], name: str,
+                  detect: float, codes: list) -> Outcome:
+    job = Job(data, targets, out, "adpsgd-random", "--resume", netns=True)
+    _, resumed = job.wait_exit(limit=300)
+    if resumed != [0, 0]:
+        return Outcome(name, detect, None, f"resume failed {resumed}")
+    lost = max(b - _starts(out, r)[-1] for r, b in enumerate(before))
+    return Outcome(name, detect, lost, f"exits {codes}; resumed at "
+                   f"{[_starts(out, r)[-1] for r in range(2)]}, finished step {STEPS}")
+
+
+if __name__ == "__main__":
+    main()

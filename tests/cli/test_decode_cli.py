@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import kaldiio
 import numpy as np
 import pytest
 import torch
 
 from asrdist.decode.graph import make_graph
+from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-u4": "dog sat"}
-
-
-def _run(cli: str, *args: str) -> subprocess.CompletedProcess:
-    code = f"from asrdist.cli.{cli} import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +25,7 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     data = system.root / "test_mfcc"
     write_test_data(system, data, SENTENCES, "gmm")
     out = system.root / "decode_gmm"
-    proc = _run("decode", "--graph", str(system.root / "graph"), "--gmm",
+    proc = run_cli("decode", "--graph", str(system.root / "graph"), "--gmm",
                 str(system.mono / "final.mdl"), "--data", str(data), "--nj", "2",
                 "--lmwt", "5 10", "--wip", "0.0 1.0", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -47,7 +39,7 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert [f[4] for f in ctm if f[0] == "v1-u1"] == "dog sit on cat".split()
     assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
 
-    score = _run("score", "--subsets-by", "spk", str(data / "text"), str(out))
+    score = run_cli("score", "--subsets-by", "spk", str(data / "text"), str(out))
     assert score.returncode == 0, score.stderr
     assert score.stdout.splitlines()[0].startswith("%WER 0.00 [ 0 / 9, 0 ins, 0 del, 0 sub ]")
     assert "best: %WER 0.00" in score.stdout
@@ -60,20 +52,20 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
     out = system.root / "decode_nnet"
     args = ("--graph", str(system.root / "graph"), "--model", str(system.root / "final.pt"),
             "--data", str(data), "--out", str(out))
-    proc = _run("decode", *args)
+    proc = run_cli("decode", *args)
     assert proc.returncode == 0, proc.stderr
     hyps = dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines())
     assert hyps == SENTENCES
 
     decoded = (out / "text").stat()
-    again = _run("decode", *args, "--nj", "2")  # --nj does not change the output: skipped
+    again = run_cli("decode", *args, "--nj", "2")  # --nj does not change the output: skipped
     assert again.returncode == 0, again.stderr
     assert (f"{out}: decode already done with these options and inputs; skipping "
             f"(remove {out / '.decode.done'} to redo)") in again.stderr
     assert "RTF" not in again.stderr
     assert (out / "text").stat().st_mtime_ns == decoded.st_mtime_ns
 
-    wider = _run("decode", *args, "--beam", "15")  # another option: decoded again
+    wider = run_cli("decode", *args, "--beam", "15")  # another option: decoded again
     assert wider.returncode == 0, wider.stderr
     assert "decode was done with other options or inputs (beam 13.0 -> 15.0); redoing it" \
         in wider.stderr and "RTF" in wider.stderr
@@ -81,7 +73,7 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
 
     record = torch.load(system.root / "final.pt", weights_only=False)
     torch.save({**record, "steps": 1}, system.root / "final.pt")  # a retrained model
-    retrained = _run("decode", *args, "--beam", "15")
+    retrained = run_cli("decode", *args, "--beam", "15")
     assert retrained.returncode == 0, retrained.stderr
     assert f"input {system.root / 'final.pt'} changed" in retrained.stderr
     assert "RTF" in retrained.stderr
@@ -95,7 +87,7 @@ def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):
         (tmp_path / "graph" / name).write_bytes((system.root / "graph" / name).read_bytes())
     (tmp_path / "graph" / "num_pdfs").write_text(f"{other.trans.num_pdfs + 3}\n")
     write_identity_nnet(system, tmp_path / "final.pt")
-    proc = _run("decode", "--graph", str(tmp_path / "graph"), "--model",
+    proc = run_cli("decode", "--graph", str(tmp_path / "graph"), "--model",
                 str(tmp_path / "final.pt"), "--trans-mdl", str(other.mono / "final.mdl"),
                 "--data", str(tmp_path / "data"), "--out", str(tmp_path / "decode"))
     assert proc.returncode == 1
@@ -106,7 +98,7 @@ def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):
 def test_empty_test_set_is_refused(system, tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "feats.scp").write_text("")
-    proc = _run("decode", "--graph", str(system.root / "graph"), "--gmm",
+    proc = run_cli("decode", "--graph", str(system.root / "graph"), "--gmm",
                 str(system.mono / "final.mdl"), "--data", str(tmp_path / "data"),
                 "--out", str(tmp_path / "decode"))
     assert proc.returncode == 1
@@ -114,7 +106,7 @@ def test_empty_test_set_is_refused(system, tmp_path):
 
 
 def test_missing_graph_dir_is_one_line_error(tmp_path):
-    proc = _run("decode", "--graph", str(tmp_path / "nograph"), "--gmm", str(tmp_path / "m"),
+    proc = run_cli("decode", "--graph", str(tmp_path / "nograph"), "--gmm", str(tmp_path / "m"),
                 "--data", str(tmp_path / "data"), "--out", str(tmp_path / "decode"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -128,7 +120,7 @@ def test_missing_graph_dir_is_one_line_error(tmp_path):
      "give exactly one of --model (final.pt) and --gmm (final.mdl)"),
 ])
 def test_bad_options_are_refused(tmp_path, args, message):
-    proc = _run("decode", "--graph", str(tmp_path), "--data", str(tmp_path),
+    proc = run_cli("decode", "--graph", str(tmp_path), "--data", str(tmp_path),
                 "--out", str(tmp_path / "decode"), *args)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == f"Error: {message}"
@@ -142,7 +134,7 @@ def test_missing_transition_model_is_refused(tmp_path):
     for name in ("HCLG.fst", "words.txt"):
         (graph / name).write_text("")
     (data / "feats.scp").write_text("u1 feats.ark:4\n")
-    proc = _run("decode", "--graph", str(graph), "--model", str(tmp_path / "final.pt"),
+    proc = run_cli("decode", "--graph", str(graph), "--model", str(tmp_path / "final.pt"),
                 "--data", str(data), "--out", str(tmp_path / "decode"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -171,7 +163,7 @@ def test_unreadable_or_non_finite_input_is_one_line_error(system, tmp_path):
     ]
     for entry, model, message in cases:
         (data / "feats.scp").write_text("\n".join([f"{utt} {entry}", *scp[1:]]) + "\n")
-        proc = _run("decode", "--graph", str(system.root / "graph"), "--model",
+        proc = run_cli("decode", "--graph", str(system.root / "graph"), "--model",
                     str(tmp_path / model), "--data", str(data), "--out", str(tmp_path / "dec"))
         last = proc.stderr.strip().splitlines()[-1]
         assert proc.returncode == 1 and last.startswith("Error: ") and message in last, \

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from asrdist.decode.graph import make_graph
+from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-u4": "dog sat"}
-
-
-def _run(cli: str, *args: str) -> subprocess.CompletedProcess:
-    code = f"from asrdist.cli.{cli} import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -30,16 +22,16 @@ def system(tmp_path_factory):
 
 def test_sweep_from_kept_loglikes_equals_decoding_with_the_model(system):
     root, data = system.root, str(system.root / "test_fbank")
-    kept = _run("compute_loglikes", "--model", str(root / "final.pt"), "--data", data,
+    kept = run_cli("compute_loglikes", "--model", str(root / "final.pt"), "--data", data,
                 "--out", str(root / "post"))
     assert kept.returncode == 0, kept.stderr
     sweep = ("--lmwt", "5 10", "--wip", "0.0 0.5", "--graph", str(root / "graph"),
              "--data", data)
-    direct = _run("decode", *sweep, "--model", str(root / "final.pt"), "--out",
+    direct = run_cli("decode", *sweep, "--model", str(root / "final.pt"), "--out",
                   str(root / "dec_model"))
     (root / "final.pt").rename(root / "moved.pt")  # the kept scores must not need the network
     try:
-        saved = _run("decode", *sweep, "--loglikes", str(root / "post" / "loglikes.scp"),
+        saved = run_cli("decode", *sweep, "--loglikes", str(root / "post" / "loglikes.scp"),
                      "--trans-mdl", str(system.mono / "final.mdl"), "--out",
                      str(root / "dec_kept"))
     finally:
@@ -52,7 +44,7 @@ def test_sweep_from_kept_loglikes_equals_decoding_with_the_model(system):
 
 
 def test_missing_loglikes_is_one_line_error(system, tmp_path):
-    proc = _run("decode", "--graph", str(system.root / "graph"), "--loglikes",
+    proc = run_cli("decode", "--graph", str(system.root / "graph"), "--loglikes",
                 str(tmp_path / "none.scp"), "--data", str(system.root / "test_fbank"),
                 "--trans-mdl", str(system.mono / "final.mdl"), "--out", str(tmp_path / "d"))
     assert proc.returncode == 1

@@ -2,35 +2,27 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
+from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    code = "from asrdist.cli.mkgraph import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120)
 
 
 def test_mkgraph_cli_builds_graph_and_skips_when_done(tmp_path):
     system = make_system(tmp_path / "sys")
     args = ["--lang", str(system.lang), "--model", str(system.mono / "final.mdl"),
             "--text", str(system.train_text), "--order", "2", "--out", str(tmp_path / "graph")]
-    proc = _run(*args)
+    proc = run_cli("mkgraph", *args)
     assert proc.returncode == 0, proc.stderr
     assert "ngram 2=" in (tmp_path / "graph" / "lm.arpa").read_text()
     assert (tmp_path / "graph" / "log" / "mkgraph.log").read_text().startswith(
         "# asrdist-mkgraph --lang")
     hclg = (tmp_path / "graph" / "HCLG.fst").stat().st_mtime_ns
-    again = _run(*args)
+    again = run_cli("mkgraph", *args)
     assert again.returncode == 0
     assert (f"{tmp_path / 'graph'}: mkgraph already done with these options and inputs; "
             f"skipping (remove {tmp_path / 'graph' / '.mkgraph.done'} to redo)") in again.stderr
     assert (tmp_path / "graph" / "HCLG.fst").stat().st_mtime_ns == hclg
 
-    other = _run(*args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
+    other = run_cli("mkgraph", *args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
     assert other.returncode == 0, other.stderr
     assert "mkgraph was done with other options or inputs (order 2 -> 3); redoing it" \
         in other.stderr
@@ -40,22 +32,23 @@ def test_mkgraph_cli_builds_graph_and_skips_when_done(tmp_path):
 
     with open(system.train_text, "a") as f:  # more training text: another LM
         f.write("extra-utt dog sat\n")
-    changed = _run(*args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
+    changed = run_cli("mkgraph", *args[:-4], "--order", "3", "--out", str(tmp_path / "graph"))
     assert changed.returncode == 0, changed.stderr
     assert f"input {system.train_text} changed" in changed.stderr
 
 
 def test_mkgraph_cli_missing_lang_is_one_line_error(tmp_path):
     system = make_system(tmp_path / "sys")
-    proc = _run("--lang", str(tmp_path / "nolang"), "--model", str(system.mono / "final.mdl"),
-                "--text", str(system.train_text), "--out", str(tmp_path / "graph"))
+    proc = run_cli("mkgraph", "--lang", str(tmp_path / "nolang"),
+                   "--model", str(system.mono / "final.mdl"), "--text", str(system.train_text),
+                   "--out", str(tmp_path / "graph"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == f"Error: {tmp_path / 'nolang'}: no such lang dir"
 
 
 def test_mkgraph_cli_missing_tree_is_refused(tmp_path):
     system = make_system(tmp_path / "sys")
-    proc = _run("--lang", str(system.lang), "--model", str(system.mono / "final.mdl"),
+    proc = run_cli("mkgraph", "--lang", str(system.lang), "--model", str(system.mono / "final.mdl"),
                 "--tree", str(tmp_path / "notree"), "--text", str(system.train_text),
                 "--out", str(tmp_path / "graph"))
     assert proc.returncode == 1

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-
-def _run(*args: str) -> subprocess.CompletedProcess:
-    code = "from asrdist.cli.score import main; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+from tests.cli_process import run_cli
 
 
 def test_score_cli_prints_wer_subsets_and_report(tmp_path):
@@ -20,7 +14,8 @@ def test_score_cli_prints_wer_subsets_and_report(tmp_path):
     dec.mkdir()
     (dec / "text").write_text("v1-u1 a x c d e\nv1-u2\nv2-u3 h i\n")
     report = tmp_path / "exp" / "results.md"
-    proc = _run("--subsets-by", "spk", "--report", str(report), str(data / "text"), str(dec))
+    proc = run_cli("score", "--subsets-by", "spk", "--report", str(report), str(data / "text"),
+                   str(dec))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == f"%WER 66.67 [ 8 / 12, 1 ins, 6 del, 1 sub ] {dec / 'text'}"
@@ -36,7 +31,7 @@ def test_score_cli_prints_wer_subsets_and_report(tmp_path):
 def test_score_cli_bad_input_is_one_line_error(tmp_path):
     (tmp_path / "ref").write_text("")
     (tmp_path / "hyp").write_text("")
-    proc = _run(str(tmp_path / "ref"), str(tmp_path / "hyp"))
+    proc = run_cli("score", str(tmp_path / "ref"), str(tmp_path / "hyp"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == "Error: empty test set: the reference has no utterances"
 
@@ -45,7 +40,7 @@ def test_score_cli_refuses_hypothesis_word_not_in_words_txt(tmp_path):
     (tmp_path / "ref").write_text("u1 a b\n")
     (tmp_path / "hyp").write_text("u1 a zz\n")
     (tmp_path / "words.txt").write_text("<eps> 0\na 1\nb 2\n")
-    proc = _run("--words", str(tmp_path / "words.txt"), str(tmp_path / "ref"),
+    proc = run_cli("score", "--words", str(tmp_path / "words.txt"), str(tmp_path / "ref"),
                 str(tmp_path / "hyp"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
@@ -54,7 +49,7 @@ def test_score_cli_refuses_hypothesis_word_not_in_words_txt(tmp_path):
 
 def test_score_cli_missing_hypothesis_is_one_line_error(tmp_path):
     (tmp_path / "ref").write_text("u1 a b\n")
-    proc = _run(str(tmp_path / "ref"), str(tmp_path / "nohyp"))
+    proc = run_cli("score", str(tmp_path / "ref"), str(tmp_path / "nohyp"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
         f"Error: {tmp_path / 'nohyp'}: no such hypothesis file or decode dir")
@@ -63,7 +58,7 @@ def test_score_cli_missing_hypothesis_is_one_line_error(tmp_path):
 def test_score_cli_non_utf8_text_is_one_line_error(tmp_path):
     (tmp_path / "ref").write_bytes("u1 caf\xe9 b\n".encode("latin-1"))
     (tmp_path / "hyp").write_text("u1 a b\n")
-    proc = _run(str(tmp_path / "ref"), str(tmp_path / "hyp"))
+    proc = run_cli("score", str(tmp_path / "ref"), str(tmp_path / "hyp"))
     assert proc.returncode == 1
     assert proc.stderr.strip() == (f"Error: {tmp_path / 'ref'}:1: not UTF-8 text (byte 0xe9 at "
                                    "offset 6); convert it, e.g. iconv -f latin1 -t utf-8")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
 from asrdist.corpus.swbd_text import normalise_fisher, normalise_ms98, utt_id
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import read_table
+from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import make_ldc_tree
 from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 
@@ -95,8 +94,7 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
 
 def test_sph2wav_pipe_gives_the_channel(ldc):
     sph = ldc.swbd_audio / "swb1_d1" / "data" / "sw02001.sph"
-    proc = subprocess.run([sys.executable, "-c", "from asrdist.cli.sph2wav import main; main()",
-                           "-c", "2", str(sph)], capture_output=True)
+    proc = run_cli("sph2wav", "-c", "2", sph, text=False)
     assert proc.returncode == 0, proc.stderr
     wav, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16")
     np.testing.assert_array_equal(wav, read_sphere(sph)[0][:, 1])
@@ -107,9 +105,7 @@ def test_missing_or_wrong_path_names_the_option(ldc, tmp_path, option):
     args = {"--swbd-audio": ldc.swbd_audio, "--ms98": ldc.ms98,
             "--eval2000-audio": ldc.eval2000_audio, "--eval2000-ref": ldc.eval2000_ref}
     args[option] = ldc.fisher_text  # exists, but holds the wrong files
-    cmd = [sys.executable, "-c", "from asrdist.cli.prepare_swbd import main; main()",
-           "--out", str(tmp_path / "d")] + [str(x) for kv in args.items() for x in kv]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = run_cli("prepare_swbd", "--out", tmp_path / "d", *[x for kv in args.items() for x in kv])
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: {option} ") and "expected" in last

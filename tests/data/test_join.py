@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import kaldiio
 import numpy as np
 import pytest
 
 from asrdist.data.join import Stream, join_features
 from asrdist.errors import AsrdistError
+from tests.cli_process import run_cli
 
 
 def _scp(path, mats):
@@ -59,8 +57,7 @@ def test_a_stream_too_short_or_missing_an_utterance_is_named(src, tmp_path):
                                            "features have 23"):
         join_features(d, tmp_path / "j1", [Stream.parse(short)])
     partial = _scp(tmp_path / "partial", {"s1-u1": np.ones((23, 3))})
-    proc = subprocess.run([sys.executable, "-c", "from asrdist.cli.join_feats import main; main()",
-                           str(d), str(tmp_path / "j2"), partial], capture_output=True, text=True)
+    proc = run_cli("join_feats", d, tmp_path / "j2", partial)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         f"Error: stream {partial}: no entry for utterance s1-u2")

@@ -5,13 +5,13 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from asrdist.decode.glm import filter_text, read_glm
 from asrdist.decode.hubscr import score_stm_glm_ctm, words_equal
+from tests.cli_process import run_cli
 
 SCTK = Path("/usr/lib/sctk/bin")
 
@@ -125,9 +125,7 @@ def test_cli_prints_kaldi_lines_for_set_and_subsets(tmp_path):
     stm.write_text(stm_text)
     glm.write_text(GLM)
     ctm.write_text(ctm_text)
-    code = "from asrdist.cli.score import main; main()"
-    proc = subprocess.run([sys.executable, "-c", code, "--stm", str(stm), "--glm", str(glm),
-                           str(ctm)], capture_output=True, text=True)
+    proc = run_cli("score", "--stm", stm, "--glm", glm, ctm)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert [line.rsplit("|", 1)[1].strip() for line in out] == [
@@ -149,11 +147,9 @@ def test_glm_filter_maps_hesitations_alternatives_hyphens_and_optional_words(tmp
 
 
 def test_missing_stm_names_the_option(tmp_path):
-    code = "from asrdist.cli.score import main; main()"
     (tmp_path / "en.glm").write_text(GLM)
     (tmp_path / "hyp.ctm").write_text("sw_1 A 0.1 0.2 hi\n")
-    proc = subprocess.run([sys.executable, "-c", code, "--stm", str(tmp_path / "none.stm"),
-                           "--glm", str(tmp_path / "en.glm"), str(tmp_path / "hyp.ctm")],
-                          capture_output=True, text=True)
+    proc = run_cli("score", "--stm", tmp_path / "none.stm", "--glm", tmp_path / "en.glm",
+                   tmp_path / "hyp.ctm")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --stm ")

@@ -7,22 +7,18 @@ A learner that fails on its own ends the job with its error first.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
-import sys
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
-import torch
 
-from asrdist.cli.train import main
-from asrdist.parallel.launch import free_port
 from asrdist.parallel.preempt import STOPPED_STATUS
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
+from tests.parallel.cli_learners import start_learners
 from tests.train.corpus import make_corpus
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
@@ -36,28 +32,8 @@ def corpus(tmp_path_factory):
     return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
-def _learner(args: list[str], rank: int, port: int, err: Path) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(fd, 2)
-    sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
-    torch.set_num_threads(1)
-    main(args)
-
-
 def _start(corpus, out: Path, algo: str, *extra: str) -> list:
-    data, targets = corpus
-    args = ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
-            *TINY, *extra]
-    port = free_port()
-    ctx = multiprocessing.get_context("fork")
-    out.mkdir(parents=True, exist_ok=True)
-    procs = [ctx.Process(target=_learner, args=(args, r, port, out / f"err{r}.txt"))
-             for r in range(2)]
-    for p in procs:
-        p.start()
-    return procs
+    return start_learners(corpus, out, algo, *TINY, *extra)
 
 
 def _join(procs: list, out: Path, limit: float = 60.0) -> list[int]:

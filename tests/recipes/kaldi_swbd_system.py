@@ -4,17 +4,20 @@ same utterance ids Kaldi's recipe gives, speed-perturbed copies included when as
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.corpus.lexicon import build_lexicon
 from asrdist.kaldi.data_dir import read_table
 from asrdist.kaldi.lang import prepare_lang
+from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import LdcTree
 from tests.dict_fixture import write_dict
+
+
+def _check(name: str, *args: str) -> None:
+    proc = run_cli(name, *args)
+    assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
 
 
 @dataclass(frozen=True)
@@ -23,16 +26,6 @@ class KaldiSystem:
     graph_dir: Path
     train_mfcc: Path  # the training set's features (as a user's fMLLR feats.scp would be)
     test_mfcc: Path  # eval2000's
-
-
-def _cli(name: str, *args: str) -> None:
-    """Run an asrdist CLI as the user's shell would: the virtualenv's scripts on PATH (wav.scp
-    pipes call asrdist-sph2wav by name)."""
-    code = f"from asrdist.cli.{name} import main; main()"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=600, env=env)
-    assert proc.returncode == 0, f"{name}: {proc.stderr[-3000:]}"
 
 
 def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") -> KaldiSystem:
@@ -46,7 +39,7 @@ def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") 
         prep += ["--fisher-audio", str(tree.fisher_audio), "--fisher-text", str(tree.fisher_text)]
     if speed:
         prep += ["--speed-perturb", speed]
-    _cli("prepare_swbd", *prep)
+    _check("prepare_swbd", *prep)
     train = ("train_swbd_fisher" if fisher else "train_nodup") + ("_sp" if speed else "")
     text = read_table(data / train / "text")
     words = {w for t in text.values() for w in t.split()}
@@ -58,12 +51,12 @@ def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") 
     write_dict(root / "dict", lexicon)
     prepare_lang(root / "dict", root / "lang")
     for part in (train, "eval2000"):
-        _cli("features", "--kind", "mfcc", "--sample-rate", "8000", "--nj", "2",
+        _check("features", "--kind", "mfcc", "--sample-rate", "8000", "--nj", "2",
              str(data / part), str(data / f"{part}_mfcc"))
     ali = root / "exp" / ("tri4_ali_nodup" + ("_sp" if speed else ""))
-    _cli("align_gmm", "--nj", "2", "--num-iters", "5", "--total-gauss", "150",
+    _check("align_gmm", "--nj", "2", "--num-iters", "5", "--total-gauss", "150",
          str(data / f"{train}_mfcc"), str(root / "lang"), str(ali))
     graph = root / "exp" / "tri4" / "graph_sw1_tg"
-    _cli("mkgraph", "--lang", str(root / "lang"), "--model", str(ali / "final.mdl"),
+    _check("mkgraph", "--lang", str(root / "lang"), "--model", str(ali / "final.mdl"),
          "--text", str(data / train / "text"), "--out", str(graph))
     return KaldiSystem(ali, graph, data / f"{train}_mfcc", data / "eval2000_mfcc")

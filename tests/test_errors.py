@@ -24,3 +24,13 @@ def test_a_command_prints_a_library_error_on_one_line_and_exits_1() -> None:
     result = CliRunner().invoke(main, [])
     assert result.exit_code == 1
     assert result.output == "Error: data/train/feats.scp: missing\n"
+
+
+def test_a_command_prints_an_os_error_with_its_file_on_one_line() -> None:
+    @command()
+    def main() -> None:
+        raise OSError(28, "No space left on device", "exp/run/final.pt")
+
+    result = CliRunner().invoke(main, [])
+    assert result.exit_code == 1
+    assert result.output == "Error: exp/run/final.pt: No space left on device\n"

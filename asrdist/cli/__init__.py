@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -22,29 +21,20 @@ from asrdist.errors import AsrdistError
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
 
-@contextmanager
-def _as_click_errors() -> Iterator[None]:
-    try:
-        yield
-    except AsrdistError as e:
-        raise click.ClickException(e.message) from e
-    except OSError as e:  # a full disk, a vanished file: the file and the reason, one line
-        if e.errno == errno.EPIPE:  # click's own handling of a closed pipe
-            raise
-        where = f"{e.filename}: " if e.filename else ""
-        raise click.ClickException(f"{where}{e.strerror or e}") from e
-
-
 class AsrdistCommand(click.Command):
-    """A click command that reports AsrdistError like click's own usage errors."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        with _as_click_errors():
-            return super().make_context(*args, **kwargs)
+    """A click command that reports AsrdistError and OSError like click's own usage errors
+    (parsing raises neither: only the command's body reaches the library)."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        with _as_click_errors():
+        try:
             return super().invoke(ctx)
+        except AsrdistError as e:
+            raise click.ClickException(e.message) from e
+        except OSError as e:  # a full disk, a vanished file: the file and the reason, one line
+            if e.errno == errno.EPIPE:  # click's own handling of a closed pipe
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            raise click.ClickException(f"{where}{e.strerror or e}") from e
 
 
 def command(

@@ -57,3 +57,9 @@ def test_missing_config_file_is_refused(tmp_path):
     out = run_script("--stage", "2", "--config", str(tmp_path / "nope.conf"))
     assert out.returncode != 0
     assert "nope.conf' not found" in out.stderr
+
+
+def test_config_without_a_file_is_refused():
+    out = run_script("--stage", "2", "--config")
+    assert out.returncode != 0
+    assert "option --config needs a value" in out.stderr

@@ -222,9 +222,14 @@ class DataDir:
         """Frames per utterance: utt2num_frames, else the matrix headers."""
         return frame_counts(self.feats, self.path / "utt2num_frames")
 
-    def cmvn_stats(self) -> dict[str, np.ndarray]:
-        """Speaker -> Kaldi CMVN stats from cmvn.scp (empty when there is none)."""
+    @cached_property
+    def _cmvn(self) -> dict[str, np.ndarray]:
         scp = self.path / "cmvn.scp"
         if not scp.is_file():
             return {}
         return {spk: np.asarray(m) for spk, m in kaldiio.load_scp(str(scp)).items()}
+
+    def cmvn_stats(self) -> dict[str, np.ndarray]:
+        """Speaker -> Kaldi CMVN stats from cmvn.scp (empty when there is none); read once,
+        however many batches of utterances ask for them."""
+        return self._cmvn

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from asrdist.parallel import rings
+from asrdist.parallel import rings, rules
 from asrdist.parallel.base import DistributedStrategy, add_flat, flat_weights, unwrap
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.options import CommonOptions, option
@@ -63,8 +63,8 @@ class ADPSGD(DistributedStrategy):
         self.engine: PairwiseExchange | None = None
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
-        self._snap_merged: list[int] = []
-        self._prev_grads: list[torch.Tensor | None] | None = None
+        self._staleness_rule = rules.Staleness(1 if delay1 else 0)
+        self._delay = rules.DelayByOne() if delay1 else None
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -123,7 +123,7 @@ class ADPSGD(DistributedStrategy):
             return
         if self.delay1:
             self._merge(model)
-        self._snap_merged = (self._snap_merged + [self.merged])[-2:]
+        self._staleness_rule.snapshot(self.merged)
         if self.engine is not None:
             snapshot = flat_weights(model)
             if self.engine.active:
@@ -136,18 +136,13 @@ class ADPSGD(DistributedStrategy):
         if not self.multi:
             return
         self._end_compute()
-        if not self.delay1:
+        if self._delay is None:
             self._merge(model)
-            self._record_staleness(self.merged - self._snap_merged[-1])
-            return
-        params = list(unwrap(model).parameters())
-        current = [None if p.grad is None else p.grad.detach().clone() for p in params]
-        previous = self._prev_grads or [None] * len(params)
-        for p, g in zip(params, previous, strict=True):
-            p.grad = g
-        self._prev_grads = current
-        if len(self._snap_merged) == 2:
-            self._record_staleness(self.merged - self._snap_merged[0])
+        else:
+            self._delay.swap(list(unwrap(model).parameters()))
+        stale = self._staleness_rule.at_apply(self.merged)
+        if stale is not None:
+            self._record_staleness(stale)
 
     def sync(self, model: torch.nn.Module) -> None:
         """Merge the exchanges in flight (all learners of a node call it at the same step)."""
@@ -181,8 +176,8 @@ class ADPSGD(DistributedStrategy):
         if self.engine is not None:
             state["round"] = self.engine.round
             state["exchanges"] = self.engine.exchanges
-        if self.delay1:
-            state["prev_grads"] = self._prev_grads
+        if self._delay is not None:
+            state["prev_grads"] = self._delay.previous
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -191,8 +186,8 @@ class ADPSGD(DistributedStrategy):
         if self.engine is not None:
             self.engine.round = self._resume_round
             self.engine.exchanges = int(state.get("exchanges", 0))
-        if self.delay1:
-            self._prev_grads = state.get("prev_grads")
+        if self._delay is not None:
+            self._delay.previous = state.get("prev_grads")
 
 
 def _variant(ring: str, delay1: bool) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:

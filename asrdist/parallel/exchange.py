@@ -39,6 +39,7 @@ import torch.distributed as dist
 from asrdist.errors import first_line
 from asrdist.parallel import rings
 from asrdist.parallel.health import abort
+from asrdist.parallel.rules import PassiveBook, half_difference_
 
 KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
 TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13
@@ -89,9 +90,7 @@ class PairwiseExchange:
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
-        self._served = torch.zeros(numel)
-        self._pending = torch.zeros(numel)
-        self._pending_count = 0
+        self._book = PassiveBook(numel)  # guarded by _lock
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
                                         daemon=True)
@@ -123,18 +122,12 @@ class PairwiseExchange:
     def publish(self, weights: torch.Tensor) -> None:
         """Passive: the weights to serve from now on (the compute thread's latest ones)."""
         with self._lock:
-            self._served = weights
+            self._book.publish(weights)
 
     def take_pending(self) -> tuple[torch.Tensor | None, int]:
         """Passive: the accumulated delta and how many exchanges it holds; resets it."""
         with self._lock:
-            if self._pending_count == 0:
-                return None, 0
-            delta, count = self._pending, self._pending_count
-            self._served = self._served + delta  # served + pending stays the logical weights
-            self._pending = torch.zeros_like(delta)
-            self._pending_count = 0
-        return delta, count
+            return self._book.take()
 
     def finish(self) -> None:
         """Leave the loop together: active sends DONE to all passives; passive awaits them."""
@@ -189,7 +182,7 @@ class PairwiseExchange:
             _wait(recv, self.timeout_s, what)
             self.round += 1
             self.exchanges += 1
-            self._results.put(theirs.sub_(snapshot).mul_(0.5))  # in place: no temporaries
+            self._results.put(half_difference_(theirs, snapshot))
 
     def _passive_loop(self) -> None:
         pending_actives = set(rings.actives(self.n))
@@ -216,7 +209,7 @@ class PairwiseExchange:
     def _serve(self, sender: int) -> None:
         self._peer = sender
         with self._lock:
-            mine = self._served + self._pending
+            mine = self._book.current()
         theirs = torch.empty_like(mine)
         peer = self.ranks[sender]
         recv = dist.irecv(theirs, peer, group=self.group, tag=TAG_TO_PASSIVE)
@@ -224,10 +217,9 @@ class PairwiseExchange:
         what = f"exchange with {self._member(sender)} failed"
         _wait(recv, self.timeout_s, what)
         _wait(send, self.timeout_s, what)
-        theirs.sub_(mine)
+        half_difference_(theirs, mine)  # exact: the active side's delta negated
         with self._lock:
-            self._pending.add_(theirs, alpha=0.5)  # exact: the active side's delta negated
-            self._pending_count += 1
+            self._book.receive(theirs)
         self.exchanges += 1
 
 

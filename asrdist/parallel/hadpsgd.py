@@ -25,6 +25,7 @@ from asrdist.parallel.adpsgd import ADPSGD, ADPSGDOptions
 from asrdist.parallel.base import HookState, allreduce_mean_hook, model_device
 from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.rules import node_groups
 from asrdist.parallel.strategy import Learner
 
 VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
@@ -44,23 +45,6 @@ class HADPSGDOptions(ADPSGDOptions):
         if self.hadpsgd_variant not in VARIANTS:
             raise AsrdistError(f"--hadpsgd-variant {self.hadpsgd_variant!r}: choose fixed, "
                                "random or delay1")
-
-
-def node_groups(world_size: int, learners_per_node: int | None,
-                nodes: list[str] | None = None) -> list[list[int]]:
-    """Ranks grouped by node: consecutive blocks of ``learners_per_node``, else by node name."""
-    if learners_per_node:
-        if world_size % learners_per_node:
-            raise AsrdistError(
-                f"--learners-per-node {learners_per_node} does not divide {world_size} learners"
-            )
-        return [list(range(s, s + learners_per_node))
-                for s in range(0, world_size, learners_per_node)]
-    assert nodes is not None
-    order: dict[str, list[int]] = {}
-    for r, name in enumerate(nodes):
-        order.setdefault(name, []).append(r)
-    return sorted(order.values())
 
 
 class HADPSGD(ADPSGD):

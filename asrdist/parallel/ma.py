@@ -22,6 +22,7 @@ from torch.distributed.algorithms.model_averaging.utils import average_parameter
 from asrdist.parallel.base import DistributedStrategy, unwrap
 from asrdist.parallel.options import CommonOptions, option, require, training_option
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
 
 
@@ -67,7 +68,7 @@ class ModelAveraging(DistributedStrategy):
             self._end_compute()
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi and (step + 1) % self.avg_period == 0:
+        if self.multi and averaging_due(step, self.avg_period):
             with self._waiting():
                 average_parameters(iter(list(unwrap(model).parameters())), None)
             self.averages += 1

@@ -1,0 +1,115 @@
+"""The strategies' update rules as plain functions and small state objects, with no
+communication in them.
+
+The process strategies (over torch.distributed) and the many-learner simulator
+(:mod:`asrdist.simulate`) both call these, so a simulated learner averages, delays, groups and
+counts staleness with the very code a real one does; only the transport differs. Who averages
+with whom each round lives beside them in :mod:`asrdist.parallel.rings`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from asrdist.errors import AsrdistError
+
+
+def half_difference_(theirs: torch.Tensor, mine: torch.Tensor) -> torch.Tensor:
+    """``(theirs - mine) / 2`` computed in ``theirs`` (no temporaries): the delta that turns
+    ``mine`` into the pairwise average. The two sides' deltas are exact negatives, so an
+    exchange leaves the sum of all weights unchanged."""
+    return theirs.sub_(mine).mul_(0.5)
+
+
+class PassiveBook:
+    """A passive learner's side of pairwise averaging: the weights it serves and the deltas it
+    received but its compute thread has not merged yet. ``served + pending`` is always its
+    logical weights, whenever an exchange reads them."""
+
+    def __init__(self, numel: int) -> None:
+        self.served = torch.zeros(numel)
+        self.pending = torch.zeros(numel)
+        self.count = 0
+
+    def publish(self, weights: torch.Tensor) -> None:
+        """The compute thread's latest weights (nothing pending is in them)."""
+        self.served = weights
+
+    def current(self) -> torch.Tensor:
+        """What an exchange swaps: the published weights plus what is pending."""
+        return self.served + self.pending
+
+    def receive(self, delta: torch.Tensor) -> None:
+        """One finished exchange's delta (see :func:`half_difference_`)."""
+        self.pending.add_(delta)
+        self.count += 1
+
+    def take(self) -> tuple[torch.Tensor | None, int]:
+        """The accumulated delta and how many exchanges it holds, for the compute thread to
+        add to its weights; resets it."""
+        if self.count == 0:
+            return None, 0
+        delta, count = self.pending, self.count
+        self.served = self.served + delta
+        self.pending = torch.zeros_like(delta)
+        self.count = 0
+        return delta, count
+
+
+class DelayByOne:
+    """delay1's gradient rule: the optimizer at step k applies the gradient of step k-1 (none
+    at the first step), so ``w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})``."""
+
+    def __init__(self) -> None:
+        self.previous: list[torch.Tensor | None] | None = None
+
+    def swap(self, params: list[torch.Tensor]) -> None:
+        """Keep the gradients backward just left in ``params`` and put last step's there."""
+        current = [None if p.grad is None else p.grad.detach().clone() for p in params]
+        previous = self.previous or [None] * len(params)
+        for p, g in zip(params, previous, strict=True):
+            p.grad = g
+        self.previous = current
+
+
+class Staleness:
+    """How many averaging updates were merged into the weights between the snapshot a gradient
+    was computed on and that gradient's application (``delay`` steps later: 0 or 1)."""
+
+    def __init__(self, delay: int) -> None:
+        self.delay = delay
+        self._snapshots: list[int] = []
+
+    def snapshot(self, merged: int) -> None:
+        """At a step's start: the count of merged averages in the weights snapshotted now."""
+        self._snapshots = (self._snapshots + [merged])[-(self.delay + 1):]
+
+    def at_apply(self, merged: int) -> int | None:
+        """When a gradient is applied: its staleness, or None if none is applied (delay1's
+        first step)."""
+        if len(self._snapshots) < self.delay + 1:
+            return None
+        return merged - self._snapshots[0]
+
+
+def averaging_due(step: int, period: int) -> bool:
+    """ma: whether all learners average their weights after step ``step`` (every ``period``)."""
+    return (step + 1) % period == 0
+
+
+def node_groups(world_size: int, learners_per_node: int | None,
+                nodes: list[str] | None = None) -> list[list[int]]:
+    """hadpsgd's super-learners: consecutive blocks of ``learners_per_node`` ranks, else the
+    ranks grouped by node name."""
+    if learners_per_node:
+        if world_size % learners_per_node:
+            raise AsrdistError(
+                f"--learners-per-node {learners_per_node} does not divide {world_size} learners"
+            )
+        return [list(range(s, s + learners_per_node))
+                for s in range(0, world_size, learners_per_node)]
+    assert nodes is not None
+    order: dict[str, list[int]] = {}
+    for r, name in enumerate(nodes):
+        order.setdefault(name, []).append(r)
+    return sorted(order.values())

@@ -190,13 +190,19 @@ class ADPSGD(DistributedStrategy):
             self._delay.previous = state.get("prev_grads")
 
 
+# variant -> (ring, delay1): the names of --algo adpsgd-<variant> and --hadpsgd-variant
+VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
+SUMMARIES = {
+    "fixed": "asynchronous decentralized parallel SGD, fixed bipartite ring",
+    "random": "ADPSGD, ring redrawn every iteration from a shared seed",
+    "delay1": "ADPSGD, delay-by-one: `w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})`",
+}
+
+
 def _variant(ring: str, delay1: bool) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:
     return lambda learner, options: ADPSGD(learner, options, ring=ring, delay1=delay1)
 
 
-register(StrategySpec("adpsgd-fixed", _variant("fixed", False), ADPSGDOptions,
-                      "asynchronous decentralized parallel SGD, fixed bipartite ring"))
-register(StrategySpec("adpsgd-random", _variant("random", False), ADPSGDOptions,
-                      "ADPSGD, ring redrawn every iteration from a shared seed"))
-register(StrategySpec("adpsgd-delay1", _variant("fixed", True), ADPSGDOptions,
-                      "ADPSGD, delay-by-one: `w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})`"))
+for _name, (_ring, _delay1) in VARIANTS.items():
+    register(StrategySpec(f"adpsgd-{_name}", _variant(_ring, _delay1), ADPSGDOptions,
+                          SUMMARIES[_name]))

@@ -21,14 +21,12 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.adpsgd import ADPSGD, ADPSGDOptions
+from asrdist.parallel.adpsgd import ADPSGD, VARIANTS, ADPSGDOptions
 from asrdist.parallel.base import HookState, allreduce_mean_hook, model_device
 from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import node_groups
 from asrdist.parallel.strategy import Learner
-
-VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,93 @@
+"""A discrete-event clock whose processes are generators: the simulated learners.
+
+A process yields what it waits for, and the clock resumes it when that happens:
+
+- a float: the simulated time to resume at (computing, or an exchange to finish);
+- a :class:`Meeting`: a collective of a fixed set of processes (an allreduce, a broadcast);
+  the last one to arrive runs the meeting's action, and all resume ``cost_s`` later (or as
+  many seconds as the action returns: a broadcast's cost may depend on what it carries).
+
+Events at the same time run in the order they were scheduled, so a run is deterministic. Each
+process's time spent waiting (at a meeting, or for a time later than it asked to compute until)
+is added up in :attr:`Clock.waited`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+from typing import Union
+
+Wait = Union[float, "Meeting"]
+Process = Generator[Wait, None, None]
+
+
+@dataclass
+class Meeting:
+    """A collective of ``members`` (process ids); ``action`` runs once, when all are there."""
+
+    members: tuple[int, ...]
+    cost_s: float
+    action: Callable[[], float | None] | None = None
+    arrived: dict[int, float] = field(default_factory=dict)
+
+
+class Clock:
+    """Runs the processes in simulated-time order."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._queue: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._procs: dict[int, Process] = {}
+        self.waited: dict[int, float] = {}
+
+    def at(self, t: float, fn: Callable[[], None]) -> None:
+        """Run ``fn`` at simulated time ``t`` (not before now)."""
+        heapq.heappush(self._queue, (max(t, self.now), next(self._seq), fn))
+
+    def spawn(self, pid: int, proc: Process) -> None:
+        """Start process ``pid`` now."""
+        self._procs[pid] = proc
+        self.waited[pid] = 0.0
+        self.at(self.now, lambda: self._step(pid))
+
+    def wait_until(self, pid: int, t: float) -> float:
+        """For a process that must wait for an event at ``t`` (an exchange): counts the wait
+        and returns the time to yield."""
+        if t > self.now:
+            self.waited[pid] += t - self.now
+        return t
+
+    def _step(self, pid: int) -> None:
+        try:
+            what = next(self._procs[pid])
+        except StopIteration:
+            del self._procs[pid]
+            return
+        if isinstance(what, Meeting):
+            self._arrive(pid, what)
+        else:
+            self.at(float(what), lambda: self._step(pid))
+
+    def _arrive(self, pid: int, meeting: Meeting) -> None:
+        meeting.arrived[pid] = self.now
+        if len(meeting.arrived) < len(meeting.members):
+            return
+        cost = meeting.action() if meeting.action is not None else None
+        done = self.now + (meeting.cost_s if cost is None else cost)
+        for member, t in meeting.arrived.items():
+            self.waited[member] += done - t
+            self.at(done, lambda m=member: self._step(m))
+
+    def run(self) -> None:
+        """Run until every process has finished."""
+        while self._queue:
+            t, _, fn = heapq.heappop(self._queue)
+            self.now = t
+            fn()
+        if self._procs:
+            raise RuntimeError(f"processes {sorted(self._procs)} wait on a meeting that never "
+                               "completes")

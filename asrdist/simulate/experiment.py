@@ -1,0 +1,67 @@
+"""One simulated training run on a corpus in memory: the model, the optimizer, the data shards
+and the held-out evaluation that the CLI and the studies share."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from asrdist.models.build import ModelConfig, build_model
+from asrdist.parallel import registry
+from asrdist.simulate.corpus import ChunkPool, frame_loss, heldout_figures
+from asrdist.simulate.run import Result, simulate
+from asrdist.simulate.speed import SpeedModel
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    algo: str = "ssgd"
+    learners: int = 16
+    batch: int = 16  # chunks per learner per step
+    epochs: float = 1.0
+    lr: float = 0.1
+    momentum: float = 0.9
+    grad_clip: float = 5.0
+    model: ModelConfig = field(default_factory=lambda: ModelConfig(layers=1, units=64))
+    options: dict[str, Any] = field(default_factory=dict)  # the strategy's own
+    seed: int = 0
+    evals: int = 4  # held-out evaluations over the run (and one at its end)
+
+    def global_batch(self) -> int:
+        return self.learners * self.batch
+
+
+def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None) -> Result:
+    """Simulate ``spec`` on ``pool``: every learner starts from the same weights (seeded as a
+    real run's learners are), reads its slice of each global batch, and the learners' mean is
+    evaluated on the held-out chunks ``spec.evals`` times."""
+    per_epoch = pool.steps_per_epoch(spec.global_batch())
+    steps = max(1, round(spec.epochs * per_epoch))
+    torch.manual_seed(spec.seed)
+    init = build_model(spec.model, pool.input_dim, pool.num_pdfs)
+
+    def loss_fn(i: int, k: int, model: torch.nn.Module) -> torch.Tensor:
+        x, y = pool.batch(i, k, spec.learners, spec.batch, spec.seed)
+        return frame_loss(model, x, y)
+
+    return simulate(
+        spec.algo, spec.learners, steps,
+        make_model=lambda i: copy.deepcopy(init),
+        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=spec.lr,
+                                                 momentum=spec.momentum),
+        loss_fn=loss_fn, speed=speed, options=_options(spec, pool),
+        grad_clip=spec.grad_clip,
+        eval_fn=lambda m: heldout_figures(m, pool.heldout),
+        eval_every=max(1, steps // max(spec.evals, 1)), epoch_steps=per_epoch * spec.learners,
+    )
+
+
+def _options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
+    """The strategy's options, with the training values it takes (seed, batch, chunk) filled
+    in from the run as asrdist-train does."""
+    training = {"seed": spec.seed, "batch_size": spec.batch, "chunk_len": pool.chunk_len}
+    taken = registry.options_of(spec.algo)
+    return {**{k: v for k, v in training.items() if k in taken}, **spec.options}

@@ -1,0 +1,43 @@
+"""asrdist-simulate on the tiny learnable corpus, as a process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.cli_process import run_cli
+from tests.train.corpus import make_corpus
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("sim") / "corpus", num_utts=24)
+
+
+def test_simulated_learners_learn_and_report(corpus, tmp_path):
+    data, targets = corpus
+    out = tmp_path / "sim.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "hadpsgd", "--learners", "4", "-O", "learners_per_node=2",
+                  "-O", "hadpsgd_variant=delay1", "--batch-size", "4", "--epochs", "2",
+                  "--heldout-utts", "4", "--units", "16", "--lr", "0.2", "--jitter", "0.3",
+                  "--latency", "0.2", "--chunk-len", "5")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    records = report["records"]
+    assert len(records) >= 4 and records[-1]["epochs"] == pytest.approx(2.0)
+    assert records[-1]["heldout_ce"] < records[0]["heldout_ce"]
+    assert all(r["time_s"] > 0 for r in records)
+    assert len(report["summary"]["wait_s"]) == 4
+    assert report["summary"]["staleness"]
+    assert "ce=" in res.stdout
+
+
+def test_bad_strategy_option_is_one_line(corpus, tmp_path):
+    data, targets = corpus
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", tmp_path / "x",
+                  "--algo", "ma", "-O", "avg_period=often")
+    assert res.returncode == 2
+    assert "avg_period must be int" in res.stderr
+    assert not (tmp_path / "x").exists()

@@ -1,4 +1,4 @@
-"""adpsgd-fixed, adpsgd-random, adpsgd-delay1: asynchronous decentralized parallel SGD.
+"""adpsgd-fixed, -random, -delay1, -delayavg: asynchronous decentralized parallel SGD.
 
 No global collective in the steady state: each learner only averages pairwise with one ring
 neighbour per exchange, through the communication thread of :mod:`asrdist.parallel.exchange`.
@@ -21,6 +21,15 @@ Step k's exchange starts at ``before_step(k)`` and need only finish by ``before_
 overlaps the whole step (forward, backward, optimizer step, data loading), and the gradient
 applied at step k is the one computed at step k-1 -- exactly one step late, never more (the
 first step applies none).
+
+delayavg (averaging one step late, the other reading of "delay-by-one", as in DaSGD and
+Overlap-Local-SGD; see bench/RESULTS.md, study 3, for why it is here)::
+
+    w_{k+1} = w_k + delta_{k-1} - lr * g(w_k)
+
+Step k's exchange overlaps the whole step exactly as delay1's does and is merged at
+``before_step(k+1)`` (delta_{k-1}: the pairwise average's delta of the snapshot of w_{k-1}),
+but the gradient is fresh: computed on the snapshot taken after that merge, applied at once.
 
 ``sync`` (before a checkpoint or an evaluation) merges what is in flight, so the saved weights
 and the saved ``merged`` count include it.
@@ -46,25 +55,45 @@ from asrdist.parallel.strategy import Learner
 
 
 @dataclass(frozen=True)
+class Variant:
+    """What an ADPSGD variant does: its ring, whether step k's exchange is merged only at
+    step k+1's start (overlapping the whole step), and whether the gradient applied at step k
+    is step k-1's (:class:`asrdist.parallel.rules.DelayByOne`)."""
+
+    ring: str
+    late_merge: bool = False
+    delay_grad: bool = False
+
+
+# --algo adpsgd-<name> and --hadpsgd-variant <name>
+VARIANTS = {
+    "fixed": Variant("fixed"),
+    "random": Variant("random"),
+    "delay1": Variant("fixed", late_merge=True, delay_grad=True),
+    "delayavg": Variant("fixed", late_merge=True),
+}
+
+
+@dataclass(frozen=True)
 class ADPSGDOptions(CommonOptions):
     seed: int = option(0, "the run's seed (training option): the random ring's permutations")
 
 
 class ADPSGD(DistributedStrategy):
-    """Pairwise asynchronous averaging on a bipartite ring (``ring``: "fixed" or "random")."""
+    """Pairwise asynchronous averaging on a bipartite ring (``variant``: a value of
+    :data:`VARIANTS`)."""
 
-    def __init__(self, learner: Learner, options: ADPSGDOptions, ring: str = "fixed",
-                 delay1: bool = False) -> None:
-        if ring not in ("fixed", "random"):
-            raise ValueError(f"unknown ring {ring!r}")
+    def __init__(self, learner: Learner, options: ADPSGDOptions, variant: str = "fixed") -> None:
         super().__init__(learner, options)
-        self.ring, self.delay1, self.seed = ring, delay1, options.seed
-        self.name = "adpsgd-delay1" if delay1 else f"adpsgd-{ring}"
+        chosen = VARIANTS[variant]
+        self.ring, self.seed = chosen.ring, options.seed
+        self.late_merge, self.delay1 = chosen.late_merge, chosen.delay_grad
+        self.name = f"adpsgd-{variant}"
         self.engine: PairwiseExchange | None = None
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
-        self._staleness_rule = rules.Staleness(1 if delay1 else 0)
-        self._delay = rules.DelayByOne() if delay1 else None
+        self._staleness_rule = rules.Staleness(1 if self.delay1 else 0)
+        self._delay = rules.DelayByOne() if self.delay1 else None
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -94,7 +123,7 @@ class ADPSGD(DistributedStrategy):
                 group=group,
                 ranks=ranks,
                 index=index,
-                numel=sum(p.numel() for p in unwrap(model).parameters()),
+                weights=flat_weights(model),
                 partner_of=lambda r: rings.partner(self.ring, index, n, r, self.seed),
                 timeout_s=self.timeout_s,
                 rank=self.rank,
@@ -121,7 +150,7 @@ class ADPSGD(DistributedStrategy):
     def before_step(self, model: torch.nn.Module, step: int) -> None:
         if not self.multi:
             return
-        if self.delay1:
+        if self.late_merge:
             self._merge(model)
         self._staleness_rule.snapshot(self.merged)
         if self.engine is not None:
@@ -136,9 +165,9 @@ class ADPSGD(DistributedStrategy):
         if not self.multi:
             return
         self._end_compute()
-        if self._delay is None:
+        if not self.late_merge:
             self._merge(model)
-        else:
+        if self._delay is not None:
             self._delay.swap(list(unwrap(model).parameters()))
         stale = self._staleness_rule.at_apply(self.merged)
         if stale is not None:
@@ -190,19 +219,18 @@ class ADPSGD(DistributedStrategy):
             self._delay.previous = state.get("prev_grads")
 
 
-# variant -> (ring, delay1): the names of --algo adpsgd-<variant> and --hadpsgd-variant
-VARIANTS = {"fixed": ("fixed", False), "random": ("random", False), "delay1": ("fixed", True)}
 SUMMARIES = {
     "fixed": "asynchronous decentralized parallel SGD, fixed bipartite ring",
     "random": "ADPSGD, ring redrawn every iteration from a shared seed",
     "delay1": "ADPSGD, delay-by-one: `w_{k+1} = avg_k(w_k) - lr * g(w_{k-1})`",
+    "delayavg": "ADPSGD, averaging one step late, fresh gradient: "
+                "`w_{k+1} = w_k + delta_{k-1} - lr * g(w_k)`",
 }
 
 
-def _variant(ring: str, delay1: bool) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:
-    return lambda learner, options: ADPSGD(learner, options, ring=ring, delay1=delay1)
+def _variant(name: str) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:
+    return lambda learner, options: ADPSGD(learner, options, name)
 
 
-for _name, (_ring, _delay1) in VARIANTS.items():
-    register(StrategySpec(f"adpsgd-{_name}", _variant(_ring, _delay1), ADPSGDOptions,
-                          SUMMARIES[_name]))
+for _name in VARIANTS:
+    register(StrategySpec(f"adpsgd-{_name}", _variant(_name), ADPSGDOptions, SUMMARIES[_name]))

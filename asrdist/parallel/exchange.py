@@ -62,7 +62,8 @@ class PairwiseExchange:
     """Pairwise averaging with ring partners, run by one background thread.
 
     ``ranks[i]`` is the global rank of ring member ``i``; this learner is member ``index``.
-    ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange.
+    ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange;
+    ``weights`` (flat) are what a passive learner serves until its first ``publish``.
     """
 
     def __init__(
@@ -71,7 +72,7 @@ class PairwiseExchange:
         group: dist.ProcessGroup,
         ranks: list[int],
         index: int,
-        numel: int,
+        weights: torch.Tensor,
         partner_of: Callable[[int], int] | None,
         timeout_s: float,
         rank: int,
@@ -90,7 +91,7 @@ class PairwiseExchange:
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
-        self._book = PassiveBook(numel)  # guarded by _lock
+        self._book = PassiveBook(weights)  # guarded by _lock; served before any publish
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
                                         daemon=True)

@@ -2,8 +2,8 @@
 
 The learners of one node form a *super-learner*: DistributedDataParallel over the node's group
 allreduces their gradients every step (nccl on GPU, gloo on CPU), so they hold identical weights.
-The node's first learner (its leader) sits on the ADPSGD ring of super-learners (fixed, random or
-delay-by-one: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the rest of its
+The node's first learner (its leader) sits on the ADPSGD ring of super-learners (any ADPSGD
+variant: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the rest of its
 node at the same point of the same step, so the node's copies stay identical.
 
 A node is the launcher's node (``Learner.node``: hostname, Slurm node name);
@@ -41,8 +41,8 @@ class HADPSGDOptions(ADPSGDOptions):
         require(self.learners_per_node >= 0, "learners_per_node", self.learners_per_node,
                 "not be negative")
         if self.hadpsgd_variant not in VARIANTS:
-            raise AsrdistError(f"--hadpsgd-variant {self.hadpsgd_variant!r}: choose fixed, "
-                               "random or delay1")
+            raise AsrdistError(f"--hadpsgd-variant {self.hadpsgd_variant!r}: choose "
+                               f"{', '.join(VARIANTS)}")
 
 
 class HADPSGD(ADPSGD):
@@ -51,8 +51,7 @@ class HADPSGD(ADPSGD):
     name = "hadpsgd"
 
     def __init__(self, learner: Learner, options: HADPSGDOptions) -> None:
-        ring, delay1 = VARIANTS[options.hadpsgd_variant]
-        super().__init__(learner, options, ring=ring, delay1=delay1)
+        super().__init__(learner, options, options.hadpsgd_variant)
         self.name = f"hadpsgd-{options.hadpsgd_variant}"
         self.learners_per_node = options.learners_per_node
         self.nodes: list[list[int]] = [[0]]

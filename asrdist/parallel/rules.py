@@ -26,9 +26,9 @@ class PassiveBook:
     received but its compute thread has not merged yet. ``served + pending`` is always its
     logical weights, whenever an exchange reads them."""
 
-    def __init__(self, numel: int) -> None:
-        self.served = torch.zeros(numel)
-        self.pending = torch.zeros(numel)
+    def __init__(self, weights: torch.Tensor) -> None:
+        self.served = weights  # the weights it starts from: an exchange may come first
+        self.pending = torch.zeros_like(weights)
         self.count = 0
 
     def publish(self, weights: torch.Tensor) -> None:

@@ -18,7 +18,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings, rules
-from asrdist.parallel.adpsgd import VARIANTS
+from asrdist.parallel.adpsgd import VARIANTS, Variant
 from asrdist.parallel.base import add_flat, flat_weights
 from asrdist.simulate.clock import Process, Wait
 from asrdist.simulate.world import World
@@ -44,10 +44,10 @@ def spawn(world: World, algo: str, options: Any, steps: int) -> AdpsgdRing | Non
             world.clock.spawn(i, _alone(world, i, steps))
         return None
     if algo.startswith("adpsgd-"):
-        ring_kind, delay1 = VARIANTS[algo.removeprefix("adpsgd-")]
+        variant = VARIANTS[algo.removeprefix("adpsgd-")]
         nodes = [[i] for i in every]
     elif algo == "hadpsgd":
-        ring_kind, delay1 = VARIANTS[options.hadpsgd_variant]
+        variant = VARIANTS[options.hadpsgd_variant]
         if not options.learners_per_node:
             raise AsrdistError("--learners-per-node: the simulator needs it for hadpsgd (it has "
                                "no launcher's nodes)")
@@ -56,9 +56,9 @@ def spawn(world: World, algo: str, options: Any, steps: int) -> AdpsgdRing | Non
             world.copy_weights(members[0], members)  # DDP's broadcast inside the node
     else:
         raise AsrdistError(f"--algo {algo}: the simulator does not know this strategy")
-    ring = AdpsgdRing(world, nodes, ring_kind, options.seed)
+    ring = AdpsgdRing(world, nodes, variant.ring, options.seed)
     for i in every:
-        world.clock.spawn(i, ring.program(i, steps, delay1))
+        world.clock.spawn(i, ring.program(i, steps, variant))
     return ring
 
 
@@ -99,8 +99,8 @@ class AdpsgdRing:
         self.node_of = {i: members for members in nodes for i in members}
         self.leaders = [members[0] for members in nodes]
         self.size = len(self.leaders)
-        numel = world.nbytes // 4
-        self.books = {p: rules.PassiveBook(numel) for p in rings.passives(self.size)}
+        self.books = {p: rules.PassiveBook(flat_weights(world.learners[self.leaders[p]].model))
+                      for p in rings.passives(self.size)}
         self.round = [0] * self.size
         self.free_at = [0.0] * self.size  # when a passive is done serving what it was asked
         self.in_flight: dict[int, dict[str, Any]] = {}
@@ -161,16 +161,16 @@ class AdpsgdRing:
             add_flat(self.world.learners[m].model, delta)
             self.world.learners[m].merged += count
 
-    def program(self, i: int, steps: int, delay1: bool) -> Process:
+    def program(self, i: int, steps: int, variant: Variant) -> Process:
         """One learner's loop: the hooks of ``ADPSGD`` (and ``HADPSGD``) in train_step order."""
         world, me = self.world, self.world.learners[i]
         members = self.node_of[i]
         index = self.leaders.index(i) if i == members[0] else None
-        stale = rules.Staleness(1 if delay1 else 0)
-        delay = rules.DelayByOne() if delay1 else None
+        stale = rules.Staleness(1 if variant.delay_grad else 0)
+        delay = rules.DelayByOne() if variant.delay_grad else None
         grad_cost = world.speed.allreduce_s(world.nbytes, len(members))
         for k in range(steps):
-            if delay1:  # before_step
+            if variant.late_merge:  # before_step
                 yield from self._merge(i, ("before", k))
             stale.snapshot(me.merged)
             if index is not None and self.size > 1:
@@ -183,9 +183,9 @@ class AdpsgdRing:
             if len(members) > 1:  # DDP inside the node, during backward
                 yield world.meeting(("grad", members[0], k), members, grad_cost,
                                     lambda: world.mean_grads(members))
-            if delay is None:  # after_backward
+            if not variant.late_merge:  # after_backward
                 yield from self._merge(i, ("after", k))
-            else:
+            if delay is not None:
                 delay.swap(list(me.model.parameters()))
             value = stale.at_apply(me.merged)
             if value is not None:

@@ -89,6 +89,8 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
         start = state["step"]
         resumed_round = state["strategy"].get("round")
     history = [flat_weights(model)]
+    if rank == sc.get("late_rank"):  # starts its first step late (the others' exchanges wait)
+        time.sleep(sc.get("late_s", 0.5))
     computed, applied = [], []  # gradients from backward / as handed to the optimizer
     _instrument(strategy, sc, computed, applied)
     steps = 0

@@ -125,6 +125,15 @@ def test_adpsgd_lr0_keeps_the_mean_and_shrinks_the_distance(tmp_path, algo, n):
     assert all(r["state"]["exchanges"] == 30 for r in actives)
 
 
+def test_a_passive_learner_serves_its_weights_before_its_first_step(tmp_path):
+    """The active learner's first exchange reaches the passive one before that has taken a
+    step: it must swap the passive's starting weights (it once swapped zeros)."""
+    res = ok(run_learners({"algo": "adpsgd-fixed", "lr": 0.0, "steps": 1, "init": "rank",
+                           "late_rank": 0, "history": True}, 2, tmp_path))
+    mean0 = (res[0]["history"][0] + res[1]["history"][0]) / 2
+    torch.testing.assert_close(res[1]["history"][1], mean0, rtol=0, atol=1e-6)
+
+
 def test_delay1_applies_each_gradient_exactly_one_step_late(tmp_path):
     res = ok(run_learners({"algo": "adpsgd-delay1", "lr": 0.05, "steps": 6,
                            "record_grads": True}, 2, tmp_path))

@@ -1,0 +1,1 @@
+"""Studies run on the many-learner simulator (asrdist.simulate); benchmark targets only."""

@@ -1,0 +1,58 @@
+"""What the simulator studies share: cached runs, the corpus in memory, a table helper."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asrdist.fsutil import atomic_write
+from asrdist.models.build import ModelConfig
+from asrdist.simulate.corpus import ChunkPool
+from asrdist.simulate.experiment import RunSpec, run
+from asrdist.simulate.speed import SpeedModel
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Runner:
+    """Runs a :class:`RunSpec` on the pool once; the result is cached in ``cache`` by the
+    spec's and speed model's values, so an interrupted study resumes where it stopped."""
+
+    def __init__(self, data: str, targets: str, cache: str, max_utts: int = 0,
+                 heldout_utts: int = 100) -> None:
+        torch.set_num_threads(1)
+        self.pool = ChunkPool.load(data, targets, heldout_utts=heldout_utts, max_utts=max_utts)
+        self.cache = Path(cache)
+        self.cache.mkdir(parents=True, exist_ok=True)
+        self.host_s = 0.0
+
+    def __call__(self, spec: RunSpec, speed: SpeedModel) -> dict[str, Any]:
+        values = {**dataclasses.asdict(spec), "speed": dataclasses.asdict(speed),
+                  "chunks": len(self.pool.train)}
+        key = hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
+        path = self.cache / f"{key}.json"
+        if path.exists():
+            return json.loads(path.read_text())
+        t0 = time.perf_counter()
+        res = run(self.pool, spec, speed)
+        out = {"spec": values, "records": res.records, "summary": res.summary,
+               "host_s": time.perf_counter() - t0}
+        self.host_s += out["host_s"]
+        with atomic_write(path) as f:
+            json.dump(out, f)
+        return out
+
+
+def small_blstm() -> ModelConfig:
+    """The studies' model: a 1x64 BLSTM (the demo's is 2x128)."""
+    return ModelConfig(layers=1, units=64)
+
+
+def final_ce(result: dict[str, Any]) -> float:
+    return result["records"][-1]["heldout_ce"]

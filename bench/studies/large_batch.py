@@ -5,8 +5,9 @@ Learning-rate rule: linear scaling from the recipe, ``lr = lr_ref x B / 256`` at
 (lr_ref 0.1, momentum 0.9, conf/train_blstm.yaml); the largest batch also runs at
 ``--lr-factors`` times that rule and keeps its best (linear scaling overshoots first there), and
 the baseline gets a sweep of 0.5, 1 and 2, so no strategy loses to a rate tuned for another.
-Per-learner batches below ``--min-batch`` are skipped (they cost the most host time). Equally fast learners; ma averages every 8 steps; hadpsgd has
-super-learners of 4 on a random ring.
+Per-learner batches below ``--min-batch`` are skipped (they cost the most host time).
+Equally fast learners; ma averages every 8 steps; hadpsgd has super-learners of 4 on a random
+ring.
 
     .venv/bin/python -m bench.studies.large_batch --data DIR --targets DIR
         [--cache DIR] [--max-utts N] [--epochs E] [--append bench/RESULTS.md]
@@ -117,7 +118,8 @@ def section(args, runner, base_ce, base_lr, rows, spread) -> list[str]:
         f"{len(runner.pool.train)} training chunks of 21 frames, 100 held-out utterances, a "
         f"{small_blstm().layers}x{small_blstm().units} BLSTM, {args.epochs} epochs. lr = "
         f"factor x {args.lr_ref} x B / 256, factor 1, and {args.lr_factors} at the largest "
-        f"batch (best kept; baseline: 0.5, 1, 2); per-learner batch at least {args.min_batch}. Single-learner baseline at batch {b0}: CE {base_ce:.4f} (lr "
+        f"batch (best kept; baseline: 0.5, 1, 2); per-learner batch at least {args.min_batch}. "
+        f"Single-learner baseline at batch {b0}: CE {base_ce:.4f} (lr "
         f"{base_lr:.3g}). Plot: `bench/studies/large_batch.png`. Host time {runner.host_s:.0f} s "
         "(runs not in the cache) on the shared 2-core machine.",
         "",

@@ -153,8 +153,9 @@ def test_checkpoint_holds_the_exchange_in_flight_and_counts_it(tmp_path):
     assert saved["strategy"]["merged"] == saved["strategy"]["exchanges"] == 5
 
 
-def test_plain_adpsgd_applies_the_fresh_gradient(tmp_path):
-    res = ok(run_learners({"algo": "adpsgd-fixed", "lr": 0.05, "steps": 4,
+@pytest.mark.parametrize("algo", ["adpsgd-fixed", "adpsgd-delayavg"])
+def test_plain_adpsgd_applies_the_fresh_gradient(tmp_path, algo):
+    res = ok(run_learners({"algo": algo, "lr": 0.05, "steps": 4,
                            "record_grads": True}, 2, tmp_path))
     for r in res:
         for k in range(4):

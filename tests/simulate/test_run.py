@@ -54,7 +54,8 @@ def test_synchronous_strategies_agree_with_real_processes(tmp_path, algo, n, opt
     torch.testing.assert_close(sim.final, real[0]["final"], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["adpsgd-fixed", "adpsgd-random", "adpsgd-delay1"])
+@pytest.mark.parametrize("algo", ["adpsgd-fixed", "adpsgd-random", "adpsgd-delay1",
+                                  "adpsgd-delayavg"])
 def test_adpsgd_lr0_same_consensus_rounds_as_real_processes(tmp_path, algo):
     """Three learners: one active learner, so the order of exchanges is the ring schedule's
     whatever the timing; its weights after every step are the real one's."""
@@ -110,6 +111,10 @@ def test_delay1_hides_the_exchange_behind_the_optimizer_step_too():
     fast = simulate("adpsgd-fixed", 2, 10, make_model, sgd(0.05), mse,
                     speed=SpeedModel(compute_s=1.0, update_s=0.5, latency_s=0.2))
     assert fast.summary["staleness"] == {1: 20}
+    # delayavg: merged late like delay1, but the gradient is fresh: nothing merged in between
+    late = simulate("adpsgd-delayavg", 2, 10, make_model, sgd(0.05), mse, speed=speed)
+    assert late.summary["wait_s"] == pytest.approx([0.0, 0.0])
+    assert late.summary["staleness"] == {0: 20}
 
 
 def test_hadpsgd_super_learners_stay_identical_and_keep_the_mean():

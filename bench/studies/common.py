@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import hashlib
 import json
@@ -56,3 +57,12 @@ def small_blstm() -> ModelConfig:
 
 def final_ce(result: dict[str, Any]) -> float:
     return result["records"][-1]["heldout_ce"]
+
+
+def corpus_options(ap: argparse.ArgumentParser) -> None:
+    """The options every study takes: the corpus, its subset and the run cache."""
+    ap.add_argument("--data", required=True, help="train_fbank of the mini recipe")
+    ap.add_argument("--targets", required=True, help="mono_pdf of the mini recipe")
+    ap.add_argument("--cache", default="/tmp/asrdist-studies", help="finished runs, by spec")
+    ap.add_argument("--max-utts", type=int, default=0, help="training utterances (0 = all)")
+    ap.add_argument("--hours", default="5", help="the corpus's size, for the section's text")

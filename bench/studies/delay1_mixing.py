@@ -29,7 +29,7 @@ from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from bench.results import publish
-from bench.studies.common import REPO, Runner, final_ce, small_blstm
+from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
 
 SIZES = (4, 8, 16, 32, 64, 128)
 # equally fast learners: an exchange takes 60 % of forward+backward, optimizer+data 25 %
@@ -125,11 +125,7 @@ def plot(mix: list[dict], runs: list[tuple[RunSpec, dict]], path: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--targets", required=True)
-    ap.add_argument("--cache", default="/tmp/asrdist-studies")
-    ap.add_argument("--max-utts", type=int, default=0)
-    ap.add_argument("--hours", default="5", help="the corpus's size, for the section's text")
+    corpus_options(ap)
     ap.add_argument("--learners", type=int, nargs="+", default=[4, 16])
     ap.add_argument("--batches", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--epochs", type=float, default=1.0)

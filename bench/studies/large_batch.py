@@ -21,7 +21,7 @@ import statistics
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from bench.results import publish
-from bench.studies.common import REPO, Runner, final_ce, small_blstm
+from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
 
 STRATEGIES = {
     "ssgd": {}, "ma": {"avg_period": 8}, "adpsgd-fixed": {}, "adpsgd-random": {},
@@ -48,11 +48,7 @@ def best(runner: Runner, args, algo: str, n: int, global_batch: int, seed: int =
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--targets", required=True)
-    ap.add_argument("--cache", default="/tmp/asrdist-studies")
-    ap.add_argument("--max-utts", type=int, default=0)
-    ap.add_argument("--hours", default="5", help="the corpus's size, for the section's text")
+    corpus_options(ap)
     ap.add_argument("--epochs", type=float, default=2.0)
     ap.add_argument("--baseline-batch", type=int, default=16)
     ap.add_argument("--multiples", type=int, nargs="+", default=[4, 16, 64])

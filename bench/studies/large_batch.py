@@ -56,16 +56,16 @@ def main() -> None:
     ap.add_argument("--min-batch", type=int, default=4)
     ap.add_argument("--lr-ref", type=float, default=0.1)
     ap.add_argument("--lr-factors", type=float, nargs="+", default=[0.5, 1.0])
-    ap.add_argument("--seeds", type=int, default=3, help="seeds at the largest batch")
+    ap.add_argument("--seeds", type=int, default=2, help="seeds at the largest batch")
     ap.add_argument("--append", default=None)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
     b0 = args.baseline_batch
     base_ce, base_lr = best(runner, args, "single", 1, b0, factors=[0.5, 1.0, 2.0])
     rows = {}
-    for n in args.learners:
+    for n in args.learners:  # the first learner count sweeps; the others at the largest batch
         for algo in STRATEGIES:
-            for m in args.multiples:
+            for m in args.multiples if n == args.learners[0] else [max(args.multiples)]:
                 if b0 * m >= args.min_batch * n:
                     rows[algo, n, b0 * m] = best(runner, args, algo, n, b0 * m)
     top = b0 * max(args.multiples)

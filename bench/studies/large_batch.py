@@ -57,6 +57,7 @@ def main() -> None:
     ap.add_argument("--lr-ref", type=float, default=0.1)
     ap.add_argument("--lr-factors", type=float, nargs="+", default=[0.5, 1.0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds at the largest batch")
+    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
     ap.add_argument("--append", default=None)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
@@ -64,13 +65,13 @@ def main() -> None:
     base_ce, base_lr = best(runner, args, "single", 1, b0, factors=[0.5, 1.0, 2.0])
     rows = {}
     for n in args.learners:  # the first learner count sweeps; the others at the largest batch
-        for algo in STRATEGIES:
+        for algo in args.strategies:
             for m in args.multiples if n == args.learners[0] else [max(args.multiples)]:
                 if b0 * m >= args.min_batch * n:
                     rows[algo, n, b0 * m] = best(runner, args, algo, n, b0 * m)
     top = b0 * max(args.multiples)
     spread = {}
-    for algo in STRATEGIES:
+    for algo in args.strategies:
         ces = [rows[algo, args.learners[0], top][0]]
         for seed in range(1, args.seeds):
             ces.append(best(runner, args, algo, args.learners[0], top, seed=seed,
@@ -90,7 +91,7 @@ def plot(rows, base_ce, args, path) -> None:
     fig, axes = plt.subplots(1, len(args.learners), figsize=(5 * len(args.learners), 4),
                              squeeze=False)
     for ax, n in zip(axes[0], args.learners, strict=True):
-        for algo in STRATEGIES:
+        for algo in args.strategies:
             pts = sorted((b, ce) for (a, nn, b), (ce, _) in rows.items() if a == algo and nn == n)
             ax.semilogx([p[0] for p in pts], [p[1] for p in pts], "o-", label=algo, base=2)
         ax.axhline(base_ce, color="k", lw=0.8, label="single learner")
@@ -124,7 +125,7 @@ def section(args, runner, base_ce, base_lr, rows, spread) -> list[str]:
         "|---|---|" + "---|" * (len(args.multiples) + 1),
     ]
     for n in args.learners:
-        for algo in STRATEGIES:
+        for algo in args.strategies:
             cells, ok = [], None
             for m in args.multiples:
                 got = rows.get((algo, n, b0 * m))

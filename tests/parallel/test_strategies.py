@@ -117,11 +117,14 @@ def test_adpsgd_lr0_keeps_the_mean_and_shrinks_the_distance(tmp_path, algo, n):
                            "compute_s": 0.002}, n, tmp_path))
     start = torch.stack([r["history"][0] for r in res])
     mean0 = start.mean(0)
-    end = torch.stack([r["before"] for r in res])
     for r in res:  # finalize exports the mean of the learners' weights after all exchanges
         torch.testing.assert_close(r["final"], mean0, rtol=0, atol=1e-6)
-    assert (end - mean0).norm(dim=1).max() < 0.5 * (start - mean0).norm(dim=1).min()
+    # The distance is taken on the active learners: each of their 30 exchanges is merged before
+    # their last step, while a passive one that finished early (a loaded machine) has merges
+    # still pending that only finalize applies.
     actives = [r for i, r in enumerate(res) if i % 2 == 1]
+    end = torch.stack([r["before"] for r in actives])
+    assert (end - mean0).norm(dim=1).max() < 0.5 * (start - mean0).norm(dim=1).min()
     assert all(r["state"]["exchanges"] == 30 for r in actives)
 
 

@@ -38,10 +38,11 @@ from typing import Any
 import torch
 
 from asrdist.parallel import rings
-from asrdist.parallel.base import DistributedStrategy, add_flat, flat_weights, unwrap
+from asrdist.parallel.base import DistributedStrategy, unwrap
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.options import CommonOptions, option
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner
 
 
@@ -61,6 +62,7 @@ class ADPSGD(DistributedStrategy):
         self.ring, self.delay1, self.seed = ring, delay1, options.seed
         self.name = "adpsgd-delay1" if delay1 else f"adpsgd-{ring}"
         self.engine: PairwiseExchange | None = None
+        self.staging: DeviceStaging | None = None  # made in wrap_model: the model's device
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
         self._snap_merged: list[int] = []
@@ -87,6 +89,7 @@ class ADPSGD(DistributedStrategy):
             return model
         ranks = self._ring_ranks()
         group = make_exchange_group(ranks, self.timeout_s)
+        self.staging = DeviceStaging(model)
         index = self._ring_index()
         if index is not None and len(ranks) > 1:
             n = len(ranks)
@@ -94,11 +97,12 @@ class ADPSGD(DistributedStrategy):
                 group=group,
                 ranks=ranks,
                 index=index,
-                numel=sum(p.numel() for p in unwrap(model).parameters()),
+                numel=self.staging.numel,
                 partner_of=lambda r: rings.partner(self.ring, index, n, r, self.seed),
                 timeout_s=self.timeout_s,
                 rank=self.rank,
                 start_round=self._resume_round,
+                alloc=self.staging.host_zeros,
             )
         self._start_distance(model)
         return model
@@ -115,7 +119,8 @@ class ADPSGD(DistributedStrategy):
         with self._waiting():
             delta, count = self._sync_node(model, delta, count)
         if delta is not None:
-            add_flat(model, delta)
+            assert self.staging is not None
+            self.staging.add(model, delta)
             self.merged += count
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
@@ -125,11 +130,12 @@ class ADPSGD(DistributedStrategy):
             self._merge(model)
         self._snap_merged = (self._snap_merged + [self.merged])[-2:]
         if self.engine is not None:
-            snapshot = flat_weights(model)
+            assert self.staging is not None
+            snapshot, ready = self.staging.snapshot(model)
             if self.engine.active:
-                self.engine.start(snapshot)
+                self.engine.start(snapshot, ready)
             else:
-                self.engine.publish(snapshot)
+                self.engine.publish(snapshot, ready)
         self._begin_compute()
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:

@@ -41,6 +41,7 @@ from asrdist.parallel import rings
 from asrdist.parallel.health import abort
 
 KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
+Ready = Callable[[], None] | None  # called before a snapshot is read (parallel.staging)
 TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13
 
 
@@ -75,6 +76,7 @@ class PairwiseExchange:
         timeout_s: float,
         rank: int,
         start_round: int = 0,
+        alloc: Callable[[int], torch.Tensor] = torch.zeros,
     ) -> None:
         self.group, self.ranks, self.index = group, ranks, index
         self.n = len(ranks)
@@ -85,12 +87,14 @@ class PairwiseExchange:
         self.exchanges = 0
         self._partner_of = partner_of
         self._lock = threading.Lock()
-        self._jobs: queue.Queue[torch.Tensor | None] = queue.Queue()
+        self._alloc = alloc  # host vectors; pinned for a GPU model (parallel.staging)
+        self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
-        self._served = torch.zeros(numel)
-        self._pending = torch.zeros(numel)
+        self._served = alloc(numel)
+        self._served_ready: Ready = None
+        self._pending = alloc(numel)
         self._pending_count = 0
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
@@ -99,10 +103,11 @@ class PairwiseExchange:
 
     # -- compute-thread API ------------------------------------------------------------------
 
-    def start(self, snapshot: torch.Tensor) -> None:
-        """Active: begin this step's exchange of ``snapshot`` (returns at once)."""
+    def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None:
+        """Active: begin this step's exchange of ``snapshot`` (returns at once); the thread
+        calls ``ready`` (a device copy's event) before reading it."""
         self._in_flight += 1
-        self._jobs.put(snapshot)
+        self._jobs.put((snapshot, ready))
 
     @property
     def in_flight(self) -> bool:
@@ -120,10 +125,18 @@ class PairwiseExchange:
             self._in_flight -= 1
             return delta
 
-    def publish(self, weights: torch.Tensor) -> None:
-        """Passive: the weights to serve from now on (the compute thread's latest ones)."""
+    def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
+        """Passive: the weights to serve from now on (the compute thread's latest ones);
+        ``ready`` as for :meth:`start`."""
         with self._lock:
-            self._served = weights
+            self._served, self._served_ready = weights, ready
+
+    def _served_now(self) -> torch.Tensor:
+        """The served weights, their device copy finished (call with the lock held)."""
+        if self._served_ready is not None:
+            self._served_ready()
+            self._served_ready = None
+        return self._served
 
     def take_pending(self) -> tuple[torch.Tensor | None, int]:
         """Passive: the accumulated delta and how many exchanges it holds; resets it."""
@@ -131,8 +144,8 @@ class PairwiseExchange:
             if self._pending_count == 0:
                 return None, 0
             delta, count = self._pending, self._pending_count
-            self._served = self._served + delta  # served + pending stays the logical weights
-            self._pending = torch.zeros_like(delta)
+            self._served = self._served_now() + delta  # served + pending: the logical weights
+            self._pending = self._alloc(delta.numel())
             self._pending_count = 0
         return delta, count
 
@@ -169,19 +182,22 @@ class PairwiseExchange:
         ping_s = self.timeout_s / 4
         while True:
             try:
-                snapshot = self._jobs.get(timeout=ping_s)
+                job = self._jobs.get(timeout=ping_s)
             except queue.Empty:
                 for p in rings.passives(self.n):
                     self._header(KIND_PING, p)
                 continue
-            if snapshot is None:
+            if job is None:
                 for p in rings.passives(self.n):
                     self._header(KIND_DONE, p)
                 return
+            snapshot, ready = job
+            if ready is not None:
+                ready()
             assert self._partner_of is not None
             peer = self._partner_of(self.round)
             self._header(KIND_EXCHANGE, peer)
-            theirs = torch.empty_like(snapshot)
+            theirs = torch.empty(snapshot.shape, pin_memory=snapshot.is_pinned())
             send = dist.isend(snapshot, self.ranks[peer], group=self.group, tag=TAG_TO_PASSIVE)
             recv = dist.irecv(theirs, self.ranks[peer], group=self.group, tag=TAG_TO_ACTIVE)
             what = f"exchange with {self._member(peer)} failed"
@@ -216,7 +232,7 @@ class PairwiseExchange:
     def _serve(self, sender: int) -> None:
         self._peer = sender
         with self._lock:
-            mine = self._served + self._pending
+            mine = self._served_now() + self._pending
         theirs = torch.empty_like(mine)
         peer = self.ranks[sender]
         recv = dist.irecv(theirs, peer, group=self.group, tag=TAG_TO_PASSIVE)

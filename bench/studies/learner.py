@@ -137,10 +137,12 @@ def run(rank: int, n: int, cfg: Config) -> dict[str, Any]:
     model = strategy.wrap_model(make_model(cfg, factor))
     heldout = task(cfg.width, 1024, seed=7)
     evals: list[tuple[float, int, float]] = []
+    ends: list[float] = []  # seconds from the common start to the end of each step
     dist.barrier()
     t_start = time.perf_counter()
 
     def on_step(step: int, m: torch.nn.Module) -> None:
+        ends.append(time.perf_counter() - t_start)
         if rank == 0 and cfg.eval_every and step % cfg.eval_every == 0:
             evals.append((time.perf_counter() - t_start, step, heldout_ce(m, heldout)))
 
@@ -153,5 +155,6 @@ def run(rank: int, n: int, cfg: Config) -> dict[str, Any]:
     t_final = time.perf_counter() - t_start
     final_ce = heldout_ce(model, heldout)
     strategy.close()
-    return {"compute_s": compute_s, "step_s": times, "done_s": t_done, "final_s": t_final,
-            "metrics": metrics, "evals": evals, "final_ce": final_ce, "factor": factor}
+    return {"compute_s": compute_s, "step_s": times, "ends": ends, "done_s": t_done,
+            "final_s": t_final, "metrics": metrics, "evals": evals, "final_ce": final_ce,
+            "factor": factor}

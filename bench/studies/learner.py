@@ -64,7 +64,8 @@ class SimCompute(torch.autograd.Function):
 
 
 class SimLayer(torch.nn.Module):
-    """A linear layer preceded by simulated compute."""
+    """A linear layer followed by simulated compute (after, not before: the first layer's
+    input needs no gradient, so a sleep there would never run in the backward pass)."""
 
     def __init__(self, n_in: int, n_out: int, fwd_s: float, bwd_s: float) -> None:
         super().__init__()
@@ -72,7 +73,7 @@ class SimLayer(torch.nn.Module):
         self.fwd_s, self.bwd_s = fwd_s, bwd_s
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear(SimCompute.apply(x, self.fwd_s, self.bwd_s))
+        return SimCompute.apply(self.linear(x), self.fwd_s, self.bwd_s)
 
 
 def make_model(cfg: Config, factor: float = 1.0) -> torch.nn.Module:

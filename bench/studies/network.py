@@ -30,20 +30,14 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.fsutil import atomic_write
 from bench.faults import NS, NS_ADDR, VETH, netns_down, netns_up
 from bench.results import publish
 from bench.straggler import launch
-from bench.studies import learner
+from bench.studies import figure, learner
 
 STUDIES = Path(__file__).resolve().parent
-STRATEGIES: list[tuple[str, dict[str, Any]]] = [
-    ("ssgd", {}),
-    ("adpsgd-fixed", {}),
-    ("adpsgd-random", {}),
-    ("adpsgd-delay1", {}),
-    ("hadpsgd", {"learners_per_node": 2, "hadpsgd_variant": "random"}),
-]
+STRATEGIES = [s for s in learner.STRATEGIES if s[0] != "ma"]  # ma: not in this study
 LEARNERS = 4  # 2 per node
 CLONE_NEWNET = 0x40000000
 
@@ -122,16 +116,9 @@ def summarise(algo: str, results: list[dict], p: dict[str, float], skip: int) ->
 
 
 def plot(rows: list[dict], rates: list[str], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, len(rates), figsize=(4.6 * len(rates), 3.6), sharey=True,
-                             squeeze=False)
-    for ax, rate in zip(axes[0], rates, strict=True):
+    fig, axes = figure.panels(len(rates), 4.6, 3.6)
+    for ax, rate in zip(axes, rates, strict=True):
         sel = [r for r in rows if r["rate"] == rate]
-        names = [r["algo"] for r in sel]
         xs = range(len(sel))
         ax.bar(xs, [r["compute_s"] * 1000 for r in sel], label="compute")
         ax.bar(xs, [r["wait_s"] * 1000 for r in sel],
@@ -141,14 +128,10 @@ def plot(rows: list[dict], rates: list[str], path: Path) -> None:
         for x, r in zip(xs, sel, strict=True):
             ax.text(x, r["step_s"] * 1000, f"{r['hidden']:.0%}", ha="center", va="bottom",
                     fontsize=8)
-        ax.set_xticks(list(xs), names, rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(list(xs), [r["algo"] for r in sel], rotation=30, ha="right", fontsize=8)
         ax.set_title(f"link {rate} (label: hidden)")
         ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("ms per step")
-    axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
+    figure.save(fig, axes, "ms per step", path)
 
 
 def main() -> None:

@@ -65,7 +65,7 @@ study: deps venv
 studies: network stragglers projection staging-cost
 
 network: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \
 	  --steps 20 --out bench/RESULTS.md
 
 stragglers: deps venv

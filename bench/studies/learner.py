@@ -10,12 +10,13 @@ backward, while the CPU (2 cores shared by everything here) stays free for the c
 A slowed learner sleeps ``factor`` times as long.
 
 Each learner first times ``calib_steps`` steps of its model alone (no strategy, no
-communication): that is its compute per step. Then all meet at a barrier and train ``steps``
-steps through the trainer's own step (:func:`asrdist.parallel.strategy.train_step`).
+communication): their median is its compute per step. Then all meet at a barrier and train
+``steps`` steps through the trainer's own step (:func:`asrdist.parallel.strategy.train_step`).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,7 +54,7 @@ class Config:
     sim_ms: float = 100.0  # simulated accelerator time per step of a learner at full speed
     slow: dict[int, float] = field(default_factory=dict)  # rank -> slow-down factor
     eval_every: int = 0  # learner 0 evaluates its own weights every so many steps (0: never)
-    calib_steps: int = 4
+    calib_steps: int = 6
     lr: float = 0.02
 
 
@@ -142,7 +143,7 @@ def run(rank: int, n: int, cfg: Config) -> dict[str, Any]:
     """One learner's run (torch.distributed already initialised); its figures."""
     factor = cfg.slow.get(rank, 1.0)
     alone = _run_steps(Strategy(), make_model(cfg, factor), cfg, rank, cfg.calib_steps + 1)
-    compute_s = sum(alone[1:]) / cfg.calib_steps  # the first step warms up
+    compute_s = statistics.median(alone[1:])  # the first step warms up; median: load spikes
     strategy = make_strategy(cfg.algo, distance_every=0, **cfg.options)
     model = strategy.wrap_model(make_model(cfg, factor))
     heldout = task(cfg.width, 1024, seed=7)

@@ -138,7 +138,8 @@ def plot(rows: list[dict], rates: list[str], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rates", default="1gbit,250mbit,100mbit", help="tc tbf rates, comma-separated")
+    ap.add_argument("--rates", default="1gbit,250mbit,100mbit",
+                    help="tc tbf rates, comma-separated")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--sim-compute-ms", type=float, default=300.0)
     ap.add_argument("--width", type=int, default=1024)
@@ -155,7 +156,7 @@ def main() -> None:
     size = learner.numel(cfg_of["ssgd"])
     if not netns_up():
         raise AsrdistError("bench.studies.network: cannot create the network namespaces")
-    rows, probes = [], {}
+    rows, probes, loads = [], {}, []
     try:
         for rate in rates:
             limit(rate)
@@ -164,6 +165,7 @@ def main() -> None:
             probes[rate] = {k: max(r[k] for r in p) for k in p[0]}
             print(f"-- {rate}: {json.dumps(probes[rate])}", file=sys.stderr, flush=True)
             for algo, _ in STRATEGIES:
+                loads.append(os.getloadavg()[0])
                 res = launch(learner.run, LEARNERS, cfg_of[algo], addr=NS_ADDR[0],
                              setup=enter_node)
                 rows.append({"rate": rate, **summarise(algo, res, probes[rate], skip=2)})
@@ -192,7 +194,8 @@ def main() -> None:
         "swap; hadpsgd: node allreduce + cross-link swap); hidden = 1 - wait / alone. "
         "'Blocked, own timer' is the strategy's `comm_wait_s` per step (its hooks' waits; "
         "ssgd's allreduce waits inside DDP's backward, so it shows 0 there). "
-        "2 CPU cores shared with other jobs: compare rows of one rate, not absolute times.", "",
+        f"2 CPU cores shared with other jobs (1-minute load average {min(loads):.1f} to "
+        f"{max(loads):.1f} during the runs): compare rows of one rate, not absolute times.", "",
         f"Command (root): `{cmd}` (`make network`)", "",
         "Exchanges alone (ms): " + "; ".join(
             f"{rate}: swap across {p['swap_cross'] * 1000:.0f}, swap in node "

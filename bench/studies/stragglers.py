@@ -21,10 +21,13 @@ The 16-64-learner half of the study is the simulator's (bench/sim, branch ``sim`
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from asrdist.fsutil import atomic_write
 from bench.results import publish
 from bench.straggler import launch
 from bench.studies import figure, learner
@@ -60,11 +63,13 @@ def plot(rows: list[dict], path: Path) -> None:
     for ax, sc in zip(axes, scenarios, strict=True):
         for r in rows:
             if r["scenario"] == sc:
-                ax.plot([t for t, _ in r["curve"]], [c for _, c in r["curve"]], label=r["algo"])
+                line, = ax.plot([t for t, _ in r["curve"]], [c for _, c in r["curve"]],
+                                label=r["algo"])
+                ax.scatter([r["final_s"]], [r["final_ce"]], color=line.get_color(), marker="*")
         ax.set_title(f"stragglers: {sc}", fontsize=9)
         ax.set_xlabel("wall time (s)")
         ax.grid(alpha=0.3)
-    figure.save(fig, axes, "held-out CE, learner 0", path)
+    figure.save(fig, axes, "held-out CE (line: learner 0; star: final average)", path)
 
 
 def main() -> None:
@@ -75,7 +80,7 @@ def main() -> None:
     ap.add_argument("--only", help="run only the strategies whose name contains this")
     ap.add_argument("--out", help="RESULTS.md to write the section into")
     args = ap.parse_args()
-    rows = []
+    rows, loads = [], []
     for algo, options in learner.STRATEGIES:
         if args.only and args.only not in algo:
             continue
@@ -83,11 +88,14 @@ def main() -> None:
             cfg = learner.Config(algo, args.steps, options, width=256, layers=2, batch=32,
                                  sim_ms=args.sim_compute_ms, slow=slow,
                                  eval_every=args.eval_every, lr=0.05)
+            loads.append(os.getloadavg()[0])
             rows.append(summarise(algo, name, launch(learner.run, LEARNERS, cfg), cfg.batch))
             r = rows[-1]
             print(f"{algo:14s} {name:14s} {r['throughput']:6.1f} steps/s  learner 0 done "
                   f"{r['lead_done_s']:5.1f} s CE {r['lead_ce']:.3f}; all {r['final_s']:5.1f} s "
                   f"CE {r['final_ce']:.3f}", file=sys.stderr, flush=True)
+    with atomic_write(STUDIES / "stragglers.json") as f:
+        json.dump(rows, f, indent=1)
     plot(rows, STUDIES / "stragglers.png")
     cmd = (f".venv/bin/python -m bench.studies.stragglers --steps {args.steps} "
            f"--sim-compute-ms {args.sim_compute_ms:g} --eval-every {args.eval_every} "
@@ -104,7 +112,8 @@ def main() -> None:
         "strategy without stragglers); learner 0 (never slowed) evaluates its own weights; "
         "'all done' = wall time until the final average, whose CE is the last column. Every "
         "learner takes the same number of steps, so the run ends at the straggler's pace. "
-        "2 CPU cores shared with other jobs.", "",
+        f"2 CPU cores shared with other jobs (1-minute load average {min(loads):.1f} to "
+        f"{max(loads):.1f} during the runs).", "",
         f"Command: `{cmd}` (`make stragglers`)", "",
         "| strategy | stragglers | steps/s (all) | relative | learner 0 done (s) "
         "| its CE | all done (s) | final CE |",
@@ -116,6 +125,8 @@ def main() -> None:
                      f"{r['lead_done_s']:.1f} | {r['lead_ce']:.3f} | {r['final_s']:.1f} | "
                      f"{r['final_ce']:.3f} |")
     lines += ["", "![held-out CE against wall time](studies/stragglers.png)", "",
+              "Lines: learner 0's own weights; stars: the final average when every learner "
+              "has finished.", "",
               "16-64 learners: the simulator's section (branch `sim`) runs the same "
               "`SCENARIOS` at scale."]
     publish(lines, args.out)

@@ -13,6 +13,7 @@ exchange adds to the compute stream. On CPU every copy is synchronous, so issue 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Callable
 
@@ -85,7 +86,8 @@ def main() -> None:
         "## Exchange staging cost per step (paper-size BLSTM)", "",
         f"Device: {name}; {staging.numel / 1e6:.1f} M parameters; mean of {args.reps} after "
         "a warm-up. CPU: synchronous copies (the path ADPSGD had before); GPU: side stream, "
-        "pinned host buffers, non-blocking copies, one device copy per merged delta.", "",
+        "pinned host buffers, non-blocking copies, one device copy per merged delta. 1-minute "
+        f"load average {os.getloadavg()[0]:.1f} (2 cores shared).", "",
         f"Command: `.venv/bin/python -m bench.staging_cost --device {args.device} "
         f"--batch {args.batch} --reps {args.reps}`", "",
         "| what | ms |", "|---|---|",

@@ -8,7 +8,8 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 sctk
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study faults clean
+.PHONY: all deps venv test demo lint bench study faults studies network stragglers projection \
+  staging-cost clean
 
 all: test
 
@@ -57,6 +58,25 @@ faults: deps venv
 # Held-out cross-entropy of every strategy at 2 and 4 learners; needs `make demo` first.
 study: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.strategies_study --epochs 3 --units 64
+
+# Issue 11 studies; each writes its section (table + PNG under bench/studies/) into
+# bench/RESULTS.md. Not part of `make test`. network needs root (namespaces, tc); projection
+# reads the network study's bench/studies/network.json.
+studies: network stragglers projection staging-cost
+
+network: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \
+	  --steps 20 --out bench/RESULTS.md
+
+stragglers: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers --steps 100 \
+	  --out bench/RESULTS.md
+
+projection: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.projection --out bench/RESULTS.md
+
+staging-cost: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.staging_cost --out bench/RESULTS.md
 
 clean:
 	rm -rf $(VENV) recipes/*/data recipes/*/exp

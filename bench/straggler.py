@@ -38,20 +38,28 @@ STRATEGIES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple) -> None:
+def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple,
+           addr: str, setup: Callable[[int], None] | None) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    if setup is not None:
+        setup(rank)
+    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=n, timeout=timedelta(seconds=120))
     q.put((rank, fn(rank, n, *args)))
     dist.destroy_process_group()
 
 
-def launch(fn: Callable[..., Any], n: int, *args: Any) -> list[Any]:
-    """Run ``fn(rank, n, *args)`` in ``n`` forked learner processes; their results by rank."""
+def launch(fn: Callable[..., Any], n: int, *args: Any, addr: str = "127.0.0.1",
+           setup: Callable[[int], None] | None = None) -> list[Any]:
+    """Run ``fn(rank, n, *args)`` in ``n`` forked learner processes; their results by rank.
+
+    ``setup(rank)`` runs in each child before the rendezvous at ``addr`` (e.g. entering a
+    network namespace)."""
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_child, args=(fn, r, n, port, q, args)) for r in range(n)]
+    procs = [ctx.Process(target=_child, args=(fn, r, n, port, q, args, addr, setup))
+             for r in range(n)]
     for p in procs:
         p.start()
     out = dict(q.get(timeout=600) for _ in procs)

@@ -47,10 +47,11 @@ from typing import Any
 import torch
 
 from asrdist.parallel import rings, rules
-from asrdist.parallel.base import DistributedStrategy, add_flat, flat_weights, unwrap
+from asrdist.parallel.base import DistributedStrategy, unwrap
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.options import CommonOptions, option
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner
 
 
@@ -90,6 +91,7 @@ class ADPSGD(DistributedStrategy):
         self.late_merge, self.delay1 = chosen.late_merge, chosen.delay_grad
         self.name = f"adpsgd-{variant}"
         self.engine: PairwiseExchange | None = None
+        self.staging: DeviceStaging | None = None  # made in wrap_model: the model's device
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
         self._staleness_rule = rules.Staleness(1 if self.delay1 else 0)
@@ -116,14 +118,18 @@ class ADPSGD(DistributedStrategy):
             return model
         ranks = self._ring_ranks()
         group = make_exchange_group(ranks, self.timeout_s)
+        self.staging = DeviceStaging(model)
         index = self._ring_index()
         if index is not None and len(ranks) > 1:
             n = len(ranks)
+            weights, ready = self.staging.snapshot(model)
             self.engine = PairwiseExchange(
                 group=group,
                 ranks=ranks,
                 index=index,
-                weights=flat_weights(model),
+                weights=weights,
+                ready=ready,
+                alloc=self.staging.host_zeros,
                 partner_of=lambda r: rings.partner(self.ring, index, n, r, self.seed),
                 timeout_s=self.timeout_s,
                 rank=self.rank,
@@ -144,7 +150,8 @@ class ADPSGD(DistributedStrategy):
         with self._waiting():
             delta, count = self._sync_node(model, delta, count)
         if delta is not None:
-            add_flat(model, delta)
+            assert self.staging is not None
+            self.staging.add(model, delta)
             self.merged += count
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
@@ -154,11 +161,12 @@ class ADPSGD(DistributedStrategy):
             self._merge(model)
         self._staleness_rule.snapshot(self.merged)
         if self.engine is not None:
-            snapshot = flat_weights(model)
+            assert self.staging is not None
+            snapshot, ready = self.staging.snapshot(model)
             if self.engine.active:
-                self.engine.start(snapshot)
+                self.engine.start(snapshot, ready)
             else:
-                self.engine.publish(snapshot)
+                self.engine.publish(snapshot, ready)
         self._begin_compute()
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from asrdist.errors import first_line
 from asrdist.parallel import rings
 from asrdist.parallel.health import abort
-from asrdist.parallel.rules import PassiveBook, half_difference_
+from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 
 KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
 TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13
@@ -63,7 +63,9 @@ class PairwiseExchange:
 
     ``ranks[i]`` is the global rank of ring member ``i``; this learner is member ``index``.
     ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange;
-    ``weights`` (flat) are what a passive learner serves until its first ``publish``.
+    ``weights`` (flat) are what a passive learner serves until its first ``publish``; ``ready``
+    and ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a GPU model's pinned
+    buffers, :mod:`asrdist.parallel.staging`).
     """
 
     def __init__(
@@ -73,6 +75,8 @@ class PairwiseExchange:
         ranks: list[int],
         index: int,
         weights: torch.Tensor,
+        ready: Ready = None,
+        alloc: Callable[[int], torch.Tensor] | None = None,
         partner_of: Callable[[int], int] | None,
         timeout_s: float,
         rank: int,
@@ -87,11 +91,11 @@ class PairwiseExchange:
         self.exchanges = 0
         self._partner_of = partner_of
         self._lock = threading.Lock()
-        self._jobs: queue.Queue[torch.Tensor | None] = queue.Queue()
+        self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
-        self._book = PassiveBook(weights)  # guarded by _lock; served before any publish
+        self._book = PassiveBook(weights, ready, alloc)  # guarded by _lock
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
                                         daemon=True)
@@ -99,10 +103,11 @@ class PairwiseExchange:
 
     # -- compute-thread API ------------------------------------------------------------------
 
-    def start(self, snapshot: torch.Tensor) -> None:
-        """Active: begin this step's exchange of ``snapshot`` (returns at once)."""
+    def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None:
+        """Active: begin this step's exchange of ``snapshot`` (returns at once); the thread
+        calls ``ready`` (a device copy's event) before reading it."""
         self._in_flight += 1
-        self._jobs.put(snapshot)
+        self._jobs.put((snapshot, ready))
 
     @property
     def in_flight(self) -> bool:
@@ -120,10 +125,11 @@ class PairwiseExchange:
             self._in_flight -= 1
             return delta
 
-    def publish(self, weights: torch.Tensor) -> None:
-        """Passive: the weights to serve from now on (the compute thread's latest ones)."""
+    def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
+        """Passive: the weights to serve from now on (the compute thread's latest ones);
+        ``ready`` as for :meth:`start`."""
         with self._lock:
-            self._book.publish(weights)
+            self._book.publish(weights, ready)
 
     def take_pending(self) -> tuple[torch.Tensor | None, int]:
         """Passive: the accumulated delta and how many exchanges it holds; resets it."""
@@ -163,19 +169,22 @@ class PairwiseExchange:
         ping_s = self.timeout_s / 4
         while True:
             try:
-                snapshot = self._jobs.get(timeout=ping_s)
+                job = self._jobs.get(timeout=ping_s)
             except queue.Empty:
                 for p in rings.passives(self.n):
                     self._header(KIND_PING, p)
                 continue
-            if snapshot is None:
+            if job is None:
                 for p in rings.passives(self.n):
                     self._header(KIND_DONE, p)
                 return
+            snapshot, ready = job
+            if ready is not None:
+                ready()
             assert self._partner_of is not None
             peer = self._partner_of(self.round)
             self._header(KIND_EXCHANGE, peer)
-            theirs = torch.empty_like(snapshot)
+            theirs = torch.empty(snapshot.shape, pin_memory=snapshot.is_pinned())
             send = dist.isend(snapshot, self.ranks[peer], group=self.group, tag=TAG_TO_PASSIVE)
             recv = dist.irecv(theirs, self.ranks[peer], group=self.group, tag=TAG_TO_ACTIVE)
             what = f"exchange with {self._member(peer)} failed"

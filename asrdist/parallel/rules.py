@@ -9,6 +9,8 @@ with whom each round lives beside them in :mod:`asrdist.parallel.rings`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from asrdist.errors import AsrdistError
@@ -21,23 +23,36 @@ def half_difference_(theirs: torch.Tensor, mine: torch.Tensor) -> torch.Tensor:
     return theirs.sub_(mine).mul_(0.5)
 
 
+Ready = Callable[[], None] | None  # called before a snapshot is read (a device copy's event)
+
+
 class PassiveBook:
     """A passive learner's side of pairwise averaging: the weights it serves and the deltas it
     received but its compute thread has not merged yet. ``served + pending`` is always its
-    logical weights, whenever an exchange reads them."""
+    logical weights, whenever an exchange reads them. ``ready`` (from
+    :mod:`asrdist.parallel.staging`) is called before served weights still being copied off a
+    GPU are read; ``alloc`` makes the pending vectors (pinned host memory for a GPU model)."""
 
-    def __init__(self, weights: torch.Tensor) -> None:
-        self.served = weights  # the weights it starts from: an exchange may come first
-        self.pending = torch.zeros_like(weights)
+    def __init__(self, weights: torch.Tensor, ready: Ready = None,
+                 alloc: Callable[[int], torch.Tensor] | None = None) -> None:
+        self._alloc = alloc or (lambda n: torch.zeros(n, dtype=weights.dtype))
+        self.served, self._ready = weights, ready  # an exchange may come before any publish
+        self.pending = self._alloc(weights.numel())
         self.count = 0
 
-    def publish(self, weights: torch.Tensor) -> None:
+    def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """The compute thread's latest weights (nothing pending is in them)."""
-        self.served = weights
+        self.served, self._ready = weights, ready
+
+    def _served_now(self) -> torch.Tensor:
+        if self._ready is not None:
+            self._ready()
+            self._ready = None
+        return self.served
 
     def current(self) -> torch.Tensor:
         """What an exchange swaps: the published weights plus what is pending."""
-        return self.served + self.pending
+        return self._served_now() + self.pending
 
     def receive(self, delta: torch.Tensor) -> None:
         """One finished exchange's delta (see :func:`half_difference_`)."""
@@ -50,8 +65,8 @@ class PassiveBook:
         if self.count == 0:
             return None, 0
         delta, count = self.pending, self.count
-        self.served = self.served + delta
-        self.pending = torch.zeros_like(delta)
+        self.served = self._served_now() + delta
+        self.pending = self._alloc(delta.numel())
         self.count = 0
         return delta, count
 

@@ -1,0 +1,234 @@
+"""Projection: SWB-2000 (16 epochs) training time at 16-128 V100s per strategy, from a model
+calibrated on what this machine can measure, beside the papers' figures.
+
+Measured here: the paper-size BLSTM (6 bidirectional layers of 512 cells per direction, 260
+inputs, a 256 bottleneck, 32,000 outputs: about 43 M parameters) forward and backward on
+21-frame chunks on this CPU, against a plain GEMM's FLOP rate on the same CPU; and, from the
+network study (``bench/studies/network.json``), how much of a link's rate a gloo weight swap
+achieves and how much of each strategy's communication hid behind compute. Everything else is
+an assumption, listed in :data:`ASSUMPTIONS` and printed with the table.
+
+Model, per learner step (local batch ``b`` chunks of 21 frames, ``g`` GPUs per node, model of
+``M`` bytes, inter-node bandwidth ``B`` = link rate x measured swap efficiency):
+
+- compute ``C = b * 21 * t_frame``, ``t_frame`` = the BLSTM's measured CPU time per frame
+  (largest batch timed) x this CPU's GEMM rate / a V100's: the BLSTM is taken to reach the
+  same fraction of a GEMM's rate on the GPU as here (pessimistic: a GPU batch is larger);
+- ssgd: ring allreduce across nodes, ``2 M (N-1)/N / B``, overlapping the backward (2/3 C);
+- adpsgd fixed / delay1 (ring laid out node by node): about one swap ``M / B`` per step
+  crosses each node's link; random ring: ``g (N-g)/(N-1)`` swaps share it; overlapping the
+  forward and backward (delay1: the whole step);
+- hadpsgd: a node allreduce over NVLink, ``2 M (g-1)/g / B_nvlink``, overlapping the
+  backward, then one leader swap per node across, overlapping the step;
+- exposed communication ``max(comm - h * window, (1 - h) * comm)`` with ``h`` the hidden
+  fraction the network study measured for that strategy on its faster link.
+
+    .venv/bin/python -m bench.projection --out bench/RESULTS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asrdist.errors import AsrdistError
+from asrdist.models.blstm import BLSTM
+from bench.results import publish
+
+REPO = Path(__file__).resolve().parents[1]
+NETWORK = REPO / "bench/studies/network.json"
+CHUNK = 21
+ASSUMPTIONS: dict[str, Any] = {
+    "hours": 1975,  # SWB-2000: 262 h SWB-1 + 1,698 h Fisher + 15 h CallHome (papers.md §5)
+    "frames_per_s": 100,  # 10 ms frame shift
+    "epochs": 16,
+    "v100_gemm_tflops": 14.0,  # sustained fp32 SGEMM of a V100 SXM2 (peak 15.7)
+    "gpus_per_node": 4,  # IBM AC922: 4 or 6 V100 per node; 4 taken
+    "link_gbit": 100.0,  # the papers' Ethernet
+    "nvlink_gbyte_s": 50.0,  # effective per direction, node allreduce
+    "max_local_batch": 256,  # chunks per GPU (memory)
+    "batch_ssgd": 4096,  # largest global batch (chunks) SSGD converges with (IBM blog)
+    "batch_adpsgd": 12288,  # ADPSGD / H-ADPSGD / delay-by-one: 3x (Interspeech'19)
+}
+STRATEGIES = ["ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd"]
+# The papers' wall times (papers.md), beside the row of the strategy they used.
+PAPERS = {
+    (16, "adpsgd-fixed"): "14 h, ADPSGD on 16 P100 (ICASSP'19)",
+    (32, "hadpsgd"): "11.5 h, HYBRID (ICASSP'19)",
+    (64, "hadpsgd"): "5.2 h, H-ADPSGD (Interspeech'19)",
+    (64, "adpsgd-delay1"): "2.28 h (ICASSP'20)",
+    (128, "adpsgd-delay1"): "1.98 h (ICASSP'20; TASLP'21: < 2 h)",
+}
+
+
+def paper_model() -> BLSTM:
+    return BLSTM(260, 32000, layers=6, units=512, bottleneck=256)
+
+
+def flops_per_frame(model: torch.nn.Module) -> float:
+    """Training FLOPs per frame: every weight takes a multiply-add per frame in the forward
+    pass (2 FLOPs) and two in the backward (input and weight gradients: 4 FLOPs)."""
+    return 6.0 * sum(p.numel() for p in model.parameters() if p.dim() > 1)
+
+
+def _best(fn: Callable[[], object], reps: int) -> float:
+    """The fastest of ``reps`` timed calls after a warm-up: on a shared machine the minimum
+    is the least disturbed by other jobs."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def gemm_rate(reps: int, n: int = 1024) -> float:
+    """FLOP/s of a float32 n x n matrix product on this CPU (the threads torch uses)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    return 2 * n**3 / _best(lambda: a @ b, reps)
+
+
+def blstm_seconds_per_frame(model: torch.nn.Module, batch: int, reps: int) -> float:
+    """Forward and backward of ``batch`` 21-frame chunks on this CPU, per frame."""
+    x = torch.randn(batch, CHUNK, 260)
+    y = torch.randint(0, 32000, (batch * CHUNK,))
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 32000), y)
+        loss.backward()
+
+    return _best(step, reps) / (batch * CHUNK)
+
+
+def network_calibration(path: Path) -> dict[str, Any]:
+    """Swap efficiency (achieved bytes/s over the tc rate) and hidden fraction per strategy,
+    both from the network study's fastest link."""
+    if not path.is_file():
+        raise AsrdistError(f"{path}: missing; run `make network` (bench.studies.network) first")
+    data = json.loads(path.read_text())
+    rates = {r: _bits(r) for r in data["probes"]}
+    fast = max(rates, key=rates.__getitem__)
+    eff = [data["bytes"] * 8 / p["swap_cross"] / rates[r] for r, p in data["probes"].items()]
+    hidden = {row["algo"]: row["hidden"] for row in data["rows"] if row["rate"] == fast}
+    return {"swap_efficiency": sum(eff) / len(eff), "hidden": hidden, "rate": fast}
+
+
+def _bits(rate: str) -> float:
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+    for unit, scale in units.items():
+        if rate.lower().endswith(unit):
+            return float(rate[: -len(unit)]) * scale
+    raise AsrdistError(f"network.json: rate {rate!r} is not NNkbit/mbit/gbit")
+
+
+def step_time(algo: str, n: int, t_frame: float, model_bytes: float, net: dict[str, Any],
+              a: dict[str, Any]) -> tuple[float, float, float]:
+    """(compute, exposed communication, global batch) of one step of one learner."""
+    g = a["gpus_per_node"]
+    cap = a["batch_ssgd"] if algo == "ssgd" else a["batch_adpsgd"]
+    local = min(a["max_local_batch"], cap // n)
+    compute = local * CHUNK * t_frame
+    bw = a["link_gbit"] * 1e9 / 8 * net["swap_efficiency"]
+    swap = model_bytes / bw
+    h = net["hidden"].get(algo, 0.0)
+    if algo == "ssgd":
+        comm, window = 2 * model_bytes * (n - 1) / n / bw, compute * 2 / 3
+    elif algo == "hadpsgd":
+        node = 2 * model_bytes * (g - 1) / g / (a["nvlink_gbyte_s"] * 1e9)
+        exposed_node = max(node - h * compute * 2 / 3, (1 - h) * node)
+        leader = max(swap - h * (compute + exposed_node), (1 - h) * swap)
+        return compute, exposed_node + leader, local * n
+    else:
+        load = g * (n - g) / (n - 1) if algo == "adpsgd-random" else 1.0
+        comm, window = swap * max(1.0, load), compute
+    return compute, max(comm - h * window, (1 - h) * comm), local * n
+
+
+def project(t_frame: float, model_bytes: float, net: dict[str, Any],
+            a: dict[str, Any]) -> list[dict[str, Any]]:
+    frames = a["hours"] * 3600 * a["frames_per_s"]
+    rows = []
+    for n in (16, 32, 64, 128):
+        for algo in STRATEGIES:
+            compute, comm, batch = step_time(algo, n, t_frame, model_bytes, net, a)
+            steps = frames / (batch * CHUNK)
+            epoch_h = steps * (compute + comm) / 3600
+            rows.append({"gpus": n, "algo": algo, "batch": batch, "compute_ms": compute * 1e3,
+                         "comm_ms": comm * 1e3, "epoch_h": epoch_h,
+                         "total_h": epoch_h * a["epochs"]})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--batches", default="2,8", help="CPU chunk batches to time the BLSTM at")
+    ap.add_argument("--reps", type=int, default=3, help="timings per batch (the fastest counts)")
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (the machine is shared)")
+    ap.add_argument("--network", default=str(NETWORK), help="the network study's JSON")
+    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    a = ASSUMPTIONS
+    net = network_calibration(Path(args.network))
+    model = paper_model()
+    params = sum(p.numel() for p in model.parameters())
+    fpf = flops_per_frame(model)
+    batches = [int(b) for b in args.batches.split(",")]
+    cpu = {b: blstm_seconds_per_frame(model, b, args.reps) for b in batches}
+    rate = gemm_rate(20)  # right after the BLSTM: the same load
+    batch, t_cpu = max(cpu.items())
+    t_frame = t_cpu * rate / (a["v100_gemm_tflops"] * 1e12)
+    rows = project(t_frame, params * 4, net, a)
+    frames = a["hours"] * 3600 * a["frames_per_s"]
+    one_gpu_days = frames * a["epochs"] * t_frame / 86400
+    lines = [
+        "## Projection: SWB-2000, 16 epochs, 16-128 V100s", "",
+        f"Model: the paper-size BLSTM, {params / 1e6:.1f} M parameters ({params * 4 / 1e6:.0f}"
+        f" MB in fp32), {fpf / 1e6:.0f} MFLOP per training frame (6 x weights). Measured on "
+        f"this CPU ({args.threads} thread, shared machine, fastest of {args.reps}): GEMM "
+        f"{rate / 1e9:.1f} GFLOP/s; "
+        "the BLSTM's forward+backward " + ", ".join(
+            f"{t * 1e3:.1f} ms/frame at {b} chunks ({fpf / t / 1e9:.1f} GFLOP/s, "
+            f"{fpf / t / rate:.0%} of GEMM)" for b, t in cpu.items()) + ". "
+        f"Scaled to a V100 by GEMM rates: {t_cpu * 1e3:.1f} ms x {rate / 1e9:.1f} GFLOP/s / "
+        f"{a['v100_gemm_tflops']:g} TFLOP/s = {t_frame * 1e6:.0f} us/frame ({batch} chunks; "
+        f"the BLSTM at the same {fpf / t_cpu / rate:.0%} of GEMM speed as here), i.e. "
+        f"{one_gpu_days:.1f} days for 16 epochs on one GPU; IBM's blog says 'one week', so "
+        f"this compute model is about {7 / one_gpu_days:.1f}x optimistic (a GPU's recurrent "
+        "steps are latency-bound; the papers' runs also include data loading, checkpoints and "
+        "evaluation, left out here): read the table's hours as lower bounds. Not run "
+        "on a GPU (none was lent to this task): the paper-size BLSTM's fp32 and bf16 GPU "
+        "timings are not measured.",
+        "",
+        f"Network, from the network study ({args.network.replace(str(REPO) + '/', '')}): a "
+        f"gloo weight swap reached {net['swap_efficiency']:.0%} of the tc link rate; taken "
+        f"as the fraction of {a['link_gbit']:g} Gb/s Ethernet a swap or allreduce gets. "
+        f"Hidden fractions (at {net['rate']}): " + ", ".join(
+            f"{k} {v:.0%}" for k, v in net["hidden"].items()) + ".", "",
+        "Assumptions: " + "; ".join(f"{k} = {v}" for k, v in a.items()) + ". Every strategy "
+        "is taken to need the same 16 epochs; GPU efficiency does not fall at small local "
+        "batches (optimistic at 128 GPUs, where SSGD's local batch is 32 chunks); no data "
+        "loading, checkpoint or evaluation time; learners equally fast; ma is not modelled.",
+        "", "Command: `.venv/bin/python -m bench.projection --out bench/RESULTS.md` "
+        "(`make projection`, after `make network`)", "",
+        "| GPUs | strategy | global batch (chunks) | compute/step (ms) | exposed comm/step (ms)"
+        " | epoch (h) | 16 epochs (h) | papers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        paper = PAPERS.get((r["gpus"], r["algo"]), "")
+        lines.append(f"| {r['gpus']} | {r['algo']} | {r['batch']} | {r['compute_ms']:.0f} | "
+                     f"{r['comm_ms']:.1f} | {r['epoch_h']:.2f} | {r['total_h']:.1f} | {paper} |")
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""What ADPSGD's weight staging (:mod:`asrdist.parallel.staging`) costs per step, for the
+paper-size BLSTM (43 M parameters).
+
+Per step an active learner takes one snapshot and merges one delta. Timed: the snapshot's
+cost to the compute thread (issue) and until the host copy is readable (ready), and the merge;
+on a GPU also one training step of the model (forward and backward of ``--batch`` 21-frame
+chunks) alone and with a snapshot before it and a merge after it, which is the stall the
+exchange adds to the compute stream. On CPU every copy is synchronous, so issue = ready.
+
+    .venv/bin/python -m bench.staging_cost [--device cuda] [--out bench/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable
+
+import torch
+
+from asrdist.parallel.staging import DeviceStaging
+from bench.projection import CHUNK, paper_model
+from bench.results import publish
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device, reps: int) -> float:
+    """Mean seconds of ``fn`` until the device is idle again, after one warm-up call."""
+    fn()
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    _sync(device)
+    return (time.perf_counter() - t0) / reps
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--batch", type=int, default=64, help="chunks per training step (GPU)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    model = paper_model().to(device)
+    staging = DeviceStaging(model)
+    delta = staging.host_zeros(staging.numel)
+    issue: list[float] = []
+
+    def snapshot() -> None:
+        t0 = time.perf_counter()
+        _, ready = staging.snapshot(model)
+        issue.append(time.perf_counter() - t0)
+        if ready is not None:
+            ready()
+
+    rows = [("snapshot: issue (compute thread)", None),
+            ("snapshot: until readable by the exchange", timed(snapshot, device, args.reps)),
+            ("merge of one delta", timed(lambda: staging.add(model, delta), device, args.reps))]
+    rows[0] = (rows[0][0], sum(issue[1:]) / len(issue[1:]))
+    if device.type == "cuda":
+        x = torch.randn(args.batch, CHUNK, 260, device=device)
+        y = torch.randint(0, 32000, (args.batch * CHUNK,), device=device)
+
+        def step() -> None:
+            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 32000), y)
+            loss.backward()
+
+        def step_exchanging() -> None:
+            staging.snapshot(model)
+            step()
+            staging.add(model, delta)
+
+        alone = timed(step, device, args.reps)
+        rows += [(f"training step alone ({args.batch} chunks)", alone),
+                 ("training step with snapshot + merge", timed(step_exchanging, device,
+                                                                args.reps))]
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    lines = [
+        "## Exchange staging cost per step (paper-size BLSTM)", "",
+        f"Device: {name}; {staging.numel / 1e6:.1f} M parameters; mean of {args.reps} after "
+        "a warm-up. CPU: synchronous copies (the path ADPSGD had before); GPU: side stream, "
+        "pinned host buffers, non-blocking copies, one device copy per merged delta. 1-minute "
+        f"load average {os.getloadavg()[0]:.1f} (2 cores shared).", "",
+        f"Command: `.venv/bin/python -m bench.staging_cost --device {args.device} "
+        f"--batch {args.batch} --reps {args.reps}`", "",
+        "| what | ms |", "|---|---|",
+    ] + [f"| {what} | {s * 1e3:.1f} |" for what, s in rows]
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

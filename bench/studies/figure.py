@@ -1,0 +1,29 @@
+"""The studies' figures: a row of panels, saved atomically as a PNG beside the studies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from asrdist.fsutil import atomic_path
+
+
+def panels(count: int, width: float, height: float, sharey: bool = True) -> tuple[Any, list]:
+    """A figure of ``count`` panels side by side (matplotlib without a display)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, count, figsize=(width * count, height), sharey=sharey,
+                             squeeze=False)
+    return fig, list(axes[0])
+
+
+def save(fig: Any, axes: list, ylabel: str, path: Path) -> None:
+    """Label the first panel's y axis, put the legend there, and write ``path``."""
+    axes[0].set_ylabel(ylabel)
+    axes[0].legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")

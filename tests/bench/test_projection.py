@@ -1,0 +1,70 @@
+"""The projection's step model and its reading of the network study (the CPU timing of the
+paper-size BLSTM is the benchmark's job, not a test's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from asrdist.errors import AsrdistError
+from bench.projection import ASSUMPTIONS, network_calibration, project, step_time
+
+NET = {"swap_efficiency": 0.5, "hidden": {"ssgd": 0.25, "adpsgd-fixed": 0.8,
+                                          "adpsgd-random": 0.8, "adpsgd-delay1": 0.9,
+                                          "hadpsgd": 0.85}}
+MODEL_BYTES = 173e6
+T_FRAME = 60e-6
+
+
+def test_ssgd_allreduce_grows_with_learners_and_is_exposed_at_small_local_batch():
+    small = step_time("ssgd", 16, T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS)
+    large = step_time("ssgd", 128, T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS)
+    assert large[0] < small[0]  # the global batch is capped: less compute per learner
+    assert large[1] > small[1]  # and more exposed communication
+    assert small[2] == large[2] == ASSUMPTIONS["batch_ssgd"]
+
+
+def test_random_ring_loads_the_node_link_more_than_the_fixed_ring():
+    fixed = step_time("adpsgd-fixed", 64, T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS)
+    rand = step_time("adpsgd-random", 64, T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS)
+    assert rand[1] > fixed[1] and rand[0] == fixed[0]
+
+
+def test_slow_link_is_exposed_beyond_compute():
+    slow = {**NET, "swap_efficiency": 0.0005}
+    compute, exposed, _ = step_time("adpsgd-fixed", 16, T_FRAME, MODEL_BYTES, slow,
+                                    ASSUMPTIONS)
+    swap = MODEL_BYTES / (ASSUMPTIONS["link_gbit"] * 1e9 / 8 * 0.0005)
+    assert exposed == pytest.approx(swap - 0.8 * compute)
+
+
+def test_total_is_epochs_times_epoch():
+    rows = project(T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS)
+    assert {r["gpus"] for r in rows} == {16, 32, 64, 128}
+    for r in rows:
+        assert r["total_h"] == pytest.approx(r["epoch_h"] * ASSUMPTIONS["epochs"])
+    by = {(r["gpus"], r["algo"]): r["total_h"] for r in rows}
+    assert by[(128, "adpsgd-delay1")] < by[(16, "adpsgd-delay1")]
+
+
+def test_network_calibration_reads_the_fastest_link(tmp_path):
+    path = tmp_path / "network.json"
+    path.write_text(json.dumps({
+        "bytes": 1_000_000,
+        "probes": {"1gbit": {"swap_cross": 0.016}, "250mbit": {"swap_cross": 0.064}},
+        "rows": [{"rate": "1gbit", "algo": "ssgd", "hidden": 0.3},
+                 {"rate": "250mbit", "algo": "ssgd", "hidden": 0.1}]}))
+    net = network_calibration(path)
+    assert net["rate"] == "1gbit" and net["hidden"] == {"ssgd": 0.3}
+    assert net["swap_efficiency"] == pytest.approx(0.5)
+
+
+def test_network_calibration_errors_name_the_file(tmp_path):
+    with pytest.raises(AsrdistError, match="network.json: missing"):
+        network_calibration(tmp_path / "network.json")
+    path = tmp_path / "network.json"
+    path.write_text(json.dumps({"bytes": 1, "probes": {"fast": {"swap_cross": 1.0}},
+                                "rows": []}))
+    with pytest.raises(AsrdistError, match="'fast'"):
+        network_calibration(path)

@@ -1,0 +1,101 @@
+"""DeviceStaging on CPU (the GPU path needs CUDA: not run here), and the exchange thread's
+``ready`` hook, which the GPU path relies on to read a snapshot only once its copy is done."""
+
+from __future__ import annotations
+
+import multiprocessing
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from asrdist.parallel.base import add_flat, flat_weights
+from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel.launch import free_port
+from asrdist.parallel.staging import DeviceStaging
+
+
+def _model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+
+
+def test_cpu_snapshot_is_the_flat_weights_ready_at_once():
+    model = _model(0)
+    staging = DeviceStaging(model)
+    snapshot, ready = staging.snapshot(model)
+    assert ready is None and not staging.on_gpu
+    assert torch.equal(snapshot, flat_weights(model))
+    assert staging.numel == snapshot.numel() == 4 * 6 + 6 + 6 * 2 + 2
+
+
+def test_cpu_add_matches_add_flat_and_accepts_any_cpu_delta():
+    a, b = _model(0), _model(0)
+    delta = torch.randn(DeviceStaging(a).numel, generator=torch.Generator().manual_seed(3))
+    DeviceStaging(a).add(a, delta)
+    add_flat(b, delta)
+    assert torch.equal(flat_weights(a), flat_weights(b))
+    assert not torch.equal(flat_weights(a), flat_weights(_model(0)))
+
+
+def test_host_zeros_are_plain_zeros_on_cpu():
+    buf = DeviceStaging(_model(0)).host_zeros(5)
+    assert torch.equal(buf, torch.zeros(5)) and not buf.is_pinned()
+
+
+def _pair(rank: int, port: int, q: multiprocessing.Queue) -> None:
+    """Each learner hands the exchange a vector still "in copy" (NaN) whose ``ready`` fills
+    it: the swap is exact only if the thread waited for ``ready`` before reading."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=2, timeout=timedelta(seconds=30))
+    group = make_exchange_group([0, 1], 30)
+    eng = PairwiseExchange(group=group, ranks=[0, 1], index=rank, weights=torch.zeros(3),
+                           partner_of=lambda r: 0, timeout_s=30, rank=rank)
+    buf = torch.full((3,), float("nan"))
+    calls = []
+
+    def ready() -> None:
+        calls.append(1)
+        buf.copy_(torch.full((3,), 10.0 * (rank + 1)))
+
+    if eng.active:  # index 1
+        eng.start(buf, ready)
+        delta = eng.wait()
+        eng.finish()
+    else:
+        eng.publish(buf, ready)
+        eng.finish()  # returns once the active learner said DONE: its exchange was served
+        delta, _ = eng.take_pending()
+    q.put((rank, delta.tolist(), len(calls)))
+    dist.destroy_process_group()
+
+
+def test_exchange_waits_for_ready_before_reading_a_snapshot():
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_pair, args=(r, port, q)) for r in range(2)]
+    for p in procs:
+        p.start()
+    out = {r: (d, c) for r, d, c in (q.get(timeout=60) for _ in procs)}
+    for p in procs:
+        p.join(10)
+        assert p.exitcode == 0
+    # learner 0 (passive) holds 10, learner 1 (active) 20: deltas (20-10)/2 and (10-20)/2
+    assert out[0] == ([5.0] * 3, 1)
+    assert out[1] == ([-5.0] * 3, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_snapshot_and_add_round_trip():
+    model = _model(0).cuda()
+    staging = DeviceStaging(model)
+    snapshot, ready = staging.snapshot(model)
+    assert ready is not None and snapshot.is_pinned()
+    ready()
+    assert torch.equal(snapshot, flat_weights(model))
+    delta = staging.host_zeros(staging.numel) + 1.0
+    staging.add(model, delta)
+    torch.cuda.synchronize()
+    assert torch.allclose(flat_weights(model), snapshot + 1.0)

@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 sctk
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study faults studies network stragglers projection \
+.PHONY: all deps venv test demo lint bench study faults studies sim-studies network stragglers projection \
   staging-cost clean
 
 all: test
@@ -63,6 +63,24 @@ study: deps venv
 # bench/RESULTS.md. Not part of `make test`. network needs root (namespaces, tc); projection
 # reads the network study's bench/studies/network.json.
 studies: network stragglers projection staging-cost
+
+# The simulator's studies (issue 11: studies 1, 2 at scale, 3) read a mini corpus's features
+# and alignments: `cd recipes/mini && ./run.sh --stop-stage 3 --hours 3` (or more), then
+# `make sim-studies STUDY_DATA=... STUDY_TARGETS=...`. Runs are cached in STUDY_CACHE.
+STUDY_DATA ?= recipes/mini/data/train_fbank
+STUDY_TARGETS ?= recipes/mini/exp/mono_pdf
+STUDY_CACHE ?= /tmp/asrdist-studies
+STUDY_ARGS = --data $(STUDY_DATA) --targets $(STUDY_TARGETS) --cache $(STUDY_CACHE)
+sim-studies: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.sim_cost --learners 16 64 128 --steps 2 \
+	  --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.delay1_mixing $(STUDY_ARGS) \
+	  --max-utts 1600 --hours 3 --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.large_batch $(STUDY_ARGS) \
+	  --max-utts 800 --epochs 2 --hours 3 --multiples 16 64 --seeds 1 \
+	  --strategies ssgd ma adpsgd-random adpsgd-delay1 hadpsgd --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers_sim $(STUDY_ARGS) \
+	  --max-utts 300 --learners 16 64 --evals 6 --out bench/RESULTS.md
 
 network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \

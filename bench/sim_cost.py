@@ -7,7 +7,7 @@ features of the recipe's shapes: the cost does not depend on their values. Torch
 thread, as asrdist-simulate runs by default.
 
     .venv/bin/python -m bench.sim_cost [--learners 16 64 128] [--steps 2]
-        [--append bench/RESULTS.md]   # replaces its section there
+        [--out bench/RESULTS.md]   # replaces its section there
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--units", type=int, default=128)
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--append", default=None)
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.algos[0], args.learners[0], args.steps, args.batch,
@@ -92,7 +92,7 @@ def main() -> None:
         "## Simulator cost per learner (asrdist-simulate)",
         "",
         "Command: `.venv/bin/python -m bench.sim_cost --learners "
-        f"{' '.join(map(str, args.learners))} --steps {args.steps} --append bench/RESULTS.md`. "
+        f"{' '.join(map(str, args.learners))} --steps {args.steps} --out bench/RESULTS.md`. "
         "The mini recipe's BLSTM "
         f"{args.layers}x{args.units} ({params / 1e6:.2f} M parameters), {args.batch} chunks of "
         f"{CHUNK} frames per learner-step, synthetic 40-dim features; CPU, torch on 1 thread, on "
@@ -108,7 +108,7 @@ def main() -> None:
         lines.append(f"| {r['algo']} | {r['n']} | {r['s_per_learner_step']:.3f} | "
                      f"{r['s_per_learner_step'] * r['n']:.1f} | {r['rss_mb']:.0f} | "
                      f"{r['rss_mb'] / r['n']:.2f} |")
-    publish(lines, args.append)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Each learner is a real process (gloo on 127.0.0.1, one compute thread each) trai
 with the trainer's own step (asrdist.parallel.strategy.train_step).
 
     .venv/bin/python -m bench.straggler [--steps 60] [--factor 3]
-        [--append bench/RESULTS.md]   # replaces its section there
+        [--out bench/RESULTS.md]   # replaces its section there
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def main() -> None:
     ap.add_argument("--sim-compute-ms", type=float, default=0.0,
                     help="add this much simulated (sleeping, accelerator-like) compute per step; "
                     "on a CPU-starved machine it keeps the learners from competing for cores")
-    ap.add_argument("--append", help="append the results section to this markdown file")
+    ap.add_argument("--out", help="append the results section to this markdown file")
     args = ap.parse_args()
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)  # import dynamo once
     fast = 1 - args.slow_rank
@@ -139,7 +139,7 @@ def main() -> None:
     ]
     for algo, b, s, st in rows:
         lines.append(f"| {algo} | {b:.2f} | {s:.2f} | {s / b:.2f} | {st:.2f} |")
-    publish(lines, args.append)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ runs that tell why delay-by-one loses (momentum, learning rate, and the other re
 rule: averaging one step late with a fresh gradient, ``adpsgd-delayavg``).
 
     .venv/bin/python -m bench.studies.delay1_mixing --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--append bench/RESULTS.md]
+        [--cache DIR] [--max-utts N] [--out bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--lr-ref-batch", type=int, default=256)
     ap.add_argument("--evals", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--append", default=None)
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     t0 = time.perf_counter()
     mix = mixing(args.rounds)
@@ -147,7 +147,7 @@ def main() -> None:
               round(final_ce(res), 4), res["summary"]["staleness"], flush=True)
     png = REPO / "bench/studies/delay1_mixing.png"
     plot(mix, runs, str(png))
-    publish(section(args, mix, runs, mix_s, runner), args.append)
+    publish(section(args, mix, runs, mix_s, runner), args.out)
 
 
 def section(args, mix, runs, mix_s, runner) -> list[str]:
@@ -156,7 +156,7 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
         "## Study 3: delay-by-one and mixing (simulator)",
         "",
         "Command: `.venv/bin/python -m bench.studies.delay1_mixing --data DATA --targets "
-        f"TARGETS --max-utts {args.max_utts} --epochs {args.epochs} --append bench/RESULTS.md` "
+        f"TARGETS --max-utts {args.max_utts} --epochs {args.epochs} --out bench/RESULTS.md` "
         f"(DATA, TARGETS: `recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`'s "
         f"train_fbank and mono_pdf). {chunks} training chunks of 21 frames, 100 held-out "
         "utterances; "

@@ -10,7 +10,7 @@ Equally fast learners; ma averages every 8 steps; hadpsgd has super-learners of 
 ring.
 
     .venv/bin/python -m bench.studies.large_batch --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--epochs E] [--append bench/RESULTS.md]
+        [--cache DIR] [--max-utts N] [--epochs E] [--out bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("--lr-factors", type=float, nargs="+", default=[0.5, 1.0])
     ap.add_argument("--seeds", type=int, default=2, help="seeds at the largest batch")
     ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
-    ap.add_argument("--append", default=None)
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
     b0 = args.baseline_batch
@@ -79,7 +79,7 @@ def main() -> None:
                                      / args.lr_ref])[0])
         spread[algo] = ces
     plot(rows, base_ce, args, REPO / "bench/studies/large_batch.png")
-    publish(section(args, runner, base_ce, base_lr, rows, spread), args.append)
+    publish(section(args, runner, base_ce, base_lr, rows, spread), args.out)
 
 
 def plot(rows, base_ce, args, path) -> None:
@@ -110,7 +110,7 @@ def section(args, runner, base_ce, base_lr, rows, spread) -> list[str]:
         "## Study 1: large batch (simulator)",
         "",
         "Command: `.venv/bin/python -m bench.studies.large_batch --data DATA --targets TARGETS "
-        f"--max-utts {args.max_utts} --epochs {args.epochs} --hours {args.hours} --append "
+        f"--max-utts {args.max_utts} --epochs {args.epochs} --hours {args.hours} --out "
         f"bench/RESULTS.md` (`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
         f"{len(runner.pool.train)} training chunks of 21 frames, 100 held-out utterances, a "
         f"{small_blstm().layers}x{small_blstm().units} BLSTM, {args.epochs} epochs. lr = "

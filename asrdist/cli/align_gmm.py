@@ -24,17 +24,22 @@ from asrdist.gmm.train_mono import MonoOptions, train_mono
 @click.option("--max-utts", type=int, default=None,
               help="Train on the shortest N utterances only (Kaldi's train_10kshort); "
                    "all are aligned at the end.")
+@click.option("--boost-silence", default=MonoOptions.boost_silence, show_default=True,
+              help="Scale the optional-silence models' likelihoods by this when aligning "
+                   "(gmm-boost-silence; WSJ's run.sh: 1.25).")
 @click.option("--map-oov/--no-map-oov", default=False, show_default=True,
               help="Map transcript words missing from words.txt to the OOV word "
                    "instead of failing.")
 def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
-         total_gauss: int, max_utts: int | None, map_oov: bool) -> None:
+         total_gauss: int, max_utts: int | None, boost_silence: float, map_oov: bool) -> None:
     """Train a monophone system on DATA_DIR (MFCC feats.scp + cmvn.scp, text) with LANG_DIR
     and write EXP_DIR: ali.N.gz, final.mdl, tree, num_jobs, phones.txt, log/. Skips a
     finished EXP_DIR."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    if boost_silence <= 0:
+        raise click.BadParameter(f"{boost_silence}: must be positive", param_hint="--boost-silence")
     opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
-                       map_oov=map_oov)
+                       map_oov=map_oov, boost_silence=boost_silence)
     summary = train_mono(data_dir, lang_dir, exp_dir, opts)
     if summary is None:  # done already: asrdist.stage logged the skip line
         return

@@ -7,6 +7,8 @@ import logging
 import click
 
 from asrdist.cli import command
+from asrdist.cli.decode import chunking_options
+from asrdist.decode.acoustic import Chunking
 from asrdist.decode.loglikes import compute_loglikes
 
 
@@ -17,9 +19,12 @@ from asrdist.decode.loglikes import compute_loglikes
               help="Data dir with feats.scp (as for asrdist-decode --model).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Where loglikes.{ark,scp} and num_pdfs go.")
-def main(nnet: str, data_dir: str, out_dir: str) -> None:
+@chunking_options
+def main(nnet: str, data_dir: str, out_dir: str, frames_per_chunk: int | None,
+         extra_left_context: int | None, extra_right_context: int | None) -> None:
     """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
     nnet3-compute writes them, for asrdist-decode --loglikes: an LM-weight sweep without
     re-running the network."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    compute_loglikes(nnet, data_dir, out_dir)
+    compute_loglikes(nnet, data_dir, out_dir,
+                     Chunking(frames_per_chunk, extra_left_context, extra_right_context))

@@ -9,6 +9,7 @@ import sys
 import click
 
 from asrdist.cli import command
+from asrdist.decode.acoustic import Chunking
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.decode.decoder import DecodeOptions
 
@@ -18,6 +19,19 @@ def _floats(value: str) -> list[float]:
         return [float(v) for v in value.replace(",", " ").split()]
     except ValueError as e:
         raise click.BadParameter(f"{value!r}: expected numbers") from e
+
+
+def chunking_options(f):
+    """--frames-per-chunk, --extra-left-context, --extra-right-context (nnet3-compute's)."""
+    f = click.option("--extra-right-context", type=click.IntRange(min=0), default=None,
+                     help="Frames after each chunk the BLSTM sees, outputs dropped (default: "
+                          "its training chunk-right-context).")(f)
+    f = click.option("--extra-left-context", type=click.IntRange(min=0), default=None,
+                     help="Frames before each chunk the BLSTM sees, outputs dropped (default: "
+                          "its training chunk-left-context).")(f)
+    return click.option("--frames-per-chunk", type=click.IntRange(min=0), default=None,
+                        help="Frames the network scores per chunk (default: its training "
+                             "chunk_len; 0: whole utterances).")(f)
 
 
 @command()
@@ -45,10 +59,12 @@ def _floats(value: str) -> list[float]:
 @click.option("--nj", default=1, show_default=True, help="Parallel decoding processes.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Decode dir: text, ctm, score_*/{text,ctm}, log/decode.log.")
+@chunking_options
 def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None,
          trans_mdl: str | None,
          data_dir: str, acwt: float, beam: float, max_active: int, min_active: int,
-         lmwts: str, wips: str, nj: int, out_dir: str) -> None:
+         lmwts: str, wips: str, nj: int, out_dir: str, frames_per_chunk: int | None,
+         extra_left_context: int | None, extra_right_context: int | None) -> None:
     """Decode DATA with the acoustic model over the graph; Kaldi-style text and CTM out.
 
     A rerun skips an --out done with the same options (--nj aside) and the same model, graph
@@ -59,6 +75,7 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
         opts=DecodeOptions(acwt, beam, max_active, min_active),
         lmwts=_floats(lmwts), wips=_floats(wips) or [0.0], nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
+        chunking=Chunking(frames_per_chunk, extra_left_context, extra_right_context),
     )
     if summary is not None:  # None: done already, asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)

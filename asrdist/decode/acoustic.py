@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import kaldiio
@@ -31,14 +32,51 @@ def list_utterances(data_dir: str | os.PathLike) -> list[str]:
     return utts
 
 
-class NnetScorer:
-    """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``."""
+@dataclass(frozen=True)
+class Chunking:
+    """nnet3-compute's --frames-per-chunk, --extra-left-context and --extra-right-context.
 
-    def __init__(self, final_pt: str | os.PathLike, data_dir: str | os.PathLike):
+    A BLSTM trained on short chunks scores best on windows like its training ones: None takes
+    the model's training values (chunk_len, chunk context), frames_per_chunk 0 scores whole
+    utterances. A model with a fixed context (the spliced DNN) takes only its own context.
+    """
+
+    frames_per_chunk: int | None = None
+    extra_left_context: int | None = None
+    extra_right_context: int | None = None
+
+    def check(self) -> None:
+        for name, value in (("--frames-per-chunk", self.frames_per_chunk),
+                            ("--extra-left-context", self.extra_left_context),
+                            ("--extra-right-context", self.extra_right_context)):
+            if value is not None and value < 0:
+                raise AsrdistError(f"{name} {value}: must be 0 or more")
+
+
+AS_TRAINED = Chunking()  # the model's own training chunk and context
+
+
+def chunk_starts(frames: int, chunk: int) -> np.ndarray:
+    """First frame of each chunk of ``chunk`` frames; the last one ends at ``frames`` (so every
+    window has the same width, as the training chunks); one chunk when ``chunk >= frames``."""
+    if chunk >= frames:
+        return np.zeros(1, dtype=np.int64)
+    starts = np.arange(-(-frames // chunk), dtype=np.int64) * chunk
+    starts[-1] = frames - chunk
+    return starts
+
+
+class NnetScorer:
+    """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``, chunk by chunk."""
+
+    def __init__(self, final_pt: str | os.PathLike, data_dir: str | os.PathLike,
+                 chunking: Chunking = AS_TRAINED):
         import torch
 
+        from asrdist.models.blstm import BLSTM
         from asrdist.models.build import load_final
 
+        chunking.check()
         self.torch = torch
         self.model, record = load_final(final_pt)
         self.path = Path(final_pt)
@@ -49,6 +87,15 @@ class NnetScorer:
         self.norm_vars = bool(record.get("cmvn_norm_vars", False))
         self.left = int(record.get("left_context", 0))
         self.right = int(record.get("right_context", 0))
+        self.variable_context = isinstance(self.model, BLSTM)
+        left = self.left if chunking.extra_left_context is None else chunking.extra_left_context
+        right = self.right if chunking.extra_right_context is None else chunking.extra_right_context
+        if not self.variable_context and (left, right) != (self.left, self.right):
+            raise AsrdistError(f"{final_pt}: the model's context is fixed at {self.left} left, "
+                               f"{self.right} right; --extra-*-context cannot change it")
+        self.left, self.right = left, right
+        fpc = chunking.frames_per_chunk
+        self.frames_per_chunk = int(record.get("chunk_len", 0)) if fpc is None else fpc
         if self.log_priors.shape != (self.num_pdfs,):
             raise AsrdistError(
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
@@ -80,17 +127,32 @@ class NnetScorer:
                 raise AsrdistError(
                     f"{self.data.path / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")
             feats = apply_cmvn(feats, self.spk_stats[spk], self.norm_vars)
-        return np.pad(feats, ((self.left, self.right), (0, 0)), mode="edge")
+        return feats
+
+    def logits(self, feats: np.ndarray) -> np.ndarray:
+        """frames x num_pdfs logits of normalised features: the utterance cut into chunks of
+        ``frames_per_chunk`` frames (0: one chunk), each with ``left``/``right`` context frames
+        (the edges repeat the end frames, as in training), run as one batch."""
+        frames = feats.shape[0]
+        padded = np.pad(feats, ((self.left, self.right), (0, 0)), mode="edge")
+        chunk = min(self.frames_per_chunk or frames, frames)
+        starts = chunk_starts(frames, chunk)
+        windows = padded[starts[:, None] + np.arange(self.left + chunk + self.right)]
+        x = self.torch.from_numpy(np.ascontiguousarray(windows))
+        with self.torch.no_grad():
+            out = (self.model(x, self.left, self.right) if self.variable_context
+                   else self.model(x)).float().numpy()
+        logits = np.empty((frames, out.shape[-1]), dtype=np.float32)
+        for start, chunk_out in zip(starts[::-1], out[::-1], strict=True):
+            logits[start:start + chunk] = chunk_out  # overlapping frames: the earlier chunk's
+        return logits
 
     def scores(self, utts: list[str]) -> Iterator[tuple[str, np.ndarray]]:
         """(utt, frames x num_pdfs float32 pseudo log-likelihoods) for each utterance."""
         torch = self.torch
-        with torch.no_grad():
-            for utt in utts:
-                x = torch.from_numpy(self._features(utt))[None]
-                logits = self.model(x)[0]
-                post = torch.log_softmax(logits.float(), dim=-1).numpy()
-                yield utt, post - self.log_priors
+        for utt in utts:
+            post = torch.log_softmax(torch.from_numpy(self.logits(self._features(utt))), dim=-1)
+            yield utt, post.numpy() - self.log_priors
 
 
 _GMM_BATCH = 256  # utterances whose GMM features are loaded together

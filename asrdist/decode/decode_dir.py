@@ -12,12 +12,12 @@ import os
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
-from asrdist.decode.acoustic import GmmScorer, NnetScorer, list_utterances
+from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import (
     DecodeOptions,
     Decoder,
@@ -61,6 +61,7 @@ class DecodeJob:
     variants: tuple[Variant, ...]
     threads: int
     loglikes: str | None = None  # saved scores (asrdist.decode.loglikes) instead of a model
+    chunking: Chunking = AS_TRAINED  # how the network is run (nnet only)
 
 
 @dataclass
@@ -122,7 +123,7 @@ class _Worker:
         if job.loglikes is not None:
             self.scorer = LoglikeScorer(job.loglikes)
         elif job.nnet is not None:
-            self.scorer = NnetScorer(job.nnet, job.data_dir)
+            self.scorer = NnetScorer(job.nnet, job.data_dir, job.chunking)
         else:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
@@ -248,11 +249,13 @@ def decode_data_dir(
     nj: int = 1,
     command: str = "",
     loglikes: str | None = None,
+    chunking: Chunking = AS_TRAINED,
 ) -> DecodeSummary | None:
     """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
 
     ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores, or
-    ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes). Everything
+    ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes);
+    ``chunking`` says how ``nnet`` runs over each utterance (asrdist.decode.acoustic). Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
     and acoustic model that do not belong together, are errors. Returns None when ``out_dir``
     is done with the same options and inputs (asrdist.stage): the models, the whole graph
@@ -267,6 +270,9 @@ def decode_data_dir(
     options = {"acwt": opts.acwt, "beam": opts.beam, "max_active": opts.max_active,
                "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
                "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
+    if nnet is not None:
+        chunking.check()
+        options["chunking"] = asdict(chunking)
     kept = str(Path(loglikes).parent) if loglikes else None  # its ark too: rewritten in place
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
                        [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir])
@@ -287,7 +293,7 @@ def decode_data_dir(
     nj = min(nj, len(utts))
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
                     tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1),
-                    loglikes=loglikes)
+                    loglikes=loglikes, chunking=chunking)
     chunks = split_evenly(utts, nj * 4 if nj > 1 else 1)
     out = Path(out_dir)
     results: list[JobResult] = []

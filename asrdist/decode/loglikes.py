@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import kaldiio
 import numpy as np
 
-from asrdist.decode.acoustic import NnetScorer, list_utterances
+from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utterances
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
 from asrdist.stage import check_done
@@ -24,14 +25,15 @@ STAGE = "loglikes"
 
 
 def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
-                     out_dir: str | os.PathLike) -> bool:
+                     out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED) -> bool:
     """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; False when done already."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check = check_done(out, STAGE, {}, [final_pt, data_dir])
+    chunking.check()
+    check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
     if check.done:
         return False
-    scorer = NnetScorer(final_pt, data_dir)
+    scorer = NnetScorer(final_pt, data_dir, chunking)
     utts = list_utterances(data_dir)
     ark = (out / "loglikes.ark").resolve()
     with atomic_path(ark) as tmp_ark, atomic_path(out / "loglikes.scp") as tmp_scp:

@@ -13,10 +13,13 @@ import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 import numpy as np
 
+from asrdist.errors import AsrdistError
+
 
 @dataclass(frozen=True)
 class AlignOptions:
-    """gmm-align-compiled's options with train_mono.sh's scales."""
+    """gmm-align-compiled's options with train_mono.sh's scales and beams (regular_beam 10,
+    retry_beam 40; its first pass uses initial_beam 6, MonoOptions.first_beam)."""
 
     beam: float = 10.0
     retry_beam: float = 40.0
@@ -24,6 +27,22 @@ class AlignOptions:
     transition_scale: float = 1.0
     self_loop_scale: float = 0.1
     careful: bool = False
+
+
+def boost_silence(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, phones: list[int],
+                  boost: float) -> khg.AmDiagGmm:
+    """A copy of ``am`` whose pdfs of ``phones`` have their weights times ``boost`` (Kaldi's
+    gmm-boost-silence): alignment then prefers silence to a non-silence model for silence."""
+    ok, pdfs = khg.get_pdfs_for_phones(trans_model, phones)
+    if not ok:
+        raise AsrdistError(f"phones {phones} share pdfs with other phones: cannot boost silence")
+    boosted = khg.AmDiagGmm()
+    boosted.copy_from_am_diag_gmm(am)
+    for pdf in pdfs:
+        gmm = boosted.get_pdf(pdf)  # a reference into ``boosted``
+        gmm.set_weights(np.asarray(gmm.weights, dtype=np.float32) * boost)
+        gmm.compute_gconsts()
+    return boosted
 
 
 def equal_alignment(graph: kaldifst.StdVectorFst, num_frames: int, utt: str) -> np.ndarray | None:

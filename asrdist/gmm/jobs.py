@@ -74,16 +74,18 @@ class AlignJob:
         frames = sum(self.feats[u].shape[0] for u in self.alis)
         return AlignResult(len(self.alis), failed, 0.0, frames)
 
-    def realign(self, opts: AlignOptions, everything: bool = False) -> AlignResult:
-        """Viterbi-realign the training utterances (or all, for the output alignments).
+    def realign(self, opts: AlignOptions, everything: bool = False,
+                am: khg.AmDiagGmm | None = None) -> AlignResult:
+        """Viterbi-realign the training utterances (or all, for the output alignments) with
+        ``am`` (a silence-boosted copy) or the current model.
 
         An utterance that fails drops out of this pass's statistics, as in Kaldi.
         """
         assert self.am is not None, "set_model first"
         self.alis, failed, like = {}, [], 0.0
+        am = am if am is not None else self.am
         for u in self.utts if everything else self.train_utts:
-            res = viterbi_alignment(self.graphs[u], self.feats[u], self.am, self.trans_model, u,
-                                    opts)
+            res = viterbi_alignment(self.graphs[u], self.feats[u], am, self.trans_model, u, opts)
             if res is None:
                 failed.append(u)
             else:

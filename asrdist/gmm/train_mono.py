@@ -18,14 +18,14 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
+import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
 import numpy as np
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.align import AlignOptions
+from asrdist.gmm.align import AlignOptions, boost_silence
 from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
 from asrdist.gmm.model import MonoModel, init_mono
@@ -62,7 +62,8 @@ class MonoOptions:
     map_oov: bool = False
     power: float = 0.25
     init_utts: int = 10  # utterances whose global mean/variance initialise the GMMs
-    first_beam: float = 6.0  # train_mono.sh aligns with beam 6 on its first pass, 10 after
+    first_beam: float = 6.0  # train_mono.sh's initial_beam (first pass; regular_beam 10 after)
+    boost_silence: float = 1.0  # train_mono.sh's default; WSJ's run.sh passes 1.25
     align: AlignOptions = field(default_factory=AlignOptions)
 
     def last_inc_iter(self) -> int:
@@ -80,6 +81,7 @@ class IterRecord:
     realigned: bool
     align_failed: int
     seconds: float
+    aligned: int = 0  # utterances aligned on this pass (0 when not realigned)
 
 
 @dataclass
@@ -193,9 +195,12 @@ def train_mono(
             for job in jobs:
                 job.result()  # features loaded, graphs compiled
             log.info("features and training graphs ready (%.1f s)", time.time() - start)
-            records, occs = _em(jobs, model, opts)
+            silence = _optional_silence(lang) if opts.boost_silence != 1.0 else []
+            records, occs = _em(jobs, model, opts, silence)
+            _write_passes(exp_dir / "log" / "passes.tsv", records)
             _gather(jobs, "set_model", model.am, model.trans_model)
-            final = _sum_align(_gather(jobs, "realign", opts.align, True))
+            final = _sum_align(_gather(jobs, "realign", opts.align, True,
+                                       _align_am(model, opts, silence)))
             log.info("final alignment of all %d utterances: %d aligned, %d failed %s",
                      len(data.utts), final.aligned, len(final.failed), " ".join(final.failed[:10]))
             if final.aligned == 0:
@@ -211,18 +216,46 @@ def train_mono(
     return summary
 
 
-def _em(jobs: list, model: MonoModel, opts: MonoOptions) -> tuple[list[IterRecord], np.ndarray]:
+def _optional_silence(lang: Lang) -> list[int]:
+    """phones/optional_silence.int: the phone whose models --boost-silence boosts."""
+    path = lang.path / "phones" / "optional_silence.int"
+    try:
+        return [int(x) for x in path.read_text().split()]
+    except (OSError, ValueError) as e:
+        raise AsrdistError(f"{path}: unreadable ({e}); needed by --boost-silence") from e
+
+
+def _align_am(model: MonoModel, opts: MonoOptions, silence: list[int]) -> khg.AmDiagGmm | None:
+    """The model to align with: silence boosted (gmm-boost-silence), or None for the model."""
+    if opts.boost_silence == 1.0:
+        return None
+    return boost_silence(model.am, model.trans_model, silence, opts.boost_silence)
+
+
+def _write_passes(path: Path, records: list[IterRecord]) -> None:
+    """Per-pass figures as a table (RESULTS.md shows it): was it realigned, how many
+    utterances aligned and failed, the average log-likelihood per frame."""
+    with atomic_write(path) as f:
+        f.write("pass\trealigned\taligned\tfailed\tlog_like_per_frame\tframes\tgaussians"
+                "\tseconds\n")
+        for r in records:
+            f.write(f"{r.iteration}\t{int(r.realigned)}\t{r.aligned}\t{r.align_failed}\t"
+                    f"{r.log_like_per_frame:.4f}\t{r.frames}\t{r.num_gauss}\t{r.seconds:.1f}\n")
+
+
+def _em(jobs: list, model: MonoModel, opts: MonoOptions,
+        silence: list[int]) -> tuple[list[IterRecord], np.ndarray]:
     """Iteration 0 on equal alignments, then passes 1 .. num_iters-1 (train_mono.sh)."""
     records: list[IterRecord] = []
     occs = np.zeros(model.am.num_pdfs, dtype=np.float32)
     num_gauss = model.am.num_gauss
     inc = max((opts.total_gauss - num_gauss) // max(opts.last_inc_iter(), 1), 0)
-    first = replace(opts.align, beam=opts.first_beam, retry_beam=4 * opts.first_beam)
+    first = replace(opts.align, beam=opts.first_beam)  # retry_beam stays (train_mono.sh: 40)
     with logging_redirect_tqdm():
         for it in tqdm(range(opts.num_iters), desc="mono", unit="iter", leave=False):
             realigned_before = any(r.realigned and r.iteration > 0 for r in records)
             rec, occs = _em_pass(jobs, model, it, num_gauss, opts,
-                                 opts.align if realigned_before else first)
+                                 opts.align if realigned_before else first, silence)
             records.append(rec)
             if 0 < it <= opts.last_inc_iter():
                 num_gauss += inc
@@ -230,7 +263,7 @@ def _em(jobs: list, model: MonoModel, opts: MonoOptions) -> tuple[list[IterRecor
 
 
 def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOptions,
-             align_opts: AlignOptions) -> tuple[IterRecord, np.ndarray]:
+             align_opts: AlignOptions, silence: list[int]) -> tuple[IterRecord, np.ndarray]:
     """(Re)align if scheduled, accumulate, update, mix up to ``num_gauss``."""
     t0 = time.time()
     _gather(jobs, "set_model", model.am, model.trans_model)
@@ -238,7 +271,8 @@ def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOp
     if it == 0:
         ali = _sum_align(_gather(jobs, "equal_align"))
     elif it in opts.realign_iters:
-        ali = _sum_align(_gather(jobs, "realign", align_opts))
+        ali = _sum_align(_gather(jobs, "realign", align_opts, False,
+                                 _align_am(model, opts, silence)))
     if ali is not None and ali.aligned == 0:
         raise AsrdistError(f"no training utterance could be aligned (e.g. {ali.failed[0]})")
     parts = _gather(jobs, "accumulate")
@@ -248,7 +282,8 @@ def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOp
     update = estimate(model.am, model.trans_model, stats, mixup=num_gauss,
                       min_gaussian_occupancy=3.0 if it == 0 else 10.0, power=opts.power)
     rec = IterRecord(it, stats.log_like / max(stats.frames, 1), stats.frames, update.num_gauss,
-                     ali is not None, len(ali.failed) if ali else 0, time.time() - t0)
+                     ali is not None, len(ali.failed) if ali else 0, time.time() - t0,
+                     ali.aligned if ali else 0)
     log.info("iter %d: log-like/frame %.4f over %d frames, %d gaussians, %s%.1f s",
              it, rec.log_like_per_frame, rec.frames, rec.num_gauss,
              f"aligned {ali.aligned} failed {len(ali.failed)}, " if ali else "", rec.seconds)

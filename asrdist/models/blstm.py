@@ -9,12 +9,13 @@ from torch import nn
 class BLSTM(nn.Module):
     """Stacked BLSTM, optional linear bottleneck, then a linear layer over the pdfs.
 
-    Trained on fixed-length chunks (IBM: 21 frames) and run on whole utterances when decoding;
-    it needs no input context beyond the frames it labels.
+    Trained on fixed-length chunks (IBM: 21 frames) with ``left_context``/``right_context``
+    extra input frames either side (Kaldi's chunk-left/right-context): the recurrences warm up
+    on them and their outputs are dropped, so the chunk's first and last labelled frames are
+    not scored by an LSTM that has seen nothing. Decoding runs the same windows
+    (asrdist.decode.acoustic, --frames-per-chunk), or other context widths: ``forward`` takes
+    them.
     """
-
-    left_context = 0
-    right_context = 0
 
     def __init__(
         self,
@@ -24,8 +25,12 @@ class BLSTM(nn.Module):
         units: int = 512,
         bottleneck: int = 0,
         dropout: float = 0.0,
+        left_context: int = 0,
+        right_context: int = 0,
     ) -> None:
         super().__init__()
+        self.left_context = left_context
+        self.right_context = right_context
         self.lstm = nn.LSTM(
             input_dim,
             units,
@@ -38,9 +43,14 @@ class BLSTM(nn.Module):
         self.bottleneck = nn.Linear(width, bottleneck) if bottleneck > 0 else None
         self.output = nn.Linear(bottleneck if bottleneck > 0 else width, num_pdfs)
 
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
-        """(batch, frames, input_dim) -> (batch, frames, num_pdfs) logits."""
+    def forward(self, feats: torch.Tensor, left: int | None = None,
+                right: int | None = None) -> torch.Tensor:
+        """(batch, left + frames + right, input_dim) -> (batch, frames, num_pdfs) logits;
+        ``left``/``right`` default to the training context."""
+        left = self.left_context if left is None else left
+        right = self.right_context if right is None else right
         hidden, _ = self.lstm(feats)
+        hidden = hidden[:, left:hidden.shape[1] - right]
         if self.bottleneck is not None:
             hidden = self.bottleneck(hidden)
         return self.output(hidden)

@@ -25,6 +25,8 @@ class ModelConfig:
     layers: int = 4  # BLSTM layers
     units: int = 512  # BLSTM cells per direction
     bottleneck: int = 0  # BLSTM linear bottleneck before the output layer; 0 = none
+    chunk_left_context: int = 0  # BLSTM: extra input frames before each chunk (outputs dropped)
+    chunk_right_context: int = 0  # BLSTM: extra input frames after each chunk
     splice: int = 5  # DNN: frames of context either side
     hidden_layers: int = 6  # DNN
     hidden_units: int = 1024  # DNN
@@ -39,7 +41,8 @@ def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module
     """A fresh model; it has ``left_context``/``right_context`` (extra input frames it needs)."""
     if config.type == "blstm":
         return BLSTM(
-            input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout
+            input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout,
+            config.chunk_left_context, config.chunk_right_context,
         )
     if config.type == "dnn":
         return DNN(

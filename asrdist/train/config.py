@@ -44,6 +44,10 @@ class TrainConfig:
     layers: int = _opt(4, "BLSTM: layers")
     units: int = _opt(512, "BLSTM: cells per direction")
     bottleneck: int = _opt(0, "BLSTM: linear bottleneck before the output layer (0 = none)")
+    chunk_left_context: int = _opt(0, "BLSTM: extra input frames before each training chunk, "
+                                   "not labelled (Kaldi's chunk-left-context: 40)")
+    chunk_right_context: int = _opt(0, "BLSTM: extra input frames after each training chunk, "
+                                    "not labelled (Kaldi's chunk-right-context: 40)")
     splice: int = _opt(5, "DNN: frames of context either side of each frame")
     hidden_layers: int = _opt(6, "DNN: hidden layers")
     hidden_units: int = _opt(1024, "DNN: units per hidden layer")
@@ -112,6 +116,8 @@ class TrainConfig:
             layers=self.layers,
             units=self.units,
             bottleneck=self.bottleneck,
+            chunk_left_context=self.chunk_left_context,
+            chunk_right_context=self.chunk_right_context,
             splice=self.splice,
             hidden_layers=self.hidden_layers,
             hidden_units=self.hidden_units,
@@ -151,8 +157,9 @@ _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "b
              "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
              "anneal_start", "ng_rank_in", "ng_rank_out", "ng_update_period",
              "ng_num_samples_history")
-_NON_NEGATIVE = ("bottleneck", "splice", "max_steps", "heldout_utts", "heldout_every",
-                 "checkpoint_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
+_NON_NEGATIVE = ("bottleneck", "chunk_left_context", "chunk_right_context", "splice",
+                 "max_steps", "heldout_utts", "heldout_every", "checkpoint_every",
+                 "warmup_epochs", "momentum", "weight_decay", "grad_clip",
                  "max_missing_targets", "dropout", "ng_alpha")
 
 

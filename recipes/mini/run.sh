@@ -16,7 +16,7 @@ hours=3.0          # training audio, hours
 test_hours=""      # test audio (voices never seen in training), hours; empty: 10 minutes
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
-algos="ssgd adpsgd-random"  # distributed strategies trained in stage 4, one run dir each
+algos="ssgd"       # distributed strategies trained in stage 4, one run dir each (e.g. "ssgd adpsgd-random")
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 setup=blstm        # blstm: a BLSTM per --algos; suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
@@ -81,7 +81,7 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  decode_opts=(--graph $exp/graph --nj $nj --lmwt "5 7 10 13" --wip "0.0 0.5")  # LM-weight sweep
+  decode_opts=(--graph $exp/graph --nj $nj --lmwt "7 10 13 17" --wip "0.0 0.5")  # score.sh: 7..17
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do

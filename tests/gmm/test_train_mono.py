@@ -50,11 +50,26 @@ def test_likelihood_increases_and_all_utterances_align(corpus: Corpus, tmp_path:
     assert summary.aligned == 20 and summary.failed == []
 
 
+def test_passes_table_and_boosted_silence(corpus: Corpus, tmp_path: Path) -> None:
+    """log/passes.tsv has one row per pass with its aligned/failed counts (RESULTS.md's
+    flat-start table); silence boosted as WSJ's run.sh does still aligns everything."""
+    opts = MonoOptions(nj=1, num_iters=4, total_gauss=40, boost_silence=1.25)
+    summary = train_mono(corpus.data, corpus.lang, tmp_path / "mono", opts)
+    lines = (tmp_path / "mono" / "log" / "passes.tsv").read_text().splitlines()
+    assert lines[0].split("\t")[:4] == ["pass", "realigned", "aligned", "failed"]
+    rows = [line.split("\t") for line in lines[1:]]
+    assert [int(r[0]) for r in rows] == [0, 1, 2, 3]
+    assert all(r[1:4] == ["1", "20", "0"] for r in rows)  # equal, then realigned each pass
+    assert [float(r[4]) for r in rows] == pytest.approx(
+        [r.log_like_per_frame for r in summary.iters], abs=1e-4)
+    assert summary.aligned == 20
+
+
 def test_alignment_dir_is_complete_kaldi_layout(trained) -> None:
     exp, summary = trained
     assert summary.aligned == 20
     for name in ("ali.1.gz", "ali.2.gz", "final.mdl", "tree", "phones.txt", "final.occs",
-                 "log/train_mono.log"):
+                 "log/train_mono.log", "log/passes.tsv"):
         assert (exp / name).is_file(), name
     assert (exp / "num_jobs").read_text().strip() == "2"
     assert not (exp / "ali.3.gz").exists()

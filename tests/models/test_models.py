@@ -16,6 +16,21 @@ def test_blstm_labels_every_input_frame():
     assert model.output.in_features == 4
 
 
+def test_blstm_chunk_context_frames_are_read_but_not_labelled():
+    torch.manual_seed(0)
+    model = build_model(ModelConfig("blstm", layers=1, units=4, chunk_left_context=3,
+                                    chunk_right_context=2), 5, 6)
+    assert (model.left_context, model.right_context) == (3, 2)
+    x = torch.randn(2, 3 + 21 + 2, 5)
+    out = model(x)
+    assert out.shape == (2, 21, 6)
+    full = model(x, 0, 0)  # the same run, every frame's output kept
+    assert torch.allclose(out, full[:, 3:-2])
+    y = x.clone()
+    y[:, 0] += 1.0  # a context frame changes the labelled frames' outputs
+    assert not torch.allclose(model(y), out)
+
+
 def test_blstm_is_bidirectional():
     torch.manual_seed(0)
     model = build_model(ModelConfig("blstm", layers=1, units=4), 3, 2)

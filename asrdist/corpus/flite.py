@@ -10,6 +10,7 @@ utterance.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 
 import numpy as np
@@ -96,15 +97,15 @@ class Flite:
             self._lib.delete_wave(wave)
 
 
-_instance: tuple[int, Flite] | None = None
+@functools.cache
+def _flite_of(pid: int) -> Flite:
+    return Flite()
 
 
 def get_flite() -> Flite:
-    """The process's :class:`Flite` (made on first use, and again in a forked child)."""
-    global _instance
-    if _instance is None or _instance[0] != os.getpid():
-        _instance = (os.getpid(), Flite())
-    return _instance[1]
+    """The process's :class:`Flite` (made on first use, and again in a forked child: the
+    library's state does not survive a fork)."""
+    return _flite_of(os.getpid())
 
 
 def synthesize(text: str, voice: str, stretch: float = 1.0, sample_rate: int = 16000) -> np.ndarray:

@@ -73,7 +73,10 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
     (final.mdl, tree, ali.*.gz). None when done with the same inputs (asrdist.stage)."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
-    check = check_done(out_dir, STAGE, asdict(opts), [data_dir, lang_dir, src_dir])
+    # Of src_dir only what alignment reads: decoding writes into it later (mono/decode_test).
+    src_files = [src_dir / n for n in ("final.mdl", "tree", "num_jobs")]
+    check = check_done(out_dir, STAGE, asdict(opts),
+                       [data_dir, lang_dir, *src_files, *sorted(src_dir.glob("ali.*.gz"))])
     if check.done:
         return None
     if nj < 1:

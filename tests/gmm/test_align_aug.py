@@ -83,7 +83,10 @@ def test_copies_reuse_and_speed_copies_are_realigned(system, tmp_path):
         assert _phones(slow, tid2phone) == _phones(ali, tid2phone)  # same phones, new timing
     for name in ("final.mdl", "tree", "num_jobs", "ali.1.gz", "ali.2.gz"):
         assert (tmp_path / "ali" / name).is_file()
+    (exp / "decode_test").mkdir()  # decoding writes beside the model: not an input
+    (exp / "decode_test" / "text").write_text("x\n")
     assert align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali") is None
+    shutil.rmtree(exp / "decode_test")
 
 
 def test_a_copy_with_other_timing_is_an_error_naming_it(system, tmp_path):

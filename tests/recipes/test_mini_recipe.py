@@ -24,7 +24,8 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
-    tiny = ["--hours", "0.03", "--test-hours", "0.004", "--algos", "adpsgd-random",
+    tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
+            "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3"]
     first = run_recipe(tmp_path, *tiny)
@@ -66,7 +67,7 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
     """--setup suchen from stage 4: RBM pretraining under 2 learners, the sigmoid DNN it
     initialises trained with NG-SGD and ma (--avg-frames), decoded and scored."""
     done = run_recipe(
-        tmp_path, "--stage", "4", "--hours", "0.03", "--test-hours", "0.004", "--setup", "suchen",
+        tmp_path, "--stage", "4", "--hours", "0.1", "--test-hours", "0.004", "--setup", "suchen",
         "--learners", "2", "--pretrain-opts", "--hidden-layers 2 --hidden-units 16 --batch-size 8",
         "--train-opts", "--hidden-layers 2 --hidden-units 16 --epochs 1 --batch-size 8 "
                         "--heldout-utts 3 --avg-frames 256")

@@ -1,4 +1,4 @@
-"""asrdist-prepare-mini: stage 0 of recipes/mini, the espeak-ng corpus as Kaldi data dirs."""
+"""asrdist-prepare-mini: stage 0 of recipes/mini, the espeak-ng + flite corpus as data dirs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.corpus.mini_corpus import CorpusOptions, prepare_mini, read_summary
+from asrdist.corpus.voices import SYNTHESIZERS
 
 
 @command()
@@ -21,15 +22,19 @@ from asrdist.corpus.mini_corpus import CorpusOptions, prepare_mini, read_summary
               help="Number of test utterances (instead of --test-hours).")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--sample-rate", default=16000, show_default=True, type=int)
+@click.option("--synthesizers", default=",".join(SYNTHESIZERS), show_default=True,
+              help="Comma-separated synthesizers; each speaks an equal share of every split.")
 def main(out: str, hours: float, test_hours: float | None, test_utts: int | None, seed: int,
-         sample_rate: int) -> None:
-    """Speak grammar sentences with espeak-ng voices (disjoint voices and sentences for train
-    and test), add padding and noise, and write Kaldi data dirs, lhotse manifests, an espeak
-    lexicon (local/dict) and the lang dir. Rerun with the same options, a finished OUT is
-    skipped; with other options it is made again (wavs kept when only --hours changed)."""
+         sample_rate: int, synthesizers: str) -> None:
+    """Speak grammar sentences with espeak-ng and flite voices (each synthesizer's voices split
+    between train and test; disjoint sentences), add padding and noise, and write Kaldi data
+    dirs (with utt2synth), lhotse manifests, an espeak lexicon (local/dict) and the lang dir.
+    Rerun with the same options, a finished OUT is skipped; with other options it is made
+    again (wavs kept when only --hours changed)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     options = CorpusOptions(hours=hours, test_hours=test_hours, test_utts=test_utts, seed=seed,
-                            sample_rate=sample_rate)
+                            sample_rate=sample_rate,
+                            synthesizers=tuple(s for s in synthesizers.split(",") if s))
     summary = prepare_mini(out, options)
     if summary is None:  # done already: asrdist.stage logged the skip line
         summary = read_summary(out)

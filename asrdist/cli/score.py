@@ -29,8 +29,9 @@ from asrdist.errors import AsrdistError
               help="With --stm and a decode dir instead of a CTM: the test data dir whose "
                    "segments and reco2file_and_channel make each ctm recording-relative "
                    "(score_sclite.sh); every sweep point is scored and the best one shown.")
-@click.option("--subsets-by", default=None, metavar="spk|FILE",
-              help="Per-subset table: by speaker (utt2spk beside REF_TEXT) or a 'utt subset' file.")
+@click.option("--subsets-by", default=None, metavar="spk|FILE[,...]",
+              help="Per-subset table: by speaker (utt2spk beside REF_TEXT) or a 'utt subset' "
+                   "file; several joined by commas put an utterance in one subset of each.")
 @click.option("--words", "words_txt", type=click.Path(dir_okay=False), default=None,
               help="words.txt: refuse hypothesis words outside it (default: HYP/words.txt).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,

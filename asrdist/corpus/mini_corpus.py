@@ -1,6 +1,8 @@
-"""The mini corpus: grammar sentences spoken by espeak-ng voices, as a Kaldi recipe's data/.
+"""The mini corpus: grammar sentences spoken by espeak-ng and flite voices, as a Kaldi recipe's
+data/.
 
-Train and test use disjoint voices (speakers) and disjoint sentences. Every random choice of an
+Train and test use disjoint voices (speakers) of every synthesizer (asrdist.corpus.voices) and
+disjoint sentences. Every random choice of an
 utterance (rate, pitch, padding, noise) comes from a generator seeded by (seed, split, index), so
 a run is reproducible and a killed run resumes by keeping the wav files it already wrote.
 espeak itself carries a little state from one utterance to the next (a few samples of length,
@@ -26,23 +28,17 @@ import torch
 from lhotse import AudioSource, Recording, RecordingSet, SupervisionSegment, SupervisionSet
 from tqdm import tqdm
 
-from asrdist.corpus.espeak import synthesize
 from asrdist.corpus.lexicon import OOV_WORD, build_lexicon, write_dict_dir
 from asrdist.corpus.sentences import SentenceGrammar, iter_unique_sentences
+from asrdist.corpus.voices import SYNTHESIZERS, Voice, check_synthesizers, speak, voice_of, voices
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, staged_dir
-from asrdist.kaldi.data_dir import Utterance, write_data_dir
+from asrdist.kaldi.data_dir import Utterance, c_sorted, write_data_dir
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
 
 STAGE = "prepare_mini"
-# espeak voice variants ("<language>+<variant>"); the two lists never share a voice.
-TRAIN_VOICES = (
-    "en-us+m1", "en-us+m2", "en-us+m3", "en-us+m4", "en-us+f1", "en-us+f2", "en-us+f3",
-    "en-us+robert", "en-us+steph", "en-us+david", "en+m5", "en+m6", "en+f4",
-)
-TEST_VOICES = ("en-us+m7", "en-us+f5", "en+m8", "en-us+edward")
 # The lexicon holds every pronunciation the voices' languages give a word.
 LEXICON_LANGUAGES = ("en-us", "en")
 DEFAULT_TEST_HOURS = 10 / 60
@@ -63,8 +59,10 @@ class CorpusOptions:
     test_utts: int | None = None
     seed: int = 0
     sample_rate: int = 16000
+    synthesizers: tuple[str, ...] = tuple(SYNTHESIZERS)
 
     def __post_init__(self) -> None:
+        check_synthesizers(self.synthesizers)
         if self.hours <= 0:
             raise AsrdistError(f"--hours must be positive, got {self.hours}")
         if self.test_hours is not None and self.test_utts is not None:
@@ -73,12 +71,6 @@ class CorpusOptions:
             self.test_utts is not None and self.test_utts <= 0
         ):
             raise AsrdistError("--test-hours / --test-utts must be positive")
-
-
-@dataclass(frozen=True)
-class Voice:
-    speaker: str  # Kaldi speaker id, e.g. "v03"
-    name: str  # espeak voice, e.g. "en-us+m3"
 
 
 @dataclass(frozen=True)
@@ -114,19 +106,12 @@ class CorpusSummary:
 @dataclass
 class _Record:
     utt: Utterance
-    voice: str
+    voice: Voice
     duration: float
 
 
-def voices(split: str) -> list[Voice]:
-    """The voices of ``split``; speaker ids are unique across splits (train first)."""
-    names = TRAIN_VOICES if split == "train" else TEST_VOICES
-    offset = 0 if split == "train" else len(TRAIN_VOICES)
-    return [Voice(f"v{offset + i:02d}", name) for i, name in enumerate(names)]
-
-
 def render_utterance(
-    text: str, voice: str, rng: np.random.Generator, sample_rate: int
+    text: str, voice: Voice, rng: np.random.Generator, sample_rate: int
 ) -> np.ndarray:
     """Speak ``text`` with a random rate and pitch, pad with silence, add coloured noise.
 
@@ -135,20 +120,20 @@ def render_utterance(
     """
     rate = int(rng.integers(RATE_WPM[0], RATE_WPM[1] + 1))
     pitch = int(rng.integers(PITCH[0], PITCH[1] + 1))
-    speech = synthesize(text, voice, rate=rate, pitch=pitch, sample_rate=sample_rate)
+    speech = speak(text, voice, rate, pitch, sample_rate)
     if speech.size == 0 or not np.any(speech):
-        raise AsrdistError(f"espeak-ng produced silence for {voice}: {text!r}")
+        raise AsrdistError(f"{voice.synth} produced silence for {voice.name}: {text!r}")
     left, right = (int(rng.uniform(*PAD_SECONDS) * sample_rate) for _ in range(2))
     audio = np.concatenate([np.zeros(left), speech.astype(np.float64), np.zeros(right)])
     speech_power = float(np.mean(speech.astype(np.float64) ** 2))
-    noise = _coloured_noise(audio.size, rng.uniform(0.0, 1.0), rng)
+    noise = coloured_noise(audio.size, rng.uniform(0.0, 1.0), rng)
     snr_db = rng.uniform(*SNR_DB)
     audio += noise * np.sqrt(speech_power / 10 ** (snr_db / 10))
     audio *= rng.uniform(*PEAK) / np.max(np.abs(audio))
     return np.round(audio * 32767).astype(np.int16)
 
 
-def _coloured_noise(n: int, tilt: float, rng: np.random.Generator) -> np.ndarray:
+def coloured_noise(n: int, tilt: float, rng: np.random.Generator) -> np.ndarray:
     """Unit-power noise with power spectrum ~ 1/f**tilt (0 = white, 1 = pink)."""
     size = 1 << max(n - 1, 1).bit_length()  # FFTs of a power of two: 5-10x faster than odd n
     spectrum = np.fft.rfft(rng.standard_normal(size))
@@ -171,7 +156,7 @@ def _synthesize_split(
 
     The progress bar counts seconds of audio or utterances (``progress_in_seconds``).
     """
-    split_voices = voices(split)
+    split_voices = voices(split, options.synthesizers)
     records: list[_Record] = []
     seconds = 0.0
     unit = "s" if progress_in_seconds else "utt"
@@ -181,19 +166,19 @@ def _synthesize_split(
             if enough(len(records), seconds):
                 break
             text = next(sentences)
-            voice = split_voices[index % len(split_voices)]
+            voice = voice_of(index, split_voices)
             utt_id = f"{voice.speaker}-{index:06d}"
             wav = out / "wav" / split / voice.speaker / f"{utt_id}.wav"
             if wav.is_file():
                 duration = soundfile.info(str(wav)).duration
             else:
                 rng = np.random.default_rng([options.seed, _STREAM[split], index])
-                audio = render_utterance(text, voice.name, rng, options.sample_rate)
+                audio = render_utterance(text, voice, rng, options.sample_rate)
                 with atomic_path(wav) as tmp:
                     soundfile.write(tmp, audio, options.sample_rate, "PCM_16", format="WAV")
                 duration = audio.size / options.sample_rate
             records.append(_Record(Utterance(utt_id, voice.speaker, text, str(wav)),
-                                   voice.name, duration))
+                                   voice, duration))
             seconds += duration
             bar.update(round(seconds) - bar.n if progress_in_seconds else 1)
     return records
@@ -219,7 +204,7 @@ def _write_manifests(directory: Path, splits: dict[str, list[_Record]], rate: in
                     id=r.utt.utt_id, recording_id=r.utt.utt_id, start=0.0,
                     duration=num_samples / rate, channel=0, text=r.utt.text,
                     speaker=r.utt.speaker, language="English",
-                    custom={"espeak_voice": r.voice},
+                    custom={"synthesizer": r.voice.synth, "voice": r.voice.name},
                 ))
             RecordingSet.from_recordings(recordings).to_file(tmp / f"{split}_recordings.jsonl.gz")
             SupervisionSet.from_segments(supervisions).to_file(
@@ -250,7 +235,7 @@ def _keep_valid_wavs(out: Path, options: CorpusOptions) -> None:
     maybe --hours: an utterance's sentence and audio depend on all the others (the test texts
     leave the train stream), so the wavs of a run that differs in them are removed."""
     path = out / f".{STAGE}.options.json"
-    wanted = dataclasses.asdict(options)
+    wanted = json.loads(json.dumps(dataclasses.asdict(options)))  # tuples as JSON lists
     earlier = json.loads(path.read_text()) if path.is_file() else wanted
     if {**earlier, "hours": None} != {**wanted, "hours": None} and (out / "wav").exists():
         log.info("%s: the wavs were made with other options; removing them", out / "wav")
@@ -271,7 +256,7 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
     """Make the whole mini corpus in ``out`` (see contracts.md, stage 0).
 
     Returns None when ``out`` already holds a finished run with the same options (the one
-    rule of asrdist.stage: the options are the fingerprint, espeak-ng is the only input);
+    rule of asrdist.stage: the options are the fingerprint, the synthesizers the only input);
     with other options the corpus, the lexicon and the lang dir are made again.
     """
     out = Path(out).resolve()
@@ -305,6 +290,9 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
 
     for split, records in splits.items():
         write_data_dir(out / split, [r.utt for r in records])
+        with atomic_write(out / split / "utt2synth") as f:  # asrdist-score --subsets-by FILE
+            synth = {r.utt.utt_id: r.voice.synth for r in records}
+            f.writelines(f"{u} {synth[u]}\n" for u in c_sorted(synth))
     _write_manifests(out / "manifests", splits, options.sample_rate)
 
     lexicon = build_lexicon(SentenceGrammar().vocabulary(), LEXICON_LANGUAGES)
@@ -318,7 +306,8 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
     summary = _summarize(splits, lexicon, len(phones))
     with atomic_write(out / "local" / "voices.txt") as f:
         for split in ("train", "test"):
-            f.writelines(f"{v.speaker} {v.name} {split}\n" for v in voices(split))
+            f.writelines(f"{v.speaker} {v.synth} {v.name} {split}\n"
+                         for group in voices(split, options.synthesizers) for v in group)
     with atomic_write(out / "local" / "corpus_summary.json") as f:
         json.dump(dataclasses.asdict(summary), f, indent=1)
     check.mark_done()

@@ -43,7 +43,7 @@ KINDS = ("fbank", "mfcc")
 FRAME_SHIFT = 0.01
 # Kaldi files copied from SRC unchanged when present (the first four are required).
 COPIED_FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "segments", "reco2file_and_channel",
-                "spk2gender", "utt2dur")
+                "spk2gender", "utt2dur", "utt2uniq")
 
 
 @dataclass(frozen=True)

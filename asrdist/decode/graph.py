@@ -28,16 +28,9 @@ import numpy as np
 from asrdist.decode.lm import NgramLM, read_training_text
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
-from asrdist.kaldi.io_funcs import KaldiWriter
+from asrdist.gmm.model import khg_topology, khg_transition_model, monophone_tree, read_tree
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import (
-    TransitionInfo,
-    read_transition_model,
-    transition_info_from_khg,
-    write_final_mdl,
-    write_topology,
-)
+from asrdist.kaldi.transition_model import read_transition_model, write_final_mdl
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -110,46 +103,6 @@ def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
     if fst is None:
         raise AsrdistError(f"{path}: cannot read FST")
     return fst
-
-
-def read_tree(path: str | os.PathLike) -> khg.ContextDependency:
-    """A Kaldi binary ``tree`` file (ContextDependency::Write) as a khg ContextDependency."""
-    path = Path(path)
-    data = path.read_bytes()
-    if not data.startswith(b"\0B"):
-        raise AsrdistError(f"{path}: not a binary Kaldi tree (text trees are not supported)")
-    tree = khg.ContextDependency.__new__(khg.ContextDependency)
-    try:
-        tree.__setstate__((np.frombuffer(data[2:], dtype=np.int8).tolist(),))
-    except RuntimeError as e:
-        raise AsrdistError(f"{path}: cannot read the tree ({e})") from e
-    return tree
-
-
-def khg_topology(info: TransitionInfo) -> khg.HmmTopology:
-    """The model's own HmmTopology as a khg object (through Kaldi's text form)."""
-    writer = KaldiWriter(binary=False, header=False)
-    write_topology(writer, info.topology)
-    topo = khg.HmmTopology()
-    topo.read(writer.getvalue().decode())
-    return topo
-
-
-def khg_transition_model(
-    info: TransitionInfo, tree: khg.ContextDependency, model_path: str | os.PathLike
-) -> khg.TransitionModel:
-    """Rebuild the model's TransitionModel in khg from its tree; refuse a tree that differs."""
-    topo = khg_topology(info)
-    try:
-        tuples = transition_info_from_khg(khg.TransitionModel(tree, topo)).tuples
-    except RuntimeError as e:
-        raise AsrdistError(f"{model_path}: the tree does not fit the model's topology ({e})") from e
-    if [tuple(t) for t in tuples] != [tuple(t) for t in info.tuples]:
-        raise AsrdistError(
-            f"{model_path}: the tree does not produce this model's transition states "
-            "(pass the model's own tree with --tree)"
-        )
-    return transition_model_with_log_probs(tree, topo, info.log_probs)
 
 
 # ---- building -----------------------------------------------------------------------------

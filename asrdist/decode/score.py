@@ -56,10 +56,12 @@ def check_vocabulary(hyps: Texts, vocab: set[str], source: str) -> None:
 def score_texts(
     refs: Mapping[str, list[str]],
     hyps: Mapping[str, list[str]],
-    subset_of: Mapping[str, str] | None = None,
+    subset_of: Mapping[str, str | tuple[str, ...]] | None = None,
     hyp_source: str = "hypothesis",
 ) -> ScoreResult:
-    """Align every reference utterance with its hypothesis (empty when missing) and sum."""
+    """Align every reference utterance with its hypothesis (empty when missing) and sum; an
+    utterance counts in each of its subsets (one name, or several: per voice and per
+    synthesizer)."""
     if not refs:
         raise AsrdistError("empty test set: the reference has no utterances")
     extra = [utt for utt in hyps if utt not in refs]
@@ -78,8 +80,9 @@ def score_texts(
         if subset_of is not None:
             if utt not in subset_of:
                 raise AsrdistError(f"utterance {utt} has no subset in the subset map")
-            name = subset_of[utt]
-            subsets[name] = subsets.get(name, ErrorCounts()) + counts
+            names = subset_of[utt]
+            for name in (names,) if isinstance(names, str) else names:
+                subsets[name] = subsets.get(name, ErrorCounts()) + counts
     if missing:
         log.warning(
             "%s: %d of %d reference utterances have no hypothesis (scored as deletions), e.g. %s",
@@ -130,8 +133,10 @@ def write_trn(
 
 def subset_map(
     spec: str | None, ref_text: str | os.PathLike
-) -> tuple[dict[str, str] | None, dict[str, str] | None]:
-    """Resolve ``--subsets-by``: ``spk`` (utt2spk beside the reference) or a file ``utt subset``.
+) -> tuple[dict[str, str | tuple[str, ...]] | None, dict[str, str] | None]:
+    """Resolve ``--subsets-by``: ``spk`` (utt2spk beside the reference) or a file ``utt subset``,
+    or several of them joined by commas (``spk,data/test/utt2synth``: every utterance in its
+    speaker's subset and in its synthesizer's).
 
     Returns (subset_of, utt2spk); utt2spk is read whenever it sits beside the reference, for the
     speaker field of the trn files.
@@ -140,11 +145,18 @@ def subset_map(
     utt2spk = read_table(utt2spk_path, require_value=True) if utt2spk_path.is_file() else None
     if spec is None:
         return None, utt2spk
-    if spec == "spk":
-        if utt2spk is None:
-            raise AsrdistError(f"--subsets-by spk: {utt2spk_path} does not exist")
-        return utt2spk, utt2spk
-    return read_table(spec, require_value=True), utt2spk
+    maps = []
+    for part in spec.split(","):
+        if part == "spk":
+            if utt2spk is None:
+                raise AsrdistError(f"--subsets-by spk: {utt2spk_path} does not exist")
+            maps.append(utt2spk)
+        else:
+            maps.append(read_table(part, require_value=True))
+    if len(maps) == 1:
+        return dict(maps[0]), utt2spk
+    utts = set().union(*maps)
+    return {u: tuple(m[u] for m in maps if u in m) for u in utts}, utt2spk
 
 
 def find_variants(decode_dir: str | os.PathLike) -> dict[str, Path]:

@@ -179,3 +179,10 @@ class LocalJob:
 
     def close(self) -> None:
         pass
+
+
+def gather(jobs: list, method: str, *args: Any) -> list:
+    """Call ``method`` on every job (in parallel for RemoteJobs); their results in job order."""
+    for job in jobs:
+        job.submit(method, *args)
+    return [job.result() for job in jobs]

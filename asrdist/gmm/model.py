@@ -1,4 +1,5 @@
-"""Monophone model creation (gmm-init-mono) and transition-model reconstruction.
+"""Monophone model creation (gmm-init-mono), reading a trained one, transition-model
+reconstruction.
 
 khg's TransitionModel has no setter for its probabilities: a model with given probabilities
 is rebuilt from tree + topology and one MLE update on counts proportional to them.
@@ -6,13 +7,23 @@ is rebuilt from tree + topology and one MLE update on counts proportional to the
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import kaldi_hmm_gmm as khg
 import numpy as np
 
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.am_gmm import to_khg_am_diag_gmm
+from asrdist.kaldi.io_funcs import KaldiWriter
+from asrdist.kaldi.transition_model import (
+    TransitionInfo,
+    read_final_mdl,
+    transition_info_from_khg,
+    write_topology,
+)
 
 
 @dataclass
@@ -84,3 +95,53 @@ def transition_model_with_log_probs(
     counts[0] = 0.0
     tm.mle_update(counts, khg.MleTransitionUpdateConfig(floor=1e-20, mincount=0.0))
     return tm
+
+
+def read_tree(path: str | os.PathLike) -> khg.ContextDependency:
+    """A Kaldi binary ``tree`` file (ContextDependency::Write) as a khg ContextDependency."""
+    path = Path(path)
+    data = path.read_bytes()
+    if not data.startswith(b"\0B"):
+        raise AsrdistError(f"{path}: not a binary Kaldi tree (text trees are not supported)")
+    tree = khg.ContextDependency.__new__(khg.ContextDependency)
+    try:
+        tree.__setstate__((np.frombuffer(data[2:], dtype=np.int8).tolist(),))
+    except RuntimeError as e:
+        raise AsrdistError(f"{path}: cannot read the tree ({e})") from e
+    return tree
+
+
+def khg_topology(info: TransitionInfo) -> khg.HmmTopology:
+    """The model's own HmmTopology as a khg object (through Kaldi's text form)."""
+    writer = KaldiWriter(binary=False, header=False)
+    write_topology(writer, info.topology)
+    topo = khg.HmmTopology()
+    topo.read(writer.getvalue().decode())
+    return topo
+
+
+def khg_transition_model(
+    info: TransitionInfo, tree: khg.ContextDependency, model_path: str | os.PathLike
+) -> khg.TransitionModel:
+    """Rebuild the model's TransitionModel in khg from its tree; refuse a tree that differs."""
+    topo = khg_topology(info)
+    try:
+        tuples = transition_info_from_khg(khg.TransitionModel(tree, topo)).tuples
+    except RuntimeError as e:
+        raise AsrdistError(f"{model_path}: the tree does not fit the model's topology ({e})") from e
+    if [tuple(t) for t in tuples] != [tuple(t) for t in info.tuples]:
+        raise AsrdistError(
+            f"{model_path}: the tree does not produce this model's transition states "
+            "(pass the model's own tree with --tree)"
+        )
+    return transition_model_with_log_probs(tree, topo, info.log_probs)
+
+
+def load_mono(model: str | os.PathLike, tree_path: str | os.PathLike) -> MonoModel:
+    """A trained ``final.mdl`` and its ``tree`` as khg objects, ready to align with."""
+    info, params = read_final_mdl(model)
+    if params is None:
+        raise AsrdistError(f"{model}: no GMMs in this model (a transition model only?)")
+    tree = read_tree(tree_path)
+    return MonoModel(khg_topology(info), tree, khg_transition_model(info, tree, model),
+                     to_khg_am_diag_gmm(params))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The mini recipe: a corpus spoken by espeak-ng, then the whole Kaldi-style pipeline.
+# The mini recipe: a corpus spoken by espeak-ng and flite, augmented (3-way speed perturbation,
+# reverberation, noise), then the whole Kaldi-style pipeline.
 #   ./run.sh                       all stages
 #   ./run.sh --stage 4 --algos adpsgd-delay1 --learners 4
 #   ./run.sh --setup suchen --learners 4  Su & Chen: RBM-pretrained sigmoid DNN, NG-SGD, ma
@@ -12,8 +13,10 @@ cd "$(dirname "$0")"
 
 stage=0
 stop_stage=100
-hours=3.0          # training audio, hours
+hours=0.75         # clean training audio, hours; augmented: about 4x (0.75 -> 3.0 h); try 3.0
 test_hours=""      # test audio (voices never seen in training), hours; empty: 10 minutes
+augment=true       # true: speed 0.9/1.0/1.1, reverberated and noisy copies; false: clean only
+aug_opts=""        # extra asrdist-augment flags, e.g. "--reverb-fraction 1 --snr 0,15"
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each (e.g. "ssgd adpsgd-random")
@@ -23,7 +26,8 @@ train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
 pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
-help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--nj J] [--algos \"A B\"] [--learners N]
+help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
+       [--aug-opts \"FLAGS\"] [--nj J] [--algos \"A B\"] [--learners N]
        [--setup blstm|suchen] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
@@ -31,31 +35,45 @@ case $setup in
   suchen) runs=dnn_suchen_ma ;;
   *) echo "$0: --setup $setup: choose blstm or suchen" >&2; exit 1 ;;
 esac
+case $augment in
+  true) train=train_aug; ali=$exp/mono_ali_aug ;;  # the GMM trains on the clean train set
+  false) train=train; ali=$exp/mono ;;
+  *) echo "$0: --augment $augment: choose true or false" >&2; exit 1 ;;
+esac
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours \
     ${test_hours:+--test-hours $test_hours} --seed $seed
+  if $augment; then
+    run_stage 0 augment asrdist-augment --seed $seed $aug_opts $data/train $data/train_aug
+  fi
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
-  for part in train test; do
-    run_stage 1 "fbank $part" asrdist-features --kind fbank --nj $nj $data/$part $data/${part}_fbank
+  for part in $(echo train $train test | tr ' ' '\n' | uniq); do
+    if [ $part != train ] || ! $augment; then  # the clean train set: MFCC for the GMM only
+      run_stage 1 "fbank $part" asrdist-features --kind fbank --nj $nj $data/$part $data/${part}_fbank
+    fi
     run_stage 1 "mfcc $part" asrdist-features --kind mfcc --nj $nj $data/$part $data/${part}_mfcc
   done
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
   run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj $data/train_mfcc $data/lang $exp/mono
+  if $augment; then  # sp copies realigned with the clean model, rvb/noise copies copied
+    run_stage 2 "align augmented" asrdist-align-aug --nj $nj $data/${train}_mfcc $data/lang \
+      $exp/mono $ali
+  fi
 fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
-  run_stage 3 ingestion asrdist-ingest-ali $exp/mono $data/train_fbank/feats.scp $exp/mono_pdf
+  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_fbank/feats.scp $exp/mono_pdf
 fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = blstm ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-      --config conf/train_blstm.yaml --data $data/train_fbank --targets $exp/mono_pdf \
+      --config conf/train_blstm.yaml --data $data/${train}_fbank --targets $exp/mono_pdf \
       --out $exp/blstm_$a --algo $a --resume $train_opts
   done
 fi
@@ -64,10 +82,10 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = suchen ]; then
   # RBM pretraining (the learners average their RBMs too), then the sigmoid DNN it initialises,
   # trained with NG-SGD and model averaging every --avg-frames frames (conf/train_dnn_suchen.yaml)
   run_stage 4 "pretrain rbm x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
-    --command asrdist-pretrain-rbm -- --data $data/train_fbank --targets $exp/mono_pdf \
+    --command asrdist-pretrain-rbm -- --data $data/${train}_fbank --targets $exp/mono_pdf \
     --out $exp/dbn --splice 5 --hidden-layers 4 --hidden-units 512 $pretrain_opts
   run_stage 4 "train ma x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-    --config conf/train_dnn_suchen.yaml --data $data/train_fbank --targets $exp/mono_pdf \
+    --config conf/train_dnn_suchen.yaml --data $data/${train}_fbank --targets $exp/mono_pdf \
     --out $exp/dnn_suchen_ma --init-dbn $exp/dbn/dbn.pt --resume $train_opts
 fi
 
@@ -92,10 +110,11 @@ fi
 
 if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
   rm -f $exp/results.md $exp/results.json  # the report lists the systems scored by this run
-  run_stage 7 "score mono" asrdist-score --subsets-by spk --report $exp/results.md --name mono \
+  subsets=spk,$data/test/utt2synth  # WER per test voice and per synthesizer
+  run_stage 7 "score mono" asrdist-score --subsets-by $subsets --report $exp/results.md --name mono \
     $data/test/text $exp/mono/decode_test
   for r in $runs; do
-    run_stage 7 "score $r" asrdist-score --subsets-by spk --report $exp/results.md \
+    run_stage 7 "score $r" asrdist-score --subsets-by $subsets --report $exp/results.md \
       --name "$r x$learners" $data/test/text $exp/$r/decode_test
   done
   cat $exp/results.md

@@ -53,6 +53,26 @@ def test_train_and_test_share_no_voice_and_no_sentence(tiny_corpus):
     assert len([v for v in voices if v.endswith(" train")]) >= 10
 
 
+def test_both_synthesizers_speak_both_splits(tiny_corpus):
+    out, _ = tiny_corpus
+    for split in ("train", "test"):
+        utt2synth = read_table(out / split / "utt2synth")
+        assert sorted(utt2synth) == sorted(read_table(out / split / "text"))
+        assert sorted(set(utt2synth.values())) == ["espeak", "flite"]
+        for utt, spk in read_table(out / split / "utt2spk").items():
+            assert spk.startswith(utt2synth[utt] + "-")
+
+
+def test_one_synthesizer_alone(tmp_path):
+    out = tmp_path / "data"
+    result = CliRunner().invoke(main, ["--out", str(out), "--hours", "0.002", "--test-utts", "2",
+                                       "--synthesizers", "flite"])
+    assert result.exit_code == 0, result.output
+    assert set(read_table(out / "train" / "utt2synth").values()) == {"flite"}
+    bad = CliRunner().invoke(main, ["--out", str(out), "--synthesizers", "espeak,festival"])
+    assert bad.exit_code == 1 and "--synthesizers espeak,festival" in bad.output
+
+
 def test_train_hours_reach_the_target(tiny_corpus):
     out, _ = tiny_corpus
     wavs = read_table(out / "train" / "wav.scp").values()
@@ -69,7 +89,8 @@ def test_manifests_match_the_data_dirs(tiny_corpus):
         text = read_table(out / split / "text")
         assert sorted(r.id for r in recs) == sorted(text)
         for sup in sups:
-            assert sup.text == text[sup.id] and sup.speaker == sup.id.split("-")[0]
+            assert sup.text == text[sup.id] and sup.speaker == sup.id.rsplit("-", 1)[0]
+            assert sup.speaker.startswith(sup.custom["synthesizer"] + "-")
         rec = recs[sorted(text)[0]]
         audio = rec.load_audio()
         assert audio.shape == (1, rec.num_samples) and np.abs(audio).max() > 0.05

@@ -37,6 +37,21 @@ def test_subsets_sum_to_total():
     assert result.subsets["s1"] + result.subsets["s2"] == result.total
 
 
+def test_speaker_and_synthesizer_subsets_at_once(tmp_path):
+    ref = tmp_path / "test" / "text"
+    ref.parent.mkdir()
+    ref.write_text("".join(f"{u} {' '.join(w)}\n" for u, w in REFS.items()))
+    (ref.parent / "utt2spk").write_text("s1-a s1\ns1-b s1\ns2-c s2\n")
+    (ref.parent / "utt2synth").write_text("s1-a espeak\ns1-b espeak\ns2-c flite\n")
+    hyp = tmp_path / "hyp"
+    hyp.write_text("s1-a the cat\ns2-c a cat\n")
+    run = score_hypotheses(ref, hyp, subsets_by=f"spk,{ref.parent / 'utt2synth'}")
+    subsets = run.main.result.subsets
+    assert list(subsets) == ["espeak", "flite", "s1", "s2"]
+    assert subsets["espeak"] == subsets["s1"] and subsets["flite"] == subsets["s2"]
+    assert subsets["espeak"] + subsets["flite"] == run.main.result.total
+
+
 def test_empty_test_set_is_refused():
     with pytest.raises(AsrdistError, match="empty test set"):
         score_texts({}, {})

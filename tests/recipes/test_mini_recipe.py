@@ -25,6 +25,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
     tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
+            "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3"]
     first = run_recipe(tmp_path, *tiny)
@@ -35,14 +36,17 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     exp = tmp_path / "exp"
     for name in ("ali.1.gz", "final.mdl", "tree", "num_jobs", "phones.txt"):
         assert (exp / "mono" / name).is_file()
+        assert (exp / "mono_ali_aug" / name).is_file()
+    assert re.search(r"mono_ali_aug: \d+ clean kept, \d+ copied, \d+ realigned", first.stderr)
     assert (exp / "blstm_adpsgd-random" / "final.pt").is_file()
     assert (exp / "curves.png").is_file()
     results = (exp / "results.md").read_text()
     assert "| mono |" in results and "| blstm_adpsgd-random x2 |" in results
     assert re.search(r"%WER \d+\.\d+ \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]", results)
+    assert "| espeak |" in results and "| flite |" in results and "| flite-rms |" in results
 
     kept = [exp / "mono" / "ali.1.gz", exp / "mono_pdf" / "pdf.ark",
-            exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_fbank" /
+            exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_aug_fbank" /
             "feats.scp", exp / "graph" / "HCLG.fst", exp / "mono" / "decode_test" / "text"]
     before = [p.stat().st_mtime_ns for p in kept]
     again = run_recipe(tmp_path, *tiny, "--stop-stage", "6")
@@ -51,9 +55,10 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     skipped = re.findall(r"(\S+): (\w+) already done with these options and inputs; skipping "
                          r"\(remove \S+ to redo\)", again.stderr)
     stages = sorted({stage for _, stage in skipped})
-    assert stages == ["align_gmm", "decode", "features", "ingest_ali", "mkgraph",
-                      "prepare_mini", "train"], again.stderr[-3000:]
-    assert len([s for s in skipped if s[1] == "features"]) == 4  # fbank, mfcc x train, test
+    assert stages == ["align_aug", "align_gmm", "augment", "decode", "features", "ingest_ali",
+                      "mkgraph", "prepare_mini", "train"], again.stderr[-3000:]
+    # mfcc of train (for the GMM), fbank and mfcc of train_aug and of test
+    assert len([s for s in skipped if s[1] == "features"]) == 5
     assert "redoing" not in again.stderr
     _suchen_setup_on_the_same_data(tmp_path)
 

@@ -1,0 +1,33 @@
+"""asrdist-align-aug: alignments for an augmented data dir from the clean monophone system
+(Kaldi: align_si.sh of train_sp with the clean model, copy_ali_dir.sh for rvb/noise copies)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from asrdist.cli import command
+from asrdist.gmm.align_aug import align_augmented
+
+
+@command()
+@click.argument("data_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("lang_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("src_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--nj", default=2, show_default=True, help="Parallel alignment processes.")
+def main(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path, nj: int) -> None:
+    """Align every utterance of DATA_DIR (MFCC feats.scp + cmvn.scp, text, utt2uniq) with the
+    model of SRC_DIR (an asrdist-align-gmm dir): clean utterances keep SRC_DIR's alignment,
+    sp<factor>- copies are realigned, other copies take their clean utterance's. Writes
+    OUT_DIR as a Kaldi alignment dir (ali.N.gz, final.mdl, tree, num_jobs). Skips a finished
+    OUT_DIR."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
+    summary = align_augmented(data_dir, lang_dir, src_dir, out_dir, nj)
+    if summary is None:  # done already: asrdist.stage logged the skip line
+        return
+    click.echo(f"{out_dir}: {summary.reused} clean kept, {summary.copied} copied, "
+               f"{summary.realigned} realigned, {len(summary.failed)} failed, "
+               f"{summary.seconds:.0f} s", err=True)

@@ -1,0 +1,160 @@
+"""Alignments for an augmented data dir from the model trained on the clean data, the Kaldi way.
+
+- an utterance the clean alignment dir already holds keeps its alignment (the same final model
+  aligned it: steps/align_si.sh would give the same path);
+- a speed-perturbed copy (``sp<factor>-`` id) is Viterbi-aligned with the clean model, as
+  Kaldi recipes run align_si.sh on train_sp with the clean model; its timing changed;
+- any other copy (reverberated, noisy: same samples, same frames) takes the alignment of its
+  clean utterance (utt2uniq), as Kaldi's copy_ali_dir.sh does for rvb copies.
+
+Every alignment's length is checked against the copy's own features; a copy whose clean
+utterance has no alignment (it failed to align) is left out, as Kaldi leaves it out.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
+import numpy as np
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.gmm.align import AlignOptions
+from asrdist.gmm.feats import GMM_TABLES
+from asrdist.gmm.jobs import LocalJob, RemoteJob, gather
+from asrdist.gmm.model import load_mono
+from asrdist.kaldi.alignments import read_alignments, write_alignments
+from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.lang import Lang
+from asrdist.stage import check_done
+
+log = logging.getLogger(__name__)
+
+STAGE = "align_aug"
+SPEED_ID = re.compile(r"^sp\d+(\.\d+)?-")
+# Copied from the clean alignment dir: what ingestion and decoding read beside the alignments.
+MODEL_FILES = ("final.mdl", "tree", "phones.txt", "final.occs", "cmvn_opts", "delta_opts")
+
+
+@dataclass
+class AugAlignSummary:
+    reused: int  # clean utterances, alignment kept
+    copied: int  # timing-preserving copies, alignment of the clean utterance
+    realigned: int  # speed-perturbed copies aligned with the clean model
+    failed: list[str]  # could not be aligned (or their clean utterance was not)
+    seconds: float
+
+
+def read_ali_dir(ali_dir: Path) -> dict[str, np.ndarray]:
+    """Every ``ali.N.gz`` of a Kaldi alignment dir, utterance -> transition-ids."""
+    files = sorted(ali_dir.glob("ali.*.gz"))
+    if not files:
+        raise AsrdistError(f"{ali_dir}: no ali.*.gz (not an alignment dir?)")
+    return {utt: ali for f in files for utt, ali in read_alignments(f)}
+
+
+def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:
+    if ali.size != frames:
+        raise AsrdistError(f"{utt}: {what} has {ali.size} frames but its features have {frames} "
+                           "(copies must keep the clean timing; speed copies need sp ids)")
+    return ali
+
+
+def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path,
+                    nj: int = 2, opts: AlignOptions | None = None) -> AugAlignSummary | None:
+    """Write ``out_dir``, a Kaldi alignment dir for every utterance of ``data_dir`` (MFCC
+    feats.scp, cmvn.scp, text, utt2spk, utt2uniq) from the clean alignment dir ``src_dir``
+    (final.mdl, tree, ali.*.gz). None when done with the same inputs (asrdist.stage)."""
+    opts = opts or AlignOptions()
+    data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
+    # Of src_dir only what alignment reads: decoding writes into it later (mono/decode_test).
+    src_files = [src_dir / n for n in ("final.mdl", "tree", "num_jobs")]
+    check = check_done(out_dir, STAGE, asdict(opts),
+                       [data_dir, lang_dir, *src_files, *sorted(src_dir.glob("ali.*.gz"))])
+    if check.done:
+        return None
+    if nj < 1:
+        raise AsrdistError(f"--nj must be positive, got {nj}")
+    start = time.time()
+    data = DataDir.load(data_dir, GMM_TABLES)
+    uniq_path = data_dir / "utt2uniq"
+    utt2uniq = read_table(uniq_path, require_value=True) if uniq_path.is_file() else {}
+    clean = read_ali_dir(src_dir)
+    frames = data.num_frames()
+    alis: dict[str, np.ndarray] = {}
+    to_realign, failed = [], []
+    reused = copied = 0
+    for utt in data.utts:
+        if utt in clean:
+            alis[utt] = _checked(clean[utt], frames[utt], utt, f"{src_dir} alignment")
+            reused += 1
+        elif SPEED_ID.match(utt):
+            to_realign.append(utt)
+        elif utt not in utt2uniq:
+            raise AsrdistError(f"{uniq_path}: no clean utterance for {utt} (and {src_dir} "
+                               "has no alignment of it)")
+        elif utt2uniq[utt] in clean:
+            alis[utt] = _checked(clean[utt2uniq[utt]], frames[utt], utt,
+                                 f"the alignment of {utt2uniq[utt]}")
+            copied += 1
+        else:
+            failed.append(utt)
+    realigned = _realign(data, lang_dir, src_dir, to_realign, nj, opts)
+    failed += [u for u in to_realign if u not in realigned]
+    for utt, ali in realigned.items():
+        alis[utt] = _checked(ali, frames[utt], utt, "the realignment")
+    if not alis:
+        raise AsrdistError(f"{data_dir}: no utterance could be aligned")
+    _write(out_dir, src_dir, [(u, alis[u]) for u in data.utts if u in alis], nj)
+    summary = AugAlignSummary(reused, copied, len(realigned), failed, time.time() - start)
+    log.info("%s: %d kept, %d copied, %d realigned, %d failed %s (%.1f s)", out_dir, reused,
+             copied, len(realigned), len(failed), " ".join(failed[:5]), summary.seconds)
+    check.mark_done()
+    return summary
+
+
+def _realign(data: DataDir, lang_dir: Path, src_dir: Path, utts: list[str], nj: int,
+             opts: AlignOptions) -> dict[str, np.ndarray]:
+    """gmm-align-compiled of ``utts`` with the clean model, in ``nj`` processes."""
+    if not utts:
+        return {}
+    model = load_mono(src_dir / "final.mdl", src_dir / "tree")
+    nj = min(nj, len(utts))
+    bounds = np.linspace(0, len(utts), nj + 1).round().astype(int)
+    parts = [utts[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    lang = Lang.load(lang_dir)
+    job_cls = LocalJob if nj == 1 else RemoteJob
+    jobs = [job_cls(data.path, lang.path, part, part, model.tree, model.trans_model, False)
+            for part in parts]
+    try:
+        for job in jobs:
+            job.result()  # features loaded, graphs compiled
+        gather(jobs, "set_model", model.am, model.trans_model)
+        gather(jobs, "realign", opts, True)
+        return {u: ali for part in gather(jobs, "alignments") for u, ali in part}
+    finally:
+        for job in jobs:
+            job.close()
+
+
+def _write(out_dir: Path, src_dir: Path, alis: list[tuple[str, np.ndarray]], nj: int) -> None:
+    """ali.1..N.gz, num_jobs and the clean dir's model files; final.mdl last."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("ali.*.gz"):
+        old.unlink()
+    nj = min(nj, len(alis))
+    bounds = np.linspace(0, len(alis), nj + 1).round().astype(int)
+    for n, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True), 1):
+        write_alignments(out_dir / f"ali.{n}.gz", alis[a:b])
+    with atomic_write(out_dir / "num_jobs") as f:
+        f.write(f"{nj}\n")
+    for name in sorted(MODEL_FILES, key=lambda n: n == "final.mdl"):
+        if (src_dir / name).is_file():
+            with atomic_path(out_dir / name) as tmp:
+                shutil.copyfile(src_dir / name, tmp)

@@ -12,8 +12,7 @@ the others get meanwhile. Per run:
 - learner 0's time to finish its steps and its held-out CE then;
 - the wall time until the final average, and that average's held-out CE.
 
-The 16-64-learner half of the study is the simulator's (bench/sim, branch ``sim``): it reads
-:data:`SCENARIOS` for the same slow-downs.
+The 16-64-learner half of the study is the simulator's (:mod:`bench.studies.stragglers_sim`).
 
     .venv/bin/python -m bench.studies.stragglers --steps 100 --out bench/RESULTS.md
 """
@@ -127,8 +126,8 @@ def main() -> None:
     lines += ["", "![held-out CE against wall time](studies/stragglers.png)", "",
               "Lines: learner 0's own weights; stars: the final average when every learner "
               "has finished.", "",
-              "16-64 learners: the simulator's section (branch `sim`) runs the same "
-              "`SCENARIOS` at scale."]
+              "16-64 learners: \"Study 2 at scale\" below (the simulator, "
+              "`bench.studies.stragglers_sim`)."]
     publish(lines, args.out)
 
 

@@ -121,12 +121,21 @@ def make_strategy(name: str, learner: Learner | None = None, **options: Any) -> 
     return spec(name).make(learner or Learner.current(), chosen)
 
 
+def _table_position(item: tuple[str, StrategySpec]) -> int:
+    """``single`` first, then the built-in modules in :data:`BUILTIN` order, then plugins:
+    registration order alone would follow whichever module some caller imported first."""
+    module = item[1].make.__module__
+    if module in BUILTIN:
+        return 1 + BUILTIN.index(module)
+    return 0 if module == __name__ else 1 + len(BUILTIN)
+
+
 def algo_table(names: list[str] | None = None) -> str:
     """The README's ``--algo`` table (markdown) of ``names`` (default: all), from the registry;
     "the common ones" are :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
     rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
     common = {f.name for f in dataclasses.fields(CommonOptions)}
-    for name, s in specs().items():
+    for name, s in sorted(specs().items(), key=_table_position):
         if names is not None and name not in names:
             continue
         own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)

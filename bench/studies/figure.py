@@ -20,6 +20,16 @@ def panels(count: int, width: float, height: float, sharey: bool = True) -> tupl
     return fig, list(axes[0])
 
 
+def curves(ax: Any, title: str, xlabel: str,
+           series: list[tuple[str, list[float], list[float]]], **style: Any) -> list:
+    """One panel: a line per ``(label, xs, ys)``; the lines, for marks in their colours."""
+    lines = [ax.plot(xs, ys, label=label, **style)[0] for label, xs, ys in series]
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel(xlabel)
+    ax.grid(alpha=0.3)
+    return lines
+
+
 def save(fig: Any, axes: list, ylabel: str, path: Path) -> None:
     """Label the first panel's y axis, put the legend there, and write ``path``."""
     axes[0].set_ylabel(ylabel)

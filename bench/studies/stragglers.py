@@ -60,14 +60,11 @@ def plot(rows: list[dict], path: Path) -> None:
     scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
     fig, axes = figure.panels(len(scenarios), 3.6, 3.4)
     for ax, sc in zip(axes, scenarios, strict=True):
-        for r in rows:
-            if r["scenario"] == sc:
-                line, = ax.plot([t for t, _ in r["curve"]], [c for _, c in r["curve"]],
-                                label=r["algo"])
-                ax.scatter([r["final_s"]], [r["final_ce"]], color=line.get_color(), marker="*")
-        ax.set_title(f"stragglers: {sc}", fontsize=9)
-        ax.set_xlabel("wall time (s)")
-        ax.grid(alpha=0.3)
+        runs = [r for r in rows if r["scenario"] == sc]
+        lines = figure.curves(ax, f"stragglers: {sc}", "wall time (s)", [
+            (r["algo"], [t for t, _ in r["curve"]], [c for _, c in r["curve"]]) for r in runs])
+        for r, line in zip(runs, lines, strict=True):
+            ax.scatter([r["final_s"]], [r["final_ce"]], color=line.get_color(), marker="*")
     figure.save(fig, axes, "held-out CE (line: learner 0; star: final average)", path)
 
 

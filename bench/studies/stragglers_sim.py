@@ -70,13 +70,10 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
               if sc != "none" and sc.endswith("4x")]
     fig, axes = figure.panels(len(panels), 3.6, 3.4)
     for ax, (n, sc) in zip(axes, panels, strict=True):
-        for r in rows:
-            if r["n"] == n and r["scenario"] == sc:
-                ax.plot([x["time_s"] for x in r["records"]],
-                        [x["heldout_ce"] for x in r["records"]], marker=".", label=r["algo"])
-        ax.set_title(f"{n} learners, {sc}", fontsize=9)
-        ax.set_xlabel("simulated time (s)")
-        ax.grid(alpha=0.3)
+        figure.curves(ax, f"{n} learners, {sc}", "simulated time (s)", [
+            (r["algo"], [x["time_s"] for x in r["records"]],
+             [x["heldout_ce"] for x in r["records"]])
+            for r in rows if r["n"] == n and r["scenario"] == sc], marker=".")
     figure.save(fig, axes, "held-out CE (learners' mean)", path)
 
 

@@ -13,7 +13,7 @@ import pytest
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import start_learners
-from tests.train.corpus import make_corpus
+from tests.train.corpus import make_corpus, train_losses
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=2",
@@ -38,8 +38,7 @@ def _train(corpus, out: Path, algo: str, *extra: str) -> None:
 
 
 def _losses(out: Path, rank: int) -> list[tuple[int, float]]:
-    return [(r["step"], r["loss"]) for r in read_metrics(metrics_path(out, rank))
-            if r["kind"] == "train"]
+    return train_losses(metrics_path(out, rank))
 
 
 @pytest.mark.parametrize(("algo", "extra", "deterministic"), [

@@ -75,3 +75,19 @@ def poison_features(data: Path, utt_index: int = -1) -> str:
     scp[utt_index] = (data / "nan.scp").read_text().strip()
     (data / "feats.scp").write_text("\n".join(scp) + "\n")
     return utt
+
+
+def train_config(corpus: tuple[Path, Path], out: Path, base: dict, **kw):
+    """A TrainConfig on ``corpus`` writing to ``out``: ``base`` settings, then ``kw``."""
+    from asrdist.train.config import make_config
+
+    data, targets = corpus
+    return make_config(None, {"data": str(data), "targets": str(targets), "out": str(out),
+                              **base, **kw})
+
+
+def train_losses(metrics: Path) -> list[tuple[int, float]]:
+    """(step, loss) of every training record of a metrics.jsonl."""
+    from asrdist.train.metrics import read_metrics
+
+    return [(r["step"], r["loss"]) for r in read_metrics(metrics) if r["kind"] == "train"]

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
 from asrdist.train.checkpoint import list_checkpoints
-from asrdist.train.config import make_config
-from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus
+from tests.train.corpus import make_corpus, train_config, train_losses
 
 DNN = dict(model="dnn", splice=2, hidden_layers=2, hidden_units=32, chunk_len=10,
            batch_size=8, shuffle_buffer=32, heldout_utts=2, log_every=1, lr=0.05,
@@ -26,14 +25,11 @@ def corpus(tmp_path):
 
 
 def _config(corpus, out, **kw):
-    data, targets = corpus
-    return make_config(None, {"data": str(data), "targets": str(targets), "out": str(out),
-                              **DNN, **kw})
+    return train_config(corpus, out, DNN, **kw)
 
 
-def _losses(out):
-    return [(r["step"], r["loss"]) for r in read_metrics(out / "metrics.jsonl")
-            if r["kind"] == "train"]
+def _losses(out: Path) -> list[tuple[int, float]]:
+    return train_losses(out / "metrics.jsonl")
 
 
 def test_ngsgd_run_resumed_from_a_checkpoint_matches_the_straight_run(corpus, tmp_path):

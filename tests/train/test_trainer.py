@@ -19,10 +19,9 @@ from asrdist.models.build import load_final
 from asrdist.parallel.strategy import Single, Strategy
 from asrdist.train import checkpoint as checkpoint_mod
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
-from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus, poison_features
+from tests.train.corpus import make_corpus, poison_features, train_config, train_losses
 
 TINY = dict(layers=1, units=16, chunk_len=10, batch_size=8, shuffle_buffer=32, heldout_utts=2,
             log_every=1, lr=0.5, lr_ref_batch=8, warmup_epochs=0.5, cmvn="spk")
@@ -34,14 +33,11 @@ def corpus(tmp_path):
 
 
 def _config(corpus, out, **kw):
-    data, targets = corpus
-    return make_config(None, {"data": str(data), "targets": str(targets), "out": str(out),
-                              **TINY, **kw})
+    return train_config(corpus, out, TINY, **kw)
 
 
 def _losses(out: Path) -> list[tuple[int, float]]:
-    return [(r["step"], r["loss"]) for r in read_metrics(out / "metrics.jsonl")
-            if r["kind"] == "train"]
+    return train_losses(out / "metrics.jsonl")
 
 
 @pytest.mark.parametrize(("model", "lr"), [("blstm", 0.5), ("dnn", 0.05)])

@@ -38,7 +38,6 @@ esac
 case $augment in
   true) train=train_aug; ali=$exp/mono_ali_aug ;;  # the GMM trains on the clean train set
   false) train=train; ali=$exp/mono ;;
-  *) echo "$0: --augment $augment: choose true or false" >&2; exit 1 ;;
 esac
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then

@@ -88,3 +88,23 @@ def test_an_unknown_option_is_refused(tmp_path):
     assert out.returncode != 0
     assert "invalid option --epochs" in out.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_augment_false_trains_on_the_clean_corpus(tmp_path):
+    out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.1", "--test-hours", "0.004",
+                     "--stop-stage", "3")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "stage 0 (augment)" not in out.stderr and "align augmented" not in out.stderr
+    data, exp = tmp_path / "data", tmp_path / "exp"
+    assert not (data / "train_aug").exists() and not (exp / "mono_ali_aug").exists()
+    assert (data / "train_fbank" / "feats.scp").is_file()
+    clean = (data / "train" / "utt2spk").read_text().split("\n")
+    assert not any(line.startswith(("sp0.9-", "sp1.1-")) for line in clean)
+    assert (exp / "mono_pdf").is_dir()
+
+
+def test_augment_takes_true_or_false(tmp_path):
+    out = run_recipe(tmp_path, "--augment", "maybe")
+    assert out.returncode != 0
+    assert "option --augment takes true or false, not 'maybe'" in out.stderr
+    assert not (tmp_path / "data").exists()

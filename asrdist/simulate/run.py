@@ -56,6 +56,11 @@ def simulate(
     if learners < 1 or steps < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps: need at least one "
                            "learner and no negative steps")
+    speed = speed or SpeedModel()
+    missing = [r for r in sorted(speed.slow) if r >= learners]
+    if missing:  # as CommonOptions.check_world refuses it for real learners
+        raise AsrdistError(f"--slow-learner {missing[0]}: there is no learner {missing[0]} "
+                           f"among {learners} (ranks 0..{learners - 1})")
     try:
         opts = registry.make_options(algo, dict(options or {}))
     except ValueError as exc:
@@ -64,7 +69,7 @@ def simulate(
     for i in range(learners):
         model = make_model(i)
         sims.append(SimLearner(i, model, make_optimizer(model)))
-    world = World(sims, speed or SpeedModel(), loss_fn, grad_clip, keep_history)
+    world = World(sims, speed, loss_fn, grad_clip, keep_history)
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
     world.on_step = evaluator.maybe

@@ -41,3 +41,13 @@ def test_bad_strategy_option_is_one_line(corpus, tmp_path):
     assert res.returncode == 2
     assert "avg_period must be int" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_slow_learner_that_does_not_exist_is_refused(corpus, tmp_path):
+    data, targets = corpus
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", tmp_path / "x",
+                  "--learners", "4", "--batch-size", "1", "--chunk-len", "5",
+                  "--slow-learner", "7:2")
+    assert res.returncode != 0
+    assert "there is no learner 7 among 4 (ranks 0..3)" in res.stderr
+    assert not (tmp_path / "x").exists()

@@ -109,10 +109,11 @@ class _Worker:
         real = [i for w, i in words.items()
                 if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
         graphs = {wip: with_word_penalty(hclg, real, wip) for wip in {v.wip for v in job.variants}}
+        # one search per distinct (acwt, wip): the main setting is usually a sweep point too
         self.decoders = {
-            v: Decoder(graphs[v.wip], trans, DecodeOptions(
-                v.acwt, job.opts.beam, job.opts.max_active, job.opts.min_active))
-            for v in job.variants
+            (acwt, wip): Decoder(graphs[wip], trans, DecodeOptions(
+                acwt, job.opts.beam, job.opts.max_active, job.opts.min_active))
+            for acwt, wip in {(v.acwt, v.wip) for v in job.variants}
         }
         lexicon = graph_dir / "phones" / "align_lexicon.int"
         self.aligner = None
@@ -136,8 +137,9 @@ class _Worker:
         start = time.perf_counter()
         for utt, scores in self.scorer.scores(list(utts)):
             result.frames += scores.shape[0]
-            for v, decoder in self.decoders.items():
-                hyp = decoder.decode(scores)
+            hyps = {key: decoder.decode(scores) for key, decoder in self.decoders.items()}
+            for v in self.variants:
+                hyp = hyps[v.acwt, v.wip]
                 if hyp is None:
                     if v.name is None:
                         result.failed.append(utt)

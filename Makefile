@@ -65,7 +65,8 @@ study: deps venv
 studies: network stragglers projection staging-cost
 
 # The simulator's studies (issue 11: studies 1, 2 at scale, 3) read a mini corpus's features
-# and alignments: `cd recipes/mini && ./run.sh --stop-stage 3 --hours 3` (or more), then
+# and alignments, as measured in bench/RESULTS.md: `cd recipes/mini && ./run.sh --stop-stage 3
+# --hours 3 --augment false --nnet-feats fbank` (or more hours), then
 # `make sim-studies STUDY_DATA=... STUDY_TARGETS=...`. Runs are cached in STUDY_CACHE.
 STUDY_DATA ?= recipes/mini/data/train_fbank
 STUDY_TARGETS ?= recipes/mini/exp/mono_pdf

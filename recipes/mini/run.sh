@@ -22,18 +22,23 @@ nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each (e.g. "ssgd adpsgd-random")
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 setup=blstm        # blstm: a BLSTM per --algos; suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
+nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 mel bands)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
 pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--algos \"A B\"] [--learners N]
-       [--setup blstm|suchen] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--setup blstm|suchen] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm) runs=$(for a in $algos; do echo blstm_$a; done) ;;
   suchen) runs=dnn_suchen_ma ;;
   *) echo "$0: --setup $setup: choose blstm or suchen" >&2; exit 1 ;;
+esac
+case $nnet_feats in
+  mfcc|fbank) ;;
+  *) echo "$0: --nnet-feats $nnet_feats: choose mfcc or fbank" >&2; exit 1 ;;
 esac
 case $augment in
   true) train=train_aug; ali=$exp/mono_ali_aug ;;  # the GMM trains on the clean train set
@@ -49,11 +54,13 @@ if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
+  # MFCC of every part (the GMM trains on train's, aligns train_aug's, decodes test's); fbank
+  # of the networks' train and test sets when --nnet-feats fbank
   for part in $(echo train $train test | tr ' ' '\n' | uniq); do
-    if [ $part != train ] || ! $augment; then  # the clean train set: MFCC for the GMM only
+    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --nj $nj $data/$part $data/${part}_mfcc
+    if [ $nnet_feats = fbank ] && { [ $part != train ] || ! $augment; }; then
       run_stage 1 "fbank $part" asrdist-features --kind fbank --nj $nj $data/$part $data/${part}_fbank
     fi
-    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --nj $nj $data/$part $data/${part}_mfcc
   done
 fi
 
@@ -66,13 +73,13 @@ if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
 fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
-  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_fbank/feats.scp $exp/mono_pdf
+  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_$nnet_feats/feats.scp $exp/mono_pdf
 fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = blstm ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-      --config conf/train_blstm.yaml --data $data/${train}_fbank --targets $exp/mono_pdf \
+      --config conf/train_blstm.yaml --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
       --out $exp/blstm_$a --algo $a --resume $train_opts
   done
 fi
@@ -81,10 +88,10 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = suchen ]; then
   # RBM pretraining (the learners average their RBMs too), then the sigmoid DNN it initialises,
   # trained with NG-SGD and model averaging every --avg-frames frames (conf/train_dnn_suchen.yaml)
   run_stage 4 "pretrain rbm x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
-    --command asrdist-pretrain-rbm -- --data $data/${train}_fbank --targets $exp/mono_pdf \
+    --command asrdist-pretrain-rbm -- --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
     --out $exp/dbn --splice 5 --hidden-layers 4 --hidden-units 512 $pretrain_opts
   run_stage 4 "train ma x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-    --config conf/train_dnn_suchen.yaml --data $data/${train}_fbank --targets $exp/mono_pdf \
+    --config conf/train_dnn_suchen.yaml --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
     --out $exp/dnn_suchen_ma --init-dbn $exp/dbn/dbn.pt --resume $train_opts
 fi
 
@@ -103,7 +110,7 @@ if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do
     run_stage 6 "decode $r" asrdist-decode "${decode_opts[@]}" \
-      --model $exp/$r/final.pt --data $data/test_fbank --out $exp/$r/decode_test
+      --model $exp/$r/final.pt --data $data/test_$nnet_feats --out $exp/$r/decode_test
   done
 fi
 

@@ -46,7 +46,7 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     assert "| espeak |" in results and "| flite |" in results and "| flite-rms |" in results
 
     kept = [exp / "mono" / "ali.1.gz", exp / "mono_pdf" / "pdf.ark",
-            exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_aug_fbank" /
+            exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_aug_mfcc" /
             "feats.scp", exp / "graph" / "HCLG.fst", exp / "mono" / "decode_test" / "text"]
     before = [p.stat().st_mtime_ns for p in kept]
     again = run_recipe(tmp_path, *tiny, "--stop-stage", "6")
@@ -57,8 +57,9 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     stages = sorted({stage for _, stage in skipped})
     assert stages == ["align_aug", "align_gmm", "augment", "decode", "features", "ingest_ali",
                       "mkgraph", "prepare_mini", "train"], again.stderr[-3000:]
-    # mfcc of train (for the GMM), fbank and mfcc of train_aug and of test
-    assert len([s for s in skipped if s[1] == "features"]) == 5
+    # mfcc of train (the GMM's), of train_aug and of test (the GMM's and the BLSTM's)
+    assert len([s for s in skipped if s[1] == "features"]) == 3
+    assert not list(tmp_path.glob("data/*_fbank"))
     assert "redoing" not in again.stderr
     _suchen_setup_on_the_same_data(tmp_path)
 
@@ -90,17 +91,25 @@ def test_an_unknown_option_is_refused(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
-def test_augment_false_trains_on_the_clean_corpus(tmp_path):
+def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_asked(tmp_path):
     out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.1", "--test-hours", "0.004",
-                     "--stop-stage", "3")
+                     "--nnet-feats", "fbank", "--stop-stage", "3")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "stage 0 (augment)" not in out.stderr and "align augmented" not in out.stderr
     data, exp = tmp_path / "data", tmp_path / "exp"
     assert not (data / "train_aug").exists() and not (exp / "mono_ali_aug").exists()
-    assert (data / "train_fbank" / "feats.scp").is_file()
+    assert (data / "train_fbank" / "feats.scp").is_file() and (data / "test_fbank").is_dir()
+    assert "train_fbank/feats.scp" in (exp / "mono_pdf" / "report.txt").read_text()
     clean = (data / "train" / "utt2spk").read_text().split("\n")
     assert not any(line.startswith(("sp0.9-", "sp1.1-")) for line in clean)
     assert (exp / "mono_pdf").is_dir()
+
+
+def test_nnet_feats_takes_mfcc_or_fbank(tmp_path):
+    out = run_recipe(tmp_path, "--nnet-feats", "plp")
+    assert out.returncode != 0
+    assert "--nnet-feats plp: choose mfcc or fbank" in out.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def test_augment_takes_true_or_false(tmp_path):

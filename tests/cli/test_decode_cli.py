@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
+from asrdist.decode.decoder import DecodeOptions
 from asrdist.decode.graph import make_graph
 from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
@@ -77,6 +79,19 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
     assert retrained.returncode == 0, retrained.stderr
     assert f"input {system.root / 'final.pt'} changed" in retrained.stderr
     assert "RTF" in retrained.stderr
+
+
+def test_the_main_setting_shares_its_search_with_the_same_sweep_point(system, tmp_path):
+    data = tmp_path / "test_mfcc"
+    write_test_data(system, data, SENTENCES, "gmm")
+    variants = (Variant(None, 0.1), Variant("10_0.0", 0.1), Variant("5_0.0", 0.2))
+    job = DecodeJob(str(system.root / "graph"), str(system.mono / "final.mdl"), str(data), None,
+                    str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
+    worker = _Worker(job)
+    assert sorted(worker.decoders) == [(0.1, 0.0), (0.2, 0.0)]
+    result = worker.run(sorted(SENTENCES))
+    assert result.texts[None] == result.texts["10_0.0"]
+    assert {u: " ".join(w) for u, w in result.texts["5_0.0"].items()} == SENTENCES
 
 
 def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):

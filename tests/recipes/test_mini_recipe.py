@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from asrdist.models.build import load_final
 from asrdist.train.metrics import read_metrics
 
@@ -84,13 +86,6 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
     assert "| dnn_suchen_ma x2 |" in (exp / "results.md").read_text()
 
 
-def test_an_unknown_option_is_refused(tmp_path):
-    out = run_recipe(tmp_path, "--epochs", "3")
-    assert out.returncode != 0
-    assert "invalid option --epochs" in out.stderr
-    assert not (tmp_path / "data").exists()
-
-
 def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_asked(tmp_path):
     out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.1", "--test-hours", "0.004",
                      "--nnet-feats", "fbank", "--stop-stage", "3")
@@ -105,15 +100,14 @@ def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_ask
     assert (exp / "mono_pdf").is_dir()
 
 
-def test_nnet_feats_takes_mfcc_or_fbank(tmp_path):
-    out = run_recipe(tmp_path, "--nnet-feats", "plp")
+@pytest.mark.parametrize("args, message", [
+    (("--epochs", "3"), "invalid option --epochs"),
+    (("--nnet-feats", "plp"), "--nnet-feats plp: choose mfcc or fbank"),
+    (("--augment", "maybe"), "option --augment takes true or false, not 'maybe'"),
+    (("--setup", "tdnn"), "--setup tdnn: choose blstm or suchen"),
+])
+def test_a_bad_option_is_refused_before_any_work(tmp_path, args, message):
+    out = run_recipe(tmp_path, *args)
     assert out.returncode != 0
-    assert "--nnet-feats plp: choose mfcc or fbank" in out.stderr
-    assert not (tmp_path / "data").exists()
-
-
-def test_augment_takes_true_or_false(tmp_path):
-    out = run_recipe(tmp_path, "--augment", "maybe")
-    assert out.returncode != 0
-    assert "option --augment takes true or false, not 'maybe'" in out.stderr
+    assert message in out.stderr
     assert not (tmp_path / "data").exists()

@@ -45,7 +45,7 @@ class Chunking:
     extra_left_context: int | None = None
     extra_right_context: int | None = None
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         for name, value in (("--frames-per-chunk", self.frames_per_chunk),
                             ("--extra-left-context", self.extra_left_context),
                             ("--extra-right-context", self.extra_right_context)):
@@ -76,7 +76,6 @@ class NnetScorer:
         from asrdist.models.blstm import BLSTM
         from asrdist.models.build import load_final
 
-        chunking.check()
         self.torch = torch
         self.model, record = load_final(final_pt)
         self.path = Path(final_pt)

@@ -273,8 +273,10 @@ def decode_data_dir(
                "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
                "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
     if nnet is not None:
-        chunking.check()
         options["chunking"] = asdict(chunking)
+    elif chunking != AS_TRAINED:
+        raise AsrdistError("--frames-per-chunk and --extra-left/right-context say how a "
+                           "--model network is run; the scores of --gmm and --loglikes take none")
     kept = str(Path(loglikes).parent) if loglikes else None  # its ark too: rewritten in place
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
                        [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir])

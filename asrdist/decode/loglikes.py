@@ -29,7 +29,6 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
     """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; False when done already."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    chunking.check()
     check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
     if check.done:
         return False

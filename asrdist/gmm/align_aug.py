@@ -27,7 +27,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.align import AlignOptions
 from asrdist.gmm.feats import GMM_TABLES
-from asrdist.gmm.jobs import LocalJob, RemoteJob, gather
+from asrdist.gmm.jobs import LocalJob, RemoteJob, gather, split_parts
 from asrdist.gmm.model import load_mono
 from asrdist.kaldi.alignments import read_alignments, write_alignments
 from asrdist.kaldi.data_dir import DataDir, read_table
@@ -126,8 +126,7 @@ def _realign(data: DataDir, lang_dir: Path, src_dir: Path, utts: list[str], nj: 
         return {}
     model = load_mono(src_dir / "final.mdl", src_dir / "tree")
     nj = min(nj, len(utts))
-    bounds = np.linspace(0, len(utts), nj + 1).round().astype(int)
-    parts = [utts[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    parts = split_parts(utts, nj)
     lang = Lang.load(lang_dir)
     job_cls = LocalJob if nj == 1 else RemoteJob
     jobs = [job_cls(data.path, lang.path, part, part, model.tree, model.trans_model, False)
@@ -149,9 +148,8 @@ def _write(out_dir: Path, src_dir: Path, alis: list[tuple[str, np.ndarray]], nj:
     for old in out_dir.glob("ali.*.gz"):
         old.unlink()
     nj = min(nj, len(alis))
-    bounds = np.linspace(0, len(alis), nj + 1).round().astype(int)
-    for n, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True), 1):
-        write_alignments(out_dir / f"ali.{n}.gz", alis[a:b])
+    for n, part in enumerate(split_parts(alis, nj), 1):
+        write_alignments(out_dir / f"ali.{n}.gz", part)
     with atomic_write(out_dir / "num_jobs") as f:
         f.write(f"{nj}\n")
     for name in sorted(MODEL_FILES, key=lambda n: n == "final.mdl"):

@@ -181,6 +181,12 @@ class LocalJob:
         pass
 
 
+def split_parts(items: list, nj: int) -> list[list]:
+    """Contiguous, near-equal parts, as utils/split_data.sh --per-utt."""
+    bounds = np.linspace(0, len(items), nj + 1).round().astype(int)
+    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 def gather(jobs: list, method: str, *args: Any) -> list:
     """Call ``method`` on every job (in parallel for RemoteJobs); their results in job order."""
     for job in jobs:

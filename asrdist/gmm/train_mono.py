@@ -27,7 +27,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.align import AlignOptions, boost_silence
 from asrdist.gmm.feats import GMM_TABLES, load_features
-from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob
+from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob, gather, split_parts
 from asrdist.gmm.model import MonoModel, init_mono
 from asrdist.gmm.stats import estimate
 from asrdist.kaldi.alignments import write_alignments
@@ -96,12 +96,6 @@ class MonoSummary:
     seconds: float
 
 
-def _split(utts: list[str], nj: int) -> list[list[str]]:
-    """Contiguous, near-equal parts, as utils/split_data.sh --per-utt."""
-    bounds = np.linspace(0, len(utts), nj + 1).round().astype(int)
-    return [utts[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
 def _utt_lengths(data: DataDir) -> dict[str, int]:
     path = data.path / "utt2num_frames"
     if path.is_file():
@@ -121,12 +115,6 @@ def _train_subset(data: DataDir, max_utts: int | None) -> list[str]:
 def _check_transcripts(data: DataDir, lang: Lang, map_oov: bool) -> None:
     for u in data.utts:
         lang.word_ids(u, data.text[u], map_oov)
-
-
-def _gather(jobs: list, method: str, *args) -> list:
-    for job in jobs:
-        job.submit(method, *args)
-    return [job.result() for job in jobs]
 
 
 def _sum_align(results: list[AlignResult]) -> AlignResult:
@@ -190,7 +178,7 @@ def train_mono(
                  model.am.num_pdfs, model.am.dim, len(data.utts), len(train_utts), nj)
         job_cls = LocalJob if nj == 1 else RemoteJob
         jobs = [job_cls(data.path, lang.path, part, train_utts, model.tree, model.trans_model,
-                        opts.map_oov) for part in _split(data.utts, nj)]
+                        opts.map_oov) for part in split_parts(data.utts, nj)]
         try:
             for job in jobs:
                 job.result()  # features loaded, graphs compiled
@@ -198,8 +186,8 @@ def train_mono(
             silence = _optional_silence(lang) if opts.boost_silence != 1.0 else []
             records, occs = _em(jobs, model, opts, silence)
             _write_passes(exp_dir / "log" / "passes.tsv", records)
-            _gather(jobs, "set_model", model.am, model.trans_model)
-            final = _sum_align(_gather(jobs, "realign", opts.align, True,
+            gather(jobs, "set_model", model.am, model.trans_model)
+            final = _sum_align(gather(jobs, "realign", opts.align, True,
                                        _align_am(model, opts, silence)))
             log.info("final alignment of all %d utterances: %d aligned, %d failed %s",
                      len(data.utts), final.aligned, len(final.failed), " ".join(final.failed[:10]))
@@ -266,16 +254,16 @@ def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOp
              align_opts: AlignOptions, silence: list[int]) -> tuple[IterRecord, np.ndarray]:
     """(Re)align if scheduled, accumulate, update, mix up to ``num_gauss``."""
     t0 = time.time()
-    _gather(jobs, "set_model", model.am, model.trans_model)
+    gather(jobs, "set_model", model.am, model.trans_model)
     ali = None
     if it == 0:
-        ali = _sum_align(_gather(jobs, "equal_align"))
+        ali = _sum_align(gather(jobs, "equal_align"))
     elif it in opts.realign_iters:
-        ali = _sum_align(_gather(jobs, "realign", align_opts, False,
+        ali = _sum_align(gather(jobs, "realign", align_opts, False,
                                  _align_am(model, opts, silence)))
     if ali is not None and ali.aligned == 0:
         raise AsrdistError(f"no training utterance could be aligned (e.g. {ali.failed[0]})")
-    parts = _gather(jobs, "accumulate")
+    parts = gather(jobs, "accumulate")
     stats = parts[0]
     for part in parts[1:]:
         stats = stats + part
@@ -294,7 +282,7 @@ def _write_outputs(
     exp_dir: Path, lang: Lang, jobs: list, model: MonoModel, occs: np.ndarray
 ) -> None:
     """The Kaldi alignment dir; final.mdl last, so an interrupted write never looks final."""
-    alis = _gather(jobs, "alignments")
+    alis = gather(jobs, "alignments")
     for n, part in enumerate(alis, 1):
         write_alignments(exp_dir / f"ali.{n}.gz", part)
     with atomic_write(exp_dir / "num_jobs") as f:

@@ -133,6 +133,9 @@ def test_missing_graph_dir_is_one_line_error(tmp_path):
     ((), "give exactly one of --model (final.pt) and --gmm (final.mdl)"),
     (("--model", "a.pt", "--gmm", "m"),
      "give exactly one of --model (final.pt) and --gmm (final.mdl)"),
+    (("--gmm", "m", "--frames-per-chunk", "0"),
+     "--frames-per-chunk and --extra-left/right-context say how a --model network is run; "
+     "the scores of --gmm and --loglikes take none"),
 ])
 def test_bad_options_are_refused(tmp_path, args, message):
     proc = run_cli("decode", "--graph", str(tmp_path), "--data", str(tmp_path),

@@ -49,6 +49,11 @@ def _scores(final_pt: Path, data: Path, chunking: Chunking) -> np.ndarray:
     return next(NnetScorer(final_pt, data, chunking).scores(["u1"]))[1]
 
 
+def test_a_negative_chunk_or_context_is_refused() -> None:
+    with pytest.raises(AsrdistError, match="--extra-left-context -1: must be 0 or more"):
+        Chunking(extra_left_context=-1)
+
+
 def test_chunk_starts_cover_the_utterance_with_equal_windows() -> None:
     assert chunk_starts(23, 5).tolist() == [0, 5, 10, 15, 18]
     assert chunk_starts(20, 5).tolist() == [0, 5, 10, 15]

@@ -43,3 +43,11 @@ def command(
     """``@click.command`` for asrdist: -h/--help, AsrdistError as a one-line error."""
     settings = {"help_option_names": ["-h", "--help"], **context_settings}
     return click.command(cls=cls, context_settings=settings)
+
+
+def number_list(text: str, option: str) -> tuple[float, ...]:
+    """Numbers separated by spaces or commas ('7 10 13', '0.9,1.1'), for list-valued options."""
+    try:
+        return tuple(float(x) for x in text.replace(",", " ").split())
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give numbers", param_hint=option) from None

@@ -8,19 +8,12 @@ from pathlib import Path
 
 import click
 
-from asrdist.cli import command
+from asrdist.cli import command, number_list
 from asrdist.corpus.augment import AugmentOptions, augment_data_dir
 
 
-def _floats(text: str, option: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in text.replace(",", " ").split())
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: give numbers", param_hint=option) from None
-
-
 def _range(text: str, option: str) -> tuple[float, float]:
-    values = _floats(text, option)
+    values = number_list(text, option)
     if len(values) != 2:
         raise click.BadParameter(f"{text!r}: give LOW,HIGH", param_hint=option)
     return values[0], values[1]
@@ -46,7 +39,7 @@ def main(src: Path, out: Path, speeds: str, reverb_fraction: float, noise_fracti
     """Write OUT: the utterances of SRC (a wav data dir) and their augmented copies, as real
     wav files, with utt2uniq naming each copy's clean utterance. Skips a finished OUT."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
-    options = AugmentOptions(speeds=_floats(speeds, "--speeds"),
+    options = AugmentOptions(speeds=number_list(speeds, "--speeds"),
                              reverb_fraction=reverb_fraction, noise_fraction=noise_fraction,
                              snr_db=_range(snr, "--snr"), rt60=_range(rt60, "--rt60"), seed=seed)
     summary = augment_data_dir(src, out, options, wav_dir)

@@ -8,17 +8,10 @@ import sys
 
 import click
 
-from asrdist.cli import command
+from asrdist.cli import command, number_list
 from asrdist.decode.acoustic import Chunking
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.decode.decoder import DecodeOptions
-
-
-def _floats(value: str) -> list[float]:
-    try:
-        return [float(v) for v in value.replace(",", " ").split()]
-    except ValueError as e:
-        raise click.BadParameter(f"{value!r}: expected numbers") from e
 
 
 def chunking_options(f):
@@ -73,7 +66,7 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
         opts=DecodeOptions(acwt, beam, max_active, min_active),
-        lmwts=_floats(lmwts), wips=_floats(wips) or [0.0], nj=nj,
+        lmwts=number_list(lmwts, "--lmwt"), wips=number_list(wips, "--wip") or [0.0], nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=Chunking(frames_per_chunk, extra_left_context, extra_right_context),
     )

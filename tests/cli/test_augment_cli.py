@@ -27,3 +27,12 @@ def test_bad_input_is_one_line_error(tmp_path):
     assert len(result.output.strip().splitlines()) == 1 and "nope" in result.output
     bad = CliRunner().invoke(main, [str(tmp_path), str(tmp_path / "aug"), "--snr", "5"])
     assert bad.exit_code == 2 and "--snr" in bad.output
+
+
+def test_a_list_option_that_is_not_numbers_or_not_a_range_is_refused(tmp_path):
+    for args, message in ((["--speeds", "0.9 fast"], "Invalid value for --speeds: '0.9 fast': "
+                                                      "give numbers"),
+                          (["--rt60", "0.3"], "Invalid value for --rt60: '0.3': give LOW,HIGH")):
+        bad = CliRunner().invoke(main, [str(tmp_path), str(tmp_path / "aug"), *args])
+        assert bad.exit_code == 2 and bad.output.strip().splitlines()[-1] == f"Error: {message}"
+        assert not (tmp_path / "aug").exists()

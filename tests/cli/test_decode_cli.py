@@ -145,6 +145,15 @@ def test_bad_options_are_refused(tmp_path, args, message):
     assert not (tmp_path / "decode").exists()
 
 
+def test_a_sweep_that_is_not_numbers_is_refused(tmp_path):
+    proc = run_cli("decode", "--graph", str(tmp_path), "--data", str(tmp_path), "--gmm", "m",
+                   "--out", str(tmp_path / "decode"), "--lmwt", "7 x")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for --lmwt: '7 x': give numbers")
+    assert not (tmp_path / "decode").exists()
+
+
 def test_missing_transition_model_is_refused(tmp_path):
     graph, data = tmp_path / "graph", tmp_path / "data"
     graph.mkdir()

@@ -14,6 +14,7 @@ import kaldifst
 import numpy as np
 
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.lang import Lang
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,21 @@ class AlignOptions:
     transition_scale: float = 1.0
     self_loop_scale: float = 0.1
     careful: bool = False
+
+
+def optional_silence(lang: Lang) -> list[int]:
+    """phones/optional_silence.int: the phone whose models --boost-silence boosts."""
+    path = lang.path / "phones" / "optional_silence.int"
+    try:
+        return [int(x) for x in path.read_text().split()]
+    except (OSError, ValueError) as e:
+        raise AsrdistError(f"{path}: unreadable ({e}); needed by --boost-silence") from e
+
+
+def aligning_am(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, silence: list[int],
+                factor: float) -> khg.AmDiagGmm | None:
+    """The model to align with: silence boosted by ``factor``, or None (the model itself)."""
+    return None if factor == 1.0 else boost_silence(am, trans_model, silence, factor)
 
 
 def boost_silence(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, phones: list[int],

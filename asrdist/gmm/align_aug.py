@@ -25,7 +25,7 @@ import numpy as np
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.align import AlignOptions
+from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
 from asrdist.gmm.feats import GMM_TABLES
 from asrdist.gmm.jobs import LocalJob, RemoteJob, gather, split_parts
 from asrdist.gmm.model import load_mono
@@ -67,15 +67,20 @@ def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:
 
 
 def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path,
-                    nj: int = 2, opts: AlignOptions | None = None) -> AugAlignSummary | None:
+                    nj: int = 2, opts: AlignOptions | None = None, map_oov: bool = False,
+                    boost_silence: float = 1.0) -> AugAlignSummary | None:
     """Write ``out_dir``, a Kaldi alignment dir for every utterance of ``data_dir`` (MFCC
     feats.scp, cmvn.scp, text, utt2spk, utt2uniq) from the clean alignment dir ``src_dir``
-    (final.mdl, tree, ali.*.gz). None when done with the same inputs (asrdist.stage)."""
+    (final.mdl, tree, ali.*.gz). ``map_oov`` and ``boost_silence`` are align_si.sh's (give the
+    clean system's). None when done with the same inputs (asrdist.stage)."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
     # Of src_dir only what alignment reads: decoding writes into it later (mono/decode_test).
     src_files = [src_dir / n for n in ("final.mdl", "tree", "num_jobs")]
-    check = check_done(out_dir, STAGE, asdict(opts),
+    if boost_silence <= 0:
+        raise AsrdistError(f"--boost-silence {boost_silence}: must be positive")
+    check = check_done(out_dir, STAGE, {**asdict(opts), "map_oov": map_oov,
+                                        "boost_silence": boost_silence},
                        [data_dir, lang_dir, *src_files, *sorted(src_dir.glob("ali.*.gz"))])
     if check.done:
         return None
@@ -105,7 +110,8 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
             copied += 1
         else:
             failed.append(utt)
-    realigned = _realign(data, lang_dir, src_dir, to_realign, nj, opts)
+    realigned = _realign(data, Lang.load(lang_dir), src_dir, to_realign, nj, opts, map_oov,
+                         boost_silence)
     failed += [u for u in to_realign if u not in realigned]
     for utt, ali in realigned.items():
         alis[utt] = _checked(ali, frames[utt], utt, "the realignment")
@@ -119,23 +125,24 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
     return summary
 
 
-def _realign(data: DataDir, lang_dir: Path, src_dir: Path, utts: list[str], nj: int,
-             opts: AlignOptions) -> dict[str, np.ndarray]:
-    """gmm-align-compiled of ``utts`` with the clean model, in ``nj`` processes."""
+def _realign(data: DataDir, lang: Lang, src_dir: Path, utts: list[str], nj: int,
+             opts: AlignOptions, map_oov: bool, boost: float) -> dict[str, np.ndarray]:
+    """gmm-align-compiled of ``utts`` with the clean model (silence boosted by ``boost``), in
+    ``nj`` processes."""
     if not utts:
         return {}
     model = load_mono(src_dir / "final.mdl", src_dir / "tree")
     nj = min(nj, len(utts))
-    parts = split_parts(utts, nj)
-    lang = Lang.load(lang_dir)
+    am = aligning_am(model.am, model.trans_model,
+                     optional_silence(lang) if boost != 1.0 else [], boost)
     job_cls = LocalJob if nj == 1 else RemoteJob
-    jobs = [job_cls(data.path, lang.path, part, part, model.tree, model.trans_model, False)
-            for part in parts]
+    jobs = [job_cls(data.path, lang.path, part, part, model.tree, model.trans_model, map_oov)
+            for part in split_parts(utts, nj)]
     try:
         for job in jobs:
             job.result()  # features loaded, graphs compiled
         gather(jobs, "set_model", model.am, model.trans_model)
-        gather(jobs, "realign", opts, True)
+        gather(jobs, "realign", opts, True, am)
         return {u: ali for part in gather(jobs, "alignments") for u, ali in part}
     finally:
         for job in jobs:

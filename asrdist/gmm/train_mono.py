@@ -25,7 +25,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.align import AlignOptions, boost_silence
+from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
 from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob, gather, split_parts
 from asrdist.gmm.model import MonoModel, init_mono
@@ -183,7 +183,7 @@ def train_mono(
             for job in jobs:
                 job.result()  # features loaded, graphs compiled
             log.info("features and training graphs ready (%.1f s)", time.time() - start)
-            silence = _optional_silence(lang) if opts.boost_silence != 1.0 else []
+            silence = optional_silence(lang) if opts.boost_silence != 1.0 else []
             records, occs = _em(jobs, model, opts, silence)
             _write_passes(exp_dir / "log" / "passes.tsv", records)
             gather(jobs, "set_model", model.am, model.trans_model)
@@ -204,20 +204,9 @@ def train_mono(
     return summary
 
 
-def _optional_silence(lang: Lang) -> list[int]:
-    """phones/optional_silence.int: the phone whose models --boost-silence boosts."""
-    path = lang.path / "phones" / "optional_silence.int"
-    try:
-        return [int(x) for x in path.read_text().split()]
-    except (OSError, ValueError) as e:
-        raise AsrdistError(f"{path}: unreadable ({e}); needed by --boost-silence") from e
-
-
 def _align_am(model: MonoModel, opts: MonoOptions, silence: list[int]) -> khg.AmDiagGmm | None:
     """The model to align with: silence boosted (gmm-boost-silence), or None for the model."""
-    if opts.boost_silence == 1.0:
-        return None
-    return boost_silence(model.am, model.trans_model, silence, opts.boost_silence)
+    return aligning_am(model.am, model.trans_model, silence, opts.boost_silence)
 
 
 def _write_passes(path: Path, records: list[IterRecord]) -> None:

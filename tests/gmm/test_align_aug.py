@@ -104,3 +104,29 @@ def test_copy_without_utt2uniq_is_refused(system, tmp_path):
     with pytest.raises(AsrdistError, match="utt2uniq: no clean utterance for rev1-"):
         align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", nj=1)
     shutil.rmtree(tmp_path / "aug")
+
+
+def test_an_oov_word_in_a_speed_copy_needs_map_oov(system, tmp_path):
+    corpus, exp = system
+    _write_aug_dir(corpus, tmp_path / "aug")
+    text = tmp_path / "aug" / "text"
+    lines = text.read_text().splitlines()
+    sp = next(i for i, line in enumerate(lines) if line.startswith("sp0.8-"))
+    lines[sp] += " qq"
+    text.write_text("\n".join(lines) + "\n")
+    with pytest.raises(AsrdistError, match="word 'qq' is not in"):
+        align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", nj=1)
+    summary = align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", nj=1,
+                              map_oov=True)
+    assert summary is not None and summary.realigned + len(summary.failed) == 12
+
+
+def test_boost_silence_realigns_again_and_a_non_positive_one_is_refused(system, tmp_path):
+    corpus, exp = system
+    _write_aug_dir(corpus, tmp_path / "aug")
+    assert align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", nj=1)
+    boosted = align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", nj=1,
+                              boost_silence=1.25)
+    assert boosted is not None and boosted.realigned == 12 and boosted.failed == []
+    with pytest.raises(AsrdistError, match="--boost-silence 0.0: must be positive"):
+        align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", boost_silence=0.0)

@@ -61,6 +61,10 @@ def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size
          latency: float, bandwidth: float, threads: int, options: tuple[str, ...]) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT."""
+    try:
+        registry.spec(algo)  # before the corpus loads, and before -O is read against it
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--algo") from None
     torch.set_num_threads(threads)
     speed = SpeedModel.with_slow(slow_learner, compute_s=compute_s, update_s=update_s,
                                  jitter=jitter, latency_s=latency, bandwidth=bandwidth,

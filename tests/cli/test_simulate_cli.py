@@ -51,3 +51,16 @@ def test_a_slow_learner_that_does_not_exist_is_refused(corpus, tmp_path):
     assert res.returncode != 0
     assert "there is no learner 7 among 4 (ranks 0..3)" in res.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_an_unknown_algo_or_option_name_is_one_line(corpus, tmp_path):
+    data, targets = corpus
+    for args, message in ((("--algo", "adpsgd-typo"), "unknown --algo 'adpsgd-typo'"),
+                          (("--algo", "ma", "-O", "avg_every=8"),
+                           "'avg_every=8': expected NAME=VALUE, NAME one of")):
+        res = run_cli("simulate", "--data", data, "--targets", targets, "--out",
+                      tmp_path / "x", *args)
+        assert res.returncode == 2
+        last = res.stderr.strip().splitlines()[-1]
+        assert last.startswith("Error: ") and message in last and "Traceback" not in res.stderr
+        assert not (tmp_path / "x").exists()

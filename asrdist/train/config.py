@@ -26,6 +26,7 @@ from asrdist.optim.build import OPTIMIZERS
 from asrdist.optim.ngsgd import NGOptions
 from asrdist.parallel import registry
 from asrdist.parallel.options import flag
+from asrdist.train.spec_augment import MaskOptions
 
 
 def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -56,6 +57,12 @@ class TrainConfig:
     init_dbn: str = _opt("", "DNN: initialise the hidden layers from this RBM stack "
                          "(asrdist-pretrain-rbm's dbn.pt)")
     dropout: float = _opt(0.0, "dropout between layers")
+    feature_masks: int = _opt(0, "SpecAugment: bands of input dims masked per training chunk "
+                              "(0 = none)")
+    feature_mask_width: int = _opt(2, "SpecAugment: the widest band, in input dims")
+    time_masks: int = _opt(0, "SpecAugment: runs of frames masked per training chunk "
+                           "(0 = none; 15 % of a chunk's frames at most in all)")
+    time_mask_width: int = _opt(2, "SpecAugment: the longest run, in frames")
     chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
     batch_size: int = _opt(256, "chunks per learner per step")
     epochs: int = _opt(10, "passes over the training data")
@@ -124,6 +131,10 @@ class TrainConfig:
             dropout=self.dropout,
             activation=self.activation,
         )
+
+    def mask_options(self) -> MaskOptions:
+        return MaskOptions(self.feature_masks, self.feature_mask_width, self.time_masks,
+                           self.time_mask_width)
 
     def ng_options(self) -> NGOptions:
         return NGOptions(self.ng_rank_in, self.ng_rank_out, self.ng_update_period,
@@ -283,6 +294,7 @@ def validate(config: TrainConfig) -> None:
                            "--activation sigmoid")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
+    config.mask_options()  # checks its values when made
     _every_strategys_options(config)  # each options dataclass checks its values when made
 
 

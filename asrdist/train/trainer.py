@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -59,6 +61,7 @@ from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors, read_pdf_counts
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import make_schedule
+from asrdist.train.spec_augment import check_fits, make_spec_augment
 
 log = logging.getLogger(__name__)
 
@@ -139,8 +142,11 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool) -> Batch:
+def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool,
+              spec_augment: Callable[[torch.Tensor], torch.Tensor] | None) -> Batch:
     x, y = torch.from_numpy(xy[0]), torch.from_numpy(xy[1])
+    if spec_augment is not None:
+        x = spec_augment(x)
     if pin:
         x, y = x.pin_memory(), y.pin_memory()
     return x, y, int((xy[1] != IGNORE).sum())
@@ -166,6 +172,8 @@ class _Run:
         self.input_dim = int(probe.read(int(self.train_rows[0]))[0].shape[1])
         check_sample(probe, rank, world_size)
         probe.close()
+        check_fits(cfg.mask_options(), self.input_dim)
+        self.spec_augment = make_spec_augment(cfg.mask_options())
         self.steps_per_epoch = [
             steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,
                             cfg.seed, e, world_size)
@@ -182,7 +190,8 @@ class _Run:
         if cfg.init_dbn:
             init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
-        torch.manual_seed(cfg.seed + 1 + rank)  # dropout differs between learners
+        torch.manual_seed(cfg.seed + 1 + rank)  # dropout and masks differ between learners
+        random.seed(cfg.seed + 1 + rank)
         self.left = self.model.left_context
         self.right = self.model.right_context
         self.step = self.epoch = self.step_in_epoch = self.frames = 0
@@ -317,7 +326,8 @@ class _Run:
         pin = self.device.type == "cuda"
         left = num_steps - self.step_in_epoch
         prefetch: Prefetcher[Batch] = Prefetcher(
-            lambda: _to_batch(stream.next_batch(), pin), left - len(ready), ready,
+            lambda: _to_batch(stream.next_batch(), pin, self.spec_augment), left - len(ready),
+            ready,
             background=self.device.type == "cuda",
         )
         bar = tqdm(total=num_steps, initial=self.step_in_epoch, unit="step", file=sys.stderr,

@@ -72,13 +72,17 @@ def test_final_pt_has_what_decoding_needs(corpus, tmp_path):
     assert {"step", "epoch", "wall_s", "frames", "loss", "lr", "rank"} <= set(train_records[0])
 
 
-def test_interrupted_run_resumes_with_identical_losses(corpus, tmp_path):
-    """Kill a real training process after a checkpoint; the resumed losses match bit for bit."""
+@pytest.mark.parametrize("masks", [{}, {"feature_masks": 2, "time_masks": 1}],
+                         ids=["plain", "spec-augment"])
+def test_interrupted_run_resumes_with_identical_losses(corpus, tmp_path, masks):
+    """Kill a real training process after a checkpoint; the resumed losses match bit for bit
+    (SpecAugment's masks too: their generators are checkpointed)."""
     reference = tmp_path / "reference"
-    train(_config(corpus, reference, epochs=200, max_steps=60, checkpoint_every=5), Single())
+    train(_config(corpus, reference, epochs=200, max_steps=60, checkpoint_every=5, **masks),
+          Single())
     interrupted = tmp_path / "interrupted"
     data, targets = corpus
-    args = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items()]
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in {**TINY, **masks}.items()]
     cmd = [sys.executable, "-c", "from asrdist.cli.train import main; main()",
            f"--data={data}", f"--targets={targets}", f"--out={interrupted}", "--epochs=200",
            "--checkpoint-every=5", *args]
@@ -93,7 +97,7 @@ def test_interrupted_run_resumes_with_identical_losses(corpus, tmp_path):
     resumed_from = max(list_checkpoints(interrupted, 0))
     assert resumed_from < 60
     train(_config(corpus, interrupted, epochs=200, max_steps=60, checkpoint_every=5,
-                  resume=True), Single())
+                  resume=True, **masks), Single())
     assert _losses(interrupted) == _losses(reference)
     assert len(_losses(reference)) == 60
 

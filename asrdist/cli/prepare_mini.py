@@ -17,7 +17,7 @@ from asrdist.corpus.voices import SYNTHESIZERS
 @click.option("--hours", default=3.0, show_default=True, type=float,
               help="Hours of training audio.")
 @click.option("--test-hours", default=None, type=float,
-              help="Hours of test audio [default: 10 minutes].")
+              help="Hours of test audio [default: 20 minutes].")
 @click.option("--test-utts", default=None, type=int,
               help="Number of test utterances (instead of --test-hours).")
 @click.option("--seed", default=0, show_default=True, type=int)

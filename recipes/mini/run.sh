@@ -14,7 +14,7 @@ cd "$(dirname "$0")"
 stage=0
 stop_stage=100
 hours=0.75         # clean training audio, hours; augmented: about 4x (0.75 -> 3.0 h); try 3.0
-test_hours=""      # test audio (voices never seen in training), hours; empty: 10 minutes
+test_hours=""      # test audio (voices never seen in training), hours; empty: 20 minutes
 augment=true       # true: speed 0.9/1.0/1.1, reverberated and noisy copies; false: clean only
 aug_opts=""        # extra asrdist-augment flags, e.g. "--reverb-fraction 1 --snr 0,15"
 seed=0
@@ -105,7 +105,7 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  decode_opts=(--graph $exp/graph --nj $nj --lmwt "7 10 13 17" --wip "0.0 0.5")  # score.sh: 7..17
+  decode_opts=(--graph $exp/graph --nj $nj --lmwt "6 8 10 13 17" --wip "0.0 0.5")  # score.sh: 7..17; SpecAugment BLSTMs like 6-8
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do

@@ -105,7 +105,7 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  decode_opts=(--graph $exp/graph --nj $nj --lmwt "6 8 10 13 17" --wip "0.0 0.5")  # score.sh: 7..17; SpecAugment BLSTMs like 6-8
+  decode_opts=(--graph $exp/graph --nj $nj --lmwt "6 8 10 13" --wip "0.0 0.5")  # score.sh: 7..17; no system here won at 17
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do

@@ -36,6 +36,7 @@ from asrdist.data.dataset import load_corpus, steps_per_epoch
 from asrdist.train.metrics import read_metrics
 from bench.results import publish
 from bench.strategies_study import score_final
+from bench.studies.figure import write_png
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "recipes/mini/conf/train_dnn_suchen.yaml"
@@ -154,8 +155,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0].set_ylabel("held-out CE")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_png(fig, path)
 
 
 def run_all(args: argparse.Namespace) -> list[dict]:

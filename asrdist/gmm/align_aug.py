@@ -23,6 +23,7 @@ from pathlib import Path
 import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
 import numpy as np
 
+from asrdist.data.ingest import alignment_files
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
@@ -52,11 +53,9 @@ class AugAlignSummary:
 
 
 def read_ali_dir(ali_dir: Path) -> dict[str, np.ndarray]:
-    """Every ``ali.N.gz`` of a Kaldi alignment dir, utterance -> transition-ids."""
-    files = sorted(ali_dir.glob("ali.*.gz"))
-    if not files:
-        raise AsrdistError(f"{ali_dir}: no ali.*.gz (not an alignment dir?)")
-    return {utt: ali for f in files for utt, ali in read_alignments(f)}
+    """``ali.1.gz`` .. ``ali.N.gz`` (N from num_jobs, as ingestion reads them), utterance ->
+    transition-ids; a missing file is an error, not a silently smaller set."""
+    return {utt: ali for f in alignment_files(ali_dir) for utt, ali in read_alignments(f)}
 
 
 def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:

@@ -122,9 +122,6 @@ class World:
     def total_steps(self) -> int:
         return sum(lr.steps for lr in self.learners)
 
-    def mean_flat(self) -> torch.Tensor:
-        return torch.stack([flat_weights(lr.model) for lr in self.learners]).mean(0)
-
     def distance_to_mean(self) -> float:
         """Root mean square over learners of ||w_i - mean||."""
         flats = torch.stack([flat_weights(lr.model) for lr in self.learners])

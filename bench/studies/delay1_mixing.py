@@ -30,6 +30,7 @@ from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from bench.results import publish
 from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.studies.figure import write_png
 
 SIZES = (4, 8, 16, 32, 64, 128)
 # equally fast learners: an exchange takes 60 % of forward+backward, optimizer+data 25 %
@@ -119,8 +120,7 @@ def plot(mix: list[dict], runs: list[tuple[RunSpec, dict]], path: str) -> None:
     b.set_ylabel("held-out CE (learners' mean)")
     b.set_title(f"{n} learners x {bsz} chunks", fontsize=9)
     b.legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_png(fig, path)
 
 
 def main() -> None:

@@ -34,6 +34,11 @@ def save(fig: Any, axes: list, ylabel: str, path: Path) -> None:
     """Label the first panel's y axis, put the legend there, and write ``path``."""
     axes[0].set_ylabel(ylabel)
     axes[0].legend(fontsize=7)
+    write_png(fig, path)
+
+
+def write_png(fig: Any, path: Path) -> None:
+    """Lay ``fig`` out and write it as ``path``, complete or not at all."""
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")

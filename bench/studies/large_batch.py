@@ -22,6 +22,7 @@ from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from bench.results import publish
 from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.studies.figure import write_png
 
 STRATEGIES = {
     "ssgd": {}, "ma": {"avg_period": 8}, "adpsgd-fixed": {}, "adpsgd-random": {},
@@ -100,8 +101,7 @@ def plot(rows, base_ce, args, path) -> None:
         ax.set_ylabel(f"held-out CE after {args.epochs} epochs")
         ax.set_title(f"{n} learners", fontsize=9)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    write_png(fig, path)
 
 
 def section(args, runner, base_ce, base_lr, rows, spread) -> list[str]:

@@ -56,12 +56,12 @@ def check_vocabulary(hyps: Texts, vocab: set[str], source: str) -> None:
 def score_texts(
     refs: Mapping[str, list[str]],
     hyps: Mapping[str, list[str]],
-    subset_of: Mapping[str, str | tuple[str, ...]] | None = None,
+    subset_of: Mapping[str, tuple[str, ...]] | None = None,
     hyp_source: str = "hypothesis",
 ) -> ScoreResult:
     """Align every reference utterance with its hypothesis (empty when missing) and sum; an
-    utterance counts in each of its subsets (one name, or several: per voice and per
-    synthesizer)."""
+    utterance counts in each of its subsets (one per map of ``--subsets-by``: its voice's, its
+    synthesizer's)."""
     if not refs:
         raise AsrdistError("empty test set: the reference has no utterances")
     extra = [utt for utt in hyps if utt not in refs]
@@ -80,8 +80,7 @@ def score_texts(
         if subset_of is not None:
             if utt not in subset_of:
                 raise AsrdistError(f"utterance {utt} has no subset in the subset map")
-            names = subset_of[utt]
-            for name in (names,) if isinstance(names, str) else names:
+            for name in subset_of[utt]:
                 subsets[name] = subsets.get(name, ErrorCounts()) + counts
     if missing:
         log.warning(
@@ -132,14 +131,16 @@ def write_trn(
 
 
 def subset_map(
-    spec: str | None, ref_text: str | os.PathLike
-) -> tuple[dict[str, str | tuple[str, ...]] | None, dict[str, str] | None]:
+    spec: str | None, ref_text: str | os.PathLike, utts: Iterable[str]
+) -> tuple[dict[str, tuple[str, ...]] | None, dict[str, str] | None]:
     """Resolve ``--subsets-by``: ``spk`` (utt2spk beside the reference) or a file ``utt subset``,
     or several of them joined by commas (``spk,data/test/utt2synth``: every utterance in its
     speaker's subset and in its synthesizer's).
 
-    Returns (subset_of, utt2spk); utt2spk is read whenever it sits beside the reference, for the
-    speaker field of the trn files.
+    Every utterance of ``utts`` (the reference's) must be in every map: one left out of a map
+    would silently drop out of that map's subsets. Returns (subset_of: utterance -> one subset
+    per map, utt2spk); utt2spk is read whenever it sits beside the reference, for the speaker
+    field of the trn files.
     """
     utt2spk_path = Path(ref_text).parent / "utt2spk"
     utt2spk = read_table(utt2spk_path, require_value=True) if utt2spk_path.is_file() else None
@@ -150,13 +151,16 @@ def subset_map(
         if part == "spk":
             if utt2spk is None:
                 raise AsrdistError(f"--subsets-by spk: {utt2spk_path} does not exist")
-            maps.append(utt2spk)
+            maps.append((utt2spk_path, utt2spk))
         else:
-            maps.append(read_table(part, require_value=True))
-    if len(maps) == 1:
-        return dict(maps[0]), utt2spk
-    utts = set().union(*maps)
-    return {u: tuple(m[u] for m in maps if u in m) for u in utts}, utt2spk
+            maps.append((Path(part), read_table(part, require_value=True)))
+    utts = list(utts)
+    for path, table in maps:
+        missing = [u for u in utts if u not in table]
+        if missing:
+            raise AsrdistError(f"--subsets-by: {path} has no subset for {len(missing)} "
+                               f"reference utterance(s), e.g. {missing[0]}")
+    return {u: tuple(table[u] for _, table in maps) for u in utts}, utt2spk
 
 
 def find_variants(decode_dir: str | os.PathLike) -> dict[str, Path]:
@@ -222,7 +226,7 @@ def score_hypotheses(
     """
     ref_text, hyp = Path(ref_text), Path(hyp)
     refs = read_text(ref_text)
-    subset_of, utt2spk = subset_map(subsets_by, ref_text)
+    subset_of, utt2spk = subset_map(subsets_by, ref_text, refs)
     if hyp.is_dir():
         main_text = hyp / "text" if (hyp / "text").is_file() else None
         variants = find_variants(hyp)

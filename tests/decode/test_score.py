@@ -31,7 +31,7 @@ def test_missing_hypothesis_counts_as_deletions_and_is_reported():
 
 
 def test_subsets_sum_to_total():
-    subset_of = {"s1-a": "s1", "s1-b": "s1", "s2-c": "s2"}
+    subset_of = {"s1-a": ("s1",), "s1-b": ("s1",), "s2-c": ("s2",)}
     result = score_texts(REFS, {"s1-a": "the cat".split(), "s2-c": "a cat".split()}, subset_of)
     assert result.subsets["s1"].dels == 4 and result.subsets["s2"].sub == 1
     assert result.subsets["s1"] + result.subsets["s2"] == result.total
@@ -50,6 +50,19 @@ def test_speaker_and_synthesizer_subsets_at_once(tmp_path):
     assert list(subsets) == ["espeak", "flite", "s1", "s2"]
     assert subsets["espeak"] == subsets["s1"] and subsets["flite"] == subsets["s2"]
     assert subsets["espeak"] + subsets["flite"] == run.main.result.total
+
+
+def test_an_utterance_missing_from_one_subset_file_is_named(tmp_path):
+    ref = tmp_path / "test" / "text"
+    ref.parent.mkdir()
+    ref.write_text("".join(f"{u} {' '.join(w)}\n" for u, w in REFS.items()))
+    (ref.parent / "utt2spk").write_text("s1-a s1\ns1-b s1\ns2-c s2\n")
+    (ref.parent / "utt2synth").write_text("s1-a espeak\ns2-c flite\n")
+    hyp = tmp_path / "hyp"
+    hyp.write_text("s1-a the cat\n")
+    with pytest.raises(AsrdistError, match=r"utt2synth has no subset for 1 reference "
+                                           r"utterance\(s\), e.g. s1-b"):
+        score_hypotheses(ref, hyp, subsets_by=f"spk,{ref.parent / 'utt2synth'}")
 
 
 def test_empty_test_set_is_refused():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -9,12 +10,17 @@ import click
 import torch
 
 from asrdist.cli import command
+from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
 from asrdist.parallel import registry
+from asrdist.parallel.options import CommonOptions
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.speed import SpeedModel
+from asrdist.train.config import FIELDS, coerce_option
+
+_EXCHANGE = {f.name for f in dataclasses.fields(CommonOptions)}
 
 
 @command()
@@ -86,19 +92,21 @@ def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size
 
 
 def _parse_options(algo: str, items: tuple[str, ...]) -> dict[str, Any]:
-    """``NAME=VALUE`` pairs typed as the strategy's option dataclass declares them."""
-    fields = registry.option_fields()
+    """``NAME=VALUE`` pairs typed as asrdist-train types them. Only the strategy's own options
+    are taken: those named like training options have flags here (--seed, --batch-size), and
+    the options of real exchanges (timeouts, distance sampling, a slow learner) mean nothing
+    to the simulator, whose slow learner is --slow-learner."""
+    taken = [n for n in registry.options_of(algo) if n not in FIELDS and n not in _EXCHANGE]
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or name not in fields:
-            known = ", ".join(registry.options_of(algo)) or "none"
-            raise click.BadParameter(f"{item!r}: expected NAME=VALUE, NAME one of {known}",
+        if not sep or name not in taken:
+            hint = "; a slow learner is --slow-learner" if name == "slow_learner" else ""
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE, NAME one of "
+                                     f"{', '.join(taken) or 'none'}{hint}",
                                      param_hint="--option")
-        convert = {"int": int, "float": float}.get(str(fields[name].type), str)
         try:
-            out[name] = convert(value)
-        except ValueError:
-            raise click.BadParameter(f"{item!r}: {name} must be {convert.__name__}",
-                                     param_hint="--option") from None
+            out[name] = coerce_option(name, value, f"-O {item}")
+        except AsrdistError as e:
+            raise click.BadParameter(str(e), param_hint="--option") from None
     return out

@@ -190,7 +190,7 @@ def field_kind(f: dataclasses.Field) -> str:
     return f.type if isinstance(f.type, str) else f.type.__name__
 
 
-def _coerce(name: str, value: Any, where: str) -> Any:
+def coerce_option(name: str, value: Any, where: str) -> Any:
     """``value`` as the type of option ``name``, or an error naming both."""
     kind = field_kind(all_fields()[name])
     bad = AsrdistError(f"{where}: {name}: {value!r} is not a valid {kind}")
@@ -246,7 +246,7 @@ def read_yaml(path: str | os.PathLike) -> dict[str, Any]:
         name = str(key).replace("-", "_")
         if name not in known:
             raise AsrdistError(f"{path}: unknown option {key!r}")
-        values[name] = _coerce(name, value, str(path))
+        values[name] = coerce_option(name, value, str(path))
     return values
 
 
@@ -256,7 +256,7 @@ def make_config(
     """Defaults, then the YAML file, then ``overrides`` (flags given), validated."""
     values = read_yaml(yaml_path) if yaml_path else {}
     for name, value in (overrides or {}).items():
-        values[name] = _coerce(name, value, flag(name))
+        values[name] = coerce_option(name, value, flag(name))
     options = {n: values.pop(n, f.default) for n, f in strategy_fields().items()}
     config = TrainConfig(**values, strategy_options=options)
     validate(config)

@@ -39,7 +39,7 @@ def test_bad_strategy_option_is_one_line(corpus, tmp_path):
     res = run_cli("simulate", "--data", data, "--targets", targets, "--out", tmp_path / "x",
                   "--algo", "ma", "-O", "avg_period=often")
     assert res.returncode == 2
-    assert "avg_period must be int" in res.stderr
+    assert "-O avg_period=often: avg_period: 'often' is not a valid int" in res.stderr
     assert not (tmp_path / "x").exists()
 
 
@@ -57,7 +57,12 @@ def test_an_unknown_algo_or_option_name_is_one_line(corpus, tmp_path):
     data, targets = corpus
     for args, message in ((("--algo", "adpsgd-typo"), "unknown --algo 'adpsgd-typo'"),
                           (("--algo", "ma", "-O", "avg_every=8"),
-                           "'avg_every=8': expected NAME=VALUE, NAME one of")):
+                           "'avg_every=8': expected NAME=VALUE, NAME one of"),
+                          (("--algo", "ma", "-O", "avg_period"),
+                           "'avg_period': expected NAME=VALUE"),
+                          (("--algo", "adpsgd-fixed", "-O", "slow_learner=1:4"),
+                           "a slow learner is --slow-learner"),
+                          (("--algo", "ma", "-O", "seed=3"), "'seed=3': expected NAME=VALUE")):
         res = run_cli("simulate", "--data", data, "--targets", targets, "--out",
                       tmp_path / "x", *args)
         assert res.returncode == 2

@@ -66,6 +66,10 @@ class MonoOptions:
     boost_silence: float = 1.0  # train_mono.sh's default; WSJ's run.sh passes 1.25
     align: AlignOptions = field(default_factory=AlignOptions)
 
+    def __post_init__(self) -> None:
+        if self.boost_silence <= 0:
+            raise AsrdistError(f"--boost-silence {self.boost_silence}: must be positive")
+
     def last_inc_iter(self) -> int:
         return self.max_iter_inc if self.max_iter_inc is not None else self.num_iters * 3 // 4
 

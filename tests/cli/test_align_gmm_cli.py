@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import kaldi_hmm_gmm  # noqa: F401  (before anything that loads kaldifst)
+import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.align_gmm import main
@@ -72,10 +73,14 @@ def test_cli_map_oov_trains_past_an_oov_word(tmp_path: Path) -> None:
     assert "/6 utterances aligned" in result.output and (exp / "ali.1.gz").is_file()
 
 
-def test_cli_non_positive_option_is_one_line_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("option", "message"), [
+    (["--num-iters", "0"], "--nj, --num-iters and --total-gauss must be positive"),
+    (["--boost-silence", "0"], "--boost-silence 0.0: must be positive"),
+])
+def test_cli_non_positive_option_is_one_line_error(tmp_path: Path, option, message) -> None:
     corpus = make_corpus(tmp_path / "c", num_utts=2)
-    result = CliRunner().invoke(main, ["--num-iters", "0", str(corpus.data), str(corpus.lang),
+    result = CliRunner().invoke(main, [*option, str(corpus.data), str(corpus.lang),
                                        str(tmp_path / "mono")])
     assert result.exit_code == 1
-    assert result.output.strip() == "Error: --nj, --num-iters and --total-gauss must be positive"
+    assert result.output.strip() == f"Error: {message}"
     assert not (tmp_path / "mono").exists()

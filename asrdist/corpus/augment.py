@@ -23,7 +23,7 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -144,11 +144,19 @@ class _Source:
     wav: dict[str, str]
     text: dict[str, str]
     utt2spk: dict[str, str]
+    _others: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path) -> _Source:
         utts = validate_data_dir(path)
         return cls(path, utts, *(read_table(path / n) for n in ("wav.scp", "text", "utt2spk")))
+
+    def others(self, speaker: str) -> list[str]:
+        """The utterances of every other speaker, in order (made once per speaker: babble
+        draws from them for each noisy copy)."""
+        if speaker not in self._others:
+            self._others[speaker] = [u for u in self.utts if self.utt2spk[u] != speaker]
+        return self._others[speaker]
 
     def read(self, utt: str) -> tuple[np.ndarray, int]:
         wav = self.wav[utt]
@@ -232,7 +240,7 @@ def augment_data_dir(src: str | os.PathLike, out: str | os.PathLike,
 def _noisy(audio: np.ndarray, utt: str, data: _Source, rng: np.random.Generator,
            snr_db: tuple[float, float]) -> np.ndarray:
     """Coloured noise or babble of other utterances, at an SNR drawn from ``snr_db``."""
-    others = [u for u in data.utts if data.utt2spk[u] != data.utt2spk[utt]]
+    others = data.others(data.utt2spk[utt])
     if rng.random() < 0.5 or not others:
         noise = coloured_noise(audio.size, rng.uniform(0.0, 2.0), rng)
     else:

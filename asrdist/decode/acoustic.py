@@ -73,7 +73,6 @@ class NnetScorer:
                  chunking: Chunking = AS_TRAINED):
         import torch
 
-        from asrdist.models.blstm import BLSTM
         from asrdist.models.build import load_final
 
         self.torch = torch
@@ -86,10 +85,9 @@ class NnetScorer:
         self.norm_vars = bool(record.get("cmvn_norm_vars", False))
         self.left = int(record.get("left_context", 0))
         self.right = int(record.get("right_context", 0))
-        self.variable_context = isinstance(self.model, BLSTM)
         left = self.left if chunking.extra_left_context is None else chunking.extra_left_context
         right = self.right if chunking.extra_right_context is None else chunking.extra_right_context
-        if not self.variable_context and (left, right) != (self.left, self.right):
+        if not self.model.variable_context and (left, right) != (self.left, self.right):
             raise AsrdistError(f"{final_pt}: the model's context is fixed at {self.left} left, "
                                f"{self.right} right; --extra-*-context cannot change it")
         self.left, self.right = left, right
@@ -139,8 +137,7 @@ class NnetScorer:
         windows = padded[starts[:, None] + np.arange(self.left + chunk + self.right)]
         x = self.torch.from_numpy(np.ascontiguousarray(windows))
         with self.torch.no_grad():
-            out = (self.model(x, self.left, self.right) if self.variable_context
-                   else self.model(x)).float().numpy()
+            out = self.model(x, self.left, self.right).float().numpy()
         logits = np.empty((frames, out.shape[-1]), dtype=np.float32)
         for start, chunk_out in zip(starts[::-1], out[::-1], strict=True):
             logits[start:start + chunk] = chunk_out  # overlapping frames: the earlier chunk's

@@ -17,6 +17,8 @@ class BLSTM(nn.Module):
     them.
     """
 
+    variable_context = True  # any left/right context at inference (Kaldi's extra-*-context)
+
     def __init__(
         self,
         input_dim: int,

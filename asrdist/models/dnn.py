@@ -15,6 +15,8 @@ class DNN(nn.Module):
     chunks and whole decoding utterances go through the same code.
     """
 
+    variable_context = False  # its context is its splice window
+
     def __init__(
         self,
         input_dim: int,
@@ -43,8 +45,15 @@ class DNN(nn.Module):
         """The hidden layers' affine transforms, input side first (RBM initialisation)."""
         return [m for m in self.net if isinstance(m, nn.Linear)][:-1]
 
-    def forward(self, feats: torch.Tensor) -> torch.Tensor:
-        """(batch, frames + 2*splice, input_dim) -> (batch, frames, num_pdfs) logits."""
+    def forward(self, feats: torch.Tensor, left: int | None = None,
+                right: int | None = None) -> torch.Tensor:
+        """(batch, frames + 2*splice, input_dim) -> (batch, frames, num_pdfs) logits.
+
+        ``left``/``right``, as the BLSTM takes them, can only be the splice: the window is
+        part of the weights."""
+        if (left, right) not in ((None, None), (self.left_context, self.right_context)):
+            raise ValueError(f"a DNN's context is its splice ({self.left_context}), "
+                             f"not {left} left / {right} right")
         window = self.left_context + 1 + self.right_context
         spliced = feats.unfold(1, window, 1)  # (batch, frames, input_dim, window)
         spliced = spliced.transpose(2, 3).flatten(2)  # frame-major, like splice-feats

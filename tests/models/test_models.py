@@ -52,6 +52,14 @@ def test_dnn_splices_context_frames_in_frame_order():
     torch.testing.assert_close(out[:, 1], expected)
 
 
+def test_dnn_takes_the_decoders_context_arguments_only_as_its_splice():
+    model = build_model(ModelConfig("dnn", splice=2, hidden_layers=1, hidden_units=6), 3, 4)
+    x = torch.randn(1, 9, 3)
+    torch.testing.assert_close(model(x, 2, 2), model(x))
+    with pytest.raises(ValueError, match="a DNN's context is its splice"):
+        model(x, 3, 1)
+
+
 def test_unknown_model_type():
     with pytest.raises(AsrdistError, match="unknown model type 'rnn'"):
         build_model(ModelConfig("rnn"), 3, 2)

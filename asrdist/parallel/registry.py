@@ -75,9 +75,11 @@ def _load() -> None:
 
 
 def specs() -> dict[str, StrategySpec]:
-    """Every registered strategy, by name, in registration order."""
+    """Every registered strategy, by name: ``single``, the built-in modules in
+    :data:`BUILTIN` order, then plugins (registration order alone would follow whichever
+    module some caller imported first)."""
     _load()
-    return dict(_SPECS)
+    return dict(sorted(_SPECS.items(), key=_table_position))
 
 
 def algo_names() -> list[str]:
@@ -122,8 +124,8 @@ def make_strategy(name: str, learner: Learner | None = None, **options: Any) -> 
 
 
 def _table_position(item: tuple[str, StrategySpec]) -> int:
-    """``single`` first, then the built-in modules in :data:`BUILTIN` order, then plugins:
-    registration order alone would follow whichever module some caller imported first."""
+    """:func:`specs`' order: its module's place (a stable sort keeps registration order
+    within one)."""
     module = item[1].make.__module__
     if module in BUILTIN:
         return 1 + BUILTIN.index(module)
@@ -135,7 +137,7 @@ def algo_table(names: list[str] | None = None) -> str:
     "the common ones" are :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
     rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
     common = {f.name for f in dataclasses.fields(CommonOptions)}
-    for name, s in sorted(specs().items(), key=_table_position):
+    for name, s in specs().items():
         if names is not None and name not in names:
             continue
         own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)

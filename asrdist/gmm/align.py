@@ -1,7 +1,8 @@
 """Alignment of one utterance against its training graph.
 
 ``equal_alignment`` is align-equal-compiled (a random path of exactly T frames: the flat start);
-``viterbi_alignment`` is gmm-align-compiled (Viterbi beam search with GMM likelihoods).
+``viterbi_alignment`` is gmm-align-compiled (Viterbi beam search with GMM likelihoods) or,
+with a network's pseudo log-likelihoods (``matrix_decodable``), nnet3-align-compiled.
 """
 
 from __future__ import annotations
@@ -76,10 +77,29 @@ def equal_alignment(graph: kaldifst.StdVectorFst, num_frames: int, utt: str) -> 
     return np.asarray(tids, dtype=np.int32)
 
 
+def gmm_decodable(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, feats: np.ndarray,
+                  opts: AlignOptions) -> khg.DecodableInterface:
+    """GMM log-likelihoods of every transition-id's pdf, times the acoustic scale.
+
+    khg keeps a pointer to ``am``, not a reference: the caller keeps ``am`` alive while the
+    decodable is in use (a freed one crashes the process)."""
+    return khg.DecodableAmDiagGmmScaled(am=am, tm=trans_model, feats=feats,
+                                        scale=opts.acoustic_scale)
+
+
+def matrix_decodable(loglikes: np.ndarray, tid_to_pdf: np.ndarray,
+                     opts: AlignOptions) -> khg.DecodableInterface:
+    """A network's frames x pdfs pseudo log-likelihoods as a decodable (nnet3-align-compiled's
+    DecodableMatrixScaledMapped): khg's matrix decodable indexes columns by 1-based label,
+    so the matrix gets one column per transition-id, its pdf's."""
+    columns = (loglikes * opts.acoustic_scale)[:, tid_to_pdf[1:]]
+    return khg.DecodableCtc(np.ascontiguousarray(columns, dtype=np.float32))
+
+
 def viterbi_alignment(
     graph: kaldifst.StdVectorFst,
-    feats: np.ndarray,
-    am: khg.AmDiagGmm,
+    decodable: khg.DecodableInterface,
+    num_frames: int,
     trans_model: khg.TransitionModel,
     utt: str,
     opts: AlignOptions,
@@ -96,9 +116,6 @@ def viterbi_alignment(
         self_loop_scale=opts.self_loop_scale,
         fst=fst,
     )
-    decodable = khg.DecodableAmDiagGmmScaled(
-        am=am, tm=trans_model, feats=feats, scale=opts.acoustic_scale
-    )
     config = khg.AlignConfig(beam=opts.beam, retry_beam=opts.retry_beam, careful=opts.careful)
     done, _, _, like, _, ali, _ = khg.align_utterance_wrapper(
         config=config,
@@ -112,6 +129,6 @@ def viterbi_alignment(
         tot_like=0.0,
         frame_count=0,
     )
-    if done != 1 or len(ali) != feats.shape[0]:
+    if done != 1 or len(ali) != num_frames:
         return None
     return np.asarray(ali, dtype=np.int32), like

@@ -116,7 +116,7 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
         alis[utt] = _checked(ali, frames[utt], utt, "the realignment")
     if not alis:
         raise AsrdistError(f"{data_dir}: no utterance could be aligned")
-    _write(out_dir, src_dir, [(u, alis[u]) for u in data.utts if u in alis], nj)
+    write_ali_dir(out_dir, src_dir, [(u, alis[u]) for u in data.utts if u in alis], nj)
     summary = AugAlignSummary(reused, copied, len(realigned), failed, time.time() - start)
     log.info("%s: %d kept, %d copied, %d realigned, %d failed %s (%.1f s)", out_dir, reused,
              copied, len(realigned), len(failed), " ".join(failed[:5]), summary.seconds)
@@ -148,8 +148,10 @@ def _realign(data: DataDir, lang: Lang, src_dir: Path, utts: list[str], nj: int,
             job.close()
 
 
-def _write(out_dir: Path, src_dir: Path, alis: list[tuple[str, np.ndarray]], nj: int) -> None:
-    """ali.1..N.gz, num_jobs and the clean dir's model files; final.mdl last."""
+def write_ali_dir(out_dir: Path, src_dir: Path, alis: list[tuple[str, np.ndarray]],
+                  nj: int) -> None:
+    """A Kaldi alignment dir: ali.1..N.gz, num_jobs, and ``src_dir``'s model files (the model
+    the alignments belong to); final.mdl last."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("ali.*.gz"):
         old.unlink()

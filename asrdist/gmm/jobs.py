@@ -16,7 +16,12 @@ from typing import Any
 import kaldi_hmm_gmm as khg
 import numpy as np
 
-from asrdist.gmm.align import AlignOptions, equal_alignment, viterbi_alignment
+from asrdist.gmm.align import (
+    AlignOptions,
+    equal_alignment,
+    gmm_decodable,
+    viterbi_alignment,
+)
 from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.stats import GmmStats, accumulate
@@ -85,7 +90,10 @@ class AlignJob:
         self.alis, failed, like = {}, [], 0.0
         am = am if am is not None else self.am
         for u in self.utts if everything else self.train_utts:
-            res = viterbi_alignment(self.graphs[u], self.feats[u], am, self.trans_model, u, opts)
+            feats = self.feats[u]
+            decodable = gmm_decodable(am, self.trans_model, feats, opts)
+            res = viterbi_alignment(self.graphs[u], decodable, feats.shape[0], self.trans_model,
+                                    u, opts)
             if res is None:
                 failed.append(u)
             else:

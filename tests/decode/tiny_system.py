@@ -110,17 +110,20 @@ def write_test_data(system: TinySystem, data_dir: Path, sentences: dict[str, str
     (data_dir / "frame_shift").write_text("0.01\n")
 
 
-def write_identity_nnet(system: TinySystem, path: Path) -> None:
-    """A final.pt whose network maps a one-hot pdf feature to that pdf's logit."""
+def write_identity_nnet(system: TinySystem, path: Path, num_pdfs: int | None = None) -> None:
+    """A final.pt whose network maps a one-hot pdf feature to that pdf's logit (with
+    ``num_pdfs`` outputs, the system's by default)."""
     n = system.trans.num_pdfs
+    outputs = n if num_pdfs is None else num_pdfs
     config = ModelConfig(type="dnn", splice=0, hidden_layers=0)
-    model = build_model(config, n, n)
+    model = build_model(config, n, outputs)
     with torch.no_grad():
         for p in model.parameters():
             p.zero_()
-        model.net[-1].weight.copy_(torch.eye(n))
+        model.net[-1].weight.copy_(torch.eye(outputs, n))
     torch.save({
         "model": model.state_dict(), "model_config": config.to_dict(), "input_dim": n,
-        "num_pdfs": n, "log_priors": torch.full((n,), -float(np.log(n))), "cmvn": "none",
+        "num_pdfs": outputs, "log_priors": torch.full((outputs,), -float(np.log(outputs))),
+        "cmvn": "none",
         "cmvn_norm_vars": False, "left_context": 0, "right_context": 0,
     }, path)

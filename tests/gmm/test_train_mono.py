@@ -9,10 +9,11 @@ import kaldiio
 import numpy as np
 import pytest
 
+from asrdist.decode.acoustic import GmmScorer
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.gmm import train_mono as tm_module
-from asrdist.gmm.align import AlignOptions, viterbi_alignment
+from asrdist.gmm.align import AlignOptions, gmm_decodable, matrix_decodable, viterbi_alignment
 from asrdist.gmm.feats import GMM_TABLES, load_features
 from asrdist.gmm.graphs import GraphCompiler
 from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
@@ -116,13 +117,22 @@ def test_final_mdl_rebuilds_for_decoding(corpus: Corpus, trained) -> None:
     data = DataDir.load(corpus.data, GMM_TABLES)
     graph = GraphCompiler(lang, tree, tm).compile(lang.word_ids(utt, data.text[utt], False))
     feats = load_features(data, [utt])[utt]
-    res = viterbi_alignment(graph, feats, to_khg_am_diag_gmm(am_params), tm, utt,
-                            AlignOptions())
+    opts = AlignOptions()
+    am = to_khg_am_diag_gmm(am_params)  # the decodable points into it: keep it alive
+    decodable = gmm_decodable(am, tm, feats, opts)
+    res = viterbi_alignment(graph, decodable, len(feats), tm, utt, opts)
     assert res is not None
     realigned = np.asarray(res[0])
     assert len(realigned) == len(ali)
     assert phone_sequence(info.tid_to_phone[realigned]) == phone_sequence(info.tid_to_phone[ali])
     assert np.mean(realigned == ali) >= 0.95
+    # The same likelihoods as a frames x pdfs matrix (how a network's reach the aligner)
+    # give the same path.
+    loglikes = GmmScorer(am_params, corpus.data).loglikes(feats)
+    from_matrix = viterbi_alignment(graph, matrix_decodable(loglikes, info.tid_to_pdf, opts),
+                                    len(feats), tm, utt, opts)
+    assert from_matrix is not None
+    np.testing.assert_array_equal(from_matrix[0], realigned)
 
 
 def test_rerun_skips_a_finished_dir(corpus: Corpus, trained) -> None:

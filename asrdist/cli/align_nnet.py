@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command
-from asrdist.gmm.align_nnet import align_nnet
+from asrdist.decode.align_nnet import align_nnet
 
 
 @command()

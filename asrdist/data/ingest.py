@@ -26,6 +26,7 @@ from tqdm import tqdm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.alignments import (
+    alignment_files,
     parse_int32_ark,
     read_alignments,
     read_gzip,
@@ -102,26 +103,6 @@ class IngestReport:
 
 
 # ---- inputs ---------------------------------------------------------------------------------
-
-
-def read_num_jobs(ali_dir: Path) -> int:
-    path = ali_dir / "num_jobs"
-    try:
-        text = path.read_text().strip()
-    except FileNotFoundError:
-        raise AsrdistError(f"{path}: missing (not a Kaldi alignment dir?)") from None
-    if not text.isdigit() or int(text) < 1:
-        raise AsrdistError(f"{path}: expected a positive integer, got {text[:20]!r}")
-    return int(text)
-
-
-def alignment_files(ali_dir: Path) -> list[Path]:
-    """``ali.1.gz`` .. ``ali.N.gz``; all missing ones are named in one error."""
-    files = [ali_dir / f"ali.{job}.gz" for job in range(1, read_num_jobs(ali_dir) + 1)]
-    missing = [f.name for f in files if not f.is_file()]
-    if missing:
-        raise AsrdistError(f"{ali_dir}: missing alignment files: {' '.join(missing)}")
-    return files
 
 
 # ---- mapping --------------------------------------------------------------------------------

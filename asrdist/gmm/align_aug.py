@@ -23,14 +23,13 @@ from pathlib import Path
 import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
 import numpy as np
 
-from asrdist.data.ingest import alignment_files
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
 from asrdist.gmm.feats import GMM_TABLES
 from asrdist.gmm.jobs import LocalJob, RemoteJob, gather, split_parts
 from asrdist.gmm.model import load_mono
-from asrdist.kaldi.alignments import read_alignments, write_alignments
+from asrdist.kaldi.alignments import alignment_files, read_alignments, write_alignments
 from asrdist.kaldi.data_dir import DataDir, read_table
 from asrdist.kaldi.lang import Lang
 from asrdist.stage import check_done

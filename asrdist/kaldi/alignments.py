@@ -144,3 +144,24 @@ def read_alignments(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray]]
         except FileNotFoundError:
             raise AsrdistError(f"{path}: alignment file not found") from None
     yield from parse_int32_ark(data, str(path))
+
+
+def read_num_jobs(ali_dir: Path) -> int:
+    """An alignment dir's num_jobs: how many ali.N.gz it holds."""
+    path = ali_dir / "num_jobs"
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        raise AsrdistError(f"{path}: missing (not a Kaldi alignment dir?)") from None
+    if not text.isdigit() or int(text) < 1:
+        raise AsrdistError(f"{path}: expected a positive integer, got {text[:20]!r}")
+    return int(text)
+
+
+def alignment_files(ali_dir: Path) -> list[Path]:
+    """``ali.1.gz`` .. ``ali.N.gz``; all missing ones are named in one error."""
+    files = [ali_dir / f"ali.{job}.gz" for job in range(1, read_num_jobs(ali_dir) + 1)]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise AsrdistError(f"{ali_dir}: missing alignment files: {' '.join(missing)}")
+    return files

@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from asrdist.data.ingest import ingest_alignments
+from asrdist.decode.align_nnet import align_nnet
 from asrdist.errors import AsrdistError
-from asrdist.gmm.align_nnet import align_nnet
 from asrdist.kaldi.alignments import read_alignments
 from tests.decode.tiny_system import (
     TinySystem,
-    make_system,
     write_identity_nnet,
     write_test_data,
 )
@@ -25,12 +24,11 @@ SENTENCES = {"a-1": "cat sat", "a-2": "dog sit on cat", "b-1": "dog sat on dog"}
 
 
 @pytest.fixture(scope="module")
-def system(tmp_path_factory) -> tuple[TinySystem, Path, Path]:
+def system(tiny_system: TinySystem, tmp_path_factory) -> tuple[TinySystem, Path, Path]:
     root = tmp_path_factory.mktemp("nnet_ali")
-    system = make_system(root / "sys")
-    write_test_data(system, root / "data", SENTENCES, "nnet")
-    write_identity_nnet(system, root / "final.pt")
-    return system, root / "data", root / "final.pt"
+    write_test_data(tiny_system, root / "data", SENTENCES, "nnet")
+    write_identity_nnet(tiny_system, root / "final.pt")
+    return tiny_system, root / "data", root / "final.pt"
 
 
 def test_the_alignment_follows_the_networks_pdfs_and_ingests(system, tmp_path):

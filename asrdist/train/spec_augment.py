@@ -34,7 +34,7 @@ class MaskOptions:
     feature_masks: int = 0
     feature_mask_width: int = 2
     time_masks: int = 0
-    time_mask_width: int = 3
+    time_mask_width: int = 2
 
     def __post_init__(self) -> None:
         for name in ("feature_masks", "time_masks"):

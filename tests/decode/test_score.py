@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from asrdist.decode.align_text import ErrorCounts
@@ -37,14 +39,21 @@ def test_subsets_sum_to_total():
     assert result.subsets["s1"] + result.subsets["s2"] == result.total
 
 
-def test_speaker_and_synthesizer_subsets_at_once(tmp_path):
+def _scored_dir(tmp_path, utt2synth: str, hyps: str) -> tuple[Path, Path]:
+    """data/test (REFS, utt2spk, ``utt2synth``) and a hypothesis text ``hyps``."""
     ref = tmp_path / "test" / "text"
     ref.parent.mkdir()
     ref.write_text("".join(f"{u} {' '.join(w)}\n" for u, w in REFS.items()))
     (ref.parent / "utt2spk").write_text("s1-a s1\ns1-b s1\ns2-c s2\n")
-    (ref.parent / "utt2synth").write_text("s1-a espeak\ns1-b espeak\ns2-c flite\n")
+    (ref.parent / "utt2synth").write_text(utt2synth)
     hyp = tmp_path / "hyp"
-    hyp.write_text("s1-a the cat\ns2-c a cat\n")
+    hyp.write_text(hyps)
+    return ref, hyp
+
+
+def test_speaker_and_synthesizer_subsets_at_once(tmp_path):
+    ref, hyp = _scored_dir(tmp_path, "s1-a espeak\ns1-b espeak\ns2-c flite\n",
+                           "s1-a the cat\ns2-c a cat\n")
     run = score_hypotheses(ref, hyp, subsets_by=f"spk,{ref.parent / 'utt2synth'}")
     subsets = run.main.result.subsets
     assert list(subsets) == ["espeak", "flite", "s1", "s2"]
@@ -53,13 +62,7 @@ def test_speaker_and_synthesizer_subsets_at_once(tmp_path):
 
 
 def test_an_utterance_missing_from_one_subset_file_is_named(tmp_path):
-    ref = tmp_path / "test" / "text"
-    ref.parent.mkdir()
-    ref.write_text("".join(f"{u} {' '.join(w)}\n" for u, w in REFS.items()))
-    (ref.parent / "utt2spk").write_text("s1-a s1\ns1-b s1\ns2-c s2\n")
-    (ref.parent / "utt2synth").write_text("s1-a espeak\ns2-c flite\n")
-    hyp = tmp_path / "hyp"
-    hyp.write_text("s1-a the cat\n")
+    ref, hyp = _scored_dir(tmp_path, "s1-a espeak\ns2-c flite\n", "s1-a the cat\n")
     with pytest.raises(AsrdistError, match=r"utt2synth has no subset for 1 reference "
                                            r"utterance\(s\), e.g. s1-b"):
         score_hypotheses(ref, hyp, subsets_by=f"spk,{ref.parent / 'utt2synth'}")

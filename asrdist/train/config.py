@@ -63,6 +63,8 @@ class TrainConfig:
     time_masks: int = _opt(0, "SpecAugment: runs of frames masked per training chunk "
                            "(0 = none; 15 % of a chunk's frames at most in all)")
     time_mask_width: int = _opt(2, "SpecAugment: the longest run, in frames")
+    vtlp_warp: float = _opt(0.0, "VTLP: warp each MFCC training chunk's frequency axis by a "
+                            "factor drawn from [1 - W, 1 + W] (0 = none)")
     chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
     batch_size: int = _opt(256, "chunks per learner per step")
     epochs: int = _opt(10, "passes over the training data")
@@ -284,6 +286,8 @@ def validate(config: TrainConfig) -> None:
         raise AsrdistError(f"--lr-final must be positive, got {config.lr_final}")
     if config.anneal_factor < 1:
         raise AsrdistError(f"--anneal-factor must be at least 1, got {config.anneal_factor}")
+    if not 0 <= config.vtlp_warp < 0.5:
+        raise AsrdistError(f"--vtlp-warp must be in [0, 0.5), got {config.vtlp_warp}")
     if config.dropout >= 1:
         raise AsrdistError(f"--dropout must be below 1, got {config.dropout}")
     if config.shuffle_buffer < config.batch_size:

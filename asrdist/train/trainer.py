@@ -62,6 +62,7 @@ from asrdist.train.priors import log_priors, read_pdf_counts
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import make_schedule
 from asrdist.train.spec_augment import check_fits, make_spec_augment
+from asrdist.train.vtlp import make_vtlp, read_mfcc_config
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +143,13 @@ def _device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool,
-              spec_augment: Callable[[torch.Tensor], torch.Tensor] | None) -> Batch:
+Augment = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _to_batch(xy: tuple[np.ndarray, np.ndarray], pin: bool, augments: list[Augment]) -> Batch:
     x, y = torch.from_numpy(xy[0]), torch.from_numpy(xy[1])
-    if spec_augment is not None:
-        x = spec_augment(x)
+    for augment in augments:
+        x = augment(x)
     if pin:
         x, y = x.pin_memory(), y.pin_memory()
     return x, y, int((xy[1] != IGNORE).sum())
@@ -173,7 +176,7 @@ class _Run:
         check_sample(probe, rank, world_size)
         probe.close()
         check_fits(cfg.mask_options(), self.input_dim)
-        self.spec_augment = make_spec_augment(cfg.mask_options())
+        self.augments = self._make_augments()
         self.steps_per_epoch = [
             steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,
                             cfg.seed, e, world_size)
@@ -200,6 +203,16 @@ class _Run:
         self.resume_state = self._find_resume_state()
 
     # -- set-up ---------------------------------------------------------------------------
+
+    def _make_augments(self) -> list[Augment]:
+        """The training chunks' transforms, in order: the warp, then the masks (which set
+        bands to the chunk's mean, a mean the warp would otherwise smear)."""
+        augments = []
+        if self.cfg.vtlp_warp:
+            mfcc = read_mfcc_config(self.cfg.data, self.input_dim)
+            augments.append(make_vtlp(self.cfg.vtlp_warp, mfcc))
+        masks = make_spec_augment(self.cfg.mask_options())
+        return augments + ([masks] if masks is not None else [])
 
     def _find_resume_state(self) -> dict[str, Any] | None:
         group, period = self.strategy.lockstep()
@@ -326,7 +339,7 @@ class _Run:
         pin = self.device.type == "cuda"
         left = num_steps - self.step_in_epoch
         prefetch: Prefetcher[Batch] = Prefetcher(
-            lambda: _to_batch(stream.next_batch(), pin, self.spec_augment), left - len(ready),
+            lambda: _to_batch(stream.next_batch(), pin, self.augments), left - len(ready),
             ready,
             background=self.device.type == "cuda",
         )

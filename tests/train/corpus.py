@@ -6,6 +6,7 @@ model can learn the mapping (and memorise the set).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import kaldiio
@@ -61,7 +62,18 @@ def make_corpus(
     counts = np.bincount(np.concatenate(list(pdfs.values())), minlength=num_pdfs)
     (targets / "num_pdfs").write_text(f"{num_pdfs}\n")
     (targets / "pdf_counts").write_text("[ " + " ".join(map(str, counts)) + " ]\n")
+    _write_mfcc_config(data, dim)
     return data, targets
+
+
+def _write_mfcc_config(data: Path, dim: int) -> None:
+    """feats_config.json as asrdist-features writes it, as if the features were ``dim``
+    MFCCs (what --vtlp-warp reads)."""
+    from asrdist.data.features import FeatureOptions, make_extractor
+
+    options = FeatureOptions(kind="mfcc", num_ceps=dim, num_mel_bins=max(23, dim + 1))
+    config = make_extractor(options).config.to_dict()
+    (data / "feats_config.json").write_text(json.dumps(config))
 
 
 def poison_features(data: Path, utt_index: int = -1) -> str:

@@ -72,11 +72,11 @@ def test_final_pt_has_what_decoding_needs(corpus, tmp_path):
     assert {"step", "epoch", "wall_s", "frames", "loss", "lr", "rank"} <= set(train_records[0])
 
 
-@pytest.mark.parametrize("masks", [{}, {"feature_masks": 2, "time_masks": 1}],
-                         ids=["plain", "spec-augment"])
+@pytest.mark.parametrize("masks", [{}, {"feature_masks": 2, "time_masks": 1, "vtlp_warp": 0.1}],
+                         ids=["plain", "spec-augment-vtlp"])
 def test_interrupted_run_resumes_with_identical_losses(corpus, tmp_path, masks):
     """Kill a real training process after a checkpoint; the resumed losses match bit for bit
-    (SpecAugment's masks too: their generators are checkpointed)."""
+    (SpecAugment's masks and VTLP's warps too: their generators are checkpointed)."""
     reference = tmp_path / "reference"
     train(_config(corpus, reference, epochs=200, max_steps=60, checkpoint_every=5, **masks),
           Single())

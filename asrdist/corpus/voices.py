@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from asrdist.corpus import espeak, flite, pico
+from asrdist.corpus import espeak, flite
 from asrdist.errors import AsrdistError
 
 # espeak voice variants ("<language>+<variant>"); the two lists never share a voice.
@@ -27,15 +27,13 @@ ESPEAK_VOICES = {
 # both models failed on it (GMM 93 %, BLSTM 77 % WER), which tells more about the split than
 # about the models. rms (male, clustergen like awb and slt) is the unseen flite voice.
 FLITE_VOICES = {"train": ("awb", "kal", "kal16", "slt"), "test": ("rms",)}
-# SVOX Pico's two English voices, both female: the US one trains, the British one is unseen.
-PICO_VOICES = {"train": ("en-US",), "test": ("en-GB",)}
-SYNTHESIZERS = {"espeak": ESPEAK_VOICES, "flite": FLITE_VOICES, "pico": PICO_VOICES}
+SYNTHESIZERS = {"espeak": ESPEAK_VOICES, "flite": FLITE_VOICES}
 NORMAL_WPM = 175  # espeak's default rate; flite's duration_stretch 1.0 is taken to match it
 
 
 @dataclass(frozen=True)
 class Voice:
-    synth: str  # "espeak", "flite" or "pico"
+    synth: str  # "espeak" or "flite"
     name: str  # the synthesizer's voice, e.g. "en-us+m3" or "slt"
 
     @property
@@ -66,13 +64,9 @@ def voice_of(index: int, groups: list[list[Voice]]) -> Voice:
 
 def speak(text: str, voice: Voice, rate_wpm: int, pitch: int, sample_rate: int) -> np.ndarray:
     """float32 speech at ``sample_rate``; flite has no pitch control here (its voices keep
-    their own), its rate comes from ``rate_wpm`` as a duration stretch; pico takes both as
-    percentages of its voice's own (espeak's pitch 50 is pico's 100 %)."""
+    their own), its rate comes from ``rate_wpm`` as a duration stretch."""
     if voice.synth == "flite":
         return flite.synthesize(text, voice.name, stretch=NORMAL_WPM / rate_wpm,
                                 sample_rate=sample_rate)
-    if voice.synth == "pico":
-        return pico.synthesize(text, voice.name, round(100 * rate_wpm / NORMAL_WPM),
-                               50 + pitch, sample_rate)
     return espeak.synthesize(text, voice.name, rate=rate_wpm, pitch=pitch,
                              sample_rate=sample_rate)

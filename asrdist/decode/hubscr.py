@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from asrdist.decode.align_text import ErrorCounts
 from asrdist.decode.ctm import write_recording_ctm
 from asrdist.decode.glm import Rule, filter_text, read_glm
 from asrdist.errors import AsrdistError
@@ -74,30 +75,11 @@ class HypToken:
         return max(mids) if len(self.alternatives) == 1 else max([0.0, *mids])
 
 
-@dataclass
-class Counts:
-    """sclite's Sum/Avg counts."""
-
-    sentences: int = 0
-    corr: int = 0
-    sub: int = 0
-    dels: int = 0
-    ins: int = 0
-    sentence_errors: int = 0
-
-    @property
-    def words(self) -> int:
-        return self.corr + self.sub + self.dels
-
-    def add(self, other: Counts) -> None:
-        for name in ("sentences", "corr", "sub", "dels", "ins", "sentence_errors"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def percentages(self) -> list[float]:
-        """Corr Sub Del Ins Err S.Err, in percent, rounded as sclite's F_ROUND does."""
-        counts = (self.corr, self.sub, self.dels, self.ins, self.sub + self.dels + self.ins)
-        return [_round(_pct(x, self.words)) for x in counts] + [
-            _round(_pct(self.sentence_errors, self.sentences))]
+def percentages(counts: ErrorCounts) -> list[float]:
+    """Corr Sub Del Ins Err S.Err, in percent, rounded as sclite's F_ROUND does."""
+    c = counts
+    return [_round(_pct(x, c.ref_words)) for x in (c.corr, c.sub, c.dels, c.ins, c.errors)] + [
+        _round(_pct(c.sentence_errors, c.sentences))]
 
 
 def _pct(num: int, den: int) -> float:
@@ -285,7 +267,7 @@ def _best(cands: list[tuple[np.float32, int, int]]) -> tuple[np.float32, int, in
     return best
 
 
-def align(ref: _Network, hyp: _Network) -> Counts:
+def align(ref: _Network, hyp: _Network) -> ErrorCounts:
     """sclite's network DP and back-trace; the counts of one sentence."""
     na, nb = len(ref.words), len(hyp.words)
     cost = [[ZERO] * nb for _ in range(na)]
@@ -311,30 +293,31 @@ def align(ref: _Network, hyp: _Network) -> Counts:
             else:
                 cost[a][b], back[a][b] = i, ins[1:]
     _, a, b = _best([(cost[pa][pb], pa, pb) for pa in ref.ends for pb in hyp.ends])
-    counts = Counts(sentences=1)
+    corr = sub = dels = ins = 0
     while a > 0 or b > 0:
         pa, pb = back[a][b]
         wa, wb = ref.words[a], hyp.words[b]
         if pa == a:  # insertion
             if wb != "@":
                 if _opt_del(wb):  # type: ignore[arg-type]
-                    counts.corr += 1
+                    corr += 1
                 else:
-                    counts.ins += 1
+                    ins += 1
         elif pb == b:  # deletion
             if wa != "@":
                 if _opt_del(wa):  # type: ignore[arg-type]
-                    counts.corr += 1
+                    corr += 1
                 else:
-                    counts.dels += 1
+                    dels += 1
         elif not (wa == "@" and wb == "@"):
             if words_equal(wa, wb):  # type: ignore[arg-type]
-                counts.corr += 1
+                corr += 1
             else:
-                counts.sub += 1
+                sub += 1
         a, b = pa, pb
-    counts.sentence_errors = int(counts.sub + counts.dels + counts.ins > 0)
-    return counts
+    # sclite's word count: an optionally deletable word counts as a correct reference word
+    return ErrorCounts(ref_words=corr + sub + dels, corr=corr, sub=sub, dels=dels, ins=ins,
+                       sentences=1, sentence_errors=int(sub + dels + ins > 0))
 
 
 def _hyp_network(tokens: list[HypToken]) -> _Network:
@@ -347,9 +330,9 @@ def _hyp_network(tokens: list[HypToken]) -> _Network:
     return _Network.build(items)
 
 
-def score_channel(segments: list[Segment], tokens: list[HypToken]) -> Counts:
+def score_channel(segments: list[Segment], tokens: list[HypToken]) -> ErrorCounts:
     """Share one channel's hypothesis tokens among its segments and align each."""
-    total, cur = Counts(), 0
+    total, cur = ErrorCounts(), 0
     for k, seg in enumerate(segments):
         end = len(tokens) if k == len(segments) - 1 else cur
         while k < len(segments) - 1 and end < len(tokens) and tokens[end].mid < seg.t2:
@@ -357,12 +340,12 @@ def score_channel(segments: list[Segment], tokens: list[HypToken]) -> Counts:
         mine, cur = tokens[cur:end], end
         if any(tag in seg.text for tag in IGNORE):
             continue
-        total.add(align(_Network.build(text_items(seg.text)), _hyp_network(mine)))
+        total += align(_Network.build(text_items(seg.text)), _hyp_network(mine))
     return total
 
 
 def score_ctm(segments: list[Segment], tokens: dict[tuple[str, str], list[HypToken]],
-              keep: Callable[[str], bool] = lambda file: True) -> Counts:
+              keep: Callable[[str], bool] = lambda file: True) -> ErrorCounts:
     """Sum/Avg counts over the channels whose file id ``keep`` accepts."""
     channels: dict[tuple[str, str], list[Segment]] = {}
     for seg in segments:
@@ -370,23 +353,23 @@ def score_ctm(segments: list[Segment], tokens: dict[tuple[str, str], list[HypTok
     extra = sorted(set(tokens) - set(channels))
     if extra:
         raise AsrdistError(f"CTM: file {extra[0][0]} channel {extra[0][1]} is not in the stm")
-    total = Counts()
+    total = ErrorCounts()
     for key, segs in sorted(channels.items()):
         if keep(key[0]):
-            total.add(score_channel(segs, tokens.get(key, [])))
+            total += score_channel(segs, tokens.get(key, []))
     return total
 
 
-def sys_line(counts: Counts) -> str:
+def sys_line(counts: ErrorCounts) -> str:
     """The ``Sum/Avg`` row of sclite's .sys report."""
-    pcts = " ".join(f"{p:.1f}" for p in counts.percentages())
-    return f"| Sum/Avg | {counts.sentences} {counts.words} | {pcts} |"
+    pcts = " ".join(f"{p:.1f}" for p in percentages(counts))
+    return f"| Sum/Avg | {counts.sentences} {counts.ref_words} | {pcts} |"
 
 
-def kaldi_line(counts: Counts, path: str) -> str:
+def kaldi_line(counts: ErrorCounts, path: str) -> str:
     """What ``grep Sum *.sys | utils/best_wer.sh`` prints for a .sys file."""
-    pcts = [f"{p:.1f}" for p in counts.percentages()]
-    return f"%WER {pcts[4]} | {counts.sentences} {counts.words} | {' '.join(pcts)} | {path}"
+    pcts = [f"{p:.1f}" for p in percentages(counts)]
+    return f"%WER {pcts[4]} | {counts.sentences} {counts.ref_words} | {' '.join(pcts)} | {path}"
 
 
 def score_stm_glm_ctm(stm: str | os.PathLike, glm: str | os.PathLike,

@@ -21,8 +21,8 @@ import time
 
 import torch
 
+from asrdist.data.loss import frame_loss
 from asrdist.models.build import ModelConfig, build_model
-from asrdist.simulate.corpus import frame_loss
 from asrdist.simulate.run import simulate
 from bench.results import publish
 

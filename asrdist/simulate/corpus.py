@@ -15,15 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from asrdist.data.dataset import (
-    IGNORE,
     UtteranceReader,
     load_corpus,
     make_chunks,
     split_heldout,
 )
+from asrdist.data.loss import frame_scores
 from asrdist.errors import AsrdistError
 
 
@@ -103,22 +102,12 @@ def _read(reader: UtteranceReader, rows: np.ndarray, chunk_len: int) -> ChunkSet
     return ChunkSet(torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys)))
 
 
-def frame_loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy per labelled frame of a sequence model's logits (batch, frames, pdfs)."""
-    logits = model(x)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
-                           ignore_index=IGNORE)
-
-
 @torch.no_grad()
 def heldout_figures(model: torch.nn.Module, held: ChunkSet, batch: int = 512) -> dict[str, float]:
     """Held-out cross-entropy per labelled frame and frame accuracy."""
     ce, correct, frames = 0.0, 0, 0
     for lo in range(0, len(held), batch):
         x, y = held.x[lo : lo + batch], held.y[lo : lo + batch].reshape(-1)
-        logits = model(x).reshape(len(y), -1)
-        keep = y != IGNORE
-        ce += float(F.cross_entropy(logits[keep], y[keep], reduction="sum"))
-        correct += int((logits[keep].argmax(-1) == y[keep]).sum())
-        frames += int(keep.sum())
+        batch_ce, batch_correct, batch_frames = frame_scores(model(x).reshape(len(y), -1), y)
+        ce, correct, frames = ce + batch_ce, correct + batch_correct, frames + batch_frames
     return {"heldout_ce": ce / max(frames, 1), "heldout_acc": correct / max(frames, 1)}

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
-from asrdist.data.dataset import IGNORE, Corpus, UtteranceReader, heldout_batches
+from asrdist.data.dataset import Corpus, UtteranceReader, heldout_batches
+from asrdist.data.loss import frame_scores
 from asrdist.train.config import TrainConfig
 
 
@@ -40,11 +40,8 @@ def evaluate(model: torch.nn.Module, cfg: TrainConfig, corpus: Corpus, rows: np.
             target = torch.from_numpy(y).to(device).flatten()
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
                 logits = model(inputs)
-            logits = logits.float().flatten(0, 1)
-            ce += F.cross_entropy(logits, target, ignore_index=IGNORE, reduction="sum").item()
-            mask = target != IGNORE
-            correct += int((logits.argmax(-1)[mask] == target[mask]).sum())
-            frames += int(mask.sum())
+            batch_ce, batch_correct, batch_frames = frame_scores(logits.flatten(0, 1), target)
+            ce, correct, frames = ce + batch_ce, correct + batch_correct, frames + batch_frames
     finally:
         reader.close()
         model.train(was_training)

@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 from tqdm import tqdm
 
 from asrdist.data.dataset import (
@@ -36,6 +35,7 @@ from asrdist.data.dataset import (
     split_heldout,
     steps_per_epoch,
 )
+from asrdist.data.loss import frame_loss
 from asrdist.errors import AsrdistError
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
@@ -385,8 +385,7 @@ class _Run:
 
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
-            logits = model(x)
-        return F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), ignore_index=IGNORE)
+            return frame_loss(model, x, y)
 
     def _log_train(self, lr: float, seconds: float, bar: tqdm) -> None:
         """Write a train record (the one read of the loss from the device) and start a new

@@ -9,7 +9,7 @@ APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk
 STAMP := $(VENV)/.installed
 
 .PHONY: all deps venv test demo lint bench study faults studies sim-studies network stragglers projection \
-  staging-cost clean
+  staging-cost gpu-check clean
 
 all: test
 
@@ -49,6 +49,13 @@ bench: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.straggler --steps 80 --factor 3 \
 	  --slow-rank 1 --width 256 --sim-compute-ms 40
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.ngsgd_throughput --steps 60
+
+# The one command to run first on a machine with a GPU: the CUDA tests, the paper-size BLSTM's
+# frames/s in fp32 and bf16, the trainer against a bare loop, ADPSGD's staging, NG-SGD and every
+# strategy's learners on the GPU; writes its section of bench/RESULTS.md. Without CUDA it runs
+# the same code at tiny size on the CPU and writes nothing (the test run does that too).
+gpu-check: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.gpu_check --out bench/RESULTS.md
 
 # Fault injection with real learner processes (root for its tmpfs and network-namespace rows);
 # writes its table into bench/RESULTS.md. Not part of `make test`.

@@ -74,22 +74,31 @@ def _interleaved(config: ModelConfig, batches: list, device: torch.device) -> tu
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=60, help="timed steps")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--out", help="markdown file whose section to replace")
-    args = parser.parse_args()
-    device = torch.device(args.device)
+def measure(models: dict, steps: int, device: torch.device) -> list[str]:
+    """One markdown table row per model: frames/s of SGD and NG-SGD and their ratios."""
     rows = []
-    for name, (config, chunk, batch) in MODELS.items():
-        batches = _batches(config, chunk, batch, WARMUP + args.steps, device)
+    for name, (config, chunk, batch) in models.items():
+        batches = _batches(config, chunk, batch, WARMUP + steps, device)
         sgd, ng = _interleaved(config, batches, device)
         frames = chunk * batch
         groups = [sum(sgd[i:i + 4]) / sum(ng[i:i + 4]) for i in range(0, len(sgd) - 3, 4)]
         rows.append(f"| {name} | {frames} | {frames * len(sgd) / sum(sgd):,.0f} | "
                     f"{frames * len(ng) / sum(ng):,.0f} | {sum(sgd) / sum(ng):.2f} | "
                     f"{statistics.median(groups):.2f} |")
+    return rows
+
+
+TABLE_HEAD = ["| model | frames/step | SGD frames/s | NG-SGD frames/s | ratio "
+              "| median ratio of 4-step groups |", "|---|---|---|---|---|---|"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60, help="timed steps")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--out", help="markdown file whose section to replace")
+    args = parser.parse_args()
+    rows = measure(MODELS, args.steps, torch.device(args.device))
     threads = torch.get_num_threads()
     publish([
         "## NG-SGD throughput against plain SGD",
@@ -102,9 +111,7 @@ def main() -> None:
         f"Command: `.venv/bin/python -m bench.ngsgd_throughput --steps {args.steps} "
         f"--device {args.device}`",
         "",
-        "| model | frames/step | SGD frames/s | NG-SGD frames/s | ratio "
-        "| median ratio of 4-step groups |",
-        "|---|---|---|---|---|---|",
+        *TABLE_HEAD,
         *rows,
     ], args.out)
 

@@ -40,15 +40,10 @@ def timed(fn: Callable[[], object], device: torch.device, reps: int) -> float:
     return (time.perf_counter() - t0) / reps
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--batch", type=int, default=64, help="chunks per training step (GPU)")
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
-    args = ap.parse_args()
-    device = torch.device(args.device)
-    model = paper_model().to(device)
+def measure(model: torch.nn.Module, device: torch.device, batch: int,
+            reps: int) -> list[tuple[str, float]]:
+    """(what, seconds) of a snapshot, a merge and, on a GPU, a training step of ``batch``
+    21-frame chunks alone and with the exchange's staging around it."""
     staging = DeviceStaging(model)
     delta = staging.host_zeros(staging.numel)
     issue: list[float] = []
@@ -60,16 +55,17 @@ def main() -> None:
         if ready is not None:
             ready()
 
-    rows = [("snapshot: issue (compute thread)", None),
-            ("snapshot: until readable by the exchange", timed(snapshot, device, args.reps)),
-            ("merge of one delta", timed(lambda: staging.add(model, delta), device, args.reps))]
-    rows[0] = (rows[0][0], sum(issue[1:]) / len(issue[1:]))
+    ready_s = timed(snapshot, device, reps)
+    rows = [("snapshot: issue (compute thread)", sum(issue[1:]) / len(issue[1:])),
+            ("snapshot: until readable by the exchange", ready_s),
+            ("merge of one delta", timed(lambda: staging.add(model, delta), device, reps))]
     if device.type == "cuda":
-        x = torch.randn(args.batch, CHUNK, 260, device=device)
-        y = torch.randint(0, 32000, (args.batch * CHUNK,), device=device)
+        outputs = model.output.out_features
+        x = torch.randn(batch, CHUNK, model.lstm.input_size, device=device)
+        y = torch.randint(0, outputs, (batch * CHUNK,), device=device)
 
         def step() -> None:
-            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, 32000), y)
+            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, outputs), y)
             loss.backward()
 
         def step_exchanging() -> None:
@@ -77,14 +73,26 @@ def main() -> None:
             step()
             staging.add(model, delta)
 
-        alone = timed(step, device, args.reps)
-        rows += [(f"training step alone ({args.batch} chunks)", alone),
-                 ("training step with snapshot + merge", timed(step_exchanging, device,
-                                                                args.reps))]
+        rows += [(f"training step alone ({batch} chunks)", timed(step, device, reps)),
+                 ("training step with snapshot + merge", timed(step_exchanging, device, reps))]
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--batch", type=int, default=64, help="chunks per training step (GPU)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    args = ap.parse_args()
+    device = torch.device(args.device)
+    model = paper_model().to(device)
+    rows = measure(model, device, args.batch, args.reps)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    numel = sum(p.numel() for p in model.parameters())
     lines = [
         "## Exchange staging cost per step (paper-size BLSTM)", "",
-        f"Device: {name}; {staging.numel / 1e6:.1f} M parameters; mean of {args.reps} after "
+        f"Device: {name}; {numel / 1e6:.1f} M parameters; mean of {args.reps} after "
         "a warm-up. CPU: synchronous copies (the path ADPSGD had before); GPU: side stream, "
         "pinned host buffers, non-blocking copies, one device copy per merged delta. 1-minute "
         f"load average {os.getloadavg()[0]:.1f} (2 cores shared).", "",

@@ -77,12 +77,14 @@ def write_corpus(root: Path, hours: float, dim: int = 40, num_pdfs: int = 120,
     return data, targets
 
 
-def _config(data: Path, targets: Path, out: Path, steps: int) -> TrainConfig:
-    """The mini recipe's BLSTM options, for ``steps`` steps without held-out evaluation."""
+def _config(data: Path, targets: Path, out: Path, steps: int, **overrides: object
+            ) -> TrainConfig:
+    """The mini recipe's BLSTM options, for ``steps`` steps without held-out evaluation
+    (``overrides``: other options, e.g. the device or a smaller model)."""
     return make_config(RECIPE_CONF, {
         "data": str(data), "targets": str(targets), "out": str(out), "epochs": 1,
         "max_steps": steps, "heldout_utts": 0, "checkpoint_every": 0, "log_every": 5,
-        "cmvn": "utt",
+        "cmvn": "utt", **overrides,
     })
 
 
@@ -94,16 +96,19 @@ def same_batches(cfg: TrainConfig, steps: int) -> list[tuple[torch.Tensor, torch
     train_rows, _ = split_heldout(corpus, cfg.heldout_utts, cfg.seed)
     shard = epoch_shards(train_rows, cfg.seed, 0, 1)[0]
     reader = UtteranceReader(corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
-    stream = ChunkStream(reader, shard, cfg.chunk_len, 0, 0, cfg.batch_size,
-                         cfg.shuffle_buffer, [cfg.seed, 0, 0])
+    stream = ChunkStream(reader, shard, cfg.chunk_len, cfg.chunk_left_context,
+                         cfg.chunk_right_context, cfg.batch_size, cfg.shuffle_buffer,
+                         [cfg.seed, 0, 0])
     return [tuple(map(torch.from_numpy, stream.next_batch())) for _ in range(steps)]
 
 
 def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int) -> float:
-    """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping)."""
+    """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping), on
+    ``cfg.device`` with the batches already there."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model_config(), input_dim, num_pdfs)
+    model = build_model(cfg.model_config(), input_dim, num_pdfs).to(cfg.device)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    batches = [(x.to(cfg.device), y.to(cfg.device)) for x, y in batches]
     frames = sum(int((y != IGNORE).sum()) for _, y in batches)
     t0 = time.perf_counter()
     for x, y in batches:

@@ -4,8 +4,9 @@ The launcher's environment says who this process is (rank, world size, local ran
 rendezvous then goes through torch.distributed's TCP store. The store's address comes from
 ``MASTER_ADDR``/``MASTER_PORT`` when set (torchrun always sets them), else from the first host
 of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec). Backend: nccl
-when CUDA is available, gloo otherwise. A missing variable is reported at once, by name, rather
-than as a rendezvous that waits until its timeout.
+when CUDA is available, gloo otherwise, or as ``ASRDIST_BACKEND`` says (gloo where learners
+share a GPU, which NCCL refuses, or where a cluster's NCCL is broken). A missing variable is
+reported at once, by name, rather than as a rendezvous that waits until its timeout.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from asrdist.errors import AsrdistError, first_line
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 120.0
+BACKEND_ENV = "ASRDIST_BACKEND"
+BACKENDS = ("gloo", "nccl")
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,10 @@ def init_from_env(
     if denv.master_addr is None or denv.master_port is None:
         denv = _mpi_rendezvous(denv)
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = (os.environ if env is None else env).get(BACKEND_ENV) or (
+            "nccl" if torch.cuda.is_available() else "gloo")
+    if backend not in BACKENDS:
+        raise AsrdistError(f"{BACKEND_ENV}={backend!r}: use one of {', '.join(BACKENDS)}")
     if backend == "nccl":
         torch.cuda.set_device(denv.local_rank % torch.cuda.device_count())
     log.info(

@@ -141,3 +141,20 @@ def test_no_grad_forward_leaves_the_preconditioners_alone():
     with torch.no_grad():
         model(_batch(0)[0])
     assert all(layer.x is None for layer in opt.layers)
+
+
+@pytest.mark.cuda
+def test_cuda_steps_match_the_cpu_steps():
+    cpu = _dnn()
+    cuda = copy.deepcopy(cpu).cuda()
+    cpu_opt, cuda_opt = NGSGD(cpu, SMALL, lr=0.1), NGSGD(cuda, SMALL, lr=0.1)
+    for seed in range(5):
+        x, y = _batch(seed)
+        for model, opt, dev in ((cpu, cpu_opt, "cpu"), (cuda, cuda_opt, "cuda")):
+            loss = nn.functional.cross_entropy(model(x.to(dev)).flatten(0, 1),
+                                               y.to(dev).flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    for a, b in zip(cpu.parameters(), cuda.parameters(), strict=True):
+        torch.testing.assert_close(a, b.cpu(), rtol=1e-4, atol=1e-5)

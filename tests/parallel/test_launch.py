@@ -78,6 +78,13 @@ def test_init_without_launcher_fails_fast():
     assert time.monotonic() - t0 < 1.0
 
 
+def test_unknown_backend_is_named_before_any_rendezvous():
+    env = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "1", "ASRDIST_BACKEND": "mpi"}
+    with pytest.raises(AsrdistError, match="ASRDIST_BACKEND='mpi': use one of gloo, nccl"):
+        init_from_env(env=env)
+
+
 def test_slow_learner_option():
     assert parse_slow_learner("1:3") == (1, 3.0)
     assert parse_slow_learner(None) is None

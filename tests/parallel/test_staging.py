@@ -87,7 +87,7 @@ def test_exchange_waits_for_ready_before_reading_a_snapshot():
     assert out[1] == ([-5.0] * 3, 1)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_gpu_snapshot_and_add_round_trip():
     model = _model(0).cuda()
     staging = DeviceStaging(model)

@@ -289,7 +289,7 @@ def test_resuming_with_other_model_options_is_refused(corpus, tmp_path):
         train(_config(corpus, out, epochs=1, units=24, resume=True), Single())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 def test_cuda_bf16_training_learns(corpus, tmp_path):
     train(_config(corpus, tmp_path / "cuda", epochs=8, device="cuda", bf16=True), Single())
     losses = [loss for _, loss in _losses(tmp_path / "cuda")]

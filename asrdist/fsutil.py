@@ -6,9 +6,11 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
+
+from asrdist.errors import AsrdistError
 
 # mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual umask-derived modes
 # so that other users (a Slurm job running as someone else) can read them.
@@ -47,6 +49,17 @@ def atomic_write(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
         yield f
         f.flush()
         os.fsync(f.fileno())
+
+
+def write_atomically(path: str | os.PathLike, write: Callable[[IO[bytes]], object],
+                     what: str) -> None:
+    """Write ``path`` in binary through ``write`` (``torch.save``, say) atomically and durably; a
+    write error (a full disk) is one line naming the file and ``what`` it was to hold."""
+    try:
+        with atomic_write(path, "wb") as f:
+            write(f)
+    except OSError as e:
+        raise AsrdistError(f"{path}: cannot write the {what}: {e.strerror or e}") from e
 
 
 @contextlib.contextmanager

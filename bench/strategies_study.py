@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from asrdist.data.dataset import load_corpus, split_heldout
-from asrdist.models.build import load_final
+from asrdist.models.final import load_final
 from asrdist.parallel import registry
 from asrdist.train.config import make_config
 from asrdist.train.evaluate import evaluate
@@ -55,10 +55,10 @@ def score_final(run: Path) -> tuple[float, float]:
     """(cross-entropy, frame accuracy) of run/final.pt on the run's held-out utterances, scored
     as the trainer scores its own (asrdist.train.evaluate)."""
     cfg = make_config(run / "config.yaml")
-    model, record = load_final(run / "final.pt")
+    model, exported = load_final(run / "final.pt")
     corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
     _, heldout = split_heldout(corpus, cfg.heldout_utts, cfg.seed)
-    held = evaluate(model, cfg, corpus, heldout, record["input_dim"], torch.device("cpu"))
+    held = evaluate(model, cfg, corpus, heldout, exported.input_dim, torch.device("cpu"))
     return held.ce, held.acc
 
 

@@ -8,7 +8,16 @@ import os
 import pytest
 
 from asrdist import stage
-from asrdist.fsutil import atomic_path, atomic_write, clear_done, done_marker, is_done, mark_done
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import (
+    atomic_path,
+    atomic_write,
+    clear_done,
+    done_marker,
+    is_done,
+    mark_done,
+    write_atomically,
+)
 from asrdist.stage import check_done
 
 
@@ -141,3 +150,17 @@ def test_a_marker_without_fingerprint_is_redone(tmp_path):
     check = check_done(tmp_path, "decode", {})
     assert not check.done and check.changes == ("no fingerprint recorded",)
     assert not is_done(tmp_path, "decode")
+
+
+def test_write_atomically_names_the_file_on_a_write_error_and_leaves_nothing(tmp_path):
+    path = tmp_path / "final.pt"
+
+    def full_disk(f) -> None:
+        f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(AsrdistError, match=f"^{path}: cannot write the final model: No space"):
+        write_atomically(path, full_disk, "final model")
+    assert list(tmp_path.iterdir()) == []
+    write_atomically(path, lambda f: f.write(b"whole"), "final model")
+    assert path.read_bytes() == b"whole"

@@ -73,18 +73,18 @@ class NnetScorer:
                  chunking: Chunking = AS_TRAINED):
         import torch
 
-        from asrdist.models.build import load_final
+        from asrdist.models.final import load_final
 
         self.torch = torch
-        self.model, record = load_final(final_pt)
+        self.model, exported = load_final(final_pt)
         self.path = Path(final_pt)
-        self.num_pdfs = int(record["num_pdfs"])
-        self.input_dim = int(record["input_dim"])
-        self.log_priors = np.asarray(record["log_priors"], dtype=np.float32)
-        self.cmvn = record.get("cmvn", "none")
-        self.norm_vars = bool(record.get("cmvn_norm_vars", False))
-        self.left = int(record.get("left_context", 0))
-        self.right = int(record.get("right_context", 0))
+        self.num_pdfs = exported.num_pdfs
+        self.input_dim = exported.input_dim
+        self.log_priors = exported.log_priors
+        self.cmvn = exported.cmvn
+        self.norm_vars = exported.cmvn_norm_vars
+        self.left = exported.left_context
+        self.right = exported.right_context
         left = self.left if chunking.extra_left_context is None else chunking.extra_left_context
         right = self.right if chunking.extra_right_context is None else chunking.extra_right_context
         if not self.model.variable_context and (left, right) != (self.left, self.right):
@@ -92,7 +92,7 @@ class NnetScorer:
                                f"{self.right} right; --extra-*-context cannot change it")
         self.left, self.right = left, right
         fpc = chunking.frames_per_chunk
-        self.frames_per_chunk = int(record.get("chunk_len", 0)) if fpc is None else fpc
+        self.frames_per_chunk = exported.chunk_len if fpc is None else fpc
         if self.log_priors.shape != (self.num_pdfs,):
             raise AsrdistError(
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")

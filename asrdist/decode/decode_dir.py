@@ -224,14 +224,9 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
     if loglikes is not None:
         return LoglikeScorer(loglikes).num_pdfs, loglikes
     if nnet is not None:
-        import torch
+        from asrdist.models.final import load_final
 
-        try:
-            record = torch.load(nnet, map_location="cpu", weights_only=False)
-            return int(record["num_pdfs"]), nnet
-        except Exception as e:  # noqa: BLE001 - another pickle, a checkpoint, a text file
-            raise AsrdistError(f"{nnet}: not a readable asrdist final.pt "
-                               f"({type(e).__name__}: {str(e)[:120]})") from e
+        return load_final(nnet)[1].num_pdfs, nnet
     return read_am_diag_gmm(gmm).num_pdfs, str(gmm)
 
 

@@ -1,12 +1,10 @@
-"""Build an acoustic model from its config, and load one from ``final.pt`` for decoding."""
+"""Build an acoustic model from its config (asrdist.models.final rebuilds one from final.pt)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import torch
 from torch import nn
 
 from asrdist.errors import AsrdistError
@@ -56,21 +54,3 @@ def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module
         )
     choices = ", ".join(MODEL_TYPES)
     raise AsrdistError(f"unknown model type {config.type!r}; choose one of {choices}")
-
-
-def load_final(path: str | os.PathLike, map_location: str = "cpu") -> tuple[nn.Module, dict]:
-    """Rebuild the exported model from ``final.pt``; return it (eval mode) and the whole record.
-
-    The record holds ``input_dim``, ``num_pdfs``, ``log_priors`` (tensor), ``cmvn``,
-    ``cmvn_norm_vars``, ``left_context``, ``right_context`` and ``model_config``.
-    """
-    try:
-        record = torch.load(path, map_location=map_location, weights_only=False)
-        config = ModelConfig(**record["model_config"])
-        model = build_model(config, record["input_dim"], record["num_pdfs"])
-        model.load_state_dict(record["model"])
-    except Exception as e:  # noqa: BLE001 - a missing file, another pickle, a checkpoint
-        raise AsrdistError(f"{path}: not a readable asrdist final.pt "
-                           f"({type(e).__name__}: {str(e)[:120]})") from e
-    model.eval()
-    return model, record

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path
+from asrdist.fsutil import write_atomically
 
 _NAME = re.compile(r"^step(\d+)\.pt$")
 
@@ -70,22 +70,11 @@ def save_checkpoint(
 ) -> Path:
     """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep``."""
     path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
-    save_file(state, path, "checkpoint")
+    # through a file object torch reports a full disk as the OSError it is, not a zip error
+    write_atomically(path, lambda f: torch.save(state, f), "checkpoint")
     for old in sorted(list_checkpoints(out, rank))[:-keep]:
         list_checkpoints(out, rank)[old].unlink(missing_ok=True)
     return path
-
-
-def save_file(obj: Any, path: Path, what: str) -> None:
-    """``torch.save`` atomically and durably; a write error (a full disk) is one line naming the
-    file (through a file object torch reports it as the OSError it is, not a zip-writer error)."""
-    try:
-        with atomic_path(path) as tmp, open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as e:
-        raise AsrdistError(f"{path}: cannot write the {what}: {e.strerror or e}") from e
 
 
 def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:

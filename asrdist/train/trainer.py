@@ -39,6 +39,8 @@ from asrdist.data.loss import frame_loss
 from asrdist.errors import AsrdistError
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
+from asrdist.models.final import FILENAME as FINAL
+from asrdist.models.final import Exported, write_final
 from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
@@ -51,7 +53,6 @@ from asrdist.train.checkpoint import (
     remove_temp_files,
     restore_rng,
     save_checkpoint,
-    save_file,
 )
 from asrdist.train.config import TrainConfig, save_config, strategy_fields
 from asrdist.train.evaluate import evaluate
@@ -119,7 +120,7 @@ def train(
         check = check_done(out, "train", _options(config), _inputs(config),
                            clear=False)
         if check.done:
-            return TrainResult(out, out / "final.pt" if rank == 0 else None, -1)
+            return TrainResult(out, out / FINAL if rank == 0 else None, -1)
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
         return _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
@@ -131,7 +132,7 @@ def _remove_finished_run(out: Path, rank: int, marked_ns: int) -> None:
     """Remove this learner's files of the finished run marked done at ``marked_ns`` (those
     written since belong to a retraining that was interrupted: --resume continues it)."""
     old = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
-    for path in old + ([out / "final.pt"] if rank == 0 else []):
+    for path in old + ([out / FINAL] if rank == 0 else []):
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_mtime_ns <= marked_ns:
                 path.unlink()
@@ -486,25 +487,12 @@ class _Run:
     def _export(self) -> Path:
         """final.pt: the finalized weights and everything decoding needs."""
         cfg = self.cfg
-        record = {
-            "format": "asrdist-final-1",
-            "model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-            "model_config": cfg.model_config().to_dict(),
-            "input_dim": self.input_dim,
-            "num_pdfs": self.corpus.num_pdfs,
-            "log_priors": torch.from_numpy(self.priors),
-            "cmvn": cfg.cmvn,
-            "cmvn_norm_vars": cfg.cmvn_norm_vars,
-            "left_context": self.left,
-            "right_context": self.right,
-            "chunk_len": cfg.chunk_len,
-            "steps": self.step,
-            "algo": cfg.algo,
-            "world_size": self.world_size,
-        }
-        path = self.out / "final.pt"
-        save_file(record, path, "final model")
-        record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)),
-                    ["final.pt"])
+        path = write_final(self.out / FINAL, self.model, Exported(
+            model_config=cfg.model_config(), input_dim=self.input_dim,
+            num_pdfs=self.corpus.num_pdfs, log_priors=self.priors, cmvn=cfg.cmvn,
+            cmvn_norm_vars=cfg.cmvn_norm_vars, left_context=self.left,
+            right_context=self.right, chunk_len=cfg.chunk_len, steps=self.step, algo=cfg.algo,
+            world_size=self.world_size))
+        record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)), [FINAL])
         return path
 

@@ -20,6 +20,7 @@ from asrdist.kaldi.transition_model import (
     write_tree,
 )
 from asrdist.models.build import ModelConfig, build_model
+from asrdist.models.final import Exported, write_final
 from tests.dict_fixture import write_dict
 
 LEXICON = {"<unk>": ["SPN"], "cat": ["K", "AE", "T"], "dog": ["D", "O", "G"],
@@ -121,9 +122,5 @@ def write_identity_nnet(system: TinySystem, path: Path, num_pdfs: int | None = N
         for p in model.parameters():
             p.zero_()
         model.net[-1].weight.copy_(torch.eye(outputs, n))
-    torch.save({
-        "model": model.state_dict(), "model_config": config.to_dict(), "input_dim": n,
-        "num_pdfs": outputs, "log_priors": torch.full((outputs,), -float(np.log(outputs))),
-        "cmvn": "none",
-        "cmvn_norm_vars": False, "left_context": 0, "right_context": 0,
-    }, path)
+    write_final(path, model, Exported(config, input_dim=n, num_pdfs=outputs,
+                                      log_priors=np.full(outputs, -np.log(outputs))))

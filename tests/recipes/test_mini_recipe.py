@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.models.build import load_final
+from asrdist.models.final import load_final
 from asrdist.train.metrics import read_metrics
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "mini"
@@ -77,9 +77,9 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r"stage 4 \(pretrain rbm x2\): done", done.stderr)
     exp = tmp_path / "exp"
-    model, record = load_final(exp / "dnn_suchen_ma" / "final.pt")
-    assert record["algo"] == "ma" and record["world_size"] == 2
-    assert record["model_config"]["activation"] == "sigmoid"
+    model, exported = load_final(exp / "dnn_suchen_ma" / "final.pt")
+    assert exported.algo == "ma" and exported.world_size == 2
+    assert exported.model_config.activation == "sigmoid"
     train = [r for r in read_metrics(exp / "dnn_suchen_ma" / "metrics.jsonl")
              if r["kind"] == "train"]
     assert train[-1]["avg_period"] == 4 and train[-1]["averages"] >= 1  # 256 / (8 x 8) frames

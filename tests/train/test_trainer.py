@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from asrdist.errors import AsrdistError
-from asrdist.models.build import load_final
+from asrdist.models.final import load_final
 from asrdist.parallel.strategy import Single, Strategy
 from asrdist.train import checkpoint as checkpoint_mod
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
@@ -53,14 +53,14 @@ def test_model_overfits_a_tiny_set(corpus, tmp_path, model, lr):
 def test_final_pt_has_what_decoding_needs(corpus, tmp_path):
     out = tmp_path / "run"
     train(_config(corpus, out, epochs=2, bottleneck=6), Single())
-    model, record = load_final(out / "final.pt")
-    assert record["input_dim"] == 13 and record["num_pdfs"] == 5
-    assert record["cmvn"] == "spk" and record["left_context"] == 0
+    model, exported = load_final(out / "final.pt")
+    assert exported.input_dim == 13 and exported.num_pdfs == 5
+    assert exported.cmvn == "spk" and exported.left_context == 0
     counts = np.array(
         (corpus[1] / "pdf_counts").read_text().strip("[] \n").split(), dtype=float
     )
-    np.testing.assert_allclose(record["log_priors"].numpy(), np.log(counts / counts.sum()),
-                               rtol=1e-5)
+    np.testing.assert_allclose(exported.log_priors, np.log(counts / counts.sum()), rtol=1e-5)
+    assert exported.steps > 0 and exported.algo == "single" and exported.world_size == 1
     assert model(torch.zeros(1, 7, 13)).shape == (1, 7, 5)
     used = yaml.safe_load((out / "config.yaml").read_text())
     assert used["bottleneck"] == 6 and used["chunk_len"] == 10

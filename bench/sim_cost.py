@@ -21,9 +21,9 @@ import time
 
 import torch
 
-from asrdist.data.loss import frame_loss
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.simulate.run import simulate
+from asrdist.train.loss import frame_loss
 from bench.results import publish
 
 DIM, PDFS, CHUNK = 40, 181, 21

@@ -4,7 +4,8 @@
     stage                               (errors, fsutil)
     kaldi                               formats
     corpus, data, gmm, models, optim, parallel
-    decode (gmm, models), train (data, models, optim, parallel), simulate (data, models, parallel)
+    decode (gmm, models), train (data, models, optim, parallel)
+    simulate                            (data, models, parallel; train's loss)
     cli                                 (anything)
 """
 
@@ -28,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "optim": BASE,
     "decode": BASE | {"kaldi", "gmm", "models"},
     "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
-    "simulate": BASE | {"kaldi", "data", "models", "parallel"},
+    "simulate": BASE | {"kaldi", "data", "models", "parallel", "train"},
     "cli": {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
             if p.name != "__pycache__" and not p.name.startswith("__")},
 }

@@ -263,13 +263,21 @@ def _write_outputs(
         json.dump(data, f, indent=1)
 
 
-def read_pdf_counts(out_dir: str | os.PathLike) -> np.ndarray:
-    """The per-pdf frame counts written by ingestion (for priors)."""
+def read_pdf_counts(out_dir: str | os.PathLike, num_pdfs: int | None = None) -> np.ndarray:
+    """The per-pdf frame counts written by ingestion (for priors), checked against the
+    model's number of outputs when ``num_pdfs`` is given."""
     path = Path(out_dir) / "pdf_counts"
+    if not path.is_file():
+        raise AsrdistError(f"{path}: missing (run asrdist-ingest-ali)")
     words = path.read_text().split()
     if len(words) < 2 or words[0] != "[" or words[-1] != "]":
         raise AsrdistError(f"{path}: expected a Kaldi text vector '[ c0 c1 ... ]'")
     try:
-        return np.asarray([int(float(w)) for w in words[1:-1]], dtype=np.int64)
+        counts = np.asarray([int(float(w)) for w in words[1:-1]], dtype=np.int64)
     except ValueError:
         raise AsrdistError(f"{path}: non-numeric count") from None
+    if num_pdfs is not None and len(counts) != num_pdfs:
+        raise AsrdistError(f"{path}: {len(counts)} pdf counts for {num_pdfs} pdfs")
+    if (counts < 0).any() or counts.sum() <= 0:
+        raise AsrdistError(f"{path}: pdf counts must be non-negative and not all zero")
+    return counts

@@ -22,8 +22,8 @@ from asrdist.data.dataset import (
     make_chunks,
     split_heldout,
 )
-from asrdist.data.loss import frame_scores
 from asrdist.errors import AsrdistError
+from asrdist.train.loss import frame_scores
 
 
 @dataclass

@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
-from asrdist.data.loss import frame_loss
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.parallel import registry
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
 from asrdist.simulate.run import Result, simulate
 from asrdist.simulate.speed import SpeedModel
+from asrdist.train.loss import frame_loss
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from asrdist.data.dataset import Corpus, UtteranceReader, heldout_batches
-from asrdist.data.loss import frame_scores
 from asrdist.train.config import TrainConfig
+from asrdist.train.loss import frame_scores
 
 
 @dataclass(frozen=True)

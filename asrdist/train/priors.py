@@ -1,31 +1,12 @@
-"""Pdf priors from the alignment frame counts, for hybrid decoding.
+"""Pdf priors from the alignment frame counts (asrdist.data.ingest.read_pdf_counts), for hybrid
+decoding; the trainer stores them in final.pt.
 
 Decoding divides posteriors by priors: log p(x|s) = log p(s|x) - log p(s) + const.
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
-
-from asrdist.data import ingest
-from asrdist.errors import AsrdistError
-
-
-def read_pdf_counts(targets_dir: str | os.PathLike, num_pdfs: int) -> np.ndarray:
-    """The ingested per-pdf frame counts, checked against the model's number of outputs."""
-    path = Path(targets_dir) / "pdf_counts"
-    if not path.is_file():
-        raise AsrdistError(f"{path}: missing (run asrdist-ingest-ali)")
-    counts = ingest.read_pdf_counts(targets_dir).astype(np.float64)
-    if len(counts) != num_pdfs:
-        raise AsrdistError(f"{path}: {len(counts)} pdf counts for {num_pdfs} pdfs")
-    if (counts < 0).any() or counts.sum() <= 0:
-        raise AsrdistError(f"{path}: pdf counts must be non-negative and not all zero")
-    return counts
-
 
 # Log prior given to pdfs never seen in the alignments: large enough that their pseudo
 # log-likelihood (log posterior - log prior) never wins a frame, small enough to stay finite.

@@ -35,7 +35,7 @@ from asrdist.data.dataset import (
     split_heldout,
     steps_per_epoch,
 )
-from asrdist.data.loss import frame_loss
+from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
@@ -57,9 +57,10 @@ from asrdist.train.checkpoint import (
 from asrdist.train.config import TrainConfig, save_config, strategy_fields
 from asrdist.train.evaluate import evaluate
 from asrdist.train.interval import Interval
+from asrdist.train.loss import frame_loss
 from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
-from asrdist.train.priors import log_priors, read_pdf_counts
+from asrdist.train.priors import log_priors
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import make_schedule
 from asrdist.train.spec_augment import check_fits, make_spec_augment

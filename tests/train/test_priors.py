@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
-from asrdist.train.priors import log_priors, read_pdf_counts
+from asrdist.train.priors import log_priors
 
 
 def test_unseen_pdfs_can_never_win_a_frame(tmp_path):

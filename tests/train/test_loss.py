@@ -5,7 +5,7 @@ import math
 import torch
 
 from asrdist.data.dataset import IGNORE
-from asrdist.data.loss import frame_loss, frame_scores
+from asrdist.train.loss import frame_loss, frame_scores
 
 
 def test_unlabelled_frames_are_neither_scored_nor_counted():

@@ -15,8 +15,8 @@ def write_section(path: str | Path, text: str) -> None:
     heading = text.splitlines()[0]
     old = path.read_text() if path.exists() else ""
     pattern = re.compile(re.escape(heading) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text, old)
+    if pattern.search(old):  # a blank line before the next section's heading, as in markdown
+        new = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", old).rstrip("\n") + "\n"
     else:
         new = old.rstrip("\n") + "\n\n" + text if old else text
     with atomic_write(path) as f:

@@ -47,7 +47,7 @@ bench: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.train_throughput --steps 60 --repeats 5
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.consensus --rounds 80 --pace-ms 10
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.straggler --steps 80 --factor 3 \
-	  --slow-rank 1 --width 256 --sim-compute-ms 40
+	  --learners 4 --learners-per-node 2 --slow-rank 1 --width 256 --sim-compute-ms 40
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.ngsgd_throughput --steps 60
 
 # The one command to run first on a machine with a GPU: the CUDA tests, the paper-size BLSTM's

@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.parallel.launch import free_port
+from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish
-from tests.train.corpus import make_corpus
 
 BIN = Path(sys.executable).parent
 INTERVAL = 20  # --checkpoint-every

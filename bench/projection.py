@@ -39,7 +39,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.models.blstm import BLSTM
-from bench.results import publish
+from bench.results import publish, shown
 
 REPO = Path(__file__).resolve().parents[1]
 NETWORK = REPO / "bench/studies/network.json"
@@ -208,7 +208,7 @@ def main() -> None:
         "on a GPU (none was lent to this task): the paper-size BLSTM's fp32 and bf16 GPU "
         "timings are not measured.",
         "",
-        f"Network, from the network study ({args.network.replace(str(REPO) + '/', '')}): a "
+        f"Network, from the network study ({shown(args.network, 'the --network JSON')}): a "
         f"gloo weight swap reached {net['swap_efficiency']:.0%} of the tc link rate; taken "
         f"as the fraction of {a['link_gbit']:g} Gb/s Ethernet a swap or allreduce gets. "
         f"Hidden fractions (at {net['rate']}): " + ", ".join(

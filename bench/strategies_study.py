@@ -12,7 +12,7 @@ seed, same split); learner 0's own figures at the end of the last epoch, before 
 average, come from its metrics.jsonl. The table replaces (or is appended as) its section of
 bench/RESULTS.md.
 
-    .venv/bin/python -m bench.strategies_study [--epochs 3] [--units 64] [--out /tmp/study]
+    .venv/bin/python -m bench.strategies_study [--epochs 3] [--units 64] [--out OUT]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from asrdist.parallel import registry
 from asrdist.train.config import make_config
 from asrdist.train.evaluate import evaluate
 from asrdist.train.metrics import read_metrics
-from bench.results import publish
+from bench.results import publish, scrub, shown
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = Path("recipes/mini")  # paths relative to the repository root, where the runs start
@@ -112,7 +112,9 @@ def main() -> None:
         "rule (linear in batch x learners) and seed identical for every run. 'final.pt' = the "
         "exported model (average of all learners) on the held-out utterances; 'learner 0' = "
         "learner 0's own weights at the end of the last epoch, before the final average. "
-        "hadpsgd: `--learners-per-node N/2` (2 super-learners).", "",
+        "hadpsgd: `--learners-per-node N/2` (2 super-learners)."
+        + (" OUT: the runs' scratch directory." if shown(args.out, "OUT") == "OUT" else ""),
+        "",
         f"Command: `.venv/bin/python -m bench.strategies_study --epochs {args.epochs} "
         f"--units {args.units} --out {args.out}`, which runs for each strategy and N:", "",
         f"    OMP_NUM_THREADS=1 {example}", "",
@@ -123,7 +125,8 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['learners']} | {r['algo']} | {r['steps']} | {r['seconds']:.0f} | "
                      f"{r['ce']:.4f} | {r['acc']:.4f} | {r['own_ce']:.4f} | {r['own_acc']:.4f} |")
-    publish(lines, args.results)
+    publish(scrub(lines, {args.out: "OUT", args.data: "DATA", args.targets: "TARGETS",
+                          args.config: "CONFIG"}), args.results)
 
 
 if __name__ == "__main__":

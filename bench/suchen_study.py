@@ -34,7 +34,7 @@ import numpy as np
 
 from asrdist.data.dataset import load_corpus, steps_per_epoch
 from asrdist.train.metrics import read_metrics
-from bench.results import publish
+from bench.results import publish, scrub, shown
 from bench.strategies_study import score_final
 from bench.studies.figure import write_png
 
@@ -203,7 +203,11 @@ def main() -> None:
     else:
         rows = run_all(args)
     plot(rows, REPO / "bench/suchen_study.png")
-    publish([
+    paths = {args.data: "DATA", args.targets: "TARGETS", args.dbn: "DBN", args.out: "OUT"}
+    named = [name for path, name in paths.items() if shown(path, name) == name]
+    meaning = {"DATA": "the features", "TARGETS": "the ingested targets",
+               "DBN": "asrdist-pretrain-rbm's dbn.pt", "OUT": "the runs' scratch directory"}
+    publish(scrub([
         HEADING, "",
         f"{args.fraction} epoch of the mini corpus per run (`{args.data}`), sigmoid DNN "
         f"{args.hidden_layers} x {args.hidden_units}, splice 5, batch {args.batch_size} "
@@ -211,14 +215,15 @@ def main() -> None:
         f"N x {args.lr_final}), momentum 0, seed 0; RBM stack `{args.dbn}`. Target CE of a "
         "variant = the held-out CE its 1-learner run had after half of its steps; speed-up "
         "= that run's steps to the target / the N-learner run's. Plot: "
-        "`bench/suchen_study.png` (held-out CE against data seen).", "",
+        "`bench/suchen_study.png` (held-out CE against data seen)."
+        + ("".join(f" {name}: {meaning[name]}." for name in named)), "",
         f"Command: `.venv/bin/python -m bench.suchen_study --data {args.data} --targets "
         f"{args.targets} --dbn {args.dbn} --learners {' '.join(map(str, args.learners))} "
         f"--periods {' '.join(map(str, args.periods))} --sweep "
         f"{' '.join(map(str, args.sweep))} --fraction {args.fraction}`; one run:", "",
         f"    {rows[-1]['cmd']}", "",
         *table(rows),
-    ], args.results)
+    ], paths), args.results)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
     corpus, data, gmm, models, optim, parallel
     decode (gmm, models), train (data, models, optim, parallel)
     simulate                            (data, models, parallel; train's loss)
+    testing                             (data: a tiny corpus for tests and benchmarks)
     cli                                 (anything)
 """
 
@@ -30,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "decode": BASE | {"kaldi", "gmm", "models"},
     "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
     "simulate": BASE | {"kaldi", "data", "models", "parallel", "train"},
+    "testing": BASE | {"data"},
     "cli": {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
             if p.name != "__pycache__" and not p.name.startswith("__")},
 }

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
-from tests.train.corpus import make_corpus
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 
 from asrdist.cli.train import main, make_strategy
 from asrdist.parallel import registry
+from asrdist.testing import make_corpus
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
-from tests.train.corpus import make_corpus, poison_features
+from tests.train.corpus import poison_features
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=8", "--shuffle-buffer=16",
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=2"]

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.train import main
-from tests.train.corpus import make_corpus
+from asrdist.testing import make_corpus
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=8", "--shuffle-buffer=16",
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=2", "--epochs=2"]

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.train import main
+from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import read_metrics
-from tests.train.corpus import make_corpus
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=8", "--shuffle-buffer=16",
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=2", "--epochs=1",

@@ -20,7 +20,7 @@ from asrdist.data.dataset import (
     steps_per_epoch,
 )
 from asrdist.errors import AsrdistError
-from tests.train.corpus import make_corpus
+from asrdist.testing import make_corpus
 
 
 @pytest.fixture

@@ -16,8 +16,8 @@ import torch
 import yaml
 
 from asrdist.parallel.launch import free_port
+from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.train.corpus import make_corpus
 
 BIN = Path(sys.executable).parent
 TRAIN = str(BIN / "asrdist-train")

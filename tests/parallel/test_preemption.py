@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import start_learners
-from tests.train.corpus import make_corpus
 
 TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=50",

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests import slurm_cluster
-from tests.train.corpus import make_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "local" / "slurm" / "train.sbatch"

@@ -5,7 +5,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
-from tests.train.corpus import make_corpus
+from asrdist.testing import make_corpus
 
 
 @pytest.fixture(scope="module")

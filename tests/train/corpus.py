@@ -1,5 +1,6 @@
 """Test helpers around the tiny learnable corpus of :mod:`asrdist.testing` (its maker,
-``make_corpus``, lives in the package so that bench/ can use it without importing tests/)."""
+``make_corpus``, lives in the package so that bench/ can use it without importing tests/):
+a poisoned utterance, a config on the corpus, the losses of a run."""
 
 from __future__ import annotations
 
@@ -7,10 +8,6 @@ from pathlib import Path
 
 import kaldiio
 import numpy as np
-
-from asrdist.testing import make_corpus
-
-__all__ = ["make_corpus", "poison_features", "train_config", "train_losses"]
 
 
 def poison_features(data: Path, utt_index: int = -1) -> str:

@@ -6,9 +6,9 @@ import pytest
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.config import make_config
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus
 
 
 @pytest.mark.parametrize("fault", ["missing ark", "bad offset"])

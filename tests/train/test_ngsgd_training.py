@@ -9,9 +9,10 @@ import pytest
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus, train_config, train_losses
+from tests.train.corpus import train_config, train_losses
 
 DNN = dict(model="dnn", splice=2, hidden_layers=2, hidden_units=32, chunk_len=10,
            batch_size=8, shuffle_buffer=32, heldout_utts=2, log_every=1, lr=0.05,

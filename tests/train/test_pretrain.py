@@ -17,11 +17,11 @@ from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.dnn import DNN
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.pretrain import PretrainConfig, pretrain
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus
 
 SMALL = dict(splice=2, hidden_layers=2, hidden_units=12, batch_size=4, chunk_len=8,
              shuffle_buffer=64, epochs=3, lr=0.1, lr_gaussian=0.01)

@@ -9,12 +9,12 @@ import pytest
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import checkpoint_dir, list_checkpoints
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.resume import Holdings, resume_steps
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus
 
 TINY = dict(layers=1, units=8, chunk_len=10, batch_size=8, shuffle_buffer=32, heldout_utts=2,
             log_every=1, lr=0.5, lr_ref_batch=8, epochs=1, checkpoint_every=2,

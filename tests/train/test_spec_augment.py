@@ -7,6 +7,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.spec_augment import (
     MAX_MASKED_FRAMES,
     MaskOptions,
@@ -14,7 +15,7 @@ from asrdist.train.spec_augment import (
     make_spec_augment,
 )
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus, train_config, train_losses
+from tests.train.corpus import train_config, train_losses
 
 
 def _batch() -> torch.Tensor:

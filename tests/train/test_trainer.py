@@ -17,11 +17,12 @@ import yaml
 from asrdist.errors import AsrdistError
 from asrdist.models.final import load_final
 from asrdist.parallel.strategy import Single, Strategy
+from asrdist.testing import make_corpus
 from asrdist.train import checkpoint as checkpoint_mod
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
 from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train
-from tests.train.corpus import make_corpus, poison_features, train_config, train_losses
+from tests.train.corpus import poison_features, train_config, train_losses
 
 TINY = dict(layers=1, units=16, chunk_len=10, batch_size=8, shuffle_buffer=32, heldout_utts=2,
             log_every=1, lr=0.5, lr_ref_batch=8, warmup_epochs=0.5, cmvn="spk")

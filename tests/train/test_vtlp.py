@@ -12,9 +12,10 @@ import torch
 from asrdist.data.features import FeatureOptions, compute_features, make_extractor
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
+from asrdist.testing import make_corpus
 from asrdist.train.trainer import train
 from asrdist.train.vtlp import cepstral_warp, make_vtlp, read_mfcc_config
-from tests.train.corpus import make_corpus, train_config, train_losses
+from tests.train.corpus import train_config, train_losses
 
 SAMPLE_RATE = 16000
 FORMANTS = ((500.0, 80.0), (1500.0, 100.0), (2500.0, 120.0), (3500.0, 150.0))

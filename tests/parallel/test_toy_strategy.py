@@ -97,8 +97,8 @@ def test_toy_strategy_brings_its_flag_and_checks_it():
 
 def test_two_learners_train_with_a_strategy_registered_outside_asrdist(tmp_path):
     from asrdist.parallel.launch import free_port
-    from asrdist.train.metrics import metrics_path, read_metrics
     from asrdist.testing import make_corpus
+    from asrdist.train.metrics import metrics_path, read_metrics
 
     data, targets = make_corpus(tmp_path / "corpus", num_utts=16)
     out = tmp_path / "run"

@@ -6,7 +6,6 @@ average their RBMs every --avg-period minibatches (asrdist.train.pretrain).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import fields
 from typing import Any
 
@@ -62,7 +61,6 @@ def _options(func: Any) -> Any:
 def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     cfg = PretrainConfig(**values)
     denv = launch.detect_env()
     rank, world_size = 0, 1

@@ -125,7 +125,6 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
               help="YAML file of options (keys as the flags, with _ or -); flags override it")
 def main(config_path: str | None, **flags: Any) -> None:
     """Train a BLSTM or DNN acoustic model on Kaldi/lhotse features and ingested pdf targets."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
     signals = parse_signals(config.stop_signals)

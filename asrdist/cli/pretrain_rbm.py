@@ -62,21 +62,14 @@ def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
     cfg = PretrainConfig(**values)
-    denv = launch.detect_env()
-    rank, world_size = 0, 1
-    if denv is not None and denv.world_size > 1:
-        denv = launch.init_from_env()
-        rank, world_size = denv.rank, denv.world_size
-        if cfg.device == "cuda" and torch.cuda.is_available():
-            cfg.device = f"cuda:{denv.local_rank % torch.cuda.device_count()}"
+    learner, cfg.device = launch.join_world(cfg.device, launch.DEFAULT_TIMEOUT_S)
     try:
-        path = pretrain(cfg, rank, world_size)
+        path = pretrain(cfg, learner.rank, learner.world_size)
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
-    if rank == 0:
+    if learner.rank == 0:
         click.echo(str(path), err=True)
-
 
 if __name__ == "__main__":
     main()

@@ -25,3 +25,9 @@ def test_slowdown_stretches_the_compute_phase():
     t0 = time.perf_counter()
     extra = slow.stop()
     assert 0.09 <= extra <= 0.2 and time.perf_counter() - t0 >= extra
+
+
+def test_only_the_named_learner_is_slowed():
+    assert SlowDown.of_learner("1:3", 1).factor == 3.0
+    assert SlowDown.of_learner("1:3", 0).factor == 1.0
+    assert SlowDown.of_learner("", 0).factor == 1.0

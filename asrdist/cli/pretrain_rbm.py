@@ -1,7 +1,8 @@
 """asrdist-pretrain-rbm: features -> dbn.pt, a stack of RBMs for asrdist-train --init-dbn.
 
 Run directly for one learner, or under torchrun / mpiexec / srun for several, which then
-average their RBMs every --avg-period minibatches (asrdist.train.pretrain).
+average their RBMs every --avg-period minibatches (asrdist.train.pretrain). Several learners
+are launched, supervised and ended on a failure as asrdist-train's are.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from dataclasses import fields
 from typing import Any
 
 import click
-import torch
 
 from asrdist.cli import command
 from asrdist.parallel import launch
+from asrdist.parallel.failure import failure_policy
+from asrdist.parallel.supervise import supervise_under_mpiexec
 from asrdist.train.pretrain import PretrainConfig, pretrain
 
 _HELP = {
@@ -37,6 +39,8 @@ _HELP = {
     "shuffle_buffer": "chunks in the shuffle buffer",
     "seed": "seed of the weights and the data order",
     "device": "cpu, cuda or cuda:N",
+    "exchange_timeout": "seconds a rendezvous or any average may take; then the job ends "
+                        "naming the lost learner",
 }
 
 
@@ -62,14 +66,13 @@ def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
     cfg = PretrainConfig(**values)
-    learner, cfg.device = launch.join_world(cfg.device, launch.DEFAULT_TIMEOUT_S)
-    try:
-        path = pretrain(cfg, learner.rank, learner.world_size)
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
+    supervise_under_mpiexec(launch.detect_env(), ())
+    learner, cfg.device = launch.join_world(cfg.device, cfg.exchange_timeout)
+    with failure_policy(learner):
+        path = pretrain(cfg, learner)
     if learner.rank == 0:
         click.echo(str(path), err=True)
+
 
 if __name__ == "__main__":
     main()

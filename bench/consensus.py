@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from asrdist.parallel import rings
-from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
+from asrdist.parallel.weights import flat_weights
 from bench.results import publish
 from bench.straggler import launch
 

@@ -2,12 +2,13 @@
 
 Every command is made with :func:`command`, so an :class:`~asrdist.errors.AsrdistError` (or an
 OSError: a full disk, a missing file) raised anywhere below it becomes click's one-line
-``Error: <message>`` and exit status 1.
+``Error: <message>`` and exit status 1, and every command logs alike (:data:`LOG_FORMAT`).
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -20,12 +21,18 @@ from asrdist.errors import AsrdistError
 # before asrdist's one line naming the lost learner. TORCH_CPP_LOG_LEVEL=WARNING shows them.
 os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
 
+# One line per record with its time and level, so the logs of a Slurm job's steps (and of its
+# learners, interleaved) can be told apart and put in order.
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
 
 class AsrdistCommand(click.Command):
     """A click command that reports AsrdistError and OSError like click's own usage errors
-    (parsing raises neither: only the command's body reaches the library)."""
+    (parsing raises neither: only the command's body reaches the library), and that sets
+    logging up before its body runs."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
         try:
             return super().invoke(ctx)
         except AsrdistError as e:

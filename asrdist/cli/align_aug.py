@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
@@ -30,7 +29,6 @@ def main(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path, nj: int,
     sp<factor>- copies are realigned, other copies take their clean utterance's. Writes
     OUT_DIR as a Kaldi alignment dir (ali.N.gz, final.mdl, tree, num_jobs). Skips a finished
     OUT_DIR."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     summary = align_augmented(data_dir, lang_dir, src_dir, out_dir, nj, map_oov=map_oov,
                               boost_silence=boost_silence)
     if summary is None:  # done already: asrdist.stage logged the skip line

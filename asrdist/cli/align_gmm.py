@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
@@ -35,7 +34,6 @@ def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
     """Train a monophone system on DATA_DIR (MFCC feats.scp + cmvn.scp, text) with LANG_DIR
     and write EXP_DIR: ali.N.gz, final.mdl, tree, num_jobs, phones.txt, log/. Skips a
     finished EXP_DIR."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
                        map_oov=map_oov, boost_silence=boost_silence)
     summary = train_mono(data_dir, lang_dir, exp_dir, opts)

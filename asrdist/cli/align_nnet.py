@@ -3,7 +3,6 @@ targets of the next one."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
@@ -29,7 +28,6 @@ def main(data_dir: Path, lang_dir: Path, gmm_dir: Path, out_dir: Path, model_pt:
     network through the graphs of GMM_DIR's final.mdl and tree (an asrdist-align-gmm or
     -align-aug dir). Writes OUT_DIR as a Kaldi alignment dir (ali.N.gz, final.mdl, tree,
     num_jobs) for asrdist-ingest-ali. Skips a finished OUT_DIR."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     summary = align_nnet(data_dir, lang_dir, model_pt, gmm_dir, out_dir, nj, map_oov=map_oov)
     if summary is None:  # done already: asrdist.stage logged the skip line
         return

@@ -3,7 +3,6 @@ perturb_data_dir_speed_3way.sh, reverberate_data_dir.py and augment_data_dir.py 
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import click
@@ -38,7 +37,6 @@ def main(src: Path, out: Path, speeds: str, reverb_fraction: float, noise_fracti
          snr: str, rt60: str, seed: int, wav_dir: Path | None) -> None:
     """Write OUT: the utterances of SRC (a wav data dir) and their augmented copies, as real
     wav files, with utt2uniq naming each copy's clean utterance. Skips a finished OUT."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     options = AugmentOptions(speeds=number_list(speeds, "--speeds"),
                              reverb_fraction=reverb_fraction, noise_fraction=noise_fraction,
                              snr_db=_range(snr, "--snr"), rt60=_range(rt60, "--rt60"), seed=seed)

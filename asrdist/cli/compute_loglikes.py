@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -25,6 +23,5 @@ def main(nnet: str, data_dir: str, out_dir: str, frames_per_chunk: int | None,
     """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
     nnet3-compute writes them, for asrdist-decode --loglikes: an LM-weight sweep without
     re-running the network."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     compute_loglikes(nnet, data_dir, out_dir,
                      Chunking(frames_per_chunk, extra_left_context, extra_right_context))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 
@@ -62,7 +61,6 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
 
     A rerun skips an --out done with the same options (--nj aside) and the same model, graph
     dir and data dir files, and redoes it otherwise."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
         opts=DecodeOptions(acwt, beam, max_active, min_active),

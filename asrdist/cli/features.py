@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -25,7 +23,6 @@ def main(kind: str, nj: int, num_mel_bins: int | None, num_ceps: int, sample_rat
     into DEST: feats.scp + DEST/data/*.ark, cmvn.scp, utt2num_frames, frame_shift and copies
     of SRC's tables. Skips the work when DEST is done with the same options and SRC tables
     (--nj aside); redoes it when they changed."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     options = FeatureOptions(kind=kind, num_mel_bins=num_mel_bins, num_ceps=num_ceps,
                              sample_rate=sample_rate)
     make_features(src, dest, options, nj=nj)  # logs the skip line when done already

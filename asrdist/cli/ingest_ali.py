@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -36,6 +34,5 @@ def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_d
     options and inputs (FEATS_SCP; ALI_DIR's num_jobs, ali.*.gz, final.mdl) and redoes it
     otherwise.
     """
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     report = ingest_alignments(ali_dir, feats_scp, out_dir, tolerance, max_missing)
     click.echo(report.to_text(), nl=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -20,5 +18,4 @@ def main(src: str, dest: str, streams: tuple[str, ...], length_tolerance: int) -
     """Write DEST: the features of SRC with each STREAM (an scp, 'x.scp:N' for one row every N
     frames, e.g. ivector_online.scp:10) joined per frame, with new cmvn.scp. E.g. the papers'
     260-dim input: 40 fbank (+deltas) SRC + fMLLR feats.scp + ivector_online.scp:10."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     join_features(src, dest, [Stream.parse(s) for s in streams], length_tolerance)

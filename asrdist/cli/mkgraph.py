@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 
@@ -32,7 +31,6 @@ def main(lang_dir: str, model: str, tree: str | None, train_text: str, order: in
 
     A rerun skips an --out done with the same --order and --self-loop-scale and the same
     --lang, --model, --tree and --text files, and redoes it otherwise."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     out = make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale,
                      command=shlex.join(["asrdist-mkgraph", *sys.argv[1:]]))
     click.echo(f"graph: {out}/HCLG.fst", err=True)

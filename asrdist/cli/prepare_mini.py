@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -31,7 +29,6 @@ def main(out: str, hours: float, test_hours: float | None, test_utts: int | None
     dirs (with utt2synth), lhotse manifests, an espeak lexicon (local/dict) and the lang dir.
     Rerun with the same options, a finished OUT is skipped; with other options it is made
     again (wavs kept when only --hours changed)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     options = CorpusOptions(hours=hours, test_hours=test_hours, test_utts=test_utts, seed=seed,
                             sample_rate=sample_rate,
                             synthesizers=tuple(s for s in synthesizers.split(",") if s))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from asrdist.cli import command
@@ -38,7 +36,6 @@ def main(swbd_audio: str, ms98: str, eval2000_audio: str, eval2000_ref: str,
     """Kaldi data dirs with Kaldi's ids (sw02001-A_000098-001156) for Switchboard-1, eval2000
     and optionally Fisher: train, train_dev, train_nodup, [fisher, train_swbd_fisher],
     [<train set>_sp], eval2000 (with stm and glm). Prints the training set's name last."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     try:
         factors = tuple(float(f) for f in speed_perturb.split())
     except ValueError:

@@ -1,20 +1,21 @@
 """asrdist-pretrain-rbm: features -> dbn.pt, a stack of RBMs for asrdist-train --init-dbn.
 
 Run directly for one learner, or under torchrun / mpiexec / srun for several, which then
-average their RBMs every --avg-period minibatches (asrdist.train.pretrain).
+average their RBMs every --avg-period minibatches (asrdist.train.pretrain). Several learners
+are launched, supervised and ended on a failure as asrdist-train's are.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import fields
 from typing import Any
 
 import click
-import torch
 
 from asrdist.cli import command
 from asrdist.parallel import launch
+from asrdist.parallel.failure import failure_policy
+from asrdist.parallel.supervise import supervise_under_mpiexec
 from asrdist.train.pretrain import PretrainConfig, pretrain
 
 _HELP = {
@@ -38,6 +39,8 @@ _HELP = {
     "shuffle_buffer": "chunks in the shuffle buffer",
     "seed": "seed of the weights and the data order",
     "device": "cpu, cuda or cuda:N",
+    "exchange_timeout": "seconds a rendezvous or any average may take; then the job ends "
+                        "naming the lost learner",
 }
 
 
@@ -62,21 +65,12 @@ def _options(func: Any) -> Any:
 def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     cfg = PretrainConfig(**values)
-    denv = launch.detect_env()
-    rank, world_size = 0, 1
-    if denv is not None and denv.world_size > 1:
-        denv = launch.init_from_env()
-        rank, world_size = denv.rank, denv.world_size
-        if cfg.device == "cuda" and torch.cuda.is_available():
-            cfg.device = f"cuda:{denv.local_rank % torch.cuda.device_count()}"
-    try:
-        path = pretrain(cfg, rank, world_size)
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-    if rank == 0:
+    supervise_under_mpiexec(launch.detect_env(), ())
+    learner, cfg.device = launch.join_world(cfg.device, cfg.exchange_timeout)
+    with failure_policy(learner):
+        path = pretrain(cfg, learner)
+    if learner.rank == 0:
         click.echo(str(path), err=True)
 
 

@@ -3,7 +3,6 @@ with --stm and --glm, a CTM scored as NIST hubscr.pl scores it (Kaldi's local/sc
 
 from __future__ import annotations
 
-import logging
 import shlex
 import sys
 from pathlib import Path
@@ -47,7 +46,6 @@ def main(paths: tuple[str, ...], stm: str | None, glm: str | None, data_dir: str
     against REF_TEXT. Missing hypotheses count as deletions; sweeps pick the best variant as
     utils/best_wer.sh does. With --stm and --glm, score one CTM (times relative to the
     recording) as hubscr.pl -h hub5 does; CTM.filt.sys files hold the Sum/Avg rows."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(message)s")
     if stm is not None or glm is not None:
         if stm is None or glm is None or len(paths) != 1:
             raise AsrdistError("the stm mode takes --stm STM --glm GLM and one CTM argument")

@@ -6,25 +6,27 @@ The strategies' options (--exchange-timeout, --slow-learner, --avg-period, ...) 
 strategy registry when the command runs, so a strategy registered later (a module named in
 ASRDIST_STRATEGIES) brings its flags along; each strategy gets those it takes, and one set for
 a strategy that does not take it is ignored with a warning, so one config file serves every
---algo. Run directly for one learner, or under torchrun / mpiexec / srun for several.
+--algo. Run directly for one learner, or under torchrun / mpiexec / srun for several: each then
+takes the GPU of its local rank (asrdist.parallel.launch), runs under a supervisor where
+mpiexec started it (asrdist.parallel.supervise), and its failure ends the job, named
+(asrdist.parallel.failure).
 """
 
 from __future__ import annotations
 
 import logging
-import socket
 import sys
-import traceback
 from typing import Any
 
 import click
-import torch
 
 from asrdist.cli import AsrdistCommand, command
-from asrdist.errors import AsrdistError, first_line
-from asrdist.parallel import health, launch, registry, supervise
+from asrdist.errors import AsrdistError
+from asrdist.parallel import launch, registry
+from asrdist.parallel.failure import failure_policy
 from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
 from asrdist.parallel.strategy import Learner, Strategy
+from asrdist.parallel.supervise import supervise_under_mpiexec
 from asrdist.train.config import (
     TrainConfig,
     all_fields,
@@ -88,26 +90,6 @@ class _TrainCommand(AsrdistCommand):
         return [*self.params, *made, *super().get_params(ctx)[len(self.params):]]
 
 
-def learner_context(config: TrainConfig) -> tuple[Learner, str]:
-    """This process as a learner, and its device.
-
-    One learner, without any process group, unless a launcher says world size > 1; then the
-    options are checked against the world size and torch.distributed is initialised here
-    (asrdist.parallel.launch, every collective bounded by --exchange-timeout); each learner takes
-    the GPU of its local rank.
-    """
-    denv = launch.detect_env()
-    world_size = denv.world_size if denv is not None else 1
-    validate_for_world(config, world_size)
-    if denv is None or world_size <= 1:
-        return Learner(node=denv.node if denv else socket.gethostname()), config.device
-    denv = launch.init_from_env(timeout_s=config.option("exchange_timeout"))
-    device = config.device
-    if device == "cuda" and torch.cuda.is_available():
-        device = f"cuda:{denv.local_rank % torch.cuda.device_count()}"
-    return Learner(denv.rank, denv.world_size, denv.local_rank, denv.node), device
-
-
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
     """The --algo strategy with the options it takes; other strategy options set to a
     non-default value are ignored with a warning (a config file may serve several --algo)."""
@@ -125,36 +107,17 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
               help="YAML file of options (keys as the flags, with _ or -); flags override it")
 def main(config_path: str | None, **flags: Any) -> None:
     """Train a BLSTM or DNN acoustic model on Kaldi/lhotse features and ingested pdf targets."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
     signals = parse_signals(config.stop_signals)
     denv = launch.detect_env()
-    if supervise.supervised():
-        supervise.die_with_supervisor()
-    elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
-        sys.exit(supervise.run_supervised(denv.rank, signals))  # see asrdist.parallel.supervise
+    supervise_under_mpiexec(denv, signals)
     preemption = Preemption(signals)
-    learner, config.device = learner_context(config)
+    validate_for_world(config, denv.world_size if denv is not None else 1)
+    learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"))
     strategy = make_strategy(config, learner)
-    try:
+    with failure_policy(learner, preemption):
         result = train(config, strategy, learner.rank, learner.world_size, preemption)
-    except Exception as exc:  # noqa: BLE001 - any learner's failure ends the job, first named
-        preemption.restore()
-        if learner.world_size == 1:
-            raise
-        if health.store_lost(exc):
-            health.abort(learner.rank, f"{health.STORE_LOST}: {first_line(exc)}", post=False)
-        if health.other_report(learner.rank) is not None:  # a consequence: name the cause
-            health.abort(learner.rank, f"stopped after another learner failed "
-                                       f"({first_line(exc)[:120]})")
-        if not isinstance(exc, (AsrdistError, OSError)) and not health.peer_lost(exc):
-            traceback.print_exc()
-        health.fail(learner.rank, exc.message if isinstance(exc, AsrdistError)
-                    else f"{type(exc).__name__}: {first_line(exc)}")
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
     if result.stopped_by is not None:
         click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
                    f"step {result.steps}, checkpointed; continue with --resume "

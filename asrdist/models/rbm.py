@@ -36,24 +36,23 @@ class CD1:
     recon_mse: float
 
 
-class RBM:
-    """One RBM layer: parameters and its conditionals."""
+def frozen(t: torch.Tensor) -> torch.nn.Parameter:
+    """A parameter that CD-1 updates, not autograd (no gradient is kept)."""
+    return torch.nn.Parameter(t, requires_grad=False)
+
+
+class RBM(torch.nn.Module):
+    """One RBM layer: parameters (weight, visible_bias, hidden_bias) and its conditionals; a
+    module, so that a distributed strategy averages it as it does any model."""
 
     def __init__(self, visible: int, hidden: int, gaussian: bool,
                  generator: torch.Generator | None = None) -> None:
+        super().__init__()
         self.gaussian = gaussian
         # Hinton's guide: small random weights, zero visible and hidden biases
-        self.weight = torch.randn(hidden, visible, generator=generator) * 0.01
-        self.visible_bias = torch.zeros(visible)
-        self.hidden_bias = torch.zeros(hidden)
-
-    def parameters(self) -> list[torch.Tensor]:
-        return [self.weight, self.visible_bias, self.hidden_bias]
-
-    def to(self, device: torch.device) -> RBM:
-        self.weight, self.visible_bias, self.hidden_bias = (
-            p.to(device) for p in self.parameters())
-        return self
+        self.weight = frozen(torch.randn(hidden, visible, generator=generator) * 0.01)
+        self.visible_bias = frozen(torch.zeros(visible))
+        self.hidden_bias = frozen(torch.zeros(hidden))
 
     def hidden_probs(self, v: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(torch.addmm(self.hidden_bias, v, self.weight.T))

@@ -22,11 +22,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.adpsgd import ADPSGD, VARIANTS, ADPSGDOptions
-from asrdist.parallel.base import HookState, allreduce_mean_hook, model_device
+from asrdist.parallel.ddp import HookState, allreduce_mean_hook
 from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import node_groups
 from asrdist.parallel.strategy import Learner
+from asrdist.parallel.weights import model_device
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ class HADPSGD(ADPSGD):
             model, device_ids=[device] if device is not None else None,
             process_group=self._node_group,
         )
-        ddp.register_comm_hook(HookState(self, self._node_group, len(self._my_node())),
+        ddp.register_comm_hook(HookState(self.liveness, self._node_group, len(self._my_node())),
                                allreduce_mean_hook)
         self._track_ddp(ddp)
         return super().wrap_model(ddp)

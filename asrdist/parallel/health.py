@@ -194,6 +194,10 @@ class Liveness:
             time.sleep(self.interval_s)
         return f"communication failed: {first_line(exc)}"
 
+    def end_job(self, exc: BaseException) -> None:
+        """A collective or exchange failed: end the job, naming the learner that stopped."""
+        abort(self.rank, f"{self.explain(exc)}; ending the job")
+
     def wait_all_finished(self, poll_s: float = 0.05) -> None:
         """Announce this learner finished and wait, watching progress, until all have.
 

@@ -6,7 +6,8 @@ rendezvous then goes through torch.distributed's TCP store. The store's address 
 of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec). Backend: nccl
 when CUDA is available, gloo otherwise, or as ``ASRDIST_BACKEND`` says (gloo where learners
 share a GPU, which NCCL refuses, or where a cluster's NCCL is broken). A missing variable is
-reported at once, by name, rather than as a rendezvous that waits until its timeout.
+reported at once, by name, rather than as a rendezvous that waits until its timeout. Each
+learner takes the GPU of its local rank (:func:`select_device`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel.strategy import Learner
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +193,7 @@ def init_from_env(
     if backend not in BACKENDS:
         raise AsrdistError(f"{BACKEND_ENV}={backend!r}: use one of {', '.join(BACKENDS)}")
     if backend == "nccl":
-        torch.cuda.set_device(denv.local_rank % torch.cuda.device_count())
+        select_device("cuda", denv.local_rank)
     log.info(
         "learner %d/%d (local %d, node %s, pid %d) via %s: rendezvous at %s:%d, backend %s",
         denv.rank, denv.world_size, denv.local_rank, denv.node, os.getpid(), denv.launcher,
@@ -211,3 +213,29 @@ def init_from_env(
             f"failed: {first_line(exc)}"
         ) from exc
     return denv
+
+
+def select_device(requested: str, local_rank: int) -> str:
+    """The device of the learner of ``local_rank``, made CUDA's current device: ``cuda`` is the
+    GPU of its local rank (the learners of a node share its GPUs round-robin), so one process
+    per GPU needs no CUDA_VISIBLE_DEVICES; ``cpu`` or ``cuda:N`` is taken as given."""
+    if requested != "cuda" or not torch.cuda.is_available():
+        return requested
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return f"cuda:{index}"
+
+
+def join_world(device: str, timeout_s: float) -> tuple[Learner, str]:
+    """This process as a learner, and its device (:func:`select_device`).
+
+    One learner, without any process group, unless a launcher says world size > 1; then
+    torch.distributed is initialised here (:func:`init_from_env`, every collective bounded by
+    ``timeout_s``).
+    """
+    denv = detect_env()
+    if denv is None or denv.world_size <= 1:
+        return Learner(node=denv.node if denv else socket.gethostname()), device
+    denv = init_from_env(timeout_s=timeout_s)
+    learner = Learner(denv.rank, denv.world_size, denv.local_rank, denv.node)
+    return learner, select_device(device, denv.local_rank)

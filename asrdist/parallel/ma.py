@@ -19,11 +19,12 @@ from typing import Any
 import torch
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
-from asrdist.parallel.base import DistributedStrategy, unwrap
+from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.options import CommonOptions, option, require, training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
+from asrdist.parallel.weights import unwrap
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,12 @@ class SlowDown:
         self.factor = factor
         self._t0: float | None = None
 
+    @classmethod
+    def of_learner(cls, spec: str | None, rank: int) -> SlowDown:
+        """Learner ``rank``'s slow-down under ``--slow-learner spec`` (factor 1 if not named)."""
+        slow = parse_slow_learner(spec)
+        return cls(slow[1] if slow and slow[0] == rank else 1.0)
+
     def start(self) -> None:
         """Mark the start of a compute phase."""
         self._t0 = time.perf_counter()

@@ -13,9 +13,11 @@ from __future__ import annotations
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from asrdist.parallel.base import DistributedStrategy, HookState, allreduce_mean_hook, model_device
+from asrdist.parallel.base import DistributedStrategy
+from asrdist.parallel.ddp import HookState, allreduce_mean_hook
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.weights import model_device
 
 
 class SSGD(DistributedStrategy):
@@ -26,7 +28,7 @@ class SSGD(DistributedStrategy):
             return model
         device = model_device(model)
         ddp = DistributedDataParallel(model, device_ids=[device] if device is not None else None)
-        ddp.register_comm_hook(HookState(self, None, self.world_size), allreduce_mean_hook)
+        ddp.register_comm_hook(HookState(self.liveness, None, self.world_size), allreduce_mean_hook)
         self._track_ddp(ddp)
         self._start_distance(model)
         return ddp

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import torch
 
-from asrdist.parallel.base import add_flat, flat_weights, unwrap
 from asrdist.parallel.rules import Ready
+from asrdist.parallel.weights import add_flat, flat_weights, unwrap
 
 
 class DeviceStaging:

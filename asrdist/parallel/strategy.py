@@ -42,7 +42,7 @@ import torch.distributed as dist
 
 @dataclass(frozen=True)
 class Learner:
-    """Who this learner is: built once by the launcher code (asrdist.cli.train)."""
+    """Who this learner is: built once by asrdist.parallel.launch.join_world."""
 
     rank: int = 0
     world_size: int = 1

@@ -17,16 +17,18 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from asrdist.parallel.launch import DistEnv
+
 _CHILD = "ASRDIST_SUPERVISED"
 _PR_SET_PDEATHSIG = 1
 
 
-def supervised() -> bool:
+def _supervised() -> bool:
     """Whether this process is the learner under a supervisor."""
     return os.environ.get(_CHILD) == "1"
 
 
-def die_with_supervisor() -> None:
+def _die_with_supervisor() -> None:
     """In the learner: be killed when the supervisor goes (mpiexec's clean-up kills only it)."""
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -34,7 +36,7 @@ def die_with_supervisor() -> None:
             os._exit(1)
 
 
-def run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
+def _run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
     """Run this same command as the learner; return its exit status, naming a death by signal."""
     child = subprocess.Popen([sys.executable, *sys.argv], env={**os.environ, _CHILD: "1"},
                              close_fds=False)  # the PMI socket goes to the learner
@@ -48,3 +50,12 @@ def run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
                      "ends the others\n")
     sys.stderr.flush()
     return 1
+
+
+def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals]) -> None:
+    """Where mpiexec started several learners, make this process their supervisor: it runs the
+    learner as its child and exits with its status; in that child, die with the supervisor."""
+    if _supervised():
+        _die_with_supervisor()
+    elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
+        sys.exit(_run_supervised(denv.rank, forwarded))

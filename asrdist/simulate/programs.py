@@ -19,7 +19,7 @@ import torch
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings, rules
 from asrdist.parallel.adpsgd import VARIANTS, Variant
-from asrdist.parallel.base import add_flat, flat_weights
+from asrdist.parallel.weights import add_flat, flat_weights
 from asrdist.simulate.clock import Process, Wait
 from asrdist.simulate.world import World
 

@@ -19,7 +19,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
-from asrdist.parallel.base import flat_weights
+from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.programs import spawn
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, average_into, float_tensors

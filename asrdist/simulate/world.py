@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from asrdist.parallel.base import flat_weights
+from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.clock import Clock, Meeting
 from asrdist.simulate.speed import SpeedModel
 

@@ -10,10 +10,13 @@ cost are nnet1's defaults as recalled, not verified against its script), momentu
 linearly from ``momentum`` to ``momentum_high`` over the first pass.
 
 With several learners (torchrun / mpiexec / srun), each trains on its own shard of every
-pass, and the learners average their RBM's parameters every ``avg_period`` steps and at the
-end of each layer (Su & Chen's fork does the same with MPI). The result is ``dbn.pt``
-(asrdist.models.dbn), which ``asrdist-train --init-dbn`` loads. No checkpoints: an
-interrupted pretraining starts again (it is one or two passes per layer).
+pass (the trainer's epoch stream, asrdist.train.stream), and the learners average their RBM's
+parameters every ``avg_period`` steps and at the end of each layer (Su & Chen's fork does the
+same with MPI). They are learners of the ``ma`` strategy, whose hooks each CD-1 step calls: its
+averaging, and with it the liveness, exchange timeout and final leaving-together of
+asrdist-train. The result is ``dbn.pt`` (asrdist.models.dbn), which ``asrdist-train
+--init-dbn`` loads. No checkpoints: an interrupted pretraining starts again (it is one or two
+passes per layer).
 """
 
 from __future__ import annotations
@@ -27,19 +30,16 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from asrdist.data.dataset import (
-    IGNORE,
-    ChunkStream,
-    UtteranceReader,
-    epoch_shards,
-    load_corpus,
-    steps_per_epoch,
-)
+from asrdist.data.dataset import IGNORE, UtteranceReader, load_corpus
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.models.dbn import FORMAT
 from asrdist.models.rbm import RBM
+from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
+from asrdist.parallel.ma import MAOptions, ModelAveraging
+from asrdist.parallel.strategy import Learner
 from asrdist.stage import check_done
+from asrdist.train.stream import EpochStream
 
 log = logging.getLogger(__name__)
 
@@ -70,15 +70,16 @@ class PretrainConfig:
     shuffle_buffer: int = 2048
     seed: int = 0
     device: str = "cpu"
+    exchange_timeout: float = DEFAULT_TIMEOUT_S
 
-    def check(self) -> None:
+    def __post_init__(self) -> None:
         for name in ("splice", "hidden_layers", "hidden_units", "epochs", "batch_size",
                      "chunk_len", "avg_period"):
             if getattr(self, name) <= (-1 if name == "splice" else 0):
                 raise AsrdistError(f"--{name.replace('_', '-')} must be "
                                    f"{'non-negative' if name == 'splice' else 'positive'}, "
                                    f"got {getattr(self, name)}")
-        for name in ("lr", "lr_gaussian"):
+        for name in ("lr", "lr_gaussian", "exchange_timeout"):
             if getattr(self, name) <= 0:
                 raise AsrdistError(f"--{name.replace('_', '-')} must be positive")
         if not 0 <= self.momentum <= self.momentum_high < 1:
@@ -86,22 +87,25 @@ class PretrainConfig:
                                f"momentum-high < 1, got {self.momentum}, {self.momentum_high}")
 
 
-def _average(tensors: list[torch.Tensor], world_size: int) -> None:
-    for t in tensors:
-        dist.all_reduce(t)
-        t /= world_size
+# Options that do not change the RBMs: a done run rerun with other values of only these is
+# skipped (asrdist.stage).
+NOT_FINGERPRINTED = frozenset({"out", "device", "exchange_timeout"})
 
 
 class _Pretrainer:
-    def __init__(self, cfg: PretrainConfig, rank: int, world_size: int) -> None:
-        self.cfg, self.rank, self.world_size = cfg, rank, world_size
+    def __init__(self, cfg: PretrainConfig, strategy: ModelAveraging) -> None:
+        self.cfg, self.strategy = cfg, strategy
+        self.rank, self.world_size = strategy.rank, strategy.world_size
         self.device = torch.device(cfg.device)
         self.corpus = load_corpus(cfg.data, cfg.targets, 0.05)
-        self.rows = np.arange(len(self.corpus.utts))
+        self.epochs = EpochStream(self.corpus, np.arange(len(self.corpus.utts)), cfg.data,
+                                  cfg.chunk_len, cfg.batch_size,
+                                  max(cfg.shuffle_buffer, cfg.batch_size), cfg.seed, self.rank,
+                                  self.world_size)
         self.reader = UtteranceReader(self.corpus, cfg.cmvn, cfg.cmvn_norm_vars, None)
         self.input_dim = int(self.reader.read(0)[0].shape[1])
         self.passes = 0  # data passes so far (each a new order)
-        self.generator = torch.Generator(self.device).manual_seed(cfg.seed * 1000 + rank)
+        self.generator = torch.Generator(self.device).manual_seed(cfg.seed * 1000 + self.rank)
         self.records: list[dict] = []
 
     def _batches(self):
@@ -109,15 +113,8 @@ class _Pretrainer:
         cfg = self.cfg
         epoch = self.passes
         self.passes += 1
-        steps = steps_per_epoch(self.corpus, self.rows, cfg.chunk_len, cfg.batch_size,
-                                cfg.seed, epoch, self.world_size)
-        if steps == 0:
-            raise AsrdistError(f"{cfg.data}: too little data for one minibatch of "
-                               f"--batch-size {cfg.batch_size} chunks on each learner")
-        shard = epoch_shards(self.rows, cfg.seed, epoch, self.world_size)[self.rank]
-        stream = ChunkStream(self.reader, shard, cfg.chunk_len, cfg.splice, cfg.splice,
-                             cfg.batch_size, max(cfg.shuffle_buffer, cfg.batch_size),
-                             [cfg.seed, epoch, self.rank])
+        steps = self.epochs.steps(epoch)
+        stream = self.epochs.open(self.reader, epoch, cfg.splice, cfg.splice)
         window = 2 * cfg.splice + 1
         for _ in range(steps):
             x, y = stream.next_batch()
@@ -146,6 +143,8 @@ class _Pretrainer:
 
     def train_layer(self, index: int, below: list[RBM], mean: torch.Tensor,
                     std: torch.Tensor) -> RBM:
+        """Train RBM ``index`` on the layers ``below``; every learner ends with the same one,
+        the learners' average (after the last layer, the strategy's final average)."""
         cfg = self.cfg
         gaussian = index == 0
         visible = len(mean) if gaussian else cfg.hidden_units
@@ -158,58 +157,68 @@ class _Pretrainer:
         for p in range(passes):
             mse_sum, n = 0.0, 0
             for rows, steps in self._batches():
+                self.strategy.before_step(rbm, step)
                 v = (rows - mean) / std
                 for layer in below:
                     v = layer.hidden_probs(v)
                 ramp = min(1.0, step / steps)
                 momentum = cfg.momentum + (cfg.momentum_high - cfg.momentum) * ramp
                 stats = rbm.cd1(v, rbm.sample_hidden(v, self.generator))
+                self.strategy.after_backward(rbm, step)
                 grads = [stats.weight - cfg.l2 * rbm.weight, stats.visible_bias,
                          stats.hidden_bias]
                 for param, vel, grad in zip(rbm.parameters(), velocity, grads, strict=True):
                     vel.mul_(momentum).add_(grad, alpha=lr)
                     param.add_(vel)
+                self.strategy.after_step(rbm, step)  # the average, every avg_period steps
                 step += 1
-                if self.world_size > 1 and step % cfg.avg_period == 0:
-                    _average(rbm.parameters(), self.world_size)
                 mse_sum, n = mse_sum + stats.recon_mse, n + 1
             record = {"layer": index + 1, "pass": p + 1, "steps": step,
                       "recon_mse": mse_sum / max(n, 1), "gaussian": gaussian}
             log.info("RBM %d pass %d: reconstruction mse %.4f", index + 1, p + 1,
                      record["recon_mse"])
             self.records.append(record)
-        if self.world_size > 1:
-            _average(rbm.parameters(), self.world_size)
+        if index + 1 < cfg.hidden_layers:
+            self.strategy.average(rbm.parameters())
+        else:  # all learners leave together: none loses the store while another still needs it
+            self.strategy.finalize(rbm)
         checksum = sum(float(p.double().sum()) for p in rbm.parameters())
         log.info("RBM %d done: parameter sum %.9g", index + 1, checksum)  # equal on all learners
         return rbm
 
 
-def pretrain(cfg: PretrainConfig, rank: int = 0, world_size: int = 1) -> Path:
-    """Train the RBM stack and write ``out/dbn.pt`` (learner 0); a done run is skipped."""
-    cfg.check()
+def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path:
+    """Train the RBM stack as ``learner`` (one alone by default) and write ``out/dbn.pt``
+    (learner 0); a done run is skipped."""
+    learner = learner or Learner()
     out = Path(cfg.out)
-    options = {k: v for k, v in asdict(cfg).items() if k not in ("out", "device")}
+    options = {k: v for k, v in asdict(cfg).items() if k not in NOT_FINGERPRINTED}
     check = check_done(out, "pretrain", options, [cfg.data, cfg.targets])
     path = out / "dbn.pt"
     if check.done:
         return path
-    run = _Pretrainer(cfg, rank, world_size)
+    strategy = ModelAveraging(learner, MAOptions(
+        exchange_timeout=cfg.exchange_timeout, distance_every=0, avg_period=cfg.avg_period,
+        batch_size=cfg.batch_size, chunk_len=cfg.chunk_len))
     try:
-        mean, std = run.normalisation()
-        stack: list[RBM] = []
-        for index in range(cfg.hidden_layers):
-            stack.append(run.train_layer(index, stack, mean, std))
+        run = _Pretrainer(cfg, strategy)
+        try:
+            mean, std = run.normalisation()
+            stack: list[RBM] = []
+            for index in range(cfg.hidden_layers):
+                stack.append(run.train_layer(index, stack, mean, std))
+        finally:
+            run.reader.close()
     finally:
-        run.reader.close()
-    if rank == 0:
+        strategy.close()
+    if learner.rank == 0:
         record = {
             "format": FORMAT, "splice": cfg.splice, "input_dim": run.input_dim,
             "cmvn": cfg.cmvn, "cmvn_norm_vars": cfg.cmvn_norm_vars,
             "mean": mean.cpu(), "std": std.cpu(),
-            "layers": [{"weight": r.weight.cpu(), "visible_bias": r.visible_bias.cpu(),
-                        "hidden_bias": r.hidden_bias.cpu(), "gaussian": r.gaussian}
-                       for r in stack],
+            # copies: ma's average leaves the parameters views of one flat tensor
+            "layers": [{**{k: v.detach().cpu().clone() for k, v in r.named_parameters()},
+                        "gaussian": r.gaussian} for r in stack],
         }
         out.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp:

@@ -30,10 +30,8 @@ from asrdist.data.dataset import (
     Corpus,
     UtteranceReader,
     check_sample,
-    epoch_shards,
     load_corpus,
     split_heldout,
-    steps_per_epoch,
 )
 from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
@@ -64,6 +62,7 @@ from asrdist.train.priors import log_priors
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.schedule import make_schedule
 from asrdist.train.spec_augment import check_fits, make_spec_augment
+from asrdist.train.stream import EpochStream
 from asrdist.train.vtlp import make_vtlp, read_mfcc_config
 
 log = logging.getLogger(__name__)
@@ -179,16 +178,10 @@ class _Run:
         probe.close()
         check_fits(cfg.mask_options(), self.input_dim)
         self.augments = self._make_augments()
-        self.steps_per_epoch = [
-            steps_per_epoch(self.corpus, self.train_rows, cfg.chunk_len, cfg.batch_size,
-                            cfg.seed, e, world_size)
-            for e in range(cfg.epochs)
-        ]
-        if self.steps_per_epoch[0] == 0:
-            raise AsrdistError(
-                f"{cfg.data}: too little data for one step of --batch-size {cfg.batch_size} "
-                f"chunks of {cfg.chunk_len} frames on each of {world_size} learner(s)"
-            )
+        self.epoch_stream = EpochStream(self.corpus, self.train_rows, cfg.data, cfg.chunk_len,
+                                        cfg.batch_size, cfg.shuffle_buffer, cfg.seed, rank,
+                                        world_size)
+        self.steps_per_epoch = [self.epoch_stream.steps(e) for e in range(cfg.epochs)]
         self.schedule = make_schedule(cfg, self.steps_per_epoch, world_size)
         torch.manual_seed(cfg.seed)  # the same initial weights on every learner
         self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
@@ -316,11 +309,7 @@ class _Run:
         return heldout
 
     def _stream(self, reader: UtteranceReader) -> tuple[ChunkStream, int]:
-        shard = epoch_shards(self.train_rows, self.cfg.seed, self.epoch, self.world_size)
-        stream = ChunkStream(
-            reader, shard[self.rank], self.cfg.chunk_len, self.left, self.right,
-            self.cfg.batch_size, self.cfg.shuffle_buffer, [self.cfg.seed, self.epoch, self.rank],
-        )
+        stream = self.epoch_stream.open(reader, self.epoch, self.left, self.right)
         return stream, self.steps_per_epoch[self.epoch]
 
     def _stop(self) -> bool:

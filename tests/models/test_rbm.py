@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from asrdist.models.rbm import RBM
+from asrdist.models.rbm import RBM, frozen
 
 HIDDEN, VISIBLE = 4, 3
 
@@ -15,9 +15,9 @@ HIDDEN, VISIBLE = 4, 3
 def _tiny(gaussian: bool, seed: int = 0) -> RBM:
     g = torch.Generator().manual_seed(seed)
     rbm = RBM(VISIBLE, HIDDEN, gaussian, g)
-    rbm.weight = torch.randn(HIDDEN, VISIBLE, generator=g, dtype=torch.float64)
-    rbm.visible_bias = torch.randn(VISIBLE, generator=g, dtype=torch.float64)
-    rbm.hidden_bias = torch.randn(HIDDEN, generator=g, dtype=torch.float64)
+    rbm.weight = frozen(torch.randn(HIDDEN, VISIBLE, generator=g, dtype=torch.float64))
+    rbm.visible_bias = frozen(torch.randn(VISIBLE, generator=g, dtype=torch.float64))
+    rbm.hidden_bias = frozen(torch.randn(HIDDEN, generator=g, dtype=torch.float64))
     return rbm
 
 

@@ -18,9 +18,9 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import Learner, Strategy, train_step
+from asrdist.parallel.weights import flat_weights
 
 
 def make_model(seed: int) -> torch.nn.Module:

@@ -1,14 +1,20 @@
-"""Launcher detection (torchrun, MPI, Slurm) and the slow-learner option."""
+"""Launcher detection (torchrun, MPI, Slurm), and each learner's device."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.launch import detect_env, first_slurm_host, init_from_env
-from asrdist.parallel.slow import SlowDown, parse_slow_learner
+from asrdist.parallel.launch import (
+    detect_env,
+    first_slurm_host,
+    init_from_env,
+    join_world,
+    select_device,
+)
 
 
 def test_no_launcher_is_none():
@@ -85,18 +91,41 @@ def test_unknown_backend_is_named_before_any_rendezvous():
         init_from_env(env=env)
 
 
-def test_slow_learner_option():
-    assert parse_slow_learner("1:3") == (1, 3.0)
-    assert parse_slow_learner(None) is None
-    for bad in ("1", "x:2", "1:0.5"):
-        with pytest.raises(AsrdistError, match="--slow-learner"):
-            parse_slow_learner(bad)
+
+class _FakeCuda:
+    """torch.cuda on a machine with ``count`` GPUs, recording set_device."""
+
+    def __init__(self, monkeypatch, count: int) -> None:
+        self.current: list[int] = []
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+        monkeypatch.setattr(torch.cuda, "set_device", self.current.append)
 
 
-def test_slowdown_stretches_the_compute_phase():
-    slow = SlowDown(3.0)
-    slow.start()
-    time.sleep(0.05)
-    t0 = time.perf_counter()
-    extra = slow.stop()
-    assert 0.09 <= extra <= 0.2 and time.perf_counter() - t0 >= extra
+@pytest.mark.parametrize(("local_rank", "index"), [(0, 0), (1, 1), (5, 1)])
+def test_cuda_is_the_gpu_of_the_local_rank_round_robin(monkeypatch, local_rank, index):
+    cuda = _FakeCuda(monkeypatch, 2)
+    assert select_device("cuda", local_rank) == f"cuda:{index}"
+    assert cuda.current == [index]
+
+
+@pytest.mark.parametrize("requested", ["cpu", "cuda:1"])
+def test_cpu_or_a_named_gpu_is_taken_as_given(monkeypatch, requested):
+    cuda = _FakeCuda(monkeypatch, 2)
+    assert select_device(requested, 3) == requested
+    assert cuda.current == []
+
+
+def test_cuda_without_a_gpu_stays_cuda_for_the_trainer_to_refuse(monkeypatch):
+    cuda = _FakeCuda(monkeypatch, 0)
+    assert select_device("cuda", 1) == "cuda"
+    assert cuda.current == []
+
+
+def test_one_learner_joins_no_world(monkeypatch):
+    for var in ("RANK", "TORCHELASTIC_RUN_ID", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                "SLURM_PROCID"):
+        monkeypatch.delenv(var, raising=False)
+    learner, device = join_world("cpu", 5.0)
+    assert (learner.rank, learner.world_size, device) == (0, 1, "cpu")
+    assert not torch.distributed.is_initialized()

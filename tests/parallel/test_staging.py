@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.base import add_flat, flat_weights
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.staging import DeviceStaging
+from asrdist.parallel.weights import add_flat, flat_weights
 
 
 def _model(seed: int) -> torch.nn.Module:

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from asrdist.parallel import registry
-from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import algo_names, make_strategy
 from asrdist.parallel.strategy import train_step
+from asrdist.parallel.weights import flat_weights
 from tests.parallel._learner import batch, make_model
 from tests.parallel.conftest import ok, run_learners
 

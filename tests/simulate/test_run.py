@@ -9,8 +9,8 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings
-from asrdist.parallel.base import flat_weights
 from asrdist.parallel.registry import algo_names
+from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model

@@ -1,11 +1,14 @@
 """RBM pretraining: it learns, its stack initialises the sigmoid DNN exactly, and a DNN so
-initialised trains; several learners average their RBMs."""
+initialised trains; several learners average their RBMs, and one lost ends the job, named."""
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -22,6 +25,7 @@ from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.pretrain import PretrainConfig, pretrain
 from asrdist.train.trainer import train
+from tests.parallel.cli_learners import fork_learners
 
 SMALL = dict(splice=2, hidden_layers=2, hidden_units=12, batch_size=4, chunk_len=8,
              shuffle_buffer=64, epochs=3, lr=0.1, lr_gaussian=0.01)
@@ -114,3 +118,36 @@ def test_two_learners_average_their_rbms(corpus, dbn, tmp_path):
     two = _records(tmp_path / "two" / "dbn.pt")
     alone = _records(dbn)
     assert two[0]["steps"] == pytest.approx(alone[0]["steps"] / 2, abs=2)  # shards: half each
+
+
+def _pretrain_learner(args: list[str]) -> None:
+    """A forked learner: its log lines go to its own stderr, not to pytest's capture."""
+    logging.root.handlers.clear()
+    pretrain_cli(args)
+
+
+def test_a_lost_pretraining_learner_is_named_as_a_training_learner_is(corpus, tmp_path):
+    data, targets = corpus
+    logs = tmp_path / "logs"
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in {**SMALL, "epochs": 1000}.items()]
+    procs = fork_learners(_pretrain_learner, [f"--data={data}", f"--targets={targets}",
+                                              f"--out={tmp_path / 'run'}",
+                                              "--exchange-timeout=6", *args], logs)
+    try:
+        deadline = time.monotonic() + 60
+        while "RBM 1 pass 1:" not in (logs / "err0.txt").read_text():
+            assert time.monotonic() < deadline and all(p.exitcode is None for p in procs), \
+                (logs / "err0.txt").read_text()[-2000:]
+            time.sleep(0.05)
+        os.kill(procs[1].pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        procs[0].join(30)
+        seconds = time.monotonic() - t0
+    finally:
+        for p in procs:
+            p.kill()
+    err = (logs / "err0.txt").read_text()
+    assert procs[0].exitcode == 1 and seconds < 6 + 6, (seconds, err[-2000:])
+    named = [line for line in err.splitlines() if line.startswith("asrdist: learner 0: ")]
+    assert named and ("learner 1" in named[0] or "[1]" in named[0]), err[-2000:]
+    assert "Traceback" not in err

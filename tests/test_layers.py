@@ -1,6 +1,6 @@
 """The packages form layers: each may import only those below it, so no two import each other.
 
-    errors, fsutil                      (import nothing of asrdist but each other)
+    errors, fsutil, progress            (import nothing of asrdist but each other)
     stage                               (errors, fsutil)
     kaldi                               formats
     corpus, data, gmm, models, optim, parallel
@@ -14,10 +14,11 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asrdist"
-BASE = {"errors", "fsutil", "stage"}
+BASE = {"errors", "fsutil", "progress", "stage"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "fsutil": {"errors"},
+    "progress": set(),
     "stage": {"errors", "fsutil"},
     "kaldi": BASE,
     "corpus": BASE | {"kaldi"},

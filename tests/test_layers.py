@@ -1,7 +1,7 @@
 """The packages form layers: each may import only those below it, so no two import each other.
 
     errors, fsutil, progress            (import nothing of asrdist but each other)
-    stage                               (errors, fsutil)
+    jobs (errors, progress), stage (errors, fsutil)
     kaldi                               formats
     corpus, data, gmm, models, optim, parallel
     decode (gmm, models), train (data, models, optim, parallel), simulate (data, models, parallel)
@@ -14,11 +14,12 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asrdist"
-BASE = {"errors", "fsutil", "progress", "stage"}
+BASE = {"errors", "fsutil", "progress", "jobs", "stage"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "fsutil": {"errors"},
     "progress": set(),
+    "jobs": {"errors", "progress"},
     "stage": {"errors", "fsutil"},
     "kaldi": BASE,
     "corpus": BASE | {"kaldi"},

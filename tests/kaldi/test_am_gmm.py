@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.kaldi.am_gmm import (
-    compute_gconsts,
-    read_am_diag_gmm,
-    to_khg_am_diag_gmm,
-)
-from asrdist.kaldi.transition_model import read_final_mdl, write_final_mdl
+from asrdist.kaldi.am_gmm import compute_gconsts, to_khg_am_diag_gmm
+from asrdist.kaldi.final_mdl import read_am_diag_gmm, read_final_mdl, write_final_mdl
 
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 1 2 </ForPhones> "

@@ -37,6 +37,8 @@ class _Tally:
     """A job with state kept between calls."""
 
     def __init__(self, start: int) -> None:
+        if start < 0:
+            raise AsrdistError(f"negative start {start}")
         self.total = start
 
     def add(self, n: int) -> int:
@@ -69,6 +71,12 @@ def test_jobs_keep_their_state_between_calls() -> None:
     with LOCAL.start("tally", _Tally, [(0,), (100,)]) as jobs:
         assert jobs.call("add", 1) == [1, 101]
         assert jobs.call_each("add", [(10,), (20,)]) == [11, 121]
+
+
+def test_a_job_that_cannot_be_made_is_named_before_any_call() -> None:
+    with pytest.raises(AsrdistError, match=r"^tally job 2/2: negative start -1$"):
+        LOCAL.start("tally", _Tally, [(0,), (-1,)])
+    assert mp.active_children() == []
 
 
 def test_yielded_items_are_progress_and_the_result() -> None:

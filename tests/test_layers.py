@@ -1,10 +1,12 @@
-"""The packages form layers: each may import only those below it, so no two import each other.
+"""The packages form layers: each may import only those below it, so no two import each other;
+and no modules import each other in a circle, inside a package either.
 
-    errors, fsutil                      (import nothing of asrdist but each other)
-    stage                               (errors, fsutil)
+    errors, fsutil, progress            (import nothing of asrdist but each other)
+    jobs (errors, progress), stage (errors, fsutil)
     kaldi                               formats
-    corpus, data, gmm, models, optim, parallel
-    decode (gmm, models), train (data, models, optim, parallel)
+    hmm                                 trees, transition models, graphs, alignment (kaldi)
+    corpus, data, gmm (hmm), models, optim, parallel
+    decode (hmm, models), train (data, models, optim, parallel)
     simulate                            (data, models, parallel; train's loss)
     testing                             (data: a tiny corpus for tests and benchmarks)
     cli                                 (anything)
@@ -16,19 +18,22 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asrdist"
-BASE = {"errors", "fsutil", "stage"}
+BASE = {"errors", "fsutil", "progress", "jobs", "stage"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "fsutil": {"errors"},
+    "progress": set(),
+    "jobs": {"errors", "progress"},
     "stage": {"errors", "fsutil"},
     "kaldi": BASE,
+    "hmm": BASE | {"kaldi"},
     "corpus": BASE | {"kaldi"},
     "data": BASE | {"kaldi"},
-    "gmm": BASE | {"kaldi"},
+    "gmm": BASE | {"kaldi", "hmm"},
     "models": BASE,
     "parallel": BASE,
     "optim": BASE,
-    "decode": BASE | {"kaldi", "gmm", "models"},
+    "decode": BASE | {"kaldi", "hmm", "models"},
     "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
     "simulate": BASE | {"kaldi", "data", "models", "parallel", "train"},
     "testing": BASE | {"data"},
@@ -63,3 +68,80 @@ def test_every_unit_of_the_package_has_a_layer() -> None:
 def test_packages_import_only_the_layers_below_them() -> None:
     wrong = {unit: sorted(imports_of(unit) - allowed) for unit, allowed in ALLOWED.items()}
     assert {u: w for u, w in wrong.items() if w} == {}
+
+
+def module_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of ``package`` and the modules of it that it imports, wherever the import
+    stands (in a function too: that runs as well, only later). An import under ``if
+    TYPE_CHECKING:`` counts as well: none makes a circle today, and a circle of types is
+    still two modules that each need the other."""
+    root = package.name
+    modules = {".".join(f.relative_to(package.parent).with_suffix("").parts).removesuffix(
+        ".__init__"): f for f in package.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        """The module that importing ``name`` (a module, or a name in one) runs last."""
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, file in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(file.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    here = module if file.name == "__init__.py" else module.rpartition(".")[0]
+                    for _ in range(node.level - 1):
+                        here = here.rpartition(".")[0]
+                    base = f"{here}.{base}".rstrip(".")
+                targets |= {f"{base}.{a.name}" for a in node.names}
+        graph[module] = {t for t in map(resolve, (t for t in targets
+                                                  if t.split(".")[0] == root)) if t} - {module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_circles_are_found() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    graph = module_imports()
+    assert "asrdist.kaldi.transition_model" in graph["asrdist.kaldi.final_mdl"]
+    assert circles(graph) == []

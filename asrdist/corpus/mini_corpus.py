@@ -26,7 +26,6 @@ import numpy as np
 import soundfile
 import torch
 from lhotse import AudioSource, Recording, RecordingSet, SupervisionSegment, SupervisionSet
-from tqdm import tqdm
 
 from asrdist.corpus.lexicon import OOV_WORD, build_lexicon, write_dict_dir
 from asrdist.corpus.sentences import SentenceGrammar, iter_unique_sentences
@@ -34,6 +33,7 @@ from asrdist.corpus.voices import SYNTHESIZERS, Voice, check_synthesizers, speak
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, staged_dir
 from asrdist.kaldi.data_dir import Utterance, c_sorted, write_data_dir
+from asrdist.progress import progress
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -160,8 +160,7 @@ def _synthesize_split(
     records: list[_Record] = []
     seconds = 0.0
     unit = "s" if progress_in_seconds else "utt"
-    bar = tqdm(total=round(progress_total), unit=unit, desc=f"{split} audio", leave=False)
-    with bar:
+    with progress(round(progress_total), f"{split} audio", unit) as bar:
         for index in itertools.count():
             if enough(len(records), seconds):
                 break

@@ -14,12 +14,12 @@ import functools
 import io
 import json
 import logging
-import multiprocessing as mp
 import os
 import shutil
 import subprocess
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,12 +28,13 @@ import numpy as np
 import soundfile
 import torch
 from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfig
-from tqdm import tqdm
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
+from asrdist.progress import progress
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -132,35 +133,28 @@ def _load_item(item: _Item, sample_rate: int) -> np.ndarray:
     return samples
 
 
-_progress = None
-
-
-def _init_worker(counter) -> None:
-    global _progress
-    _progress = counter
-    torch.set_num_threads(1)
-
-
 def _extract_job(
     items: list[_Item], ark: str, scp: str, options: FeatureOptions
-) -> list[tuple[str, int, np.ndarray]]:
-    """Write one job's ark/scp; returns (utt, frames, CMVN stats) per utterance, in order."""
-    extractor = make_extractor(options)
-    results = []
-    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
-        for item in items:
-            samples = _load_item(item, options.sample_rate)
-            if num_frames(samples.size, options.sample_rate) == 0:
-                raise AsrdistError(
-                    f"utterance {item.utt}: {samples.size} samples, too short for one frame"
-                )
-            feats = compute_features(samples, extractor, options.sample_rate)
-            writer(item.utt, feats)
-            results.append((item.utt, feats.shape[0], cmvn_stats(feats)))
-            if _progress is not None:
-                with _progress.get_lock():
-                    _progress.value += 1
-    return results
+) -> Iterator[tuple[str, int, np.ndarray]]:
+    """Write one job's ark/scp; yields (utt, frames, CMVN stats) per utterance, in order.
+
+    One job is one core, as in Kaldi: torch's extra threads would contend with the others."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        extractor = make_extractor(options)
+        with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+            for item in items:
+                samples = _load_item(item, options.sample_rate)
+                if num_frames(samples.size, options.sample_rate) == 0:
+                    raise AsrdistError(
+                        f"utterance {item.utt}: {samples.size} samples, too short for one frame"
+                    )
+                feats = compute_features(samples, extractor, options.sample_rate)
+                writer(item.utt, feats)
+                yield item.utt, feats.shape[0], cmvn_stats(feats)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def _items(src: Path) -> list[_Item]:
@@ -179,48 +173,12 @@ def _items(src: Path) -> list[_Item]:
     return sorted(items, key=lambda i: i.utt.encode())
 
 
-def _split(items: list[_Item], nj: int) -> list[list[_Item]]:
-    """Contiguous, near-equal chunks, so concatenating the jobs' scps keeps sorted order."""
-    bounds = np.linspace(0, len(items), nj + 1).round().astype(int)
-    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def _run_jobs(
-    chunks: list[list[_Item]], arks: list[Path], scps: list[Path], options: FeatureOptions
-) -> list[tuple[str, int, np.ndarray]]:
-    total = sum(len(c) for c in chunks)
-    bar = tqdm(total=total, unit="utt", desc=f"{options.kind}", leave=False)
-    if len(chunks) == 1:
-        global _progress
-        _progress = None
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # one job is one core, as in Kaldi; extra threads contend
-        try:
-            with bar:
-                results = _extract_job(chunks[0], str(arks[0]), str(scps[0]), options)
-                bar.update(total)
-        finally:
-            torch.set_num_threads(threads)
-        return results
-    ctx = mp.get_context("spawn")  # fork after torch has run can deadlock its thread pools
-    counter = ctx.Value("l", 0)
-    with bar, ctx.Pool(len(chunks), initializer=_init_worker, initargs=(counter,)) as pool:
-        pending = pool.starmap_async(
-            _extract_job,
-            [(c, str(a), str(s), options) for c, a, s in zip(chunks, arks, scps, strict=True)],
-        )
-        while not pending.ready():
-            pending.wait(0.2)
-            bar.update(counter.value - bar.n)
-        job_results = pending.get()
-        bar.update(total - bar.n)
-    return [r for job in job_results for r in job]
-
-
 def make_features(
-    src: str | os.PathLike, dest: str | os.PathLike, options: FeatureOptions, nj: int = 1
+    src: str | os.PathLike, dest: str | os.PathLike, options: FeatureOptions, nj: int = 1,
+    runner: Runner = LOCAL,
 ) -> bool:
-    """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1).
+    """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1)
+    in ``nj`` jobs run by ``runner``; the jobs' contiguous parts keep the scps' sorted order.
 
     Returns False when ``dest`` is done with the same options and SRC tables (asrdist.stage).
     """
@@ -247,13 +205,17 @@ def make_features(
     if missing:
         raise AsrdistError(f"{src / 'utt2spk'}: no speaker for utterance {missing[0]}")
     check_tables(src, {i.utt for i in items})
-    chunks = [c for c in _split(items, min(nj, len(items))) if c]
+    parts = split(items, nj)
     name = f"{options.kind}_{src.name}"
-    arks = [dest / "data" / f"raw_{name}.{j}.ark" for j in range(1, len(chunks) + 1)]
+    arks = [dest / "data" / f"raw_{name}.{j}.ark" for j in range(1, len(parts) + 1)]
     scps = [ark.with_suffix(".scp") for ark in arks]
     arks[0].parent.mkdir(parents=True, exist_ok=True)
     start = time.time()
-    results = _run_jobs(chunks, arks, scps, options)
+    with progress(len(items), options.kind, "utt") as bar:
+        jobs = runner.map(options.kind, _extract_job, [
+            (part, str(ark), str(scp), options)
+            for part, ark, scp in zip(parts, arks, scps, strict=True)], bar)
+    results = [r for job in jobs for r in job]
     log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
 
     try:

@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -34,6 +33,7 @@ from asrdist.kaldi.alignments import (
 )
 from asrdist.kaldi.data_dir import frame_counts, read_table
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
+from asrdist.progress import track
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def ingest_alignments(
     ali_to_pdf = shutil.which("ali-to-pdf")
 
     raw: dict[str, np.ndarray] = {}
-    for ali_file in tqdm(files, desc="reading alignments", unit="job", disable=None):
+    for ali_file in track(files, "reading alignments", "job"):
         job = {}
         for utt, tids in read_alignments(ali_file):
             if utt in raw or utt in job:
@@ -208,7 +208,7 @@ def ingest_alignments(
 
     targets: dict[str, np.ndarray] = {}
     mismatch: Counter[int] = Counter()
-    for utt in tqdm(scp, desc="matching lengths", unit="utt", disable=None):
+    for utt in track(scp, "matching lengths", "utt"):
         if utt in raw:
             mismatch[int(raw[utt].size - frames[utt])] += 1
             targets[utt] = fit_length(raw[utt], frames[utt], tolerance, utt)

@@ -4,7 +4,7 @@ Hybrid models give pseudo log-likelihoods log p(pdf | x) - log p(pdf) (posterior
 Bayes' rule up to a constant), with the features prepared exactly as training prepared them
 (CMVN kind from final.pt, edge frames repeated for the model's context). The GMM baseline
 gives true log-likelihoods of its diagonal GMMs, on the features GMM training used
-(asrdist.gmm.feats: CMN per speaker + deltas).
+(asrdist.kaldi.gmm_feats: CMN per speaker + deltas).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import kaldiio
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.gmm.feats import load_features
 from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.gmm_feats import load_features
 
 
 def list_utterances(data_dir: str | os.PathLike) -> list[str]:

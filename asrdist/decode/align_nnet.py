@@ -16,18 +16,19 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
-from tqdm import tqdm
+import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which asrdist.hmm loads)
 
 from asrdist.decode.acoustic import NnetScorer
 from asrdist.errors import AsrdistError
-from asrdist.gmm.align import AlignOptions, matrix_decodable, viterbi_alignment
-from asrdist.gmm.align_aug import write_ali_dir
-from asrdist.gmm.graphs import GraphCompiler
-from asrdist.gmm.model import load_mono
+from asrdist.hmm.ali_dir import write_ali_dir
+from asrdist.hmm.align import AlignOptions, matrix_decodable, viterbi_alignment
+from asrdist.hmm.graphs import GraphCompiler
+from asrdist.hmm.transitions import khg_transition_model
+from asrdist.hmm.tree import read_tree
 from asrdist.kaldi.data_dir import DataDir
 from asrdist.kaldi.lang import Lang
 from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.progress import track
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -62,21 +63,21 @@ def align_nnet(data_dir: Path, lang_dir: Path, model_pt: Path, gmm_dir: Path, ou
     start = time.time()
     data = DataDir.load(data_dir, ("text",))
     lang = Lang.load(lang_dir)
-    gmm = load_mono(*model_files)
     transitions = read_transition_model(gmm_dir / "final.mdl")
+    tree = read_tree(gmm_dir / "tree")
+    trans_model = khg_transition_model(transitions, tree, gmm_dir / "final.mdl")
     scorer = NnetScorer(model_pt, data_dir)
     if scorer.num_pdfs != transitions.num_pdfs:
         raise AsrdistError(f"{model_pt} has {scorer.num_pdfs} outputs but "
                            f"{gmm_dir / 'final.mdl'} has {transitions.num_pdfs} pdfs: not its "
                            "targets")
-    compiler = GraphCompiler(lang, gmm.tree, gmm.trans_model)
+    compiler = GraphCompiler(lang, tree, trans_model)
     alis, failed, frames = [], [], 0
     scores = scorer.scores(data.utts)
-    for utt, loglikes in tqdm(scores, total=len(data.utts), unit="utt", desc="align",
-                              leave=False):
+    for utt, loglikes in track(scores, "align", "utt", total=len(data.utts)):
         graph = compiler.compile(lang.word_ids(utt, data.text[utt], map_oov))
         decodable = matrix_decodable(loglikes, transitions.tid_to_pdf, opts)
-        found = viterbi_alignment(graph, decodable, len(loglikes), gmm.trans_model, utt, opts)
+        found = viterbi_alignment(graph, decodable, len(loglikes), trans_model, utt, opts)
         if found is None:
             failed.append(utt)
         else:

@@ -1,21 +1,18 @@
-"""Decoding a whole data dir: worker processes, hypothesis texts, CTM, log and RTF summary.
+"""Decoding a whole data dir: ``nj`` jobs, hypothesis texts, CTM, log and RTF summary.
 
-Each worker loads the graph, the transition model and the acoustic scorer once, scores each
-utterance once and searches it with every decoding variant (the main setting and the
+Each job loads the graph, the transition model and the acoustic scorer once, scores each of
+its utterances once and searches it with every decoding variant (the main setting and the
 score_<lmwt>_<wip> sweep points).
 """
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from tqdm import tqdm
 
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import (
@@ -31,9 +28,11 @@ from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.kaldi.am_gmm import read_am_diag_gmm
+from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.data_dir import read_symbols
+from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.progress import progress
 from asrdist.stage import check_done
 
 STAGE = "decode"
@@ -50,7 +49,7 @@ class Variant:
 
 @dataclass(frozen=True)
 class DecodeJob:
-    """Everything one worker process needs (picklable)."""
+    """Everything one job needs (picklable)."""
 
     graph_dir: str
     trans_mdl: str
@@ -65,8 +64,8 @@ class DecodeJob:
 
 
 @dataclass
-class JobResult:
-    """Hypotheses (word strings) and CTM lines per variant, and timing of one job."""
+class UttResult:
+    """Hypothesis (word strings) and CTM lines per variant, and timing of one utterance."""
 
     texts: dict[str | None, dict[str, list[str]]]
     ctm: dict[str | None, list[str]]  # per variant
@@ -75,7 +74,6 @@ class JobResult:
     failed: list[str]
     partial: list[str]
     log: list[str]
-    count: int = 0  # utterances in the chunk
 
 
 def read_graph_dir(graph_dir: str | os.PathLike) -> tuple[Path, int | None]:
@@ -95,7 +93,7 @@ def frame_shift(data_dir: str | os.PathLike) -> float:
 
 
 class _Worker:
-    """One process's graph, decoders and acoustic scorer, loaded once, used for many chunks."""
+    """One job's graph, decoders and acoustic scorer, loaded once."""
 
     def __init__(self, job: DecodeJob):
         import torch
@@ -129,14 +127,14 @@ class _Worker:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
 
-    def run(self, utts: Sequence[str]) -> JobResult:
+    def run(self, utts: Sequence[str]) -> Iterator[UttResult]:
         """Score each utterance once, then search it with every variant."""
         words = self.id2word
-        result = JobResult({v.name: {} for v in self.variants}, {v.name: [] for v in self.variants},
-                           0, 0.0, [], [], [], len(utts))
         start = time.perf_counter()
         for utt, scores in self.scorer.scores(list(utts)):
-            result.frames += scores.shape[0]
+            result = UttResult({v.name: {} for v in self.variants},
+                               {v.name: [] for v in self.variants}, scores.shape[0], 0.0, [], [],
+                               [])
             hyps = {key: decoder.decode(scores) for key, decoder in self.decoders.items()}
             for v in self.variants:
                 hyp = hyps[v.acwt, v.wip]
@@ -150,10 +148,11 @@ class _Worker:
                     self._main_outputs(utt, hyp, scores.shape[0], result)
                 else:
                     result.ctm[v.name] += self._ctm(utt, hyp) or []
-        result.seconds = time.perf_counter() - start
-        return result
+            now = time.perf_counter()
+            result.seconds, start = now - start, now
+            yield result
 
-    def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: JobResult) -> None:
+    def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: UttResult) -> None:
         words = self.id2word
         if not hyp.reached_final:
             result.partial.append(utt)
@@ -173,26 +172,6 @@ class _Worker:
             return None
         return [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {self.id2word[w]}"
                 for w, s, d in timed]
-
-
-_WORKER: _Worker | None = None
-
-
-def _init_worker(job: DecodeJob) -> None:
-    global _WORKER
-    _WORKER = _Worker(job)
-
-
-def _run_chunk(utts: tuple[str, ...]) -> JobResult:
-    assert _WORKER is not None
-    return _WORKER.run(utts)
-
-
-def split_evenly(items: Sequence[str], parts: int) -> list[tuple[str, ...]]:
-    """Contiguous, nearly equal chunks (utils/split_data.sh style); never an empty chunk."""
-    parts = max(1, min(parts, len(items)))
-    bounds = [round(i * len(items) / parts) for i in range(parts + 1)]
-    return [tuple(items[bounds[i]:bounds[i + 1]]) for i in range(parts)]
 
 
 @dataclass
@@ -247,6 +226,7 @@ def decode_data_dir(
     command: str = "",
     loglikes: str | None = None,
     chunking: Chunking = AS_TRAINED,
+    runner: Runner = LOCAL,
 ) -> DecodeSummary | None:
     """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
 
@@ -254,9 +234,10 @@ def decode_data_dir(
     ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes);
     ``chunking`` says how ``nnet`` runs over each utterance (asrdist.decode.acoustic). Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
-    and acoustic model that do not belong together, are errors. Returns None when ``out_dir``
-    is done with the same options and inputs (asrdist.stage): the models, the whole graph
-    and data dirs. ``nj`` and ``command`` are left out: they do not change the output.
+    and acoustic model that do not belong together, are errors. The ``nj`` jobs are run by
+    ``runner``. Returns None when ``out_dir`` is done with the same options and inputs
+    (asrdist.stage): the models, the whole graph and data dirs. ``nj`` and ``command`` are
+    left out: they do not change the output.
     """
     if loglikes is not None and (nnet is not None or gmm is not None):
         raise AsrdistError("--loglikes replaces --model and --gmm: give only one of them")
@@ -289,26 +270,15 @@ def decode_data_dir(
 
     variants = [Variant(None, opts.acwt)]
     variants += [Variant(f"{lmwt:g}_{wip:.1f}", 1.0 / lmwt, wip) for lmwt in lmwts for wip in wips]
-    nj = min(nj, len(utts))
+    parts = split(utts, nj)
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
-                    tuple(variants), threads=1 if nj > 1 else max(1, os.cpu_count() or 1),
+                    tuple(variants), threads=1 if len(parts) > 1 else max(1, os.cpu_count() or 1),
                     loglikes=loglikes, chunking=chunking)
-    chunks = split_evenly(utts, nj * 4 if nj > 1 else 1)
     out = Path(out_dir)
-    results: list[JobResult] = []
     start = time.perf_counter()
-    progress = tqdm(total=len(utts), desc="decode", unit="utt", disable=None)
-    if nj == 1:
-        _init_worker(job)
-        for chunk in chunks:
-            results.append(_run_chunk(chunk))
-            progress.update(len(chunk))
-    else:
-        with multiprocessing.get_context("spawn").Pool(nj, _init_worker, (job,)) as pool:
-            for res in pool.imap_unordered(_run_chunk, chunks):
-                results.append(res)
-                progress.update(res.count)
-    progress.close()
+    with progress(len(utts), "decode", "utt") as bar, \
+            runner.start("decode", _Worker, [(job,)] * len(parts)) as jobs:
+        results = [r for part in jobs.call_each("run", [(p,) for p in parts], bar) for r in part]
     wall = time.perf_counter() - start
 
     summary = DecodeSummary(

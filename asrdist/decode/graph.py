@@ -28,9 +28,11 @@ import numpy as np
 from asrdist.decode.lm import NgramLM, read_training_text
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.model import khg_topology, khg_transition_model, monophone_tree, read_tree
+from asrdist.hmm.transitions import khg_topology, khg_transition_model
+from asrdist.hmm.tree import monophone_tree, read_tree
+from asrdist.kaldi.final_mdl import write_final_mdl
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import read_transition_model, write_final_mdl
+from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)

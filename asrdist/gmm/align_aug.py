@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,13 +23,14 @@ import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modul
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
-from asrdist.gmm.feats import GMM_TABLES
-from asrdist.gmm.jobs import LocalJob, RemoteJob, gather, split_parts
+from asrdist.gmm.align_job import AlignJob
+from asrdist.gmm.decodable import aligning_am, optional_silence
 from asrdist.gmm.model import load_mono
-from asrdist.kaldi.alignments import alignment_files, read_alignments, write_alignments
+from asrdist.hmm.ali_dir import read_ali_dir, write_ali_dir
+from asrdist.hmm.align import AlignOptions
+from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.gmm_feats import GMM_TABLES
 from asrdist.kaldi.lang import Lang
 from asrdist.stage import check_done
 
@@ -38,8 +38,6 @@ log = logging.getLogger(__name__)
 
 STAGE = "align_aug"
 SPEED_ID = re.compile(r"^sp\d+(\.\d+)?-")
-# Copied from the clean alignment dir: what ingestion and decoding read beside the alignments.
-MODEL_FILES = ("final.mdl", "tree", "phones.txt", "final.occs", "cmvn_opts", "delta_opts")
 
 
 @dataclass
@@ -51,12 +49,6 @@ class AugAlignSummary:
     seconds: float
 
 
-def read_ali_dir(ali_dir: Path) -> dict[str, np.ndarray]:
-    """``ali.1.gz`` .. ``ali.N.gz`` (N from num_jobs, as ingestion reads them), utterance ->
-    transition-ids; a missing file is an error, not a silently smaller set."""
-    return {utt: ali for f in alignment_files(ali_dir) for utt, ali in read_alignments(f)}
-
-
 def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:
     if ali.size != frames:
         raise AsrdistError(f"{utt}: {what} has {ali.size} frames but its features have {frames} "
@@ -66,11 +58,13 @@ def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:
 
 def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path,
                     nj: int = 2, opts: AlignOptions | None = None, map_oov: bool = False,
-                    boost_silence: float = 1.0) -> AugAlignSummary | None:
+                    boost_silence: float = 1.0, runner: Runner = LOCAL
+                    ) -> AugAlignSummary | None:
     """Write ``out_dir``, a Kaldi alignment dir for every utterance of ``data_dir`` (MFCC
     feats.scp, cmvn.scp, text, utt2spk, utt2uniq) from the clean alignment dir ``src_dir``
-    (final.mdl, tree, ali.*.gz). ``map_oov`` and ``boost_silence`` are align_si.sh's (give the
-    clean system's). None when done with the same inputs (asrdist.stage)."""
+    (final.mdl, tree, ali.*.gz), realigning in ``nj`` jobs run by ``runner``. ``map_oov`` and
+    ``boost_silence`` are align_si.sh's (give the clean system's). None when done with the
+    same inputs (asrdist.stage)."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
     # Of src_dir only what alignment reads: decoding writes into it later (mono/decode_test).
@@ -109,7 +103,7 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
         else:
             failed.append(utt)
     realigned = _realign(data, Lang.load(lang_dir), src_dir, to_realign, nj, opts, map_oov,
-                         boost_silence)
+                         boost_silence, runner)
     failed += [u for u in to_realign if u not in realigned]
     for utt, ali in realigned.items():
         alis[utt] = _checked(ali, frames[utt], utt, "the realignment")
@@ -124,42 +118,18 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
 
 
 def _realign(data: DataDir, lang: Lang, src_dir: Path, utts: list[str], nj: int,
-             opts: AlignOptions, map_oov: bool, boost: float) -> dict[str, np.ndarray]:
+             opts: AlignOptions, map_oov: bool, boost: float,
+             runner: Runner) -> dict[str, np.ndarray]:
     """gmm-align-compiled of ``utts`` with the clean model (silence boosted by ``boost``), in
-    ``nj`` processes."""
+    ``nj`` jobs."""
     if not utts:
         return {}
     model = load_mono(src_dir / "final.mdl", src_dir / "tree")
-    nj = min(nj, len(utts))
     am = aligning_am(model.am, model.trans_model,
                      optional_silence(lang) if boost != 1.0 else [], boost)
-    job_cls = LocalJob if nj == 1 else RemoteJob
-    jobs = [job_cls(data.path, lang.path, part, part, model.tree, model.trans_model, map_oov)
-            for part in split_parts(utts, nj)]
-    try:
-        for job in jobs:
-            job.result()  # features loaded, graphs compiled
-        gather(jobs, "set_model", model.am, model.trans_model)
-        gather(jobs, "realign", opts, True, am)
-        return {u: ali for part in gather(jobs, "alignments") for u, ali in part}
-    finally:
-        for job in jobs:
-            job.close()
-
-
-def write_ali_dir(out_dir: Path, src_dir: Path, alis: list[tuple[str, np.ndarray]],
-                  nj: int) -> None:
-    """A Kaldi alignment dir: ali.1..N.gz, num_jobs, and ``src_dir``'s model files (the model
-    the alignments belong to); final.mdl last."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for old in out_dir.glob("ali.*.gz"):
-        old.unlink()
-    nj = min(nj, len(alis))
-    for n, part in enumerate(split_parts(alis, nj), 1):
-        write_alignments(out_dir / f"ali.{n}.gz", part)
-    with atomic_write(out_dir / "num_jobs") as f:
-        f.write(f"{nj}\n")
-    for name in sorted(MODEL_FILES, key=lambda n: n == "final.mdl"):
-        if (src_dir / name).is_file():
-            with atomic_path(out_dir / name) as tmp:
-                shutil.copyfile(src_dir / name, tmp)
+    with runner.start("align", AlignJob, [
+            (data.path, lang.path, part, part, model.tree, model.trans_model, map_oov)
+            for part in split(utts, nj)]) as jobs:
+        jobs.call("set_model", model.am, model.trans_model)
+        jobs.call("realign", opts, True, am)
+        return {u: ali for part in jobs.call("alignments") for u, ali in part}

@@ -20,21 +20,23 @@ from pathlib import Path
 
 import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
 import numpy as np
-from tqdm import tqdm
-from tqdm.contrib.logging import logging_redirect_tqdm
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.gmm.align import AlignOptions, aligning_am, optional_silence
-from asrdist.gmm.feats import GMM_TABLES, load_features
-from asrdist.gmm.jobs import AlignResult, LocalJob, RemoteJob, gather, split_parts
+from asrdist.gmm.align_job import AlignJob, AlignResult
+from asrdist.gmm.decodable import aligning_am, optional_silence
 from asrdist.gmm.model import MonoModel, init_mono
 from asrdist.gmm.stats import estimate
+from asrdist.hmm.align import AlignOptions
+from asrdist.hmm.tree import write_tree
+from asrdist.jobs import LOCAL, Jobs, Runner, split
 from asrdist.kaldi.alignments import write_alignments
 from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.final_mdl import write_final_mdl
+from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
 from asrdist.kaldi.io_funcs import KaldiWriter
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import write_final_mdl, write_tree
+from asrdist.progress import progress
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -154,12 +156,13 @@ def _clear_outputs(exp_dir: Path) -> None:
 
 
 def train_mono(
-    data_dir: Path, lang_dir: Path, exp_dir: Path, opts: MonoOptions | None = None
+    data_dir: Path, lang_dir: Path, exp_dir: Path, opts: MonoOptions | None = None,
+    runner: Runner = LOCAL,
 ) -> MonoSummary | None:
-    """Train a monophone system on ``data_dir`` and write ``exp_dir``; None when ``exp_dir``
-    is done with the same options and inputs (asrdist.stage), which are the whole data and
-    lang dirs. ``nj`` is left out of the fingerprint: it only splits the work (and the
-    ali.N.gz files)."""
+    """Train a monophone system on ``data_dir`` and write ``exp_dir``, its ``nj`` jobs run by
+    ``runner``; None when ``exp_dir`` is done with the same options and inputs
+    (asrdist.stage), which are the whole data and lang dirs. ``nj`` is left out of the
+    fingerprint: it only splits the work (and the ali.N.gz files)."""
     opts = opts or MonoOptions()
     exp_dir = Path(exp_dir)
     options = {k: v for k, v in asdict(opts).items() if k != "nj"}
@@ -177,30 +180,24 @@ def train_mono(
         train_utts = _train_subset(data, opts.max_utts)
         model = init_mono(lang.topology(), lang.phone_sets,
                           load_features(data, train_utts[: opts.init_utts]).values())
-        nj = min(opts.nj, len(data.utts))
+        parts = split(data.utts, opts.nj)
         log.info("init: %d pdfs, feature dim %d, %d utterances (%d for training), %d jobs",
-                 model.am.num_pdfs, model.am.dim, len(data.utts), len(train_utts), nj)
-        job_cls = LocalJob if nj == 1 else RemoteJob
-        jobs = [job_cls(data.path, lang.path, part, train_utts, model.tree, model.trans_model,
-                        opts.map_oov) for part in split_parts(data.utts, nj)]
-        try:
-            for job in jobs:
-                job.result()  # features loaded, graphs compiled
+                 model.am.num_pdfs, model.am.dim, len(data.utts), len(train_utts), len(parts))
+        with runner.start("align", AlignJob, [
+                (data.path, lang.path, part, train_utts, model.tree, model.trans_model,
+                 opts.map_oov) for part in parts]) as jobs:
             log.info("features and training graphs ready (%.1f s)", time.time() - start)
             silence = optional_silence(lang) if opts.boost_silence != 1.0 else []
             records, occs = _em(jobs, model, opts, silence)
             _write_passes(exp_dir / "log" / "passes.tsv", records)
-            gather(jobs, "set_model", model.am, model.trans_model)
-            final = _sum_align(gather(jobs, "realign", opts.align, True,
-                                       _align_am(model, opts, silence)))
+            jobs.call("set_model", model.am, model.trans_model)
+            final = _sum_align(jobs.call("realign", opts.align, True,
+                                         _align_am(model, opts, silence)))
             log.info("final alignment of all %d utterances: %d aligned, %d failed %s",
                      len(data.utts), final.aligned, len(final.failed), " ".join(final.failed[:10]))
             if final.aligned == 0:
                 raise AsrdistError(f"{data.path}: no utterance could be aligned")
             _write_outputs(exp_dir, lang, jobs, model, occs)
-        finally:
-            for job in jobs:
-                job.close()
         summary = MonoSummary(records, len(data.utts), len(train_utts), final.aligned,
                               final.failed, time.time() - start)
         log.info("done in %.1f s", summary.seconds)
@@ -224,7 +221,7 @@ def _write_passes(path: Path, records: list[IterRecord]) -> None:
                     f"{r.log_like_per_frame:.4f}\t{r.frames}\t{r.num_gauss}\t{r.seconds:.1f}\n")
 
 
-def _em(jobs: list, model: MonoModel, opts: MonoOptions,
+def _em(jobs: Jobs, model: MonoModel, opts: MonoOptions,
         silence: list[int]) -> tuple[list[IterRecord], np.ndarray]:
     """Iteration 0 on equal alignments, then passes 1 .. num_iters-1 (train_mono.sh)."""
     records: list[IterRecord] = []
@@ -232,31 +229,32 @@ def _em(jobs: list, model: MonoModel, opts: MonoOptions,
     num_gauss = model.am.num_gauss
     inc = max((opts.total_gauss - num_gauss) // max(opts.last_inc_iter(), 1), 0)
     first = replace(opts.align, beam=opts.first_beam)  # retry_beam stays (train_mono.sh: 40)
-    with logging_redirect_tqdm():
-        for it in tqdm(range(opts.num_iters), desc="mono", unit="iter", leave=False):
+    with progress(opts.num_iters, "mono", "iter") as bar:
+        for it in range(opts.num_iters):
             realigned_before = any(r.realigned and r.iteration > 0 for r in records)
             rec, occs = _em_pass(jobs, model, it, num_gauss, opts,
                                  opts.align if realigned_before else first, silence)
             records.append(rec)
             if 0 < it <= opts.last_inc_iter():
                 num_gauss += inc
+            bar.update()
     return records, occs
 
 
-def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOptions,
+def _em_pass(jobs: Jobs, model: MonoModel, it: int, num_gauss: int, opts: MonoOptions,
              align_opts: AlignOptions, silence: list[int]) -> tuple[IterRecord, np.ndarray]:
     """(Re)align if scheduled, accumulate, update, mix up to ``num_gauss``."""
     t0 = time.time()
-    gather(jobs, "set_model", model.am, model.trans_model)
+    jobs.call("set_model", model.am, model.trans_model)
     ali = None
     if it == 0:
-        ali = _sum_align(gather(jobs, "equal_align"))
+        ali = _sum_align(jobs.call("equal_align"))
     elif it in opts.realign_iters:
-        ali = _sum_align(gather(jobs, "realign", align_opts, False,
-                                 _align_am(model, opts, silence)))
+        ali = _sum_align(jobs.call("realign", align_opts, False,
+                                   _align_am(model, opts, silence)))
     if ali is not None and ali.aligned == 0:
         raise AsrdistError(f"no training utterance could be aligned (e.g. {ali.failed[0]})")
-    parts = gather(jobs, "accumulate")
+    parts = jobs.call("accumulate")
     stats = parts[0]
     for part in parts[1:]:
         stats = stats + part
@@ -272,10 +270,10 @@ def _em_pass(jobs: list, model: MonoModel, it: int, num_gauss: int, opts: MonoOp
 
 
 def _write_outputs(
-    exp_dir: Path, lang: Lang, jobs: list, model: MonoModel, occs: np.ndarray
+    exp_dir: Path, lang: Lang, jobs: Jobs, model: MonoModel, occs: np.ndarray
 ) -> None:
     """The Kaldi alignment dir; final.mdl last, so an interrupted write never looks final."""
-    alis = gather(jobs, "alignments")
+    alis = jobs.call("alignments")
     for n, part in enumerate(alis, 1):
         write_alignments(exp_dir / f"ali.{n}.gz", part)
     with atomic_write(exp_dir / "num_jobs") as f:

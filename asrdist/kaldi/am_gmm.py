@@ -8,13 +8,11 @@ Reading needs no Kaldi; :func:`to_khg_am_diag_gmm` turns the parameters into a
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from asrdist.errors import AsrdistError
 from asrdist.kaldi.io_funcs import KaldiReader, KaldiWriter
 
 if TYPE_CHECKING:
@@ -162,14 +160,4 @@ def to_khg_am_diag_gmm(params: AmDiagGmmParams) -> khg.AmDiagGmm:
         gmm.compute_gconsts()
         am.add_pdf(gmm)
     am.compute_gconsts()
-    return am
-
-
-def read_am_diag_gmm(path: str | os.PathLike) -> AmDiagGmmParams:
-    """The AmDiagGmm that follows the TransitionModel in a GMM ``final.mdl``."""
-    from asrdist.kaldi.transition_model import read_final_mdl  # that module writes via this one
-
-    _, am = read_final_mdl(path)
-    if am is None:
-        raise AsrdistError(f"{path}: final.mdl has no AmDiagGmm after the TransitionModel")
     return am

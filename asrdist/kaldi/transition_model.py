@@ -20,13 +20,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
-from asrdist.kaldi.am_gmm import (
-    AmDiagGmmParams,
-    am_params_from_khg,
-    parse_am_diag_gmm,
-    write_am_diag_gmm,
-)
 from asrdist.kaldi.io_funcs import KaldiReader, KaldiWriter
 
 if TYPE_CHECKING:
@@ -231,7 +224,8 @@ def parse_transition_model(reader: KaldiReader) -> TransitionInfo:
         raise reader.fail(f"inconsistent TransitionModel: {err}") from None
 
 
-def _open_model(path: str | os.PathLike) -> KaldiReader:
+def open_model(path: str | os.PathLike) -> KaldiReader:
+    """A reader at the start of a ``final.mdl``, checked to begin with its TransitionModel."""
     try:
         data = Path(path).read_bytes()
     except FileNotFoundError:
@@ -250,16 +244,7 @@ def _open_model(path: str | os.PathLike) -> KaldiReader:
 
 def read_transition_model(path: str | os.PathLike) -> TransitionInfo:
     """The TransitionModel at the start of ``final.mdl`` (binary or text)."""
-    return parse_transition_model(_open_model(path))
-
-
-def read_final_mdl(path: str | os.PathLike) -> tuple[TransitionInfo, AmDiagGmmParams | None]:
-    """TransitionModel and, when present, the AmDiagGmm that follows it."""
-    reader = _open_model(path)
-    trans = parse_transition_model(reader)
-    if reader.at_end():
-        return trans, None
-    return trans, parse_am_diag_gmm(reader)
+    return parse_transition_model(open_model(path))
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -363,34 +348,3 @@ def transition_info_from_khg(trans_model: khg.TransitionModel) -> TransitionInfo
     )
     tuples = [tuple(int(v) for v in t.__getstate__()) for t in trans_model.tuples]
     return TransitionInfo(topo, tuples, np.asarray(trans_model.log_probs, dtype=np.float32))
-
-
-def write_final_mdl(
-    path: str | os.PathLike,
-    trans_model: khg.TransitionModel | TransitionInfo,
-    am_gmm: khg.AmDiagGmm | AmDiagGmmParams | None = None,
-    binary: bool = True,
-) -> None:
-    """Write Kaldi's ``final.mdl`` (TransitionModel, then the AmDiagGmm if given), atomically."""
-    if not isinstance(trans_model, TransitionInfo):
-        trans_model = transition_info_from_khg(trans_model)
-    if am_gmm is not None and not isinstance(am_gmm, AmDiagGmmParams):
-        am_gmm = am_params_from_khg(am_gmm)
-    if am_gmm is not None and am_gmm.num_pdfs != trans_model.num_pdfs:
-        raise ValueError(
-            f"AmDiagGmm has {am_gmm.num_pdfs} pdfs but the TransitionModel {trans_model.num_pdfs}"
-        )
-    writer = KaldiWriter(binary)
-    write_transition_model(writer, trans_model)
-    if am_gmm is not None:
-        write_am_diag_gmm(writer, am_gmm)
-    with atomic_write(path, "wb") as f:
-        f.write(writer.getvalue())
-
-
-def write_tree(
-    path: str | os.PathLike, ctx_dep: khg.ContextDependency, binary: bool = True
-) -> None:
-    """Write the ``tree`` file with Kaldi's own ContextDependency::Write (bound in khg)."""
-    with atomic_path(path) as tmp:
-        ctx_dep.write(binary, str(tmp))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from asrdist.data.dataset import (
     IGNORE,
@@ -43,6 +41,7 @@ from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
+from asrdist.progress import Progress, progress
 from asrdist.stage import check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
@@ -334,9 +333,8 @@ class _Run:
             ready,
             background=self.device.type == "cuda",
         )
-        bar = tqdm(total=num_steps, initial=self.step_in_epoch, unit="step", file=sys.stderr,
-                   desc=f"epoch {self.epoch + 1}/{cfg.epochs}", disable=self.rank != 0,
-                   dynamic_ncols=True, mininterval=1.0)
+        bar = progress(num_steps, f"epoch {self.epoch + 1}/{cfg.epochs}", "step",
+                       initial=self.step_in_epoch, enabled=self.rank == 0)
         interval_t0 = time.monotonic()
         try:
             while self.step_in_epoch < num_steps:
@@ -378,7 +376,7 @@ class _Run:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             return frame_loss(model, x, y)
 
-    def _log_train(self, lr: float, seconds: float, bar: tqdm) -> None:
+    def _log_train(self, lr: float, seconds: float, bar: Progress) -> None:
         """Write a train record (the one read of the loss from the device) and start a new
         interval."""
         self._check_loss()
@@ -391,7 +389,7 @@ class _Run:
             steps=iv.steps, frames_per_s=fps, data_wait_s=iv.data_wait_s,
             compute_s=iv.compute_s, **self.strategy.metrics(),
         )
-        bar.set_postfix(loss=f"{loss:.3f}", fps=f"{fps:.0f}", refresh=False)
+        bar.set_postfix(loss=f"{loss:.3f}", fps=f"{fps:.0f}")
         self.interval = Interval.start(self.device)
 
     def _check_loss(self) -> None:

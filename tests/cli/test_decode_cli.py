@@ -89,9 +89,11 @@ def test_the_main_setting_shares_its_search_with_the_same_sweep_point(system, tm
                     str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
     worker = _Worker(job)
     assert sorted(worker.decoders) == [(0.1, 0.0), (0.2, 0.0)]
-    result = worker.run(sorted(SENTENCES))
-    assert result.texts[None] == result.texts["10_0.0"]
-    assert {u: " ".join(w) for u, w in result.texts["5_0.0"].items()} == SENTENCES
+    results = list(worker.run(sorted(SENTENCES)))
+    texts = {v.name: {u: w for r in results for u, w in r.texts[v.name].items()}
+             for v in variants}
+    assert texts[None] == texts["10_0.0"]
+    assert {u: " ".join(w) for u, w in texts["5_0.0"].items()} == SENTENCES
 
 
 def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from asrdist.kaldi.alignments import write_alignments
-from asrdist.kaldi.transition_model import write_final_mdl
+from asrdist.kaldi.final_mdl import write_final_mdl
 
 EXE = str(Path(sys.executable).with_name("asrdist-ingest-ali"))
 TOPO = (

@@ -16,7 +16,7 @@ import pytest
 from asrdist.data.ingest import IngestReport, ingest_alignments, read_pdf_counts
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import write_alignments
-from asrdist.kaldi.transition_model import write_final_mdl
+from asrdist.kaldi.final_mdl import write_final_mdl
 
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 2 3 4 </ForPhones> "

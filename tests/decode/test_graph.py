@@ -9,9 +9,10 @@ import kaldifst
 import pytest
 
 from asrdist.decode.decoder import max_input_label
-from asrdist.decode.graph import make_graph, read_fst, read_tree
+from asrdist.decode.graph import make_graph, read_fst
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
+from asrdist.hmm.tree import read_tree
 
 
 def test_graph_dir_has_kaldi_files(tiny_system, tiny_graph):

@@ -11,14 +11,10 @@ import kaldiio
 import numpy as np
 import torch
 
-from asrdist.gmm.model import monophone_tree
+from asrdist.hmm.tree import monophone_tree, write_tree
+from asrdist.kaldi.final_mdl import write_final_mdl
 from asrdist.kaldi.lang import Lang, prepare_lang
-from asrdist.kaldi.transition_model import (
-    TransitionInfo,
-    read_transition_model,
-    write_final_mdl,
-    write_tree,
-)
+from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.models.final import Exported, write_final
 from tests.dict_fixture import write_dict

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.gmm.align_aug import align_augmented, read_ali_dir
+from asrdist.gmm.align_aug import align_augmented
 from asrdist.gmm.train_mono import MonoOptions, train_mono
-from asrdist.kaldi.alignments import write_alignments
+from asrdist.hmm.ali_dir import read_ali_dir
 from asrdist.kaldi.data_dir import read_table
 from asrdist.kaldi.transition_model import read_transition_model
 from tests.gmm.synth_corpus import Corpus, make_corpus
@@ -131,14 +131,3 @@ def test_boost_silence_realigns_again_and_a_non_positive_one_is_refused(system, 
     assert boosted is not None and boosted.realigned == 12 and boosted.failed == []
     with pytest.raises(AsrdistError, match="--boost-silence 0.0: must be positive"):
         align_augmented(tmp_path / "aug", corpus.lang, exp, tmp_path / "ali", boost_silence=0.0)
-
-
-def test_a_missing_alignment_file_of_num_jobs_is_named(tmp_path):
-    ali = tmp_path / "mono"
-    ali.mkdir()
-    (ali / "num_jobs").write_text("2\n")
-    write_alignments(ali / "ali.1.gz", [("u1", np.array([1, 2, 2], dtype=np.int32))])
-    with pytest.raises(AsrdistError, match=r"missing alignment files: ali\.2\.gz"):
-        read_ali_dir(ali)
-    write_alignments(ali / "ali.2.gz", [("u2", np.array([3], dtype=np.int32))])
-    assert sorted(read_ali_dir(ali)) == ["u1", "u2"]

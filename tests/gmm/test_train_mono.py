@@ -13,16 +13,18 @@ from asrdist.decode.acoustic import GmmScorer
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.gmm import train_mono as tm_module
-from asrdist.gmm.align import AlignOptions, gmm_decodable, matrix_decodable, viterbi_alignment
-from asrdist.gmm.feats import GMM_TABLES, load_features
-from asrdist.gmm.graphs import GraphCompiler
-from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
+from asrdist.gmm.decodable import gmm_decodable
 from asrdist.gmm.train_mono import MonoOptions, train_mono
+from asrdist.hmm.align import AlignOptions, matrix_decodable, viterbi_alignment
+from asrdist.hmm.graphs import GraphCompiler
+from asrdist.hmm.transitions import transition_model_with_log_probs
+from asrdist.hmm.tree import monophone_tree
 from asrdist.kaldi.alignments import read_alignments
 from asrdist.kaldi.am_gmm import to_khg_am_diag_gmm
 from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.final_mdl import read_final_mdl
+from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import read_final_mdl
 from tests.gmm.synth_corpus import Corpus, make_corpus
 
 OPTS = MonoOptions(nj=1, num_iters=10, total_gauss=60)

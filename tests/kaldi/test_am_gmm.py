@@ -7,12 +7,8 @@ import numpy as np
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.kaldi.am_gmm import (
-    compute_gconsts,
-    read_am_diag_gmm,
-    to_khg_am_diag_gmm,
-)
-from asrdist.kaldi.transition_model import read_final_mdl, write_final_mdl
+from asrdist.kaldi.am_gmm import compute_gconsts, to_khg_am_diag_gmm
+from asrdist.kaldi.final_mdl import read_am_diag_gmm, write_final_mdl
 
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 1 2 </ForPhones> "
@@ -81,15 +77,6 @@ def test_text_layout_has_kaldis_tokens_in_order(tmp_path):
     positions = [after.index(tok) for tok in order]
     assert positions == sorted(positions)
     assert after.count("<DiagGMM>") == am.num_pdfs
-
-
-def test_model_without_gmms_is_reported(tmp_path):
-    tm, _ = build_model()
-    path = tmp_path / "final.mdl"
-    write_final_mdl(path, tm)
-    assert read_final_mdl(path)[1] is None
-    with pytest.raises(AsrdistError, match=r"final\.mdl: final\.mdl has no AmDiagGmm"):
-        read_am_diag_gmm(path)
 
 
 def test_inconsistent_gmm_sizes_name_the_pdf(tmp_path):

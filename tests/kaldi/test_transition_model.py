@@ -10,14 +10,12 @@ import numpy as np
 import pytest
 
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.final_mdl import read_final_mdl, write_final_mdl
 from asrdist.kaldi.io_funcs import KaldiWriter
 from asrdist.kaldi.transition_model import (
-    read_final_mdl,
     read_transition_model,
     transition_info_from_khg,
-    write_final_mdl,
     write_transition_model,
-    write_tree,
 )
 
 # Kaldi's default topology shape: 3-state nonsilence phones (2..4), 5-state silence phone (1).
@@ -222,16 +220,3 @@ def test_truncated_final_mdl_names_the_file(tmp_path):
     path.write_bytes(path.read_bytes()[:150])
     with pytest.raises(AsrdistError, match=r"final\.mdl: unexpected end of file"):
         read_transition_model(path)
-
-
-@pytest.mark.parametrize("binary", [True, False])
-def test_write_tree_uses_kaldis_context_dependency_format(tmp_path, binary):
-    _, ctx_dep = monophone_model(TOPO)
-    path = tmp_path / "tree"
-    write_tree(path, ctx_dep, binary=binary)
-    data = path.read_bytes()
-    if binary:
-        assert data.startswith(b"\0BContextDependency \x04\x01\x00\x00\x00\x04\x00\x00\x00\x00")
-    else:
-        assert data.split()[:4] == [b"ContextDependency", b"1", b"0", b"ToPdf"]
-    assert b"EndContextDependency" in data

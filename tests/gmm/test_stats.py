@@ -1,11 +1,10 @@
-"""GMM statistics against khg's per-frame accumulation, and Kaldi's add-deltas."""
+"""GMM statistics against khg's per-frame accumulation."""
 
 from __future__ import annotations
 
 import kaldi_hmm_gmm as khg
 import numpy as np
 
-from asrdist.gmm.feats import add_deltas
 from asrdist.gmm.stats import ALL_FLAGS, GmmStats, accumulate, to_khg_accs
 from asrdist.kaldi.am_gmm import am_params_from_khg
 
@@ -44,17 +43,3 @@ def test_vectorised_stats_match_khg_per_frame_accumulation() -> None:
         assert np.allclose(a.occupancy, b.occupancy, rtol=1e-5)
         assert np.allclose(a.mean_accumulator, b.mean_accumulator, rtol=1e-4, atol=1e-3)
         assert np.allclose(a.variance_accumulator, b.variance_accumulator, rtol=1e-4, atol=1e-3)
-
-
-def test_add_deltas_on_a_quadratic() -> None:
-    t = np.arange(20, dtype=np.float32)
-    out = add_deltas(np.stack([t * t, t], axis=1))
-    assert out.shape == (20, 6)
-    inner = slice(4, 16)  # frames whose 9-frame window does not reach an edge
-    assert np.allclose(out[inner, 0], t[inner] ** 2)
-    assert np.allclose(out[inner, 2], 2 * t[inner], atol=1e-3)  # d/dt t^2
-    assert np.allclose(out[inner, 4], 2.0, atol=1e-3)  # d2/dt2 t^2
-    assert np.allclose(out[inner, 3], 1.0) and np.allclose(out[inner, 5], 0.0, atol=1e-5)
-    # edges repeat the first/last frame, as Kaldi does: constant input gives zero deltas
-    flat = add_deltas(np.ones((3, 2), dtype=np.float32))
-    assert np.allclose(flat[:, 2:], 0.0)

@@ -1,4 +1,4 @@
-"""One split of the training data (a Kaldi JOB), run in-process or in its own process.
+"""One split of the training data (a Kaldi JOB), run where an asrdist.jobs Runner puts it.
 
 A job owns its utterances' features, training graphs and current alignments for the whole
 training run, so graphs are compiled once; per EM pass the parent sends the model (khg models
@@ -7,26 +7,19 @@ pickle) and gets numpy statistics back.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import kaldi_hmm_gmm as khg
+import kaldi_hmm_gmm as khg  # before kaldifst, which asrdist.hmm loads
 import numpy as np
 
-from asrdist.gmm.align import (
-    AlignOptions,
-    equal_alignment,
-    gmm_decodable,
-    viterbi_alignment,
-)
-from asrdist.gmm.feats import GMM_TABLES, load_features
-from asrdist.gmm.graphs import GraphCompiler
+from asrdist.gmm.decodable import gmm_decodable
 from asrdist.gmm.stats import GmmStats, accumulate
+from asrdist.hmm.align import AlignOptions, equal_alignment, viterbi_alignment
+from asrdist.hmm.graphs import GraphCompiler
 from asrdist.kaldi.am_gmm import am_params_from_khg
 from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
 from asrdist.kaldi.lang import Lang
 
 
@@ -116,87 +109,3 @@ class AlignJob:
 
     def alignments(self) -> list[tuple[str, np.ndarray]]:
         return [(u, self.alis[u]) for u in self.utts if u in self.alis]
-
-
-def _serve(conn, args: tuple) -> None:
-    """Child process: build the job, then run the parent's method calls until told to stop."""
-    try:
-        job = AlignJob(*args)
-        conn.send(("ok", None))
-    except BaseException as e:  # noqa: BLE001 - every failure goes back to the parent
-        conn.send(("error", (e, traceback.format_exc())))
-        return
-    while True:
-        msg = conn.recv()
-        if msg is None:
-            return
-        method, call_args = msg
-        try:
-            conn.send(("ok", getattr(job, method)(*call_args)))
-        except BaseException as e:  # noqa: BLE001
-            conn.send(("error", (e, traceback.format_exc())))
-
-
-class RemoteJob:
-    """An AlignJob in a child process; ``submit`` then ``result`` so jobs run in parallel."""
-
-    def __init__(self, *args: Any):
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, args), daemon=True)
-        self._proc.start()
-        child.close()  # the first result() is the constructor's reply
-
-    def submit(self, method: str, *args: Any) -> None:
-        self._conn.send((method, args))
-
-    def result(self) -> Any:
-        try:
-            status, value = self._conn.recv()
-        except EOFError:
-            raise RuntimeError(f"alignment job process {self._proc.pid} died") from None
-        if status == "error":
-            exc, tb = value
-            raise exc from RuntimeError(f"in job process {self._proc.pid}:\n{tb}")
-        return value
-
-    def close(self) -> None:
-        if self._proc.is_alive():
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-        self._proc.join(timeout=10)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join()
-
-
-class LocalJob:
-    """Same interface as RemoteJob, run in this process (--nj 1: no process overhead)."""
-
-    def __init__(self, *args: Any):
-        self._job = AlignJob(*args)
-        self._value: Any = None
-
-    def submit(self, method: str, *args: Any) -> None:
-        self._value = getattr(self._job, method)(*args)
-
-    def result(self) -> Any:
-        return self._value
-
-    def close(self) -> None:
-        pass
-
-
-def split_parts(items: list, nj: int) -> list[list]:
-    """Contiguous, near-equal parts, as utils/split_data.sh --per-utt."""
-    bounds = np.linspace(0, len(items), nj + 1).round().astype(int)
-    return [items[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
-
-
-def gather(jobs: list, method: str, *args: Any) -> list:
-    """Call ``method`` on every job (in parallel for RemoteJobs); their results in job order."""
-    for job in jobs:
-        job.submit(method, *args)
-    return [job.result() for job in jobs]

@@ -1,8 +1,9 @@
 """Alignment of one utterance against its training graph.
 
 ``equal_alignment`` is align-equal-compiled (a random path of exactly T frames: the flat start);
-``viterbi_alignment`` is gmm-align-compiled (Viterbi beam search with GMM likelihoods) or,
-with a network's pseudo log-likelihoods (``matrix_decodable``), nnet3-align-compiled.
+``viterbi_alignment`` is gmm-align-compiled (Viterbi beam search; the GMM's decodable is
+asrdist.gmm.decodable's) or, with a network's pseudo log-likelihoods (``matrix_decodable``),
+nnet3-align-compiled.
 """
 
 from __future__ import annotations
@@ -14,14 +15,12 @@ import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
 import numpy as np
 
-from asrdist.errors import AsrdistError
-from asrdist.kaldi.lang import Lang
-
 
 @dataclass(frozen=True)
 class AlignOptions:
-    """gmm-align-compiled's options with train_mono.sh's scales and beams (regular_beam 10,
-    retry_beam 40; its first pass uses initial_beam 6, MonoOptions.first_beam)."""
+    """Viterbi alignment's options (gmm-align-compiled's, nnet3-align-compiled's) with
+    train_mono.sh's scales and beams (regular_beam 10, retry_beam 40; its first pass uses
+    initial_beam 6, MonoOptions.first_beam)."""
 
     beam: float = 10.0
     retry_beam: float = 40.0
@@ -29,37 +28,6 @@ class AlignOptions:
     transition_scale: float = 1.0
     self_loop_scale: float = 0.1
     careful: bool = False
-
-
-def optional_silence(lang: Lang) -> list[int]:
-    """phones/optional_silence.int: the phone whose models --boost-silence boosts."""
-    path = lang.path / "phones" / "optional_silence.int"
-    try:
-        return [int(x) for x in path.read_text().split()]
-    except (OSError, ValueError) as e:
-        raise AsrdistError(f"{path}: unreadable ({e}); needed by --boost-silence") from e
-
-
-def aligning_am(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, silence: list[int],
-                factor: float) -> khg.AmDiagGmm | None:
-    """The model to align with: silence boosted by ``factor``, or None (the model itself)."""
-    return None if factor == 1.0 else boost_silence(am, trans_model, silence, factor)
-
-
-def boost_silence(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, phones: list[int],
-                  boost: float) -> khg.AmDiagGmm:
-    """A copy of ``am`` whose pdfs of ``phones`` have their weights times ``boost`` (Kaldi's
-    gmm-boost-silence): alignment then prefers silence to a non-silence model for silence."""
-    ok, pdfs = khg.get_pdfs_for_phones(trans_model, phones)
-    if not ok:
-        raise AsrdistError(f"phones {phones} share pdfs with other phones: cannot boost silence")
-    boosted = khg.AmDiagGmm()
-    boosted.copy_from_am_diag_gmm(am)
-    for pdf in pdfs:
-        gmm = boosted.get_pdf(pdf)  # a reference into ``boosted``
-        gmm.set_weights(np.asarray(gmm.weights, dtype=np.float32) * boost)
-        gmm.compute_gconsts()
-    return boosted
 
 
 def equal_alignment(graph: kaldifst.StdVectorFst, num_frames: int, utt: str) -> np.ndarray | None:
@@ -75,16 +43,6 @@ def equal_alignment(graph: kaldifst.StdVectorFst, num_frames: int, utt: str) -> 
     if not ok or len(tids) != num_frames:
         return None
     return np.asarray(tids, dtype=np.int32)
-
-
-def gmm_decodable(am: khg.AmDiagGmm, trans_model: khg.TransitionModel, feats: np.ndarray,
-                  opts: AlignOptions) -> khg.DecodableInterface:
-    """GMM log-likelihoods of every transition-id's pdf, times the acoustic scale.
-
-    khg keeps a pointer to ``am``, not a reference: the caller keeps ``am`` alive while the
-    decodable is in use (a freed one crashes the process)."""
-    return khg.DecodableAmDiagGmmScaled(am=am, tm=trans_model, feats=feats,
-                                        scale=opts.acoustic_scale)
 
 
 def matrix_decodable(loglikes: np.ndarray, tid_to_pdf: np.ndarray,

@@ -6,7 +6,7 @@ import kaldi_hmm_gmm as khg  # before kaldifst
 import numpy as np
 import pytest
 
-from asrdist.gmm.align import boost_silence
+from asrdist.gmm.decodable import boost_silence
 from asrdist.gmm.model import init_mono
 from asrdist.kaldi.lang import Lang
 from tests.gmm.synth_corpus import make_corpus

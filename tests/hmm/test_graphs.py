@@ -6,8 +6,9 @@ import kaldi_hmm_gmm as khg  # before kaldifst
 import kaldifst
 import numpy as np
 
-from asrdist.gmm.graphs import GraphCompiler
-from asrdist.gmm.model import monophone_tree, transition_model_with_log_probs
+from asrdist.hmm.graphs import GraphCompiler
+from asrdist.hmm.transitions import transition_model_with_log_probs
+from asrdist.hmm.tree import monophone_tree
 from asrdist.kaldi.lang import Lang
 from tests.gmm.synth_corpus import make_corpus
 

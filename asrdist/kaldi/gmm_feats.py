@@ -1,6 +1,7 @@
 """GMM features: MFCC + per-speaker CMN + deltas, as Kaldi's train_mono.sh pipes them.
 
 ``apply-cmvn --utt2spk=... scp:cmvn.scp scp:feats.scp ark:- | add-deltas ark:- ark:-``.
+GMM training reads them, and so does decoding with the GMM: hence here, below both.
 """
 
 from __future__ import annotations

@@ -53,8 +53,10 @@ DUP_P1, DUP_P2 = 103349, 71147
 
 @dataclass(frozen=True)
 class Segment:
-    """One utterance: id, recording (``sw02001-A``), times in the recording, words, and the
-    times as the segments file writes them (``%.2f`` unless Kaldi's script writes otherwise)."""
+    """One utterance: id, recording (``sw02001-A``), times in the recording, words, the times
+    as the segments file writes them (``%.2f`` unless Kaldi's script writes otherwise) and the
+    speaker when it is not the recording (s5c's sp1.0 copy: ``sp1.0-sw02001-A`` of recording
+    ``sw02001-A``)."""
 
     utt: str
     reco: str
@@ -62,9 +64,14 @@ class Segment:
     end: float
     words: tuple[str, ...]
     times: tuple[str, str] | None = None
+    spk: str = ""
 
     def shown(self) -> tuple[str, str]:
         return self.times or (f"{self.start:.2f}", f"{self.end:.2f}")
+
+    @property
+    def speaker(self) -> str:
+        return self.spk or self.reco
 
     @classmethod
     def kaldi(cls, file: str, chan: str, start: float, end: float, words: list[str]) -> Segment:
@@ -304,11 +311,12 @@ def dev_and_nodup(corpus: Corpus, dev_utts: int, max_dup: int) -> tuple[Corpus, 
 
 def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
     """Kaldi's perturb_data_dir_speed_3way.sh copies (``--always-include-prefix true``): ids
-    prefixed ``sp0.9-``, audio played faster or slower. The 1.0 copy is copy_data_dir.sh's,
-    its segments as they were; the others' times are divided by the factor, written ``%.2f``,
-    and a segment goes unless it ends more than 0.01 s after it starts
-    (utils/data/perturb_data_dir_speed.sh:96-97), or when extract-segments would skip it in the
-    perturbed audio (run_ivector_common.sh makes features, then fix_data_dir.sh; the perturbed
+    prefixed ``sp0.9-``, audio played faster or slower. The 1.0 copy is copy_data_dir.sh's
+    (perturb_data_dir_speed_3way.sh:56): utterances and speakers prefixed ``sp1.0-``, its
+    recordings and segment times as they were. The others' times are divided by the factor,
+    written ``%.2f``, and a segment goes unless it ends more than 0.01 s after it starts
+    (utils/data/perturb_data_dir_speed.sh:96-97), or when extract-segments would skip it in
+    the perturbed audio (run_ivector_common.sh makes features, then fix_data_dir.sh; the perturbed
     length taken as ``int(samples / factor)``, sox's own within a sample or so)."""
     out = Corpus([], {}, {})
     lengths = {sph: sphere_length(sph) for sph, _, _ in corpus.audio.values()}
@@ -317,7 +325,8 @@ def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
         segs = []
         for s in corpus.segments:
             if f == 1.0:
-                segs.append(Segment(p + s.utt, p + s.reco, s.start, s.end, s.words, s.times))
+                segs.append(Segment(p + s.utt, s.reco, s.start, s.end, s.words, s.times,
+                                    p + s.speaker))
                 continue
             start, end = (float(t) / f for t in s.shown())
             shown = (f"{start:.2f}", f"{end:.2f}")
@@ -325,25 +334,29 @@ def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
             if end > start + 0.01 and extractable(float(shown[0]), float(shown[1]),
                                                   int(samples / f), rate):
                 segs.append(Segment(p + s.utt, p + s.reco, start, end, s.words, shown))
-        audio = {p + r: (sph, chan, speed * f) for r, (sph, chan, speed) in corpus.audio.items()}
-        out = out + Corpus(segs, audio, {p + r: fc for r, fc in corpus.file_and_channel.items()})
+        reco = "" if f == 1.0 else p
+        audio = {reco + r: (sph, chan, speed * f)
+                 for r, (sph, chan, speed) in corpus.audio.items()}
+        out = out + Corpus(segs, audio,
+                           {reco + r: fc for r, fc in corpus.file_and_channel.items()})
     return out
 
 
 def write_corpus(directory: str | os.PathLike, corpus: Corpus,
                  extra: dict[str, str] | None = None) -> None:
     """A Kaldi data dir: wav.scp, segments, text, utt2spk, spk2utt, reco2file_and_channel
-    (speaker = recording-channel, as Kaldi's swbd and eval2000 dirs), plus ``extra`` files."""
+    (speaker = recording-channel, as Kaldi's swbd and eval2000 dirs, but for sp1.0 copies),
+    plus ``extra`` files."""
     segs = {s.utt: s for s in corpus.segments}
     ids = c_sorted(segs)
     spk2utt: dict[str, list[str]] = {}
     for utt in ids:
-        spk2utt.setdefault(segs[utt].reco, []).append(utt)
+        spk2utt.setdefault(segs[utt].speaker, []).append(utt)
     tables = {
         "wav.scp": [f"{r} {wav_entry(*corpus.audio[r])}" for r in c_sorted(corpus.audio)],
         "segments": [f"{u} {segs[u].reco} {' '.join(segs[u].shown())}" for u in ids],
         "text": [f"{u} {' '.join(segs[u].words)}" for u in ids],
-        "utt2spk": [f"{u} {segs[u].reco}" for u in ids],
+        "utt2spk": [f"{u} {segs[u].speaker}" for u in ids],
         "spk2utt": [f"{s} {' '.join(us)}" for s, us in sorted(spk2utt.items(),
                                                             key=lambda x: x[0].encode())],
         "reco2file_and_channel": [f"{r} {' '.join(corpus.file_and_channel[r])}"

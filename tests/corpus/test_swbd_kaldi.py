@@ -24,11 +24,12 @@ def prepared(tmp_path_factory):
     out = root / "data"
     prepare_swbd(out, SwbdOptions(str(tree.swbd_audio), str(tree.ms98),
                                   str(tree.eval2000_audio), str(tree.eval2000_ref),
-                                  dev_utts=100, max_dup=300))
+                                  dev_utts=100, max_dup=300, speed_factors=(0.9, 1.0, 1.1)))
     return out
 
 
-@pytest.mark.parametrize("name", ["train", "train_dev", "train_nodup", "eval2000"])
+@pytest.mark.parametrize("name", ["train", "train_dev", "train_nodup", "train_nodup_sp",
+                                  "eval2000"])
 def test_data_dir_is_kaldis_byte_for_byte(prepared, name):
     files = FILES + (["stm", "glm"] if name == "eval2000" else [])
     for f in files:
@@ -56,6 +57,10 @@ def test_the_kaldi_dirs_hold_the_awkward_cases():
     segs = read_table(KALDI / "train" / "segments")
     assert "sw02005-A_000200-000211" in segs and "sw02005-A_000240-000250" not in segs
     assert segs["sw02005-A_000200-000211"].split()[1:] == ["2", "2.11"]
+    sp = read_table(KALDI / "train_nodup_sp" / "segments")
+    assert sp["sp1.0-sw02005-A_000200-000211"] == "sw02005-A 2 2.11"  # copy_data_dir.sh's
+    assert sp["sp0.9-sw02005-A_000200-000211"] == "sp0.9-sw02005-A 2.22 2.34"
+    assert "sp1.1-sw02005-A_000200-000211" not in sp  # 1.82-1.92: under 0.1 s in float
     ev = read_table(KALDI / "eval2000" / "segments")
     assert ev["en_4156-A_000005-000112"].split()[1:] == ["0.00", "1.21"]  # 1.13 s -> 000112
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Remakes the Kaldi data dirs in this folder by running Kaldi's own egs/swbd/s5c scripts (stages
-# 0-2, 5, 7, 8 of s5c's run.sh) on the fixture tree of tests.corpus.ldc_fixture.make_prep_tree.
+# 0-2, 5, 7, 8 of s5c's run.sh, stage 1 of local/nnet3/run_ivector_common.sh) on the fixture
+# tree of tests.corpus.ldc_fixture.make_prep_tree.
 # Nothing here comes from asrdist's data prep: asrdist only writes the fixture's input files.
 #
 #   tests/corpus/kaldi_expected/swbd300/regenerate.sh KALDI_GIT_DIR [PYTHON]
@@ -12,7 +13,7 @@
 # Stand-ins, where s5c needs a Kaldi binary or data a fixture cannot have (see README.md):
 #   stage 0: data/local/train/swb_ms98_transcriptions is a link to the fixture's MS98 tree;
 #   stage 1: `patch <local/dict.patch` is a no-op (the patch fits only the full MS98 lexicon);
-#   sph2pipe is an empty executable (its path only goes into wav.scp);
+#   sph2pipe and sox are empty executables (their names only go into wav.scp);
 #   stage 7: make_mfcc.sh is replaced by the segment checks of extract-segments (featbin/
 #     extract-segments.cc: start within [0, len], end <= len + 0.5 (then clipped to len),
 #     end - start >= 0.1 as a float) in awk, writing a feats.scp of the utterances that would
@@ -35,9 +36,10 @@ commit=$(git --git-dir="$kaldi_git" rev-parse HEAD)
 mkdir -p "$work/tools/config" "$work/tools/sph2pipe_v2.5" "$work/bin"
 : > "$work/tools/config/common_path.sh"
 printf '#!/bin/sh\nexit 1\n' > "$work/tools/sph2pipe_v2.5/sph2pipe"
+cp "$work/tools/sph2pipe_v2.5/sph2pipe" "$work/bin/sox"  # perturb_data_dir_speed.sh checks it
 printf '#!/bin/sh\ncat >/dev/null\n' > "$work/bin/patch"  # stage 1's dict.patch: see above
 ln -s "$(command -v python3)" "$work/bin/python"
-chmod +x "$work/tools/sph2pipe_v2.5/sph2pipe" "$work/bin/patch"
+chmod +x "$work/tools/sph2pipe_v2.5/sph2pipe" "$work/bin/patch" "$work/bin/sox"
 
 (cd "$repo" && PYTHONPATH="$repo" "$python" -c \
   "import sys; from pathlib import Path; from tests.corpus.ldc_fixture import make_prep_tree;
@@ -62,20 +64,29 @@ then echo "eval2000_data_prep.sh: expected its 80-recordings check to fail"; exi
 else grep -q "expected 80 lines in wav.scp, got 4" eval2000.log || { cat eval2000.log; exit 1; }
 fi
 
-# stage 7, make_mfcc.sh's extract-segments checks (stand-in) + utils/fix_data_dir.sh
-for x in train eval2000; do
-  awk '{print $1, $(NF-1)}' data/$x/wav.scp | while read -r reco sph; do
+# recording lengths (seconds) from the SPHERE headers, for the stand-ins below
+reco_len() {
+  awk '{print $1, $(NF-1)}' "$1/wav.scp" | while read -r reco sph; do
     head -c 1024 "$sph" | tr -d '\0' | awk -v r="$reco" \
       '$1 == "sample_count" {n = $3} $1 == "sample_rate" {f = $3} END {print r, n / f}'
-  done > data/$x/reco_len
+  done
+}
+# make_mfcc.sh's extract-segments checks (stand-in), then utils/fix_data_dir.sh; $2: lengths
+make_feats() {
   awk -v min=0.100000001490116119384765625 'NR == FNR {len[$1] = $2; next}
     {s = $3 + 0; e = $4 + 0; l = len[$2];
      if (s < 0 || e <= 0 || s >= e || s > l || e > l + 0.5) next;
      if (e > l) e = l;
      if (e - s < min) next;
-     print $1, "feats.ark:" NR}' data/$x/reco_len data/$x/segments > data/$x/feats.scp
+     print $1, "feats.ark:" NR}' "$2" "$1/segments" > "$1/feats.scp"
+  utils/fix_data_dir.sh "$1"
+}
+
+# stage 7
+for x in train eval2000; do
+  reco_len data/$x > data/$x/reco_len
+  make_feats data/$x data/$x/reco_len
   rm data/$x/reco_len
-  utils/fix_data_dir.sh data/$x
 done
 
 # stage 8 (4000 -> $dev_utts)
@@ -84,7 +95,17 @@ n=$(( $(wc -l < data/train/segments) - dev_utts ))
 utils/subset_data_dir.sh --last data/train $n data/train_nodev
 utils/data/remove_dup_utts.sh 300 data/train_nodev data/train_nodup
 
-for x in train train_dev train_nodup eval2000; do
+# local/nnet3/run_ivector_common.sh stage 1: speed perturbation, features, fix_data_dir.sh.
+# get_reco2dur.sh would run wav-to-duration: its reco2dur is written first from the headers
+# (stand-in); the perturbed copies' lengths are the reco2dur perturb_data_dir_speed.sh writes
+# for them (the source's divided by the factor; sox's output is within a sample of it).
+rm -f data/train_nodup/feats.scp
+reco_len data/train_nodup > data/train_nodup/reco2dur
+utils/data/perturb_data_dir_speed_3way.sh --always-include-prefix true \
+  data/train_nodup data/train_nodup_sp
+make_feats data/train_nodup_sp data/train_nodup_sp/reco2dur
+
+for x in train train_dev train_nodup train_nodup_sp eval2000; do
   rm -rf "${here:?}/$x"
   mkdir -p "$here/$x"
   for f in text segments utt2spk spk2utt reco2file_and_channel stm glm; do

@@ -21,6 +21,7 @@ the words, markers become ``[laughter]``/``[noise]``; a speed-perturbed copy is 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -68,6 +69,7 @@ DICT_PATCH_ACRONYMS = {"NAACP": "eh n ey ey s iy p iy", "NIT": "eh n ay t iy",
 _DICT_EXTRA = ["!sil sil", "[vocalized-noise] spn", "[noise] nsn", "[laughter] lau", "<unk> spn"]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def map_word(word: str) -> str:
     """One word as s5c's swbd1_map_words.pl leaves it."""
     for rx, repl in MAP_WORD_RULES:

@@ -269,9 +269,12 @@ def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> tuple[
         if "IGNORE_TIME_SEGMENT_" not in t:  # :96
             utt, *words = t.split()
             text.setdefault(utt, words)
-    segments = [Segment(utt, reco, float(s), float(e), tuple(text[utt]), (s, e))
-                for utt, reco, s, e in extended if utt in text]  # fix_data_dir.sh
-    corpus = _recordings(segments, audio, f"--eval2000-ref {stm_path}", extract=True)
+    segments: dict[str, Segment] = {}
+    for utt, reco, s, e in extended:  # fix_data_dir.sh: with text; of one id, the first line
+        if utt in text and utt not in segments:
+            segments[utt] = Segment(utt, reco, float(s), float(e), tuple(text[utt]), (s, e))
+    corpus = _recordings(list(segments.values()), audio, f"--eval2000-ref {stm_path}",
+                         extract=True)
     return corpus, _fixed_stm(raw_stm), glm_path.read_text(encoding="latin-1")
 
 
@@ -355,7 +358,7 @@ def write_corpus(directory: str | os.PathLike, corpus: Corpus,
     tables = {
         "wav.scp": [f"{r} {wav_entry(*corpus.audio[r])}" for r in c_sorted(corpus.audio)],
         "segments": [f"{u} {segs[u].reco} {' '.join(segs[u].shown())}" for u in ids],
-        "text": [f"{u} {' '.join(segs[u].words)}" for u in ids],
+        "text": [" ".join([u, *segs[u].words]) for u in ids],
         "utt2spk": [f"{u} {segs[u].speaker}" for u in ids],
         "spk2utt": [f"{s} {' '.join(us)}" for s, us in sorted(spk2utt.items(),
                                                             key=lambda x: x[0].encode())],
@@ -366,4 +369,4 @@ def write_corpus(directory: str | os.PathLike, corpus: Corpus,
         for name, lines in tables.items():
             (tmp / name).write_text("".join(line + "\n" for line in lines))
         for name, content in (extra or {}).items():
-            (tmp / name).write_text(content)
+            (tmp / name).write_text(content, encoding="latin-1")  # stm, glm: as read

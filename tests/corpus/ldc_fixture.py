@@ -282,7 +282,7 @@ def make_prep_tree(root: Path, seed: int = 21) -> LdcTree:
 
 # eval2000 segments (start, end, stm words) per side: times whose %06d of t*100 truncates
 # (1.13 -> 000112), a first segment within 0.1 s of the start, gaps under 0.2 s, an overlap,
-# the stm's "((", asides and an IGNORE segment.
+# the stm's "((", asides, an IGNORE segment and a conversation without audio.
 EVAL_PREP = {
     ("en_4156", "A"): [(0.05, 1.13, "HE IS A POLICE OFFICER"), (1.29, 2.01, "(%HESITATION) YEAH"),
                        (2.57, 4.35, "(( I THINK )) SO"), (4.35, 5.15, "OKAY"),
@@ -292,6 +292,7 @@ EVAL_PREP = {
     ("sw_4390", "A"): [(0.29, 0.57, "YEAH"), (1.15, 4.07, "I WORK AT I B M"),
                        (33.15, 37.21, "THAT'S (%HESITATION) TRUE")],
     ("sw_4390", "B"): [(2.03, 4.35, "UM-HUM"), (32.79, 33.15, "RIGHT")],
+    ("en_6000", "A"): [(3.01, 4.07, "NO AUDIO FOR THIS ONE")],  # no .sph: dropped
 }
 
 

@@ -14,9 +14,9 @@ DIR = click.Path(file_okay=False)
 @click.option("--swbd-audio", required=True, type=DIR,
               help="LDC97S62 (Switchboard-1 Release 2): the sw0NNNN.sph files under it.")
 @click.option("--ms98", required=True, type=DIR,
-              help="swb_ms98_transcriptions (ISIP MS98 word transcripts).")
+              help="swb_ms98_transcriptions (ISIP MS98 word transcripts, sw-ms98-dict.text).")
 @click.option("--eval2000-audio", required=True, type=DIR,
-              help="LDC2002S09 (hub5e_00/english/*.sph).")
+              help="LDC2002S09 (hub5e_00/english/*.sph, hub5e_00.pem).")
 @click.option("--eval2000-ref", required=True, type=DIR,
               help="LDC2002T43 (reference/hub5e00.english.000405.stm, en20000405_hub5.glm).")
 @click.option("--fisher-audio", multiple=True, type=DIR,
@@ -26,7 +26,7 @@ DIR = click.Path(file_okay=False)
 @click.option("--dev-utts", default=4000, show_default=True, type=int,
               help="train_dev: the first N utterances of Switchboard (Kaldi's 4000).")
 @click.option("--max-dup", default=300, show_default=True, type=int,
-              help="train_nodup: at most N utterances per transcript (remove_dup_utts.sh).")
+              help="train_nodup: about N utterances per transcript, drawn as remove_dup_utts.sh.")
 @click.option("--speed-perturb", default="", show_default=True,
               help="Speed factors for a _sp copy of the training set, e.g. '0.9 1.0 1.1'.")
 @click.option("--out", required=True, type=DIR, help="The recipe's data dir.")

@@ -31,6 +31,31 @@ def read_sphere(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     return samples, rate
 
 
+def sphere_length(path: str | os.PathLike) -> tuple[int, int]:
+    """(samples per channel, sample rate) from a SPHERE header, without decoding the audio."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024)
+            if head[:8] != b"NIST_1A\n":
+                raise AsrdistError(f"{path}: not a SPHERE file (no NIST_1A header)")
+            size = int(head[8:16])
+            if size > len(head):
+                head += f.read(size - len(head))
+    except OSError as e:
+        raise AsrdistError(f"{path}: cannot read SPHERE audio ({e.strerror})") from e
+    except ValueError:
+        raise AsrdistError(f"{path}: not a SPHERE header") from None
+    fields = {}
+    for line in head[16:].decode("latin-1").splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            fields[parts[0]] = parts[2]
+    try:
+        return int(fields["sample_count"]), int(fields["sample_rate"])
+    except (KeyError, ValueError):
+        raise AsrdistError(f"{path}: SPHERE header without sample_count and sample_rate") from None
+
+
 def change_speed(samples: np.ndarray, factor: float) -> np.ndarray:
     """Kaldi's speed perturbation (sox ``speed``): play ``factor`` times faster, same rate.
 

@@ -12,6 +12,7 @@ and give both channels one speaker.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections import Counter
@@ -19,32 +20,58 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from asrdist.corpus.sphere import sphere_length
 from asrdist.corpus.swbd_text import (
+    acronym_map,
     centiseconds,
+    extend_segments,
+    extractable,
+    map_acronyms,
+    ms98_words,
     normalise_fisher,
-    normalise_ms98,
     speed_prefix,
     swbd_recording,
+    swbd_segment_times,
+    swbd_utt_id,
+    truncated_centiseconds,
     utt_id,
 )
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
 from asrdist.kaldi.data_dir import c_sorted
 
+log = logging.getLogger(__name__)
+
 CHANNELS = {"A": 1, "B": 2}
 EVAL2000_STM = "hub5e00.english.000405.stm"
 EVAL2000_GLM = "en20000405_hub5.glm"
+EVAL2000_PEM = "hub5e_00.pem"
+MS98_LEXICON = "sw-ms98-dict.text"
+# utils/data/remove_dup_utts.sh:33-37: its own predictable random numbers.
+DUP_P1, DUP_P2 = 103349, 71147
 
 
 @dataclass(frozen=True)
 class Segment:
-    """One utterance: id, recording (``sw02001-A``), times in the recording, words."""
+    """One utterance: id, recording (``sw02001-A``), times in the recording, words, the times
+    as the segments file writes them (``%.2f`` unless Kaldi's script writes otherwise) and the
+    speaker when it is not the recording (s5c's sp1.0 copy: ``sp1.0-sw02001-A`` of recording
+    ``sw02001-A``)."""
 
     utt: str
     reco: str
     start: float
     end: float
     words: tuple[str, ...]
+    times: tuple[str, str] | None = None
+    spk: str = ""
+
+    def shown(self) -> tuple[str, str]:
+        return self.times or (f"{self.start:.2f}", f"{self.end:.2f}")
+
+    @property
+    def speaker(self) -> str:
+        return self.spk or self.reco
 
     @classmethod
     def kaldi(cls, file: str, chan: str, start: float, end: float, words: list[str]) -> Segment:
@@ -98,12 +125,23 @@ def _audio(root: str | os.PathLike, pattern: str, option: str, expected: str) ->
 
 
 def _recordings(segments: list[Segment], audio: dict[str, Path],
-                source: str) -> Corpus:
-    """Keep the segments whose conversation has audio; fail when none has."""
+                source: str, extract: bool = False) -> Corpus:
+    """Keep the segments whose conversation has audio (utils/fix_data_dir.sh keeps those whose
+    recording wav.scp has); fail when none has. With ``extract``, also only those Kaldi's
+    extract-segments cuts (run.sh stage 7's make_mfcc.sh, then fix_data_dir.sh)."""
     kept = [s for s in segments if s.reco.rsplit("-", 1)[0] in audio]
     if not kept:
         raise AsrdistError(f"{source}: none of the transcribed conversations has audio "
                            f"(e.g. {segments[0].reco.rsplit('-', 1)[0]}.sph)")
+    if extract:
+        lengths = {f: sphere_length(audio[f]) for f in {s.reco.rsplit("-", 1)[0] for s in kept}}
+        n = len(kept)
+        kept = [s for s in kept if extractable(float(s.shown()[0]), float(s.shown()[1]),
+                                               *lengths[s.reco.rsplit("-", 1)[0]])]
+        if n != len(kept):
+            log.info("%s: %d of %d segments are shorter than 0.1 s or past the end of their "
+                     "audio: skipped, as Kaldi's extract-segments skips them", source,
+                     n - len(kept), n)
     sources, fc = {}, {}
     for s in kept:
         file, chan = s.reco.rsplit("-", 1)
@@ -112,27 +150,42 @@ def _recordings(segments: list[Segment], audio: dict[str, Path],
     return Corpus(kept, sources, fc)
 
 
+def ms98_acronyms(ms98_dir: str | os.PathLike) -> dict[str, tuple[str, str]]:
+    """s5c's acronyms.map from the MS98 lexicon (swbd1_data_prep.sh:45 requires the file)."""
+    path = find(ms98_dir, re.escape(MS98_LEXICON), "--ms98",
+                f"swb_ms98_transcriptions with its lexicon {MS98_LEXICON}")[0]
+    return acronym_map(path.read_text(encoding="latin-1"))
+
+
 def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike) -> Corpus:
-    """Switchboard-1 from LDC97S62 (``sw0NNNN.sph``) and the MS98 word transcripts."""
+    """Switchboard-1 from LDC97S62 (``sw0NNNN.sph``) and the MS98 word transcripts, as s5c's
+    local/swbd1_data_prep.sh and run.sh stage 7 leave data/train."""
     audio = _audio(audio_dir, r"sw0\d{4}\.sph", "--swbd-audio",
                    "LDC97S62's sw0NNNN.sph files")
-    segments = []
+    amap = ms98_acronyms(ms98_dir)
+    segments: dict[str, Segment] = {}
     for path in find(ms98_dir, r"sw\d{4}[AB]-ms98-a-trans\.text", "--ms98",
                      "swb_ms98_transcriptions with sw*-ms98-a-trans.text files"):
-        for n, line in enumerate(path.read_text(encoding="latin-1").splitlines(), 1):
+        for n, line in enumerate(path.read_text(encoding="latin-1").split("\n"), 1):
             fields = line.split()
             if not fields:
                 continue
             try:
-                rec, chan = swbd_recording(fields[0])
+                swbd_recording(fields[0])
                 start, end = float(fields[1]), float(fields[2])
             except (ValueError, IndexError):
                 raise AsrdistError(f"--ms98 {path}:{n}: expected 'sw2001A-ms98-a-0001 start end "
                                    f"words', got {line.strip()!r}") from None
-            words = normalise_ms98(fields[3:])
-            if words and end > start:
-                segments.append(Segment.kaldi(rec, chan, start, end, words))
-    return _recordings(segments, audio, f"--ms98 {ms98_dir}")
+            words = ms98_words(fields[3:])
+            if not words:  # swbd1_data_prep.sh:86
+                continue
+            words = map_acronyms(words, amap)  # swbd1_data_prep.sh:94
+            utt = swbd_utt_id(fields[0], start, end)
+            times = swbd_segment_times(utt)  # swbd1_data_prep.sh:101-106
+            # fix_data_dir.sh sorts with "sort -k1,1 -u": of two lines with one id, the first
+            segments.setdefault(utt, Segment(utt, utt.split("_")[0], float(times[0]),
+                                             float(times[1]), tuple(words), times))
+    return _recordings(list(segments.values()), audio, f"--ms98 {ms98_dir}", extract=True)
 
 
 def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str]) -> Corpus:
@@ -160,84 +213,153 @@ def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str]) -> Corpus:
     return _recordings(segments, audio, "--fisher-text")
 
 
-def _fixed_stm_line(line: str) -> str:
-    """Kaldi's eval2000_data_prep.sh fixes of the LDC stm: ``((`` and the aside tags."""
-    return line.replace("((", "(").replace("<B_ASIDE>", "").replace("<E_ASIDE>", "")
+def _fixed_stm(stm: str) -> str:
+    """eval2000_data_prep.sh:87-88 (sed): each line's first ``((`` becomes ``(``, the aside
+    tags go."""
+    return "".join(line.replace("((", "(", 1).replace("<B_ASIDE>", "").replace("<E_ASIDE>", "")
+                   for line in stm.splitlines(keepends=True))
+
+
+def _eval2000_id(fields: list[str], where: str) -> str:
+    try:  # eval2000_data_prep.sh:69-70 and :80-81
+        return (f"{fields[0]}-{fields[1]}_{truncated_centiseconds(fields[3]):06d}"
+                f"-{truncated_centiseconds(fields[4]):06d}")
+    except (IndexError, ValueError):
+        raise AsrdistError(f"{where}: expected 'file side speaker start end ...', got "
+                           f"{' '.join(fields)!r}") from None
 
 
 def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> tuple[Corpus, str, str]:
-    """eval2000 (hub5'00 English): the data, the fixed stm and the glm of LDC2002T43."""
+    """eval2000 (hub5'00 English) as s5c's local/eval2000_data_prep.sh and run.sh stage 7 leave
+    data/eval2000: the segments of LDC2002S09's pem file, extended, with the stm's words;
+    and the fixed stm and the glm of LDC2002T43."""
     audio = _audio(audio_dir, r"(sw|en)_\d{4}\.sph", "--eval2000-audio",
                    "LDC2002S09's hub5e_00/english/{sw,en}_NNNN.sph")
+    pem_path = find(audio_dir, re.escape(EVAL2000_PEM), "--eval2000-audio",
+                    f"LDC2002S09's hub5e_00/english/{EVAL2000_PEM}")[0]
     stm_path = find(ref_dir, re.escape(EVAL2000_STM), "--eval2000-ref",
                     f"LDC2002T43's reference/{EVAL2000_STM}")[0]
     glm_path = find(ref_dir, re.escape(EVAL2000_GLM), "--eval2000-ref",
                     f"LDC2002T43's reference/{EVAL2000_GLM}")[0]
-    stm = [_fixed_stm_line(x) for x in stm_path.read_text(encoding="latin-1").splitlines()]
-    segments = []
-    for n, line in enumerate(stm, 1):
+    rows = set()
+    for n, line in enumerate(pem_path.read_text(encoding="latin-1").split("\n"), 1):
         fields = line.split()
-        if not fields or line.startswith(";;"):
+        if ";;" in line or not fields:  # :67 grep -v ';;'
             continue
-        try:
-            file, chan, start, end = fields[0], fields[1], float(fields[3]), float(fields[4])
-        except (IndexError, ValueError):
-            raise AsrdistError(f"--eval2000-ref {stm_path}:{n}: not an stm line: "
-                               f"{line.strip()!r}") from None
-        text = [w for w in fields[5:] if not (w.startswith("<") and w.endswith(">"))]
-        if "IGNORE_TIME_SEGMENT_IN_SCORING" in text:
+        rows.add((_eval2000_id(fields, f"--eval2000-audio {pem_path}:{n}"),
+                  f"{fields[0]}-{fields[1]}", fields[3], fields[4]))
+    ordered = sorted(rows, key=lambda r: " ".join(r).encode())  # :72 sort -u
+    extended = extend_segments(ordered, 0.1)  # :72 local/extend_segments.pl 0.1
+    raw_stm = stm_path.read_text(encoding="latin-1")
+    text_all = []
+    for n, line in enumerate(raw_stm.split("\n"), 1):
+        fields = line.split()
+        if ";;" in line or not fields:  # :78
             continue
-        words = [w.strip("()").lower() for w in text if w.strip("()")]
-        segments.append(Segment.kaldi(file, chan, start, end, words))
-    corpus = _recordings(segments, audio, f"--eval2000-ref {stm_path}")
-    return corpus, "\n".join(stm) + "\n", glm_path.read_text(encoding="latin-1")
+        text_all.append(" ".join([_eval2000_id(fields, f"--eval2000-ref {stm_path}:{n}"),
+                                  *fields[6:]]))
+    text_all.sort(key=str.encode)  # :83
+    stm_ids, pem_ids = [t.split()[0] for t in text_all], [r[0] for r in ordered]
+    if stm_ids != pem_ids:  # :93-94, where Kaldi's script stops
+        diff = sorted(set(stm_ids) ^ set(pem_ids))[:3]
+        raise AsrdistError(f"--eval2000-ref {stm_path}: its segments and those of {pem_path} "
+                           f"differ (e.g. {diff}); Kaldi's eval2000_data_prep.sh stops here")
+    text: dict[str, list[str]] = {}
+    for t in text_all:
+        if "IGNORE_TIME_SEGMENT_" not in t:  # :96
+            utt, *words = t.split()
+            text.setdefault(utt, words)
+    segments: dict[str, Segment] = {}
+    for utt, reco, s, e in extended:  # fix_data_dir.sh: with text; of one id, the first line
+        if utt in text and utt not in segments:
+            segments[utt] = Segment(utt, reco, float(s), float(e), tuple(text[utt]), (s, e))
+    corpus = _recordings(list(segments.values()), audio, f"--eval2000-ref {stm_path}",
+                         extract=True)
+    return corpus, _fixed_stm(raw_stm), glm_path.read_text(encoding="latin-1")
+
+
+def remove_dup_utts(utts: list[str], text: dict[str, tuple[str, ...]], max_count: int
+                    ) -> list[str]:
+    """utils/data/remove_dup_utts.sh: every utterance whose transcript occurs fewer than
+    ``max_count`` times in the set (:50), the others each kept with probability max_count/n
+    from the script's own generator ``k = (k + 103349) % 71147`` (:33-37), drawn only for
+    those, in the order of the (sorted) text file. About ``max_count`` of each stay, not at
+    most ``max_count``."""
+    counts = Counter(text[u] for u in utts)
+    k = 0
+    kept = []
+    for utt in utts:
+        n = counts[text[utt]]
+        if n < max_count:
+            kept.append(utt)
+            continue
+        k = (k + DUP_P1) % DUP_P2
+        if k / DUP_P2 < max_count / n:
+            kept.append(utt)
+    return kept
 
 
 def dev_and_nodup(corpus: Corpus, dev_utts: int, max_dup: int) -> tuple[Corpus, Corpus]:
-    """Kaldi's split: train_dev = the first ``dev_utts`` utterances (sorted ids); train_nodup
-    = the rest with at most ``max_dup`` utterances of any one transcript (remove_dup_utts.sh)."""
+    """s5c run.sh stage 8: train_dev = the first ``dev_utts`` utterances (sorted ids,
+    ``subset_data_dir.sh --first``), train_nodup = the rest (``--last``) with
+    ``remove_dup_utts.sh max_dup``."""
     utts = c_sorted(s.utt for s in corpus.segments)
     if dev_utts >= len(utts):
         raise AsrdistError(f"--dev-utts {dev_utts}: the training set has only {len(utts)} "
                            "utterances")
-    dev = set(utts[:dev_utts])
     text = {s.utt: s.words for s in corpus.segments}
-    seen: Counter = Counter()
-    nodup = []
-    for utt in utts[dev_utts:]:
-        seen[text[utt]] += 1
-        if seen[text[utt]] <= max_dup:
-            nodup.append(utt)
-    return corpus.subset(dev), corpus.subset(nodup)
+    nodup = remove_dup_utts(utts[dev_utts:], text, max_dup)
+    return corpus.subset(utts[:dev_utts]), corpus.subset(nodup)
 
 
 def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
-    """Kaldi's perturb_data_dir_speed.sh copies (``--always-include-prefix true``): ids
-    prefixed ``sp0.9-``, segment times divided by the factor, audio played faster or slower."""
+    """Kaldi's perturb_data_dir_speed_3way.sh copies (``--always-include-prefix true``): ids
+    prefixed ``sp0.9-``, audio played faster or slower. The 1.0 copy is copy_data_dir.sh's
+    (perturb_data_dir_speed_3way.sh:56): utterances and speakers prefixed ``sp1.0-``, its
+    recordings and segment times as they were. The others' times are divided by the factor,
+    written ``%.2f``, and a segment goes unless it ends more than 0.01 s after it starts
+    (utils/data/perturb_data_dir_speed.sh:96-97), or when extract-segments would skip it in
+    the perturbed audio (run_ivector_common.sh makes features, then fix_data_dir.sh; the perturbed
+    length taken as ``int(samples / factor)``, sox's own within a sample or so)."""
     out = Corpus([], {}, {})
+    lengths = {sph: sphere_length(sph) for sph, _, _ in corpus.audio.values()}
     for f in factors:
         p = speed_prefix(f)
-        segs = [Segment(p + s.utt, p + s.reco, s.start / f, s.end / f, s.words)
-                for s in corpus.segments]
-        audio = {p + r: (sph, chan, speed * f) for r, (sph, chan, speed) in corpus.audio.items()}
-        out = out + Corpus(segs, audio, {p + r: fc for r, fc in corpus.file_and_channel.items()})
+        segs = []
+        for s in corpus.segments:
+            if f == 1.0:
+                segs.append(Segment(p + s.utt, s.reco, s.start, s.end, s.words, s.times,
+                                    p + s.speaker))
+                continue
+            start, end = (float(t) / f for t in s.shown())
+            shown = (f"{start:.2f}", f"{end:.2f}")
+            samples, rate = lengths[corpus.audio[s.reco][0]]
+            if end > start + 0.01 and extractable(float(shown[0]), float(shown[1]),
+                                                  int(samples / f), rate):
+                segs.append(Segment(p + s.utt, p + s.reco, start, end, s.words, shown))
+        reco = "" if f == 1.0 else p
+        audio = {reco + r: (sph, chan, speed * f)
+                 for r, (sph, chan, speed) in corpus.audio.items()}
+        out = out + Corpus(segs, audio,
+                           {reco + r: fc for r, fc in corpus.file_and_channel.items()})
     return out
 
 
 def write_corpus(directory: str | os.PathLike, corpus: Corpus,
                  extra: dict[str, str] | None = None) -> None:
     """A Kaldi data dir: wav.scp, segments, text, utt2spk, spk2utt, reco2file_and_channel
-    (speaker = recording-channel, as Kaldi's swbd and eval2000 dirs), plus ``extra`` files."""
+    (speaker = recording-channel, as Kaldi's swbd and eval2000 dirs, but for sp1.0 copies),
+    plus ``extra`` files."""
     segs = {s.utt: s for s in corpus.segments}
     ids = c_sorted(segs)
     spk2utt: dict[str, list[str]] = {}
     for utt in ids:
-        spk2utt.setdefault(segs[utt].reco, []).append(utt)
+        spk2utt.setdefault(segs[utt].speaker, []).append(utt)
     tables = {
         "wav.scp": [f"{r} {wav_entry(*corpus.audio[r])}" for r in c_sorted(corpus.audio)],
-        "segments": [f"{u} {segs[u].reco} {segs[u].start:.2f} {segs[u].end:.2f}" for u in ids],
-        "text": [f"{u} {' '.join(segs[u].words)}" for u in ids],
-        "utt2spk": [f"{u} {segs[u].reco}" for u in ids],
+        "segments": [f"{u} {segs[u].reco} {' '.join(segs[u].shown())}" for u in ids],
+        "text": [" ".join([u, *segs[u].words]) for u in ids],
+        "utt2spk": [f"{u} {segs[u].speaker}" for u in ids],
         "spk2utt": [f"{s} {' '.join(us)}" for s, us in sorted(spk2utt.items(),
                                                             key=lambda x: x[0].encode())],
         "reco2file_and_channel": [f"{r} {' '.join(corpus.file_and_channel[r])}"
@@ -247,4 +369,4 @@ def write_corpus(directory: str | os.PathLike, corpus: Corpus,
         for name, lines in tables.items():
             (tmp / name).write_text("".join(line + "\n" for line in lines))
         for name, content in (extra or {}).items():
-            (tmp / name).write_text(content)
+            (tmp / name).write_text(content, encoding="latin-1")  # stm, glm: as read

@@ -18,11 +18,14 @@ from asrdist.corpus.swbd import (
     dev_and_nodup,
     eval2000,
     fisher,
+    ms98_acronyms,
     speed_perturbed,
     switchboard,
     write_corpus,
 )
+from asrdist.corpus.swbd_text import write_acronym_map
 from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_write
 from asrdist.stage import check_done
 
 log = logging.getLogger(__name__)
@@ -48,8 +51,10 @@ class SwbdOptions:
         if bool(self.fisher_audio) != bool(self.fisher_text):
             raise AsrdistError("--fisher-audio and --fisher-text go together (LDC2004S13/"
                                "LDC2005S13 audio and LDC2004T19/LDC2005T19 transcripts)")
-        if self.dev_utts < 1 or self.max_dup < 1:
-            raise AsrdistError("--dev-utts and --max-dup must be at least 1")
+        if self.dev_utts < 1:
+            raise AsrdistError("--dev-utts must be at least 1")
+        if self.max_dup < 2:  # utils/data/remove_dup_utts.sh:26
+            raise AsrdistError("--max-dup must be at least 2 (as Kaldi's remove_dup_utts.sh)")
         if any(f <= 0 for f in self.speed_factors):
             raise AsrdistError(f"--speed-perturb factors must be positive: {self.speed_factors}")
 
@@ -85,6 +90,11 @@ def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> bool:
         log.info("%s: %d utterances, %d recordings", out / name, len(corpus.segments),
                  len(corpus.audio))
     write_corpus(out / "eval2000", ev, {"stm": stm, "glm": glm})
+    # where s5c keeps it (swbd1_prepare_dict.sh:85), for scoring with its acronyms mapped back
+    amap = out / "local" / "dict_nosp" / "acronyms.map"
+    amap.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_write(amap) as f:
+        f.write(write_acronym_map(ms98_acronyms(options.ms98)))
     log.info("%s: %d utterances", out / "eval2000", len(ev.segments))
     check.mark_done()
     return True

@@ -1,51 +1,242 @@
 """Switchboard, Fisher and eval2000 transcripts as Kaldi's recipes normalise them, and their ids.
 
-The rules are this project's reading of Kaldi's ``local/swbd1_data_prep.sh`` with
-``swbd1_map_words.pl`` (compared with s5c's script, not copied), ``fisher_data_prep.sh`` and
-``eval2000_data_prep.sh`` (recalled):
+Switchboard-1 (MS98) and eval2000 follow kaldi-asr/kaldi ``egs/swbd/s5c`` rule by rule, each
+citing its script and line (read beside Kaldi's scripts, written here; checked against the data
+dirs Kaldi's own scripts make in ``tests/corpus/kaldi_expected/swbd300``):
 
-- MS98: ``[silence]`` goes; ``[noise]``, ``[laughter]``, ``[vocalized-noise]`` stay as words (the
-  Kaldi lexicon has them); ``[laughter-yes]`` becomes ``yes``; a partial word keeps what was
-  said, ``th[e]-`` -> ``th-`` and ``-[th]at`` -> ``-at`` (the dash may be missing in the
-  input); ``[bocce/botchy]`` keeps the first form (a partial word in it is cut as above:
-  ``[lem[guini]-/linguini]`` -> ``lem-``); ``{coinage}`` loses its braces; ``them_1's``
-  becomes ``them's``; asides
-  ``<b_aside>``/``<e_aside>`` go. Hesitations (``uh``, ``um``) are words; scoring filters them.
-- Fisher: ``((words))`` (uncertain) keeps the words; ``[laugh]`` -> ``[laughter]``,
-  ``[noise]``/``[lipsmack]``/``[sigh]``/``[cough]``/``[breath]`` -> ``[noise]``.
-- Ids are Kaldi's: recording-channel, then start and end in centiseconds, six digits:
-  ``sw02001-A_000098-001156``; the speaker is the recording-channel (``sw02001-A``); a
-  speed-perturbed copy is prefixed ``sp0.9-`` (utterance, speaker and recording).
+- ``local/swbd1_data_prep.sh``: ids ``sw02001-A_000098-001156`` (centiseconds, rounded), one
+  ``[silence]`` removed where whitespace stands on both sides (so of ``[silence] [silence]`` one
+  stays), the aside tags removed, then ``local/swbd1_map_words.pl`` word by word, then
+  ``local/map_acronyms_transcripts.py`` with the ``acronyms.map`` that
+  ``local/swbd1_prepare_dict.sh`` finds in the MS98 lexicon (``IBM`` -> ``i._b._m.``), which
+  also lowercases the text.
+- ``local/eval2000_data_prep.sh``: ids from the pem file with ``%06d`` of t*100 (truncated:
+  1.13 s -> ``000112``), segments extended by up to 0.1 s (``local/extend_segments.pl``), the
+  stm's words as they are for the text.
+
+Fisher (``fisher_data_prep.sh``, recalled, not yet checked against Kaldi): ``((words))`` keeps
+the words, markers become ``[laughter]``/``[noise]``; a speed-perturbed copy is prefixed
+``sp0.9-`` (utterance, speaker and recording).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 
-MS98_KEPT_NOISES = {"[noise]", "[laughter]", "[vocalized-noise]"}
+import numpy as np
+
 FISHER_NOISES = {"[laugh]": "[laughter]", "[laughter]": "[laughter]", "[noise]": "[noise]",
                  "[lipsmack]": "[noise]", "[sigh]": "[noise]", "[cough]": "[noise]",
                  "[breath]": "[noise]", "[mn]": "[noise]"}
 
+# s5c local/swbd1_map_words.pl:33-47, in its order; each replaces the first match only.
+_NOT_BRACKET = r"[^\]\[]"
+MAP_WORD_RULES = [
+    # :33 [laughter-story] -> story, [laughter-sto]- -> sto- (the rule's leading "(|\-)^" can
+    # only match the empty string: -[laughter-yes] is left to :41, which makes it "--")
+    (re.compile(r"^\[LAUGHTER-(.+)\](|-)$", re.IGNORECASE), r"\1\2"),
+    # :35 [it'n/isn't] -> it'n, [lem[guini]-/linguini] -> lem[guini]- (then :41)
+    (re.compile(r"^\[(.+)/.+\](|-)$"), r"\1\2"),
+    # :39 -[an]y -> -y (the leading dash optional)
+    (re.compile(rf"^(|-)\[{_NOT_BRACKET}+\](.+)$"), r"-\2"),
+    # :41 ab[solute]- -> ab- (the trailing dash optional)
+    (re.compile(rf"^(.+)\[{_NOT_BRACKET}+\](|-)$"), r"\1-"),
+    # :43 ex[specially]-/especially] -> ex (not anchored at the start)
+    (re.compile(rf"({_NOT_BRACKET}+)\[.+\]$"), r"\1"),
+    # :45 {yuppiedom} -> yuppiedom
+    (re.compile(r"^\{(.+)\}$"), r"\1"),
+    # :46 ammu[n]it- -> ammn-t-: "$1-$3", $1 the last bracketed character, $3 unset
+    (re.compile(rf"[A-Z]\[({_NOT_BRACKET})+\][A-Z]", re.IGNORECASE), r"\1-"),
+    # :47 them_1's -> them's
+    (re.compile(r"_\d"), ""),
+]
 
-def _ms98_word(word: str) -> str | None:
-    if word in MS98_KEPT_NOISES:
-        return word
-    if word == "[silence]" or word in {"<b_aside>", "<e_aside>"}:
+# s5c local/MSU_single_letter.txt: the letters' pronunciations, added to the lexicon
+# (swbd1_prepare_dict.sh:40-47) and the spelling acronyms are recognised by.
+LETTERS = {"A": "ey", "B": "b iy", "C": "s iy", "D": "d iy", "E": "iy", "F": "eh f",
+           "G": "jh iy", "H": "ey ch", "I": "ay", "J": "jh ey", "K": "k ey", "L": "eh l",
+           "M": "eh m", "N": "eh n", "O": "ow", "P": "p iy", "Q": "k y uw", "R": "aa r",
+           "S": "eh s", "T": "t iy", "U": "y uw", "V": "v iy", "W": "d ah b ax l y uw",
+           "X": "eh k s", "Y": "w ay", "Z": "z iy"}
+# s5c local/dict.patch (applied by swbd1_prepare_dict.sh:23) corrects these entries of the
+# MS98 lexicon to their spelled pronunciations, which makes them acronyms; its other changes
+# make or unmake none.
+DICT_PATCH_ACRONYMS = {"NAACP": "eh n ey ey s iy p iy", "NIT": "eh n ay t iy",
+                       "NTSC": "eh n t iy eh s s iy"}
+# swbd1_prepare_dict.sh:45-46: entries added before the words are mapped.
+_DICT_EXTRA = ["!sil sil", "[vocalized-noise] spn", "[noise] nsn", "[laughter] lau", "<unk> spn"]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def map_word(word: str) -> str:
+    """One word as s5c's swbd1_map_words.pl leaves it."""
+    for rx, repl in MAP_WORD_RULES:
+        word = rx.sub(repl, word, count=1)
+    return word
+
+
+def ms98_words(words: Iterable[str]) -> list[str]:
+    """An MS98 segment's words after swbd1_data_prep.sh:81-91, before the acronym map: one
+    ``[silence]`` with whitespace on both sides removed per place (:82, a global perl
+    substitution whose match eats the following space), ``<b_aside>``/``<e_aside>`` removed
+    anywhere (:83-84), then swbd1_map_words.pl. Empty when the line goes (:86, NF > 1)."""
+    line = re.sub(r"\s\[SILENCE\](\s|$)", r"\1", "x " + " ".join(words) + "\n",
+                  flags=re.IGNORECASE)
+    line = re.sub("<B_ASIDE>", "", line, flags=re.IGNORECASE)
+    line = re.sub("<E_ASIDE>", "", line, flags=re.IGNORECASE)
+    return [map_word(w) for w in line.split()[1:]]
+
+
+def _spelled(word: str, phones: str) -> bool:
+    return " ".join(LETTERS[c.upper()] for c in word) == phones
+
+
+def _acronym(word: str, phones: str) -> tuple[str, str] | None:
+    """(``i._b._m.``, ``i b m``) when the lexicon entry is an acronym, as s5c's
+    local/format_acronyms_dict.py:41-99 decides: letters only (``'s`` or ``s`` may end it)
+    and the phones are the letters' spelled out."""
+    if not re.match(r"^[A-Za-z]+$|^[A-Za-z]+'s$|^[A-Za-z]+s$", word) or not phones:
         return None
-    word = re.sub(r"^(-?)\[laughter-(.+)\](-?)$", r"\1\2\3", word)  # [laughter-yes] -> yes
-    word = re.sub(r"^\[(.+)/.+\](-?)$", r"\1\2", word)  # [it'n/isn't] -> it'n
-    word = re.sub(r"^-?\[[^][]+\](.+)$", r"-\1", word)  # -[th]at (dash optional) -> -at
-    word = re.sub(r"^(.+)\[[^][]+\]-?$", r"\1-", word)  # th[e]- (dash optional) -> th-
-    word = re.sub(r"^\{(.+)\}$", r"\1", word)  # {coinage} -> coinage
-    word = re.sub(r"_\d", "", word, count=1)  # them_1's -> them's
-    return word or None
+    if word[-2:] == "'s" and phones[-1] in "sz":  # :44 IBM's -> i._b._m.'s
+        stem, mapped_end, back_end = word[:-2], ".'s", "'s"
+        ok = _spelled(stem, phones[:-2])
+    elif word[-1] == "s" and phones[-1] in "sz":  # :64 TVs -> t._v.s
+        stem, mapped_end, back_end = word[:-1], ".s", "'s"
+        ok = _spelled(stem, phones[:-2])
+    elif "'" not in word and word[-1] != "s":  # :84 IBM -> i._b._m.
+        stem, mapped_end, back_end = word, ".", ""
+        ok = _spelled(stem, phones)
+    else:
+        return None
+    if not ok:
+        return None
+    low = stem.lower()
+    return "._".join(low) + mapped_end, " ".join(low) + back_end
 
 
-def normalise_ms98(words: list[str]) -> list[str]:
-    """An MS98 segment's words as Kaldi's training text."""
-    out = (_ms98_word(w.lower()) for w in words)
-    return [w for w in out if w]
+def acronym_map(ms98_lexicon: str) -> dict[str, tuple[str, str]]:
+    """Word -> (mapped, spelled back), s5c's ``data/local/dict_nosp/acronyms.map``, from the
+    MS98 lexicon ``sw-ms98-dict.text`` as swbd1_prepare_dict.sh:21-85 makes it: comment and
+    empty lines dropped (:27), the extra and single-letter entries added (:45-47), the words
+    mapped by swbd1_map_words.pl (:80), then format_acronyms_dict.py (:83)."""
+    lines = [x for x in ms98_lexicon.split("\n") if not x.startswith("#") and x.split()]
+    words = {x.split()[0] for x in lines}
+    lines += [f"{w} {p}" for w, p in DICT_PATCH_ACRONYMS.items() if w in words]
+    lines += _DICT_EXTRA + [f"{c} {p}" for c, p in LETTERS.items()]
+    out = {}
+    for line in lines:
+        fields = line.split()
+        word = map_word(fields[0])
+        found = _acronym(word, " ".join(fields[1:]))
+        if found:
+            out[word] = found
+    return out
+
+
+def write_acronym_map(amap: dict[str, tuple[str, str]]) -> str:
+    """acronyms.map's text: ``word<TAB>mapped<TAB>back`` lines, ``sort -u`` in the C locale."""
+    lines = {f"{w}\t{m}\t{b}\n" for w, (m, b) in amap.items()}
+    return "".join(sorted(lines, key=str.encode))
+
+
+def map_acronyms(words: list[str], amap: dict[str, tuple[str, str]]) -> list[str]:
+    """s5c's local/map_acronyms_transcripts.py on a line's words: ``I`` with single capital
+    letters beside it maps with them (:36-48), then every other word in the map but ``I``/``i``
+    (:51-53), then the words are lowercased (:54-55)."""
+    items = ["<utt>", *words]  # the script works on the line, id first
+    n = len(items)
+    for i in range(n):
+        if items[i] == "I":
+            x = 0
+            while i - 1 - x >= 0 and re.match(r"^[A-Z]$", items[i - 1 - x]):
+                x += 1
+            y = 0
+            while i + 1 + y < n and re.match(r"^[A-Z]$", items[i + 1 + y]):
+                y += 1
+            if x + y > 0:
+                for bias in range(-x, y + 1):
+                    items[i + bias] = amap[items[i + bias]][0]
+    for i in range(n):
+        if items[i] in amap and items[i] not in ("I", "i"):
+            items[i] = amap[items[i]][0]
+    return " ".join(items[1:]).lower().split()
+
+
+def swbd_utt_id(ms98_segment_id: str, start: float, end: float) -> str:
+    """``sw02001-A_000098-001156`` from ``sw2001A-ms98-a-0001`` and its times: its first six
+    characters with ``sw0`` for ``sw``, the seventh, then ``int(100*t+0.5)`` as ``%06.0f``
+    (swbd1_data_prep.sh:62-68)."""
+    name = re.sub("^sw", "sw0", ms98_segment_id[:6])
+    return (f"{name}-{ms98_segment_id[6:7]}_{int(100 * start + 0.5):06d}"
+            f"-{int(100 * end + 0.5):06d}")
+
+
+def awk_number(value: float) -> str:
+    """A number as awk's ``print`` writes it: an integral value as an integer, others with
+    ``OFMT`` ``%.6g`` (the times of s5c's train segments, swbd1_data_prep.sh:101-106)."""
+    if value == int(value) and abs(value) < 1e16:
+        return str(int(value))
+    return f"{value:.6g}"
+
+
+def swbd_segment_times(utt: str) -> tuple[str, str]:
+    """The times of a Switchboard segments line, from the id: ``startf/100`` and ``endf/100``
+    printed by awk (swbd1_data_prep.sh:101-106): ``sw02001-A_000100-000211`` -> 1, 2.11."""
+    start, end = re.split("[_-]", utt)[2:4]
+    return awk_number(int(start) / 100), awk_number(int(end) / 100)
+
+
+def truncated_centiseconds(field: str) -> int:
+    """``sprintf("%06d", $4*100)`` of eval2000_data_prep.sh:70 and :81: truncated, so 1.13 s
+    (112.99999... centiseconds) is ``000112``."""
+    return int(float(field) * 100)
+
+
+def extend_segments(rows: list[tuple[str, str, str, str]], extend: float
+                    ) -> list[tuple[str, str, str, str]]:
+    """s5c's local/extend_segments.pl (eval2000_data_prep.sh:72 runs it with 0.1): per
+    recording, in order of start (a stable sort), the first start moves ``extend`` earlier (not
+    below 0), the last end ``extend`` later, and each gap between neighbours closes by up to
+    ``extend`` from both sides, at most half the gap; overlapping neighbours stay as they are.
+    The times are written ``%.2f``, the lines stay in their order."""
+    starts = [float(r[2]) for r in rows]
+    ends = [float(r[3]) for r in rows]
+    by_reco: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_reco.setdefault(r[1], []).append(i)
+    for lines in by_reco.values():
+        order = sorted(lines, key=lambda i: starts[i])
+        first, last = order[0], order[-1]
+        t = starts[first] - extend
+        starts[first] = t if t >= 0.0 else 0.0
+        ends[last] = ends[last] + extend
+        for a, b in zip(order, order[1:], strict=False):
+            tend, tstart = ends[a], starts[b]
+            if tend > tstart:
+                continue
+            step = min(extend, 0.5 * (tstart - tend))
+            ends[a], starts[b] = tend + step, tstart - step
+    return [(r[0], r[1], f"{s:.2f}", f"{e:.2f}")
+            for r, s, e in zip(rows, starts, ends, strict=True)]
+
+
+def extractable(start: float, end: float, samples: int, rate: int) -> bool:
+    """Whether Kaldi's extract-segments (steps/make_mfcc.sh; src/featbin/extract-segments.cc
+    :108-160) cuts this segment from a recording of ``samples`` at ``rate``: the start within
+    the file, the end at most 0.5 s past it (then clipped), at least 0.1 s long, with its float
+    (BaseFloat) length, overshoot and minimum. s5c's ``utils/fix_data_dir.sh`` after the
+    features (run.sh stage 7) then drops the utterances it skipped."""
+    if start < 0 or end <= 0 or start >= end:  # :108
+        return False
+    length = np.float32(samples) / np.float32(rate)  # :135
+    if start > float(length):  # :138
+        return False
+    if end > float(length + np.float32(0.5)):  # :146
+        return False
+    end = min(end, float(length))  # :154
+    return end - start >= float(np.float32(0.1))  # :157
 
 
 def normalise_fisher(text: str) -> list[str]:

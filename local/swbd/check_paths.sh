@@ -28,7 +28,11 @@ check_swbd_paths() {
   need_found --swbd-audio "$swbd_audio" "LDC97S62 with sw0NNNN.sph files" "sw0*.sph"
   need_found --ms98 "$ms98" "swb_ms98_transcriptions with sw*-ms98-a-trans.text files" \
     "sw*-ms98-a-trans.text"
+  need_found --ms98 "$ms98" "swb_ms98_transcriptions with its lexicon sw-ms98-dict.text" \
+    sw-ms98-dict.text
   need_found --eval2000-audio "$eval2000_audio" "LDC2002S09 with hub5e_00/english/*.sph" "*.sph"
+  need_found --eval2000-audio "$eval2000_audio" "LDC2002S09 with hub5e_00/english/hub5e_00.pem" \
+    hub5e_00.pem
   need_found --eval2000-ref "$eval2000_ref" "LDC2002T43 with reference/hub5e00.english.000405.stm" \
     hub5e00.english.000405.stm
   need_files --ali-dir "$ali_dir" "a Kaldi alignment dir (steps/align_fmllr.sh)" \

@@ -60,6 +60,34 @@ EVAL_GLM = """;;
 [I'M] => [{I'M / I AM}] / [ ] __ [ ]
 """
 
+# The MS98 lexicon (swb_ms98_transcriptions/sw-ms98-dict.text): comment lines, then ``word
+# phones``; acronyms are written as words and pronounced letter by letter (s5c's
+# swbd1_prepare_dict.sh finds them there: IBM -> i._b._m.).
+MS98_DICT = """# sw-ms98-dict.text (miniature): Mississippi State Switchboard lexicon
+# word  phones
+Dallas d ae l ax s
+I ay
+IBM ay b iy eh m
+IBM's ay b iy eh m z
+NBA eh n b iy ey
+TV t iy v iy
+TVs t iy v iy z
+Texas t eh k s ax s
+UCLA y uw s iy eh l ey
+[laughter-TV] t iy v iy
+a ax
+about ax b aw t
+i ay
+ok ow k ey
+okay ow k ey
+right r ay t
+tv t iy v iy
+uh-huh ax hh ax
+um-hum ax m hh ax m
+yeah y ae
+{weatherization} w eh dh er ax z ey sh ax n
+"""
+
 FISHER = {
     "00001": [("A", "hello how are you"), ("B", "i am fine ((thanks))"),
               ("A", "[laugh] that is right"), ("B", "we went to the game")],
@@ -130,6 +158,7 @@ def make_ldc_tree(root: Path, seed: int = 0) -> LdcTree:
             path.write_text("".join(
                 f"sw{conv}{side}-ms98-a-{k:04d} {s:.6f} {e:.6f} {text}\n"
                 for k, (s, e, text) in enumerate(segs, 1)))
+    (tree.ms98 / "sw-ms98-dict.text").write_text(MS98_DICT)
     stm = [';; LABEL "O" "Overall" "Overall"', ';; LABEL "F" "Female" "Female speakers"',
            ';; LABEL "M" "Male" "Male speakers"']
     for file in ("sw_4390", "en_4156"):
@@ -139,6 +168,7 @@ def make_ldc_tree(root: Path, seed: int = 0) -> LdcTree:
             label = "<O,M>" if side == "A" else "<O,F>"
             stm += [f"{file} {side} {file}_{side} {s:.2f} {e:.2f} {label} {text}"
                     for s, e, text in segs]
+    _write_pem(tree.eval2000_audio / "hub5e_00" / "english" / "hub5e_00.pem", stm)
     ref = tree.eval2000_ref / "reference"
     ref.mkdir(parents=True)
     (ref / "hub5e00.english.000405.stm").write_text("\n".join(stm) + "\n")
@@ -154,3 +184,130 @@ def make_ldc_tree(root: Path, seed: int = 0) -> LdcTree:
         txt.write_text(f"# fe_03_{call}.sph\n# Transcribed at the LDC\n\n"
                        + "\n".join(sorted(lines, key=lambda x: float(x.split()[0]))) + "\n")
     return tree
+
+
+def _write_pem(path: Path, stm: list[str]) -> None:
+    """LDC2002S09's hub5e_00.pem: the segments to recognise, as the stm times them."""
+    lines = [";; hub5e_00.pem: partitioned evaluation map", ";; file side speaker start end"]
+    for line in stm:
+        if not line.startswith(";;"):
+            f = line.split()
+            lines.append(f"{f[0]} {f[1]} unknown_speaker {f[3]} {f[4]}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+# The transcript tree whose data dirs Kaldi's own scripts made (tests/corpus/kaldi_expected):
+# many conversations, text only (the .sph files hold silence of the right length), with the
+# real releases' awkward parts. Lines spoken well over 300 times across conversations:
+FILLERS = ["uh-huh", "yeah", "um-hum", "uh-huh", "yeah", "uh-huh", "okay", "oh", "uh-huh",
+           "i know", "that's true", "oh really", "[noise]", "[laughter]", "yeah"]
+# One per conversation side, in order (conversation 2004 on): swbd1_map_words.pl's cases,
+# [silence] and asides as s5c's swbd1_data_prep.sh removes them, acronyms of the lexicon.
+SPECIAL = [
+    "-[laughter-yes] okay", "[laughter-yes] that is true", "[LAUGHTER-Yes] i see",
+    "we [laughter-sto]- stopped", "the ammu[n]it- was gone", "ex[specially]-/especially] now",
+    "[lem[guini]-/linguini] with sauce", "[an]y ab[solute] time", "them_1's right_1",
+    "a {weatherization} program", "[it'n/isn't] it", "-[laughter-story]- and then",
+    "we went [silence] [silence] home", "[silence] [silence]", "[silence]", "[noise]",
+    "[vocalized-noise] well", "<b_aside> hold on <e_aside>", "<b_aside>",
+    "i worked at IBM", "IBM's stock went up", "we watch TV", "two TVs", "[laughter-TV] show",
+    "I B M was hiring", "I think so", "vitamin C", "it's ok", "she went to UCLA",
+    "we went to Dallas Texas", "th[e]- the weather", "-[th]at one", "[bocce/botchy] is a game",
+    "the NBA and the tv", "about [silence]",
+]
+PREP_CONVS = [f"{n}" for n in range(2001, 2032)] + ["2151"]
+RIGHT_TOTAL = 300  # "right", all outside train_dev: seen exactly max-count times
+
+
+def _ms98_lines(rng: np.random.Generator, texts: list[str], t: float,
+                ) -> tuple[list[tuple[float, float, str]], float]:
+    out = []
+    for text in texts:
+        start = t + rng.uniform(0.15, 0.9)
+        end = start + 0.25 * len(text.split()) + rng.uniform(0.05, 0.6)
+        out.append((start, end, text))
+        t = end
+    return out, t
+
+
+def make_prep_tree(root: Path, seed: int = 21) -> LdcTree:
+    """Switchboard-1 + MS98 and eval2000 trees for the data prep alone: transcripts with the
+    real releases' awkward parts, silent audio whose lengths are the transcripts' (one side
+    ends early, one conversation has no audio, one recording no transcript)."""
+    rng = np.random.default_rng(seed)
+    tree = LdcTree(root / "LDC97S62", root / "swb_ms98_transcriptions", root / "LDC2002S09",
+                   root / "LDC2002T43", root / "LDC2004S13", root / "LDC2004T19")
+    specials = iter(SPECIAL)
+    sides = [(c, s) for c in PREP_CONVS for s in "AB"]
+    late = [cs for cs in sides if "2004" <= cs[0] <= "2028" or cs[0] == "2151"]
+    rights = {cs: RIGHT_TOTAL // len(late) + (k < RIGHT_TOTAL % len(late))
+              for k, cs in enumerate(late)}
+    for conv in PREP_CONVS:
+        end_of = {}
+        for side in "AB":
+            texts = list(rng.choice(FILLERS, size=30))
+            texts += [f"so what do you think about number {conv} {side} {k}" for k in range(3)]
+            texts += ["right"] * rights.get((conv, side), 0)
+            rng.shuffle(texts)
+            if conv >= "2004":
+                texts.insert(int(rng.integers(0, len(texts))), next(specials, "well"))
+            lines = []
+            t = 0.4
+            if conv in ("2005", "2001"):  # too short for extract-segments (< 0.1 s in float)
+                lines = [(1.0, 1.1, "uh"), (1.5, 1.55, "oh"), (2.0, 2.11, "yes"),
+                         (2.4, 2.5, "no")]
+                t = 2.6
+            more, t = _ms98_lines(rng, texts, t)
+            lines += more
+            end_of[side] = t
+            path = tree.ms98 / conv[:2] / conv / f"sw{conv}{side}-ms98-a-trans.text"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"sw{conv}{side}-ms98-a-{k:04d} {s:.6f} {e:.6f} {text}\n"
+                                    for k, (s, e, text) in enumerate(lines, 1)))
+        length = max(end_of.values()) + 0.2
+        if conv == "2030":  # the last segment ends 0.7 s past the audio: skipped
+            length = max(end_of.values()) - 0.7
+        if conv == "2029":  # 0.3 s past the end: kept (within extract-segments' 0.5 s)
+            length = max(end_of.values()) - 0.3
+        if conv != "2031":  # transcribed, no audio
+            write_sphere(tree.swbd_audio / "swb1_d1" / "data" / f"sw0{conv}.sph",
+                         np.zeros((int(length * RATE), 2), np.int16))
+    write_sphere(tree.swbd_audio / "swb1_d2" / "data" / "sw04999.sph",  # no transcript
+                 np.zeros((RATE, 2), np.int16))
+    (tree.ms98 / "sw-ms98-dict.text").write_text(MS98_DICT)
+    _prep_eval2000(tree)
+    return tree
+
+
+# eval2000 segments (start, end, stm words) per side: times whose %06d of t*100 truncates
+# (1.13 -> 000112), a first segment within 0.1 s of the start, gaps under 0.2 s, an overlap,
+# the stm's "((", asides, an IGNORE segment and a conversation without audio.
+EVAL_PREP = {
+    ("en_4156", "A"): [(0.05, 1.13, "HE IS A POLICE OFFICER"), (1.29, 2.01, "(%HESITATION) YEAH"),
+                       (2.57, 4.35, "(( I THINK )) SO"), (4.35, 5.15, "OKAY"),
+                       (8.19, 9.58, "IGNORE_TIME_SEGMENT_IN_SCORING")],
+    ("en_4156", "B"): [(0.58, 2.03, "UH-HUH"), (1.98, 3.07, "<B_ASIDE> WAIT <E_ASIDE> RIGHT"),
+                       (16.39, 17.21, "WE WENT TO (DAL-) DALLAS")],
+    ("sw_4390", "A"): [(0.29, 0.57, "YEAH"), (1.15, 4.07, "I WORK AT I B M"),
+                       (33.15, 37.21, "THAT'S (%HESITATION) TRUE")],
+    ("sw_4390", "B"): [(2.03, 4.35, "UM-HUM"), (32.79, 33.15, "RIGHT")],
+    ("en_6000", "A"): [(3.01, 4.07, "NO AUDIO FOR THIS ONE")],  # no .sph: dropped
+}
+
+
+def _prep_eval2000(tree: LdcTree) -> None:
+    stm = [';; LABEL "O" "Overall" "Overall"', ';; LABEL "F" "Female" "Female speakers"',
+           ';; LABEL "M" "Male" "Male speakers"']
+    for (file, side), segs in EVAL_PREP.items():
+        label = "<O,en,M,en-M>" if side == "A" else "<O,en,F,en-F>"
+        stm += [f"{file} {side} {file}_{side} {s:.2f} {e:.2f} {label}  {text}"
+                for s, e, text in segs]
+    for file in ("en_4156", "sw_4390"):
+        write_sphere(tree.eval2000_audio / "hub5e_00" / "english" / f"{file}.sph",
+                     np.zeros((40 * RATE, 2), np.int16))
+    _write_pem(tree.eval2000_audio / "hub5e_00" / "english" / "hub5e_00.pem", stm)
+    ref = tree.eval2000_ref / "reference"
+    ref.mkdir(parents=True)
+    (ref / "hub5e00.english.000405.stm").write_text("\n".join(stm) + "\n")
+    (ref / "en20000405_hub5.glm").write_text(EVAL_GLM)

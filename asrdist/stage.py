@@ -11,9 +11,9 @@ last) holds the same fingerprint as this run would have:
   same content changes nothing, while touching a large file (an ark) counts as a change.
 
 A done stage logs ``<out>: <stage> already done with these options and inputs; skipping
-(remove <marker> to redo)``. One done before with other options or inputs logs what changed
-and is redone, its marker cleared first; a killed stage leaves no marker, so its output never
-looks complete.
+(remove <marker> to redo)`` and its function returns :class:`Skipped`. One done before with
+other options or inputs logs what changed and is redone, its marker cleared first; a killed
+stage leaves no marker, so its output never looks complete.
 """
 
 from __future__ import annotations
@@ -140,6 +140,16 @@ def changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any],
 
 
 @dataclass(frozen=True)
+class Skipped:
+    """What every stage function returns for work already done with these options and inputs
+    (``check_done`` has logged the skip line): nothing ran, so there is no fresh summary. One
+    type for all of them, so a caller tells a skip from a result the same way everywhere."""
+
+    out: Path
+    stage: str
+
+
+@dataclass(frozen=True)
 class StageCheck:
     """The verdict of ``check_done``; ``mark_done()`` records this run's fingerprint."""
 
@@ -156,6 +166,10 @@ class StageCheck:
         ``outputs`` (names in the output dir) are recorded too: a later check finds the stage
         not done when one of them was changed or removed since."""
         record_done(self.out, self.stage, self.record, outputs)
+
+    def skipped(self) -> Skipped:
+        """The stage function's result when ``done``."""
+        return Skipped(self.out, self.stage)
 
 
 def record_done(out: str | os.PathLike, stage: str, record: Mapping[str, Any],

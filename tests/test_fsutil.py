@@ -164,3 +164,9 @@ def test_write_atomically_names_the_file_on_a_write_error_and_leaves_nothing(tmp
     assert list(tmp_path.iterdir()) == []
     write_atomically(path, lambda f: f.write(b"whole"), "final model")
     assert path.read_bytes() == b"whole"
+
+
+def test_a_done_stage_is_skipped_with_the_one_result_type(tmp_path):
+    check_done(tmp_path, "decode", {"beam": 13}).mark_done()
+    again = check_done(tmp_path, "decode", {"beam": 13})
+    assert again.done and again.skipped() == stage.Skipped(tmp_path, "decode")

@@ -9,6 +9,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.gmm.align_aug import align_augmented
+from asrdist.stage import Skipped
 
 
 @command()
@@ -31,7 +32,7 @@ def main(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path, nj: int,
     OUT_DIR."""
     summary = align_augmented(data_dir, lang_dir, src_dir, out_dir, nj, map_oov=map_oov,
                               boost_silence=boost_silence)
-    if summary is None:  # done already: asrdist.stage logged the skip line
+    if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         return
     click.echo(f"{out_dir}: {summary.reused} clean kept, {summary.copied} copied, "
                f"{summary.realigned} realigned, {len(summary.failed)} failed, "

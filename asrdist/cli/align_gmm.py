@@ -8,6 +8,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.gmm.train_mono import MonoOptions, train_mono
+from asrdist.stage import Skipped
 
 
 @command()
@@ -37,7 +38,7 @@ def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
     opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
                        map_oov=map_oov, boost_silence=boost_silence)
     summary = train_mono(data_dir, lang_dir, exp_dir, opts)
-    if summary is None:  # done already: asrdist.stage logged the skip line
+    if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         return
     last = summary.iters[-1]
     click.echo(

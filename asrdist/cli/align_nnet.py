@@ -9,6 +9,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.decode.align_nnet import align_nnet
+from asrdist.stage import Skipped
 
 
 @command()
@@ -29,7 +30,7 @@ def main(data_dir: Path, lang_dir: Path, gmm_dir: Path, out_dir: Path, model_pt:
     -align-aug dir). Writes OUT_DIR as a Kaldi alignment dir (ali.N.gz, final.mdl, tree,
     num_jobs) for asrdist-ingest-ali. Skips a finished OUT_DIR."""
     summary = align_nnet(data_dir, lang_dir, model_pt, gmm_dir, out_dir, nj, map_oov=map_oov)
-    if summary is None:  # done already: asrdist.stage logged the skip line
+    if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         return
     click.echo(f"{out_dir}: {summary.aligned} aligned ({summary.frames} frames), "
                f"{len(summary.failed)} failed, {summary.seconds:.0f} s", err=True)

@@ -9,6 +9,7 @@ import click
 
 from asrdist.cli import command, number_list
 from asrdist.corpus.augment import AugmentOptions, augment_data_dir
+from asrdist.stage import Skipped
 
 
 def _range(text: str, option: str) -> tuple[float, float]:
@@ -41,7 +42,7 @@ def main(src: Path, out: Path, speeds: str, reverb_fraction: float, noise_fracti
                              reverb_fraction=reverb_fraction, noise_fraction=noise_fraction,
                              snr_db=_range(snr, "--snr"), rt60=_range(rt60, "--rt60"), seed=seed)
     summary = augment_data_dir(src, out, options, wav_dir)
-    if summary is None:  # done already: asrdist.stage logged the skip line
+    if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         return
     kinds = ", ".join(f"{n} {kind}" for kind, n in summary.copies.items())
     click.echo(f"{out}: {summary.clean_utts} clean utterances ({summary.clean_hours:.3f} h) "

@@ -11,6 +11,7 @@ from asrdist.cli import command, number_list
 from asrdist.decode.acoustic import Chunking
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.decode.decoder import DecodeOptions
+from asrdist.stage import Skipped
 
 
 def chunking_options(f):
@@ -68,5 +69,5 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=Chunking(frames_per_chunk, extra_left_context, extra_right_context),
     )
-    if summary is not None:  # None: done already, asrdist.stage logged the skip line
+    if not isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)

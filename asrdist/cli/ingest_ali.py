@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from asrdist.cli import command
-from asrdist.data.ingest import ingest_alignments
+from asrdist.data.ingest import IngestReport, ingest_alignments
+from asrdist.stage import Skipped
 
 
 @command()
@@ -35,4 +38,6 @@ def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_d
     otherwise.
     """
     report = ingest_alignments(ali_dir, feats_scp, out_dir, tolerance, max_missing)
+    if isinstance(report, Skipped):  # done already: the skip line is logged; show its report
+        report = IngestReport.load(Path(out_dir))
     click.echo(report.to_text(), nl=False)

@@ -31,6 +31,6 @@ def main(lang_dir: str, model: str, tree: str | None, train_text: str, order: in
 
     A rerun skips an --out done with the same --order and --self-loop-scale and the same
     --lang, --model, --tree and --text files, and redoes it otherwise."""
-    out = make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale,
-                     command=shlex.join(["asrdist-mkgraph", *sys.argv[1:]]))
-    click.echo(f"graph: {out}/HCLG.fst", err=True)
+    make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale,
+               command=shlex.join(["asrdist-mkgraph", *sys.argv[1:]]))
+    click.echo(f"graph: {out_dir}/HCLG.fst", err=True)

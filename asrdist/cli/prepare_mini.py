@@ -7,6 +7,7 @@ import click
 from asrdist.cli import command
 from asrdist.corpus.mini_corpus import CorpusOptions, prepare_mini, read_summary
 from asrdist.corpus.voices import SYNTHESIZERS
+from asrdist.stage import Skipped
 
 
 @command()
@@ -33,7 +34,7 @@ def main(out: str, hours: float, test_hours: float | None, test_utts: int | None
                             sample_rate=sample_rate,
                             synthesizers=tuple(s for s in synthesizers.split(",") if s))
     summary = prepare_mini(out, options)
-    if summary is None:  # done already: asrdist.stage logged the skip line
+    if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         summary = read_summary(out)
     for line in summary.lines():
         click.echo(line)

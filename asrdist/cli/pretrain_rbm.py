@@ -16,6 +16,7 @@ from asrdist.cli import command
 from asrdist.parallel import launch
 from asrdist.parallel.failure import failure_policy
 from asrdist.parallel.supervise import supervise_under_mpiexec
+from asrdist.stage import Skipped
 from asrdist.train.pretrain import PretrainConfig, pretrain
 
 _HELP = {
@@ -70,7 +71,7 @@ def main(**values: Any) -> None:
     learner, cfg.device = launch.join_world(cfg.device, cfg.exchange_timeout)
     with failure_policy(learner):
         path = pretrain(cfg, learner)
-    if learner.rank == 0:
+    if learner.rank == 0 and not isinstance(path, Skipped):  # Skipped: the skip line is logged
         click.echo(str(path), err=True)
 
 

@@ -27,6 +27,7 @@ from asrdist.parallel.failure import failure_policy
 from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
 from asrdist.parallel.strategy import Learner, Strategy
 from asrdist.parallel.supervise import supervise_under_mpiexec
+from asrdist.stage import Skipped
 from asrdist.train.config import (
     TrainConfig,
     all_fields,
@@ -118,6 +119,9 @@ def main(config_path: str | None, **flags: Any) -> None:
     strategy = make_strategy(config, learner)
     with failure_policy(learner, preemption):
         result = train(config, strategy, learner.rank, learner.world_size, preemption)
+    if isinstance(result, Skipped):  # done already: asrdist.stage logged the skip line
+        preemption.restore()
+        return
     if result.stopped_by is not None:
         click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
                    f"step {result.steps}, checkpointed; continue with --resume "

@@ -41,7 +41,7 @@ from asrdist.kaldi.data_dir import (
     validate_data_dir,
     write_data_dir,
 )
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -178,15 +178,15 @@ def _chosen(utts: list[str], fraction: float, rng: np.random.Generator) -> list[
 
 def augment_data_dir(src: str | os.PathLike, out: str | os.PathLike,
                      options: AugmentOptions, wav_dir: str | os.PathLike | None = None
-                     ) -> AugmentSummary | None:
+                     ) -> AugmentSummary | Skipped:
     """Write ``out``: the clean utterances of ``src`` and their copies (wav.scp, text, utt2spk,
-    spk2utt, utt2uniq), wavs under ``wav_dir`` (default ``out/../wav/<out name>``). None when
+    spk2utt, utt2uniq), wavs under ``wav_dir`` (default ``out/../wav/<out name>``). Skipped when
     ``out`` is done with the same options and ``src`` (asrdist.stage)."""
     src, out = Path(src), Path(out)
     wav_dir = Path(wav_dir) if wav_dir else out.parent / "wav" / out.name
     check = check_done(out, STAGE, dataclasses.asdict(options), [src])
     if check.done:
-        return None
+        return check.skipped()
     data = _Source.load(src)
     start = time.time()
     if wav_dir.exists():

@@ -34,7 +34,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, staged_dir
 from asrdist.kaldi.data_dir import Utterance, c_sorted, write_data_dir
 from asrdist.progress import progress
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -251,10 +251,10 @@ def read_summary(out: str | os.PathLike) -> CorpusSummary:
     )
 
 
-def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummary | None:
+def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummary | Skipped:
     """Make the whole mini corpus in ``out`` (see contracts.md, stage 0).
 
-    Returns None when ``out`` already holds a finished run with the same options (the one
+    Returns Skipped when ``out`` already holds a finished run with the same options (the one
     rule of asrdist.stage: the options are the fingerprint, the synthesizers the only input);
     with other options the corpus, the lexicon and the lang dir are made again.
     """
@@ -262,7 +262,7 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
     out.mkdir(parents=True, exist_ok=True)
     check = check_done(out, STAGE, dataclasses.asdict(options))
     if check.done:
-        return None
+        return check.skipped()
     _keep_valid_wavs(out, options)
     if options.test_utts is not None:
         test_enough = lambda count, _seconds: count >= options.test_utts  # noqa: E731

@@ -26,7 +26,7 @@ from asrdist.corpus.swbd import (
 from asrdist.corpus.swbd_text import write_acronym_map
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +65,8 @@ class SwbdOptions:
         return base + ("_sp" if self.speed_factors else "")
 
 
-def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> bool:
-    """Write the data dirs into ``out``; False when they are done already (asrdist.stage)."""
+def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> Path | Skipped:
+    """Write the data dirs into ``out``; Skipped when they are done already (asrdist.stage)."""
     out = Path(out)
     inputs = [options.swbd_audio, options.ms98, options.eval2000_audio, options.eval2000_ref,
               *options.fisher_audio, *options.fisher_text]
@@ -76,7 +76,7 @@ def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> bool:
     out.mkdir(parents=True, exist_ok=True)
     check = check_done(out, STAGE, dataclasses.asdict(options), inputs)
     if check.done:
-        return False
+        return check.skipped()
     dev, nodup = dev_and_nodup(swbd, options.dev_utts, options.max_dup)
     sets = {"train": swbd, "train_dev": dev, "train_nodup": nodup}
     if fsh is not None:
@@ -97,4 +97,4 @@ def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> bool:
         f.write(write_acronym_map(ms98_acronyms(options.ms98)))
     log.info("%s: %d utterances", out / "eval2000", len(ev.segments))
     check.mark_done()
-    return True
+    return out

@@ -35,7 +35,7 @@ from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
 from asrdist.progress import progress
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -176,11 +176,11 @@ def _items(src: Path) -> list[_Item]:
 def make_features(
     src: str | os.PathLike, dest: str | os.PathLike, options: FeatureOptions, nj: int = 1,
     runner: Runner = LOCAL,
-) -> bool:
+) -> Path | Skipped:
     """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1)
     in ``nj`` jobs run by ``runner``; the jobs' contiguous parts keep the scps' sorted order.
 
-    Returns False when ``dest`` is done with the same options and SRC tables (asrdist.stage).
+    Returns ``dest``, or Skipped when it is done with the same options and SRC tables.
     """
     src, dest = Path(src).resolve(), Path(dest).resolve()
     if src == dest:
@@ -194,7 +194,7 @@ def make_features(
     check = check_done(dest, STAGE, {**dataclasses.asdict(options), "src": str(src)},
                        [src / name for name in COPIED_FILES if (src / name).is_file()])
     if check.done:
-        return False
+        return check.skipped()
     (dest / f".{STAGE}.options.json").unlink(missing_ok=True)  # written by older versions
     for stale in ("feats.scp", "cmvn.scp"):  # never leave an old scp beside new arks
         (dest / stale).unlink(missing_ok=True)
@@ -227,7 +227,7 @@ def make_features(
             (dest / index).unlink(missing_ok=True)
         raise
     check.mark_done()
-    return True
+    return dest
 
 
 def check_tables(src: Path, utts: set[str]) -> None:

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,7 @@ from asrdist.kaldi.alignments import (
 from asrdist.kaldi.data_dir import frame_counts, read_table
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 from asrdist.progress import track
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,6 @@ class IngestReport:
     pdf_count_max: int
     zero_count_pdfs: list[int]
     cross_checked_with_ali_to_pdf: bool
-    skipped: bool = field(default=False, compare=False)
 
     @property
     def missing_fraction(self) -> float:
@@ -99,7 +98,7 @@ class IngestReport:
                 f"remove {out_dir}/.{STAGE}.done to redo"
             ) from None
         data["mismatch_histogram"] = {int(k): v for k, v in data["mismatch_histogram"].items()}
-        return cls(**data, skipped=True)
+        return cls(**data)
 
 
 # ---- inputs ---------------------------------------------------------------------------------
@@ -165,10 +164,10 @@ def ingest_alignments(
     out_dir: str | os.PathLike,
     tolerance: int = 2,
     max_missing_fraction: float = 0.05,
-) -> IngestReport:
+) -> IngestReport | Skipped:
     """Write pdf targets for every aligned utterance of ``feats_scp`` into ``out_dir``.
 
-    Skipped (the report re-read) when ``out_dir`` is done with the same options and inputs
+    Skipped when ``out_dir`` is done with the same options and inputs
     (asrdist.stage): feats_scp and the alignment dir's num_jobs, ali.*.gz and final.mdl, not
     the rest of it (a decode dir inside it must not redo ingestion).
     """
@@ -178,7 +177,7 @@ def ingest_alignments(
     check = check_done(out_dir, STAGE, {"tolerance": tolerance,
                                         "max_missing_fraction": max_missing_fraction}, inputs)
     if check.done:
-        return IngestReport.load(out_dir)
+        return check.skipped()
     if tolerance < 0:
         raise AsrdistError(f"--tolerance must be >= 0, got {tolerance}")
     if not 0.0 <= max_missing_fraction <= 1.0:
@@ -258,9 +257,7 @@ def _write_outputs(
     with atomic_write(out_dir / "report.txt") as f:
         f.write(report.to_text())
     with atomic_write(out_dir / "report.json") as f:
-        data = asdict(report)
-        del data["skipped"]
-        json.dump(data, f, indent=1)
+        json.dump(asdict(report), f, indent=1)
 
 
 def read_pdf_counts(out_dir: str | os.PathLike, num_pdfs: int | None = None) -> np.ndarray:

@@ -22,7 +22,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 STAGE = "join_feats"
 COPIED = ("wav.scp", "text", "utt2spk", "spk2utt", "segments", "reco2file_and_channel",
@@ -63,7 +63,7 @@ def fit(matrix: np.ndarray, period: int, frames: int, tolerance: int, what: str)
 
 
 def join_features(src: str | os.PathLike, dest: str | os.PathLike, streams: list[Stream],
-                  tolerance: int = 2) -> bool:
+                  tolerance: int = 2) -> Path | Skipped:
     """Write DEST: SRC's features with ``streams`` pasted on per frame, new cmvn.scp and
     utt2num_frames, SRC's other tables copied. False when DEST is done already."""
     src, dest = Path(src), Path(dest)
@@ -72,7 +72,7 @@ def join_features(src: str | os.PathLike, dest: str | os.PathLike, streams: list
     options = {"streams": [(s.scp, s.period) for s in streams], "tolerance": tolerance}
     check = check_done(dest, STAGE, options, [src, *(s.scp for s in streams)])
     if check.done:
-        return False
+        return check.skipped()
     base = kaldiio.load_scp(str(src / "feats.scp"))
     tables = [kaldiio.load_scp(s.scp) for s in streams]
     utt2spk = read_table(src / "utt2spk", require_value=True)
@@ -107,4 +107,4 @@ def join_features(src: str | os.PathLike, dest: str | os.PathLike, streams: list
         f.writelines(f"{u} {n}\n" for u, n in frames.items())
     shutil.move(dest / "data" / "joined_feats.scp", dest / "feats.scp")
     check.mark_done(["feats.scp"])
-    return True
+    return dest

@@ -29,7 +29,7 @@ from asrdist.kaldi.data_dir import DataDir
 from asrdist.kaldi.lang import Lang
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.progress import track
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,10 @@ class NnetAlignSummary:
 
 def align_nnet(data_dir: Path, lang_dir: Path, model_pt: Path, gmm_dir: Path, out_dir: Path,
                nj: int = 2, opts: AlignOptions | None = None,
-               map_oov: bool = False) -> NnetAlignSummary | None:
+               map_oov: bool = False) -> NnetAlignSummary | Skipped:
     """Write ``out_dir``: every utterance of ``data_dir`` (the network's features, cmvn.scp,
     text) aligned with ``model_pt`` (an asrdist final.pt) through the graphs of ``gmm_dir``'s
-    final.mdl and tree, in ``nj`` ali files. None when done with the same inputs."""
+    final.mdl and tree, in ``nj`` ali files. Skipped when done with the same inputs."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, model_pt, gmm_dir, out_dir = map(
         Path, (data_dir, lang_dir, model_pt, gmm_dir, out_dir))
@@ -59,7 +59,7 @@ def align_nnet(data_dir: Path, lang_dir: Path, model_pt: Path, gmm_dir: Path, ou
     check = check_done(out_dir, STAGE, {**asdict(opts), "map_oov": map_oov},
                        [data_dir, lang_dir, model_pt, *model_files])
     if check.done:
-        return None
+        return check.skipped()
     start = time.time()
     data = DataDir.load(data_dir, ("text",))
     lang = Lang.load(lang_dir)

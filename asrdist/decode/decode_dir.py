@@ -33,7 +33,7 @@ from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.progress import progress
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 STAGE = "decode"
 
@@ -227,7 +227,7 @@ def decode_data_dir(
     loglikes: str | None = None,
     chunking: Chunking = AS_TRAINED,
     runner: Runner = LOCAL,
-) -> DecodeSummary | None:
+) -> DecodeSummary | Skipped:
     """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
 
     ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores, or
@@ -235,7 +235,7 @@ def decode_data_dir(
     ``chunking`` says how ``nnet`` runs over each utterance (asrdist.decode.acoustic). Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
     and acoustic model that do not belong together, are errors. The ``nj`` jobs are run by
-    ``runner``. Returns None when ``out_dir`` is done with the same options and inputs
+    ``runner``. Returns Skipped when ``out_dir`` is done with the same options and inputs
     (asrdist.stage): the models, the whole graph and data dirs. ``nj`` and ``command`` are
     left out: they do not change the output.
     """
@@ -257,7 +257,7 @@ def decode_data_dir(
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
                        [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir])
     if check.done:
-        return None
+        return check.skipped()
     graph, graph_num_pdfs = read_graph_dir(graph_dir)
     utts = list_utterances(data_dir)
     trans_path = Path(gmm if gmm is not None else (trans_mdl or graph / "final.mdl"))

@@ -33,7 +33,7 @@ from asrdist.hmm.tree import monophone_tree, read_tree
 from asrdist.kaldi.final_mdl import write_final_mdl
 from asrdist.kaldi.lang import Lang
 from asrdist.kaldi.transition_model import read_transition_model
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def make_graph(
     tree_path: str | os.PathLike | None = None,
     self_loop_scale: float = 0.1,
     command: str = "",
-) -> Path:
+) -> Path | Skipped:
     """Build ``out_dir`` (lm.arpa, G.fst, HCLG.fst, ..., log/mkgraph.log holding ``command``)
     unless it is done with the same options and inputs (asrdist.stage): the lang dir, the
     model, the tree and the text.
@@ -193,7 +193,7 @@ def make_graph(
     check = check_done(out, STAGE, {"order": order, "self_loop_scale": self_loop_scale},
                        [lang_dir, model, tree_path, train_text])
     if check.done:
-        return out
+        return check.skipped()
     out.mkdir(parents=True, exist_ok=True)
     lang = Lang.load(Path(lang_dir))
     info = read_transition_model(model)

@@ -19,19 +19,19 @@ import numpy as np
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utterances
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 STAGE = "loglikes"
 
 
 def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
-                     out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED) -> bool:
-    """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; False when done already."""
+                     out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED) -> Path | Skipped:
+    """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; Skipped when done already."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
     if check.done:
-        return False
+        return check.skipped()
     scorer = NnetScorer(final_pt, data_dir, chunking)
     utts = list_utterances(data_dir)
     ark = (out / "loglikes.ark").resolve()
@@ -43,7 +43,7 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
         tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
     (out / "num_pdfs").write_text(f"{scorer.num_pdfs}\n")
     check.mark_done(["loglikes.scp"])
-    return True
+    return out
 
 
 class LoglikeScorer:

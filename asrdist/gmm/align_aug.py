@@ -32,7 +32,7 @@ from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.data_dir import DataDir, read_table
 from asrdist.kaldi.gmm_feats import GMM_TABLES
 from asrdist.kaldi.lang import Lang
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +59,11 @@ def _checked(ali: np.ndarray, frames: int, utt: str, what: str) -> np.ndarray:
 def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path,
                     nj: int = 2, opts: AlignOptions | None = None, map_oov: bool = False,
                     boost_silence: float = 1.0, runner: Runner = LOCAL
-                    ) -> AugAlignSummary | None:
+                    ) -> AugAlignSummary | Skipped:
     """Write ``out_dir``, a Kaldi alignment dir for every utterance of ``data_dir`` (MFCC
     feats.scp, cmvn.scp, text, utt2spk, utt2uniq) from the clean alignment dir ``src_dir``
     (final.mdl, tree, ali.*.gz), realigning in ``nj`` jobs run by ``runner``. ``map_oov`` and
-    ``boost_silence`` are align_si.sh's (give the clean system's). None when done with the
+    ``boost_silence`` are align_si.sh's (give the clean system's). Skipped when done with the
     same inputs (asrdist.stage)."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
@@ -75,7 +75,7 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
                                         "boost_silence": boost_silence},
                        [data_dir, lang_dir, *src_files, *sorted(src_dir.glob("ali.*.gz"))])
     if check.done:
-        return None
+        return check.skipped()
     if nj < 1:
         raise AsrdistError(f"--nj must be positive, got {nj}")
     start = time.time()

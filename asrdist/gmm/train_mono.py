@@ -37,7 +37,7 @@ from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
 from asrdist.kaldi.io_funcs import KaldiWriter
 from asrdist.kaldi.lang import Lang
 from asrdist.progress import progress
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
@@ -158,9 +158,9 @@ def _clear_outputs(exp_dir: Path) -> None:
 def train_mono(
     data_dir: Path, lang_dir: Path, exp_dir: Path, opts: MonoOptions | None = None,
     runner: Runner = LOCAL,
-) -> MonoSummary | None:
+) -> MonoSummary | Skipped:
     """Train a monophone system on ``data_dir`` and write ``exp_dir``, its ``nj`` jobs run by
-    ``runner``; None when ``exp_dir`` is done with the same options and inputs
+    ``runner``; Skipped when ``exp_dir`` is done with the same options and inputs
     (asrdist.stage), which are the whole data and lang dirs. ``nj`` is left out of the
     fingerprint: it only splits the work (and the ali.N.gz files)."""
     opts = opts or MonoOptions()
@@ -168,7 +168,7 @@ def train_mono(
     options = {k: v for k, v in asdict(opts).items() if k != "nj"}
     check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir])
     if check.done:
-        return None
+        return check.skipped()
     if opts.nj < 1 or opts.num_iters < 1 or opts.total_gauss < 1:
         raise AsrdistError("--nj, --num-iters and --total-gauss must be positive")
     data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))

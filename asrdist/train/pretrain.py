@@ -38,7 +38,7 @@ from asrdist.models.rbm import RBM
 from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
 from asrdist.parallel.ma import MAOptions, ModelAveraging
 from asrdist.parallel.strategy import Learner
-from asrdist.stage import check_done
+from asrdist.stage import Skipped, check_done
 from asrdist.train.stream import EpochStream
 
 log = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ class _Pretrainer:
         return rbm
 
 
-def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path:
+def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path | Skipped:
     """Train the RBM stack as ``learner`` (one alone by default) and write ``out/dbn.pt``
     (learner 0); a done run is skipped."""
     learner = learner or Learner()
@@ -196,7 +196,7 @@ def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path:
     check = check_done(out, "pretrain", options, [cfg.data, cfg.targets])
     path = out / "dbn.pt"
     if check.done:
-        return path
+        return check.skipped()
     strategy = ModelAveraging(learner, MAOptions(
         exchange_timeout=cfg.exchange_timeout, distance_every=0, avg_period=cfg.avg_period,
         batch_size=cfg.batch_size, chunk_len=cfg.chunk_len))

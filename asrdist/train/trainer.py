@@ -42,7 +42,7 @@ from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
-from asrdist.stage import check_done, fingerprint, record_done
+from asrdist.stage import Skipped, check_done, fingerprint, record_done
 from asrdist.train.checkpoint import (
     capture_rng,
     list_checkpoints,
@@ -105,11 +105,11 @@ def _inputs(config: TrainConfig) -> list[str]:
 def train(
     config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1,
     preemption: Preemption | None = None,
-) -> TrainResult:
+) -> TrainResult | Skipped:
     """Train one learner of ``world_size``; the strategy is closed at the end and on error.
 
     A run dir done with the same options (NOT_FINGERPRINTED aside) and the same data and
-    targets files is skipped. One finished with other options or inputs is trained again
+    targets files is skipped (Skipped). One finished with other options or inputs is trained again
     from scratch, --resume or not: its checkpoints, metrics and final.pt are removed first
     (each learner its own files); its marker stays, so that every learner decides alike,
     and no longer counts once final.pt is gone; the new final.pt's marker replaces it.
@@ -119,7 +119,7 @@ def train(
         check = check_done(out, "train", _options(config), _inputs(config),
                            clear=False)
         if check.done:
-            return TrainResult(out, out / FINAL if rank == 0 else None, -1)
+            return check.skipped()
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
         return _Run(config, strategy, rank, world_size, preemption or Preemption()).run()

@@ -15,6 +15,7 @@ from asrdist.corpus.augment import (
 )
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import Utterance, read_table, validate_data_dir, write_data_dir
+from asrdist.stage import Skipped
 
 RATE = 16000
 
@@ -71,8 +72,8 @@ def test_copies_have_kaldi_ids_utt2uniq_and_the_right_lengths(clean_dir, tmp_pat
 def test_rerun_is_skipped_and_other_options_redo(clean_dir, tmp_path):
     out = tmp_path / "aug"
     options = AugmentOptions(speeds=(0.9,), reverb_fraction=0.0, noise_fraction=0.0)
-    assert augment_data_dir(clean_dir, out, options) is not None
-    assert augment_data_dir(clean_dir, out, options) is None
+    assert not isinstance(augment_data_dir(clean_dir, out, options), Skipped)
+    assert augment_data_dir(clean_dir, out, options) == Skipped(out, "augment")
     again = augment_data_dir(clean_dir, out, AugmentOptions(speeds=(1.1,), reverb_fraction=0.0,
                                                            noise_fraction=0.0))
     assert again is not None and again.copies == {"sp1.1": 6}

@@ -13,6 +13,7 @@ from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
 from asrdist.corpus.swbd_text import map_word, normalise_fisher, utt_id
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import read_table
+from asrdist.stage import Skipped
 from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import make_ldc_tree
 from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
@@ -61,7 +62,7 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
                           (str(ldc.fisher_text),), dev_utts=4, max_dup=2,
                           speed_factors=(0.9, 1.0, 1.1))
     out = tmp_path / "data"
-    assert prepare_swbd(out, options)
+    assert prepare_swbd(out, options) == out
     text = read_table(out / "train" / "text")
     assert len(text) == 20 and all(len(u) == len("sw02001-A_000127-000271") for u in text)
     assert "[silence]" not in " ".join(text.values())
@@ -91,7 +92,7 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
     assert read_table(ev / "reco2file_and_channel")["en_4156-B"] == "en_4156 B"
     fisher = set(read_table(out / "fisher" / "text").values())
     assert {"i am fine thanks", "[laughter] that is right", "we went to the game"} <= fisher
-    assert not prepare_swbd(out, options)  # done: skipped
+    assert isinstance(prepare_swbd(out, options), Skipped)
 
 
 def test_sph2wav_pipe_gives_the_channel(ldc):

@@ -17,6 +17,7 @@ from asrdist.data.features import (
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import read_table
+from asrdist.stage import Skipped
 
 
 @pytest.mark.parametrize("n", [400, 401, 559, 560, 16000, 22222])
@@ -57,7 +58,7 @@ def test_apply_cmvn_normalises_mean_and_variance():
 
 def test_make_features_outputs(feat_src_dir: Path, feat_src_lengths: dict, tmp_path: Path):
     dest = tmp_path / "fbank"
-    assert make_features(feat_src_dir, dest, FeatureOptions("fbank"), nj=1)
+    assert make_features(feat_src_dir, dest, FeatureOptions("fbank"), nj=1) == dest.resolve()
     feats = kaldiio.load_scp(str(dest / "feats.scp"))
     assert list(feats) == sorted(feat_src_lengths)
     frames = {k: int(v) for k, v in read_table(dest / "utt2num_frames").items()}
@@ -78,7 +79,7 @@ def test_make_features_outputs(feat_src_dir: Path, feat_src_lengths: dict, tmp_p
         assert (dest / name).read_text() == (feat_src_dir / name).read_text()
     assert (dest / "frame_shift").read_text().strip() == "0.01"
     # Same options again: nothing to do.
-    assert not make_features(feat_src_dir, dest, FeatureOptions("fbank"), nj=1)
+    assert isinstance(make_features(feat_src_dir, dest, FeatureOptions("fbank"), nj=1), Skipped)
 
 
 def test_parallel_jobs_give_the_same_features(feat_src_dir: Path, tmp_path: Path):

@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 EVERY_S = 30.0  # a log line at least this often while work goes on
-STEP = 0.1  # and one per this fraction of the total done...
+PARTS = 10  # and one per this part of the total done (10 %)...
 MIN_GAP_S = 3.0  # ...but not closer together than this; a loop shorter than this says nothing
 
 
@@ -73,19 +73,22 @@ class _Bar(Progress):
 
 
 class _Lines(Progress):
-    """A log line every STEP of the total or every EVERY_S seconds, and one at the end."""
+    """A log line every 1/PARTS of the total or every EVERY_S seconds, and one at the end
+    unless the last line already said it."""
 
     def __init__(self, total: int | None, desc: str, unit: str, initial: int) -> None:
         super().__init__(total, desc, unit, initial)
         self._start = self._last = time.monotonic()
         self._initial = initial
+        self._said: tuple[int, dict[str, Any]] = (initial, {})
         self._next = self._mark_after(initial)
 
     def _mark_after(self, n: int) -> float:
-        """The count at which the next STEP of the total is reached."""
+        """The first count past ``n`` that completes a part of the total (integer arithmetic,
+        so float rounding cannot put a mark back at a count already said: 199 of 398)."""
         if not self.total:
             return float("inf")
-        return (int(n / (self.total * STEP)) + 1) * self.total * STEP
+        return ((PARTS * n) // self.total + 1) * self.total / PARTS
 
     def update(self, n: int = 1) -> None:
         super().update(n)
@@ -102,12 +105,12 @@ class _Lines(Progress):
         extra = "".join(f", {k}={v}" for k, v in self.postfix.items())
         log.info("%s: %s %s%s, %.0f s%s%s", self.desc, done, self.unit, share, elapsed, rate,
                  extra)
-        self._last = now
+        self._last, self._said = now, (self.n, dict(self.postfix))
         self._next = self._mark_after(self.n)
 
     def close(self) -> None:
         now = time.monotonic()
-        if now - self._start >= MIN_GAP_S:
+        if now - self._start >= MIN_GAP_S and (self.n, self.postfix) != self._said:
             self._say(now)
 
 

@@ -41,6 +41,19 @@ def test_a_log_gets_few_plain_lines(monkeypatch, caplog) -> None:
     assert "decode: 2000/2000 utt (100 %)" in lines[-1] and "loss=1.234" in lines[-1]
 
 
+def test_a_line_per_tenth_and_none_twice(monkeypatch, caplog) -> None:
+    clock = _Clock()
+    monkeypatch.setattr(progress_module, "time", clock)
+    with caplog.at_level(logging.INFO, logger="asrdist.progress"), \
+            progress(398, "epoch 2/6", "step", stream=io.StringIO()) as bar:
+        for _ in range(398):
+            clock.now += 0.17  # an epoch of the demo: 68 s
+            bar.update()
+    counts = [line.split("epoch 2/6: ")[1].split("/")[0] for line in caplog.text.splitlines()]
+    # 10 % of 398 is 39.8 steps: the first count at or past each tenth, each said once
+    assert counts == ["40", "80", "120", "160", "199", "239", "279", "319", "359", "398"]
+
+
 def test_a_short_loop_in_a_log_says_nothing(caplog) -> None:
     with caplog.at_level(logging.INFO, logger="asrdist.progress"):
         assert list(track(range(5), "quick")) == [0, 1, 2, 3, 4]

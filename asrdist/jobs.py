@@ -46,6 +46,15 @@ def split(items: Sequence[T], nj: int) -> list[list[T]]:
     return [list(items[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def deal(items: Sequence[T], nj: int) -> list[list[T]]:
+    """``items`` dealt round robin into min(nj, len(items)) parts: for work whose cost changes
+    along the sorted order (a test set sorted by speaker, one synthetic voice much slower to
+    decode than another), so that no job gets all the slow part."""
+    if nj < 1:
+        raise ValueError(f"nj must be positive, got {nj}")
+    return [list(items[j::nj]) for j in range(min(nj, len(items)))]
+
+
 class Jobs(ABC):
     """Jobs that have been made; call their methods, then close them (``with``)."""
 

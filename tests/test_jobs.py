@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.jobs import LOCAL, split
+from asrdist.jobs import LOCAL, deal, split
 from asrdist.progress import Progress
 
 
@@ -44,6 +44,13 @@ class _Tally:
     def add(self, n: int) -> int:
         self.total += n
         return self.total
+
+
+def test_deal_spreads_every_stretch_of_the_order_over_the_jobs() -> None:
+    assert deal(list("abcdefg"), 3) == [["a", "d", "g"], ["b", "e"], ["c", "f"]]
+    assert deal(["a"], 4) == [["a"]] and deal([], 2) == []
+    slow = ["slow"] * 6 + ["fast"] * 6  # sorted by speaker: the slow voice first
+    assert all(part.count("slow") == 3 for part in deal(slow, 2))
 
 
 def test_split_is_contiguous_ordered_and_even_as_split_scp() -> None:

@@ -28,7 +28,7 @@ from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.jobs import LOCAL, Runner, split
+from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
@@ -270,7 +270,7 @@ def decode_data_dir(
 
     variants = [Variant(None, opts.acwt)]
     variants += [Variant(f"{lmwt:g}_{wip:.1f}", 1.0 / lmwt, wip) for lmwt in lmwts for wip in wips]
-    parts = split(utts, nj)
+    parts = deal(utts, nj)  # outputs are sorted below; dealt, the jobs finish together
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
                     tuple(variants), threads=1 if len(parts) > 1 else max(1, os.cpu_count() or 1),
                     loglikes=loglikes, chunking=chunking)

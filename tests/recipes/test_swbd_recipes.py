@@ -73,9 +73,12 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     assert [line.split()[4] for line in results] == ["35", "17", "18"]  # words: all, sw_, en_
     assert results[1].endswith(".swbd.filt.sys") and results[2].endswith(".callhm.filt.sys")
     decode = exp / "blstm_adpsgd-random" / "decode_eval2000_graph_sw1_tg"
+    hyps = [line for d in decode.glob("score_*") for line in (d / "ctm").read_text().splitlines()]
     ctm = [line.split() for d in decode.glob("score_*")
            for line in (d / "eval2000.ctm").read_text().splitlines()]
-    assert ctm and all(f[0] in ("en_4156", "sw_4390") and f[1] in "AB" for f in ctm)
+    # the tiny model may hypothesise only words scoring filters out (a partial word, "th-"),
+    # so eval2000.ctm may be empty; every line it has is on a side of the test conversations
+    assert hyps and all(f[0] in ("en_4156", "sw_4390") and f[1] in "AB" for f in ctm)
     assert (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text().startswith("sp0.9-sw02001-A_")
     assert "sp1.0-sw02005-B_" in (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text()
 

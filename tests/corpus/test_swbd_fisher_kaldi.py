@@ -5,13 +5,15 @@ derived from asrdist."""
 
 from __future__ import annotations
 
+import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from asrdist.corpus.swbd import fisher_lines
+from asrdist.corpus.swbd import fisher_lines, switchboard
 from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
+from asrdist.corpus.swbd_text import FISHER_SWBD
 from asrdist.kaldi.data_dir import read_table
 from tests.corpus.ldc_fixture import make_prep_tree
 from tests.corpus.test_swbd_kaldi import FILES, _first_difference
@@ -91,3 +93,19 @@ def test_the_kaldi_dirs_hold_the_awkward_cases():
     assert sp["sp0.9-fe_03_00001-A-000129-000179"] == "sp0.9-fe_03_00001-A"
     ev = read_table(KALDI / "eval2000" / "segments")
     assert ev["en_4156-A_000005-000112"] == "en_4156-A 0.05 1.13"  # not extended
+
+
+def test_a_lexicon_without_upper_case_i_leaves_the_text_unmapped(tree, tmp_path):
+    """The real MS98 lexicon is in lower case: fisher_swbd's map_acronyms_transcripts.py then
+    stops (KeyError 'I') and swbd1_data_prep.sh keeps swbd1_map_words.pl's text; Kaldi's own
+    run of it on the fixture with its "I ay" line removed (lexicon_without_I/)."""
+    ms98 = tmp_path / "ms98"
+    shutil.copytree(tree.ms98, ms98)
+    lexicon = ms98 / "sw-ms98-dict.text"
+    lexicon.write_text("".join(x for x in lexicon.read_text().splitlines(keepends=True)
+                               if x != "I ay\n"))
+    swbd = switchboard(str(tree.swbd_audio), str(ms98), FISHER_SWBD)
+    kaldi = read_table(KALDI / "lexicon_without_I" / "train_swbd" / "text")
+    assert len(swbd.segments) > 2000
+    assert {s.utt: s.text for s in swbd.segments} == {s.utt: kaldi[s.utt] for s in swbd.segments}
+    assert any(" A 0" in t for t in kaldi.values())  # not lower-cased: unmapped

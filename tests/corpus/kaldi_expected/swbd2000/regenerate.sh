@@ -2,7 +2,9 @@
 # Remakes the Kaldi data dirs in this folder by running Kaldi's own egs/fisher_swbd/s5 scripts
 # (run.sh's data preparation up to data/train_nodup, and stage 1 of
 # local/nnet3/run_ivector_common.sh) on the fixture tree of
-# tests.corpus.ldc_fixture.make_prep_tree (Switchboard-1 + MS98, eval2000, Fisher p1 + p2).
+# tests.corpus.ldc_fixture.make_prep_tree (Switchboard-1 + MS98, eval2000, Fisher p1 + p2);
+# then local/fisher_swbd_prepare_dict.sh and local/swbd1_data_prep.sh once more with the MS98
+# lexicon's upper-case "I" line removed (lexicon_without_I/).
 # Nothing here comes from asrdist's data prep: asrdist only writes the fixture's input files.
 #
 #   tests/corpus/kaldi_expected/swbd2000/regenerate.sh KALDI_GIT_DIR [PYTHON]
@@ -28,7 +30,7 @@
 #     end - start >= 0.1 as a float) in awk, writing a feats.scp of the utterances that would
 #     get features; then fisher_swbd's own utils/fix_data_dir.sh runs as in run.sh.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,12p' "$0"; exit 1; }
+[ $# -ge 1 ] || { sed -n '2,14p' "$0"; exit 1; }
 kaldi_git=$(cd "$1" && pwd)
 python=${2:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -108,5 +110,21 @@ utils/fix_data_dir.sh data/train_nodup_sp
 
 keep_dirs "$here" train_fisher train_swbd train train_nodup train_nodup_sp eval2000
 cp data/local/dict_nosp/acronyms_swbd.map "$here/acronyms_swbd.map"
+
+# Again with the MS98 lexicon in lower case alone (its "I ay" line removed, as the real lexicon
+# has no upper-case I): map_acronyms_transcripts.py stops at `del dict_acronym_noi['I']` and
+# swbd1_data_prep.sh keeps the text as swbd1_map_words.pl left it. Kept: that data/train_swbd's
+# text, as swbd1_data_prep.sh writes it (before run.sh's fixes).
+lexicon=data/local/train_swbd/swb_ms98_transcriptions/sw-ms98-dict.text
+rm data/local/train_swbd/swb_ms98_transcriptions
+mkdir data/local/train_swbd/swb_ms98_transcriptions
+cp -r "$ldc"/swb_ms98_transcriptions/* data/local/train_swbd/swb_ms98_transcriptions/
+grep -v '^I ay$' "$ldc/swb_ms98_transcriptions/sw-ms98-dict.text" > $lexicon
+rm -r data/local/dict_nosp
+local/fisher_swbd_prepare_dict.sh > prepare_dict.log 2>&1 || true
+local/swbd1_data_prep.sh "$ldc/LDC97S62" > swbd1_data_prep.log 2>&1
+grep -q "KeyError: 'I'" swbd1_data_prep.log || { cat swbd1_data_prep.log; exit 1; }
+mkdir -p "$here/lexicon_without_I/train_swbd"
+cp data/train_swbd/text "$here/lexicon_without_I/train_swbd/text"
 echo "$commit" > "$here/KALDI_COMMIT"
 echo "regenerated from kaldi-asr/kaldi $commit"

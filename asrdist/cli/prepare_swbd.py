@@ -24,7 +24,8 @@ DIR = click.Path(file_okay=False)
 @click.option("--fisher-text", multiple=True, type=DIR,
               help="Fisher transcripts: LDC2004T19, LDC2005T19 (repeat the option).")
 @click.option("--dev-utts", default=4000, show_default=True, type=int,
-              help="train_dev: the first N utterances of Switchboard (Kaldi's 4000).")
+              help="train_dev: the first N utterances of Switchboard (s5c's 4000; not "
+                   "used with Fisher: fisher_swbd has no train_dev).")
 @click.option("--max-dup", default=300, show_default=True, type=int,
               help="train_nodup: about N utterances per transcript, drawn as remove_dup_utts.sh.")
 @click.option("--speed-perturb", default="", show_default=True,

@@ -24,24 +24,36 @@ DIR = click.Path(file_okay=False)
 @click.option("--fisher-text", multiple=True, type=DIR,
               help="Fisher transcripts: LDC2004T19, LDC2005T19 (repeat the option).")
 @click.option("--dev-utts", default=4000, show_default=True, type=int,
-              help="train_dev: the first N utterances of Switchboard (Kaldi's 4000).")
+              help="train_dev: the first N utterances of Switchboard (s5c's 4000; not "
+                   "used with Fisher: fisher_swbd has no train_dev).")
 @click.option("--max-dup", default=300, show_default=True, type=int,
               help="train_nodup: about N utterances per transcript, drawn as remove_dup_utts.sh.")
 @click.option("--speed-perturb", default="", show_default=True,
               help="Speed factors for a _sp copy of the training set, e.g. '0.9 1.0 1.1'.")
+@click.option("--always-include-prefix/--no-always-include-prefix", default=None,
+              help="Prefix the speed-1.0 copy's utterances and speakers with sp1.0- (Kaldi's "
+                   "perturb_data_dir_speed_3way.sh option). Default: as the recipe the "
+                   "alignments come from: yes without Fisher (s5c), no with it (fisher_swbd).")
+@click.option("--extend-eval2000/--no-extend-eval2000", default=None,
+              help="Extend eval2000's segments by up to 0.1 s (s5c's extend_segments.pl). "
+                   "Default: yes without Fisher (s5c), no with it (fisher_swbd).")
 @click.option("--out", required=True, type=DIR, help="The recipe's data dir.")
 def main(swbd_audio: str, ms98: str, eval2000_audio: str, eval2000_ref: str,
          fisher_audio: tuple[str, ...], fisher_text: tuple[str, ...], dev_utts: int,
-         max_dup: int, speed_perturb: str, out: str) -> None:
-    """Kaldi data dirs with Kaldi's ids (sw02001-A_000098-001156) for Switchboard-1, eval2000
-    and optionally Fisher: train, train_dev, train_nodup, [fisher, train_swbd_fisher],
-    [<train set>_sp], eval2000 (with stm and glm). Prints the training set's name last."""
+         max_dup: int, speed_perturb: str, always_include_prefix: bool | None,
+         extend_eval2000: bool | None, out: str) -> None:
+    """Kaldi data dirs with Kaldi's ids for Switchboard-1, eval2000 and optionally Fisher, as
+    the Kaldi recipe makes them: without Fisher egs/swbd/s5c's train, train_dev, train_nodup;
+    with Fisher egs/fisher_swbd/s5's train_swbd, train (Fisher + Switchboard), train_nodup;
+    then [train_nodup_sp] and eval2000 (with stm and glm). Prints the training set's name
+    last."""
     try:
         factors = tuple(float(f) for f in speed_perturb.split())
     except ValueError:
         raise click.BadParameter(f"not a list of numbers: {speed_perturb!r}",
                                  param_hint="--speed-perturb") from None
     options = SwbdOptions(swbd_audio, ms98, eval2000_audio, eval2000_ref, fisher_audio,
-                          fisher_text, dev_utts, max_dup, factors)
+                          fisher_text, dev_utts, max_dup, factors, always_include_prefix,
+                          extend_eval2000)
     prepare_swbd(out, options)
     click.echo(options.train_set)

@@ -2,7 +2,8 @@
 LDC2005S13 + LDC2004T19, LDC2005T19) as the Kaldi data dirs a Kaldi swbd system was built on.
 
 The ids, the train_dev / train_nodup split and the speed-perturbed copies are Kaldi's, so the
-user's alignment dir (``exp/tri4_ali_nodup``, ``..._sp``) joins these utterances one to one.
+user's alignment dir (``exp/tri4_ali_nodup``, ``..._sp``) joins these utterances one to one:
+egs/swbd/s5c's without Fisher, egs/fisher_swbd/s5's with it (``recipe``, swbd_text).
 Audio stays where the LDC put it: ``wav.scp`` pipes a channel through ``asrdist-sph2wav`` (the
 sph2pipe of this project, shorten included), ``segments`` cut the utterances. lhotse's
 ``prepare_switchboard`` / ``prepare_eval2000`` / ``prepare_fisher_english`` do not fit here:
@@ -12,6 +13,7 @@ and give both channels one speaker.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -22,19 +24,22 @@ from pathlib import Path
 
 from asrdist.corpus.sphere import sphere_length
 from asrdist.corpus.swbd_text import (
+    S5C,
+    AcronymMapError,
     acronym_map,
-    centiseconds,
+    acronyms_applied,
     extend_segments,
     extractable,
+    fisher_line,
+    fisher_text,
     map_acronyms,
     ms98_words,
-    normalise_fisher,
+    perl_split,
     speed_prefix,
     swbd_recording,
     swbd_segment_times,
     swbd_utt_id,
     truncated_centiseconds,
-    utt_id,
 )
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
@@ -54,9 +59,10 @@ DUP_P1, DUP_P2 = 103349, 71147
 @dataclass(frozen=True)
 class Segment:
     """One utterance: id, recording (``sw02001-A``), times in the recording, words, the times
-    as the segments file writes them (``%.2f`` unless Kaldi's script writes otherwise) and the
+    as the segments file writes them (``%.2f`` unless Kaldi's script writes otherwise), the
     speaker when it is not the recording (s5c's sp1.0 copy: ``sp1.0-sw02001-A`` of recording
-    ``sw02001-A``)."""
+    ``sw02001-A``) and the text as written when it is not the words joined by single spaces
+    (Fisher's, as the transcript has it)."""
 
     utt: str
     reco: str
@@ -65,6 +71,7 @@ class Segment:
     words: tuple[str, ...]
     times: tuple[str, str] | None = None
     spk: str = ""
+    line: str = ""
 
     def shown(self) -> tuple[str, str]:
         return self.times or (f"{self.start:.2f}", f"{self.end:.2f}")
@@ -73,12 +80,9 @@ class Segment:
     def speaker(self) -> str:
         return self.spk or self.reco
 
-    @classmethod
-    def kaldi(cls, file: str, chan: str, start: float, end: float, words: list[str]) -> Segment:
-        """As Kaldi's data prep makes it: the times are those of the id (10 ms), so the
-        features have the frame count of the user's alignments."""
-        return cls(utt_id(file, chan, start, end), f"{file}-{chan}", centiseconds(start) / 100,
-                   centiseconds(end) / 100, tuple(words))
+    @property
+    def text(self) -> str:
+        return self.line or " ".join(self.words)
 
 
 @dataclass
@@ -150,19 +154,28 @@ def _recordings(segments: list[Segment], audio: dict[str, Path],
     return Corpus(kept, sources, fc)
 
 
-def ms98_acronyms(ms98_dir: str | os.PathLike) -> dict[str, tuple[str, str]]:
-    """s5c's acronyms.map from the MS98 lexicon (swbd1_data_prep.sh:45 requires the file)."""
+def ms98_acronyms(ms98_dir: str | os.PathLike, recipe: str = S5C
+                  ) -> dict[str, tuple[str, str]]:
+    """s5c's acronyms.map (fisher_swbd's acronyms_swbd.map) from the MS98 lexicon
+    (swbd1_data_prep.sh:45 requires the file)."""
     path = find(ms98_dir, re.escape(MS98_LEXICON), "--ms98",
                 f"swb_ms98_transcriptions with its lexicon {MS98_LEXICON}")[0]
-    return acronym_map(path.read_text(encoding="latin-1"))
+    return acronym_map(path.read_text(encoding="latin-1"), recipe)
 
 
-def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike) -> Corpus:
+def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike,
+                recipe: str = S5C) -> Corpus:
     """Switchboard-1 from LDC97S62 (``sw0NNNN.sph``) and the MS98 word transcripts, as s5c's
-    local/swbd1_data_prep.sh and run.sh stage 7 leave data/train."""
+    local/swbd1_data_prep.sh and run.sh stage 7 leave data/train (fisher_swbd's copy of the
+    script and its run.sh's features: ``recipe``, the same ids and segments)."""
     audio = _audio(audio_dir, r"sw0\d{4}\.sph", "--swbd-audio",
                    "LDC97S62's sw0NNNN.sph files")
-    amap = ms98_acronyms(ms98_dir)
+    amap = ms98_acronyms(ms98_dir, recipe)
+    if not acronyms_applied(amap):
+        log.warning("--ms98 %s: the acronym map of its lexicon lacks 'I' or 'i', so Kaldi's "
+                    "map_acronyms_transcripts.py stops before writing and swbd1_data_prep.sh "
+                    "keeps the text unmapped: so does this one", ms98_dir)
+        amap = {}
     segments: dict[str, Segment] = {}
     for path in find(ms98_dir, r"sw\d{4}[AB]-ms98-a-trans\.text", "--ms98",
                      "swb_ms98_transcriptions with sw*-ms98-a-trans.text files"):
@@ -176,10 +189,17 @@ def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike) -> Co
             except (ValueError, IndexError):
                 raise AsrdistError(f"--ms98 {path}:{n}: expected 'sw2001A-ms98-a-0001 start end "
                                    f"words', got {line.strip()!r}") from None
-            words = ms98_words(fields[3:])
+            words = ms98_words(fields[3:], recipe)
             if not words:  # swbd1_data_prep.sh:86
                 continue
-            words = map_acronyms(words, amap)  # swbd1_data_prep.sh:94
+            if amap:  # s5c swbd1_data_prep.sh:94, fisher_swbd's :86
+                try:
+                    words = map_acronyms(words, amap, recipe)
+                except AcronymMapError as e:
+                    raise AsrdistError(
+                        f"--ms98 {path}:{n}: {e} stands beside an 'I' but is not in the acronym "
+                        "map of the lexicon: Kaldi's map_acronyms_transcripts.py stops here "
+                        "(KeyError) and leaves a cut-off text") from None
             utt = swbd_utt_id(fields[0], start, end)
             times = swbd_segment_times(utt)  # swbd1_data_prep.sh:101-106
             # fix_data_dir.sh sorts with "sort -k1,1 -u": of two lines with one id, the first
@@ -188,29 +208,63 @@ def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike) -> Co
     return _recordings(list(segments.values()), audio, f"--ms98 {ms98_dir}", extract=True)
 
 
+def fisher_lines(text_dirs: Iterable[str]) -> list[Segment]:
+    """The Fisher utterances as fisher_swbd's local/fisher_data_prep.sh writes data/train_fisher:
+    per transcript ``fe_03_NNNNN.txt`` (its first line must name its .sph, :117-119), each
+    ``start end A: words`` line (fisher_line) as ``fe_03_00001-A-000200-000434`` with the words
+    as written; the lines sorted (:136, C locale), those with ``((`` dropped, the markers
+    mapped (fisher_text); segments ``%.2f`` of the id's centiseconds (:150-151). Two lines may
+    share an id."""
+    lines: list[tuple[str, str]] = []
+    for d in text_dirs:
+        for path in find(d, r"fe_03_\d{5}\.txt", "--fisher-text",
+                         "LDC2004T19/LDC2005T19's fe_03_NNNNN.txt transcripts"):
+            call = path.name[:-len(".txt")]
+            rows = path.read_bytes().decode("latin-1").split("\n")
+            m = re.search(r"# (.+)\.sph", rows[0])
+            if not m or m.group(1) != call:  # :118-119, where Kaldi's script dies
+                raise AsrdistError(f"--fisher-text {path}:1: expected '# {call}.sph', got "
+                                   f"{rows[0].strip()!r} (Kaldi's fisher_data_prep.sh stops)")
+            for n, row in enumerate(rows[1:], 2):
+                try:
+                    parsed = fisher_line(row)
+                except ValueError as e:  # :124
+                    raise AsrdistError(f"--fisher-text {path}:{n}: {e} (Kaldi's "
+                                       "fisher_data_prep.sh stops)") from None
+                if parsed:
+                    times, side, words = parsed
+                    lines.append((f"{call}-{side}-{times}", words))
+    lines.sort(key=lambda x: f"{x[0]} {x[1]}".encode("latin-1"))  # :136 sort
+    segments = []
+    for utt, raw in lines:
+        text = fisher_text(raw)
+        if text is None:
+            continue
+        reco, start, end = utt.rsplit("-", 2)
+        times = (f"{0.01 * int(start):.2f}", f"{0.01 * int(end):.2f}")
+        segments.append(Segment(utt, reco, float(times[0]), float(times[1]),
+                                tuple(perl_split(text)), times, line=text))
+    return segments
+
+
+def fisher_segments(text_dirs: Iterable[str]) -> list[Segment]:
+    """fisher_lines, of two with one id the first (fix_data_dir.sh's ``sort -k1,1 -u``, which
+    fisher_swbd's run.sh runs on data/train_all)."""
+    segments: dict[str, Segment] = {}
+    for s in fisher_lines(text_dirs):
+        segments.setdefault(s.utt, s)
+    return list(segments.values())
+
+
 def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str]) -> Corpus:
-    """Fisher English (``fe_03_NNNNN.sph`` and ``.txt`` with ``start end A: words`` lines)."""
+    """Fisher English (``fe_03_NNNNN.sph`` and ``.txt``) as fisher_swbd's run.sh leaves its part
+    of data/train_all: fisher_segments of the calls with audio (fix_data_dir.sh), less those
+    extract-segments skips (make_mfcc.sh, then fix_data_dir.sh)."""
     audio: dict[str, Path] = {}
     for d in audio_dirs:
         audio.update(_audio(d, r"fe_03_\d{5}\.sph", "--fisher-audio",
                             "LDC2004S13/LDC2005S13's fe_03_NNNNN.sph files"))
-    segments = []
-    for d in text_dirs:
-        for path in find(d, r"fe_03_\d{5}\.txt", "--fisher-text",
-                         "LDC2004T19/LDC2005T19's fe_03_NNNNN.txt transcripts"):
-            call = path.stem.lower()
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip() or line.startswith("#"):
-                    continue
-                m = re.fullmatch(r"\s*([\d.]+)\s+([\d.]+)\s+([AB]):\s*(.*)", line)
-                if not m:
-                    raise AsrdistError(f"--fisher-text {path}:{n}: expected 'start end A: "
-                                       f"words', got {line.strip()!r}")
-                start, end, chan = float(m.group(1)), float(m.group(2)), m.group(3)
-                words = normalise_fisher(m.group(4))
-                if words and end > start:
-                    segments.append(Segment.kaldi(call, chan, start, end, words))
-    return _recordings(segments, audio, "--fisher-text")
+    return _recordings(fisher_segments(text_dirs), audio, "--fisher-text", extract=True)
 
 
 def _fixed_stm(stm: str) -> str:
@@ -229,10 +283,13 @@ def _eval2000_id(fields: list[str], where: str) -> str:
                            f"{' '.join(fields)!r}") from None
 
 
-def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> tuple[Corpus, str, str]:
+def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike, extend: bool = True
+             ) -> tuple[Corpus, str, str]:
     """eval2000 (hub5'00 English) as s5c's local/eval2000_data_prep.sh and run.sh stage 7 leave
     data/eval2000: the segments of LDC2002S09's pem file, extended, with the stm's words;
-    and the fixed stm and the glm of LDC2002T43."""
+    and the fixed stm and the glm of LDC2002T43. Without ``extend``, as fisher_swbd's copy of
+    the script (its :63-68 has no extend_segments.pl: the pem's times as written) and its
+    run.sh's fix_data_dir.sh and features leave it."""
     audio = _audio(audio_dir, r"(sw|en)_\d{4}\.sph", "--eval2000-audio",
                    "LDC2002S09's hub5e_00/english/{sw,en}_NNNN.sph")
     pem_path = find(audio_dir, re.escape(EVAL2000_PEM), "--eval2000-audio",
@@ -249,7 +306,7 @@ def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike) -> tuple[
         rows.add((_eval2000_id(fields, f"--eval2000-audio {pem_path}:{n}"),
                   f"{fields[0]}-{fields[1]}", fields[3], fields[4]))
     ordered = sorted(rows, key=lambda r: " ".join(r).encode())  # :72 sort -u
-    extended = extend_segments(ordered, 0.1)  # :72 local/extend_segments.pl 0.1
+    extended = extend_segments(ordered, 0.1) if extend else ordered  # :72 extend_segments.pl
     raw_stm = stm_path.read_text(encoding="latin-1")
     text_all = []
     for n, line in enumerate(raw_stm.split("\n"), 1):
@@ -299,6 +356,13 @@ def remove_dup_utts(utts: list[str], text: dict[str, tuple[str, ...]], max_count
     return kept
 
 
+def nodup(corpus: Corpus, max_dup: int) -> Corpus:
+    """fisher_swbd run.sh: ``remove_dup_utts.sh 300 data/train data/train_nodup`` over the whole
+    set (Fisher + all of Switchboard, in the order of its sorted ids; no train_dev)."""
+    text = {s.utt: s.words for s in corpus.segments}
+    return corpus.subset(remove_dup_utts(c_sorted(text), text, max_dup))
+
+
 def dev_and_nodup(corpus: Corpus, dev_utts: int, max_dup: int) -> tuple[Corpus, Corpus]:
     """s5c run.sh stage 8: train_dev = the first ``dev_utts`` utterances (sorted ids,
     ``subset_data_dir.sh --first``), train_nodup = the rest (``--last``) with
@@ -312,12 +376,15 @@ def dev_and_nodup(corpus: Corpus, dev_utts: int, max_dup: int) -> tuple[Corpus, 
     return corpus.subset(utts[:dev_utts]), corpus.subset(nodup)
 
 
-def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
-    """Kaldi's perturb_data_dir_speed_3way.sh copies (``--always-include-prefix true``): ids
-    prefixed ``sp0.9-``, audio played faster or slower. The 1.0 copy is copy_data_dir.sh's
-    (perturb_data_dir_speed_3way.sh:56): utterances and speakers prefixed ``sp1.0-``, its
-    recordings and segment times as they were. The others' times are divided by the factor,
-    written ``%.2f``, and a segment goes unless it ends more than 0.01 s after it starts
+def speed_perturbed(corpus: Corpus, factors: Iterable[float], prefix_1_0: bool = True
+                    ) -> Corpus:
+    """Kaldi's perturb_data_dir_speed_3way.sh copies: ids prefixed ``sp0.9-``, audio played
+    faster or slower. With ``prefix_1_0`` (``--always-include-prefix true``, s5c's
+    run_ivector_common.sh) the 1.0 copy is copy_data_dir.sh's (perturb_data_dir_speed_3way.sh
+    :69): utterances and speakers prefixed ``sp1.0-``, its recordings and segment times as they
+    were; without (fisher_swbd's run_ivector_common.sh:20, the script's default) it is the
+    source dir itself (:79, combine_data.sh of the source). The others' times are divided by
+    the factor, written ``%.2f``, and a segment goes unless it ends more than 0.01 s after it starts
     (utils/data/perturb_data_dir_speed.sh:96-97), or when extract-segments would skip it in
     the perturbed audio (run_ivector_common.sh makes features, then fix_data_dir.sh; the perturbed
     length taken as ``int(samples / factor)``, sox's own within a sample or so)."""
@@ -326,17 +393,22 @@ def speed_perturbed(corpus: Corpus, factors: Iterable[float]) -> Corpus:
     for f in factors:
         p = speed_prefix(f)
         segs = []
+        if f == 1.0 and not prefix_1_0:
+            out = out + corpus
+            continue
         for s in corpus.segments:
+            # the text through utils/apply_map.pl (perturb_data_dir_speed.sh:121,
+            # copy_data_dir.sh): the words joined by single spaces
             if f == 1.0:
-                segs.append(Segment(p + s.utt, s.reco, s.start, s.end, s.words, s.times,
-                                    p + s.speaker))
+                segs.append(dataclasses.replace(s, utt=p + s.utt, spk=p + s.speaker, line=""))
                 continue
             start, end = (float(t) / f for t in s.shown())
             shown = (f"{start:.2f}", f"{end:.2f}")
             samples, rate = lengths[corpus.audio[s.reco][0]]
             if end > start + 0.01 and extractable(float(shown[0]), float(shown[1]),
                                                   int(samples / f), rate):
-                segs.append(Segment(p + s.utt, p + s.reco, start, end, s.words, shown))
+                segs.append(dataclasses.replace(s, utt=p + s.utt, reco=p + s.reco, start=start,
+                                                end=end, times=shown, spk="", line=""))
         reco = "" if f == 1.0 else p
         audio = {reco + r: (sph, chan, speed * f)
                  for r, (sph, chan, speed) in corpus.audio.items()}
@@ -358,7 +430,7 @@ def write_corpus(directory: str | os.PathLike, corpus: Corpus,
     tables = {
         "wav.scp": [f"{r} {wav_entry(*corpus.audio[r])}" for r in c_sorted(corpus.audio)],
         "segments": [f"{u} {segs[u].reco} {' '.join(segs[u].shown())}" for u in ids],
-        "text": [" ".join([u, *segs[u].words]) for u in ids],
+        "text": [f"{u} {segs[u].text}" for u in ids],
         "utt2spk": [f"{u} {segs[u].speaker}" for u in ids],
         "spk2utt": [f"{s} {' '.join(us)}" for s, us in sorted(spk2utt.items(),
                                                             key=lambda x: x[0].encode())],
@@ -366,7 +438,8 @@ def write_corpus(directory: str | os.PathLike, corpus: Corpus,
                                   for r in c_sorted(corpus.file_and_channel)],
     }
     with staged_dir(directory) as tmp:
-        for name, lines in tables.items():
-            (tmp / name).write_text("".join(line + "\n" for line in lines))
+        for name, lines in tables.items():  # the text in the bytes it was read in
+            (tmp / name).write_text("".join(line + "\n" for line in lines),
+                                    encoding="latin-1" if name == "text" else "utf-8")
         for name, content in (extra or {}).items():
             (tmp / name).write_text(content, encoding="latin-1")  # stm, glm: as read

@@ -1,9 +1,17 @@
-"""The data stage of recipes/swbd300 and recipes/swbd2000: every Kaldi data dir they need.
+"""The data stage of recipes/swbd300 and recipes/swbd2000: every Kaldi data dir they need, as
+the Kaldi recipe their alignments come from makes it.
 
-``OUT/train`` (all of Switchboard-1), ``OUT/train_dev`` (its first utterances) and
-``OUT/train_nodup`` (the rest, duplicates capped), ``OUT/eval2000`` (with ``stm`` and ``glm``);
-with Fisher also ``OUT/fisher`` and ``OUT/train_swbd_fisher`` (train_nodup + Fisher, the ~2000 h
-set); with speed factors a ``_sp`` copy of the training set (Kaldi's ``train_nodup_sp``).
+Without Fisher, egs/swbd/s5c: ``OUT/train`` (all of Switchboard-1), ``OUT/train_dev`` (its
+first utterances), ``OUT/train_nodup`` (the rest, duplicates drawn down), ``OUT/eval2000`` (with
+``stm`` and ``glm``, segments extended), ``OUT/local/dict_nosp/acronyms.map``.
+
+With Fisher, egs/fisher_swbd/s5: ``OUT/train_swbd`` (Switchboard-1), ``OUT/train`` (Fisher +
+all of Switchboard-1: its data/train_all), ``OUT/train_nodup`` (the duplicates of that drawn
+down; no train_dev), ``OUT/eval2000`` (segments as the pem has them),
+``OUT/local/dict_nosp/acronyms_swbd.map``.
+
+With speed factors, ``OUT/train_nodup_sp``: the 1.0 copy prefixed ``sp1.0-`` as s5c's, or as it
+is as fisher_swbd's (``always_include_prefix``).
 """
 
 from __future__ import annotations
@@ -15,15 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.corpus.swbd import (
+    Corpus,
     dev_and_nodup,
     eval2000,
     fisher,
     ms98_acronyms,
+    nodup,
     speed_perturbed,
     switchboard,
     write_corpus,
 )
-from asrdist.corpus.swbd_text import write_acronym_map
+from asrdist.corpus.swbd_text import FISHER_SWBD, S5C, write_acronym_map
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.stage import Skipped, check_done
@@ -35,7 +45,11 @@ STAGE = "prepare-swbd"
 
 @dataclass(frozen=True)
 class SwbdOptions:
-    """Where the LDC releases are and how the training set is cut (Kaldi's defaults)."""
+    """Where the LDC releases are and how the training set is cut (Kaldi's defaults).
+
+    ``always_include_prefix`` and ``extend_eval2000`` default (None) to the recipe's: s5c
+    prefixes the sp 1.0 copy (run_ivector_common.sh: ``--always-include-prefix true``) and
+    extends eval2000's segments (eval2000_data_prep.sh:72); fisher_swbd does neither."""
 
     swbd_audio: str
     ms98: str
@@ -46,6 +60,8 @@ class SwbdOptions:
     dev_utts: int = 4000
     max_dup: int = 300
     speed_factors: tuple[float, ...] = ()
+    always_include_prefix: bool | None = None
+    extend_eval2000: bool | None = None
 
     def __post_init__(self) -> None:
         if bool(self.fisher_audio) != bool(self.fisher_text):
@@ -59,10 +75,24 @@ class SwbdOptions:
             raise AsrdistError(f"--speed-perturb factors must be positive: {self.speed_factors}")
 
     @property
+    def recipe(self) -> str:
+        """The Kaldi recipe whose data prep this is: fisher_swbd with Fisher, else s5c."""
+        return FISHER_SWBD if self.fisher_text else S5C
+
+    @property
     def train_set(self) -> str:
-        """The data dir the acoustic model trains on."""
-        base = "train_swbd_fisher" if self.fisher_text else "train_nodup"
-        return base + ("_sp" if self.speed_factors else "")
+        """The data dir the acoustic model trains on (both recipes' train_nodup[_sp])."""
+        return "train_nodup" + ("_sp" if self.speed_factors else "")
+
+    def sp_prefix(self) -> bool:
+        if self.always_include_prefix is not None:
+            return self.always_include_prefix
+        return self.recipe == S5C
+
+    def extend(self) -> bool:
+        if self.extend_eval2000 is not None:
+            return self.extend_eval2000
+        return self.recipe == S5C
 
 
 def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> Path | Skipped:
@@ -70,31 +100,37 @@ def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> Path | Skipped
     out = Path(out)
     inputs = [options.swbd_audio, options.ms98, options.eval2000_audio, options.eval2000_ref,
               *options.fisher_audio, *options.fisher_text]
-    swbd = switchboard(options.swbd_audio, options.ms98)  # checks the paths before the marker
-    ev, stm, glm = eval2000(options.eval2000_audio, options.eval2000_ref)
+    recipe = options.recipe
+    # checks the paths before the marker
+    swbd = switchboard(options.swbd_audio, options.ms98, recipe)
+    ev, stm, glm = eval2000(options.eval2000_audio, options.eval2000_ref, options.extend())
     fsh = fisher(options.fisher_audio, options.fisher_text) if options.fisher_text else None
     out.mkdir(parents=True, exist_ok=True)
     check = check_done(out, STAGE, dataclasses.asdict(options), inputs)
     if check.done:
         return check.skipped()
-    dev, nodup = dev_and_nodup(swbd, options.dev_utts, options.max_dup)
-    sets = {"train": swbd, "train_dev": dev, "train_nodup": nodup}
-    if fsh is not None:
-        sets["fisher"] = fsh
-        sets["train_swbd_fisher"] = nodup + fsh
-    base = options.train_set.removesuffix("_sp")
+    sets: dict[str, Corpus]
+    if fsh is None:  # s5c run.sh stage 8
+        dev, train_nodup = dev_and_nodup(swbd, options.dev_utts, options.max_dup)
+        sets = {"train": swbd, "train_dev": dev, "train_nodup": train_nodup}
+    else:  # fisher_swbd run.sh: train_all = Fisher + Switchboard, remove_dup_utts.sh 300
+        train = fsh + swbd
+        sets = {"train_swbd": swbd, "train": train, "train_nodup": nodup(train, options.max_dup)}
     if options.speed_factors:
-        sets[options.train_set] = speed_perturbed(sets[base], options.speed_factors)
+        sets[options.train_set] = speed_perturbed(sets["train_nodup"], options.speed_factors,
+                                                  options.sp_prefix())
     for name, corpus in sets.items():
         write_corpus(out / name, corpus)
         log.info("%s: %d utterances, %d recordings", out / name, len(corpus.segments),
                  len(corpus.audio))
     write_corpus(out / "eval2000", ev, {"stm": stm, "glm": glm})
-    # where s5c keeps it (swbd1_prepare_dict.sh:85), for scoring with its acronyms mapped back
-    amap = out / "local" / "dict_nosp" / "acronyms.map"
+    # where the recipe keeps it (s5c swbd1_prepare_dict.sh:85, fisher_swbd_prepare_dict.sh:137),
+    # for scoring with its acronyms mapped back
+    name = "acronyms_swbd.map" if recipe == FISHER_SWBD else "acronyms.map"
+    amap = out / "local" / "dict_nosp" / name
     amap.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(amap) as f:
-        f.write(write_acronym_map(ms98_acronyms(options.ms98)))
+        f.write(write_acronym_map(ms98_acronyms(options.ms98, recipe), recipe))
     log.info("%s: %d utterances", out / "eval2000", len(ev.segments))
     check.mark_done()
     return out

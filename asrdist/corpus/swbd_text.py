@@ -14,9 +14,18 @@ dirs Kaldi's own scripts make in ``tests/corpus/kaldi_expected/swbd300``):
   1.13 s -> ``000112``), segments extended by up to 0.1 s (``local/extend_segments.pl``), the
   stm's words as they are for the text.
 
-Fisher (``fisher_data_prep.sh``, recalled, not yet checked against Kaldi): ``((words))`` keeps
-the words, markers become ``[laughter]``/``[noise]``; a speed-perturbed copy is prefixed
-``sp0.9-`` (utterance, speaker and recording).
+Switchboard-1 + Fisher follow ``egs/fisher_swbd/s5`` (checked against the data dirs its own
+scripts make in ``tests/corpus/kaldi_expected/swbd2000``), which differs from s5c where noted
+(``recipe="fisher_swbd"``):
+
+- ``local/fisher_data_prep.sh``: ids ``fe_03_00001-A-000200-000434`` (hyphens, ``%06d`` of
+  t*100: truncated), the words as the transcript writes them (case and inner whitespace kept),
+  every line containing ``((`` dropped, six markers mapped (``[laugh]`` -> ``[laughter]``;
+  ``[sigh]``, ``[cough]``, ``[mn]``, ``[breath]``, ``[lipsmack]`` -> ``[noise]``), any other
+  bracketed word left as it is.
+- its ``local/swbd1_map_words.pl`` removes ``_1`` only at the end of a word, and its acronym map
+  (``acronyms_swbd.map``, ``local/fisher_swbd_prepare_dict.sh``) comes from the MS98 lexicon
+  alone (no single letters), applied by its own ``map_acronyms_transcripts.py``.
 """
 
 from __future__ import annotations
@@ -27,9 +36,16 @@ from collections.abc import Iterable
 
 import numpy as np
 
-FISHER_NOISES = {"[laugh]": "[laughter]", "[laughter]": "[laughter]", "[noise]": "[noise]",
-                 "[lipsmack]": "[noise]", "[sigh]": "[noise]", "[cough]": "[noise]",
-                 "[breath]": "[noise]", "[mn]": "[noise]"}
+S5C, FISHER_SWBD = "s5c", "fisher_swbd"  # the Kaldi recipe a rule follows
+
+# fisher_swbd local/fisher_data_prep.sh:137-144 (sed, each global, case-sensitive): the only
+# markers it maps; any other bracketed word stays as it is.
+FISHER_MARKERS = {"[laugh]": "[laughter]", "[sigh]": "[noise]", "[cough]": "[noise]",
+                  "[mn]": "[noise]", "[breath]": "[noise]", "[lipsmack]": "[noise]"}
+_FISHER_MARKER = re.compile("|".join(re.escape(m) for m in FISHER_MARKERS))
+# fisher_data_prep.sh:121, perl on bytes (\s is ASCII whitespace); not anchored at the start
+_FISHER_LINE = re.compile(r"([0-9.]+)\s+([0-9.]+) ([AB]):\s*(\S.*\S|\S)\s*$", re.ASCII)
+_PERL_WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
 
 # s5c local/swbd1_map_words.pl:33-47, in its order; each replaces the first match only.
 _NOT_BRACKET = r"[^\]\[]"
@@ -52,6 +68,8 @@ MAP_WORD_RULES = [
     # :47 them_1's -> them's
     (re.compile(r"_\d"), ""),
 ]
+# fisher_swbd's copy, line 47: "s:_\d$::" (them_1's stays them_1's)
+FISHER_MAP_WORD_RULES = [*MAP_WORD_RULES[:-1], (re.compile(r"_\d$"), "")]
 
 # s5c local/MSU_single_letter.txt: the letters' pronunciations, added to the lexicon
 # (swbd1_prepare_dict.sh:40-47) and the spelling acronyms are recognised by.
@@ -70,23 +88,24 @@ _DICT_EXTRA = ["!sil sil", "[vocalized-noise] spn", "[noise] nsn", "[laughter] l
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def map_word(word: str) -> str:
-    """One word as s5c's swbd1_map_words.pl leaves it."""
-    for rx, repl in MAP_WORD_RULES:
+def map_word(word: str, recipe: str = S5C) -> str:
+    """One word as the recipe's swbd1_map_words.pl leaves it."""
+    for rx, repl in FISHER_MAP_WORD_RULES if recipe == FISHER_SWBD else MAP_WORD_RULES:
         word = rx.sub(repl, word, count=1)
     return word
 
 
-def ms98_words(words: Iterable[str]) -> list[str]:
+def ms98_words(words: Iterable[str], recipe: str = S5C) -> list[str]:
     """An MS98 segment's words after swbd1_data_prep.sh:81-91, before the acronym map: one
     ``[silence]`` with whitespace on both sides removed per place (:82, a global perl
     substitution whose match eats the following space), ``<b_aside>``/``<e_aside>`` removed
-    anywhere (:83-84), then swbd1_map_words.pl. Empty when the line goes (:86, NF > 1)."""
+    anywhere (:83-84), then swbd1_map_words.pl. Empty when the line goes (:86, NF > 1).
+    fisher_swbd's swbd1_data_prep.sh:73-83 is the same but for its swbd1_map_words.pl."""
     line = re.sub(r"\s\[SILENCE\](\s|$)", r"\1", "x " + " ".join(words) + "\n",
                   flags=re.IGNORECASE)
     line = re.sub("<B_ASIDE>", "", line, flags=re.IGNORECASE)
     line = re.sub("<E_ASIDE>", "", line, flags=re.IGNORECASE)
-    return [map_word(w) for w in line.split()[1:]]
+    return [map_word(w, recipe) for w in line.split()[1:]]
 
 
 def _spelled(word: str, phones: str) -> bool:
@@ -116,39 +135,66 @@ def _acronym(word: str, phones: str) -> tuple[str, str] | None:
     return "._".join(low) + mapped_end, " ".join(low) + back_end
 
 
-def acronym_map(ms98_lexicon: str) -> dict[str, tuple[str, str]]:
+def acronym_map(ms98_lexicon: str, recipe: str = S5C) -> dict[str, tuple[str, str]]:
     """Word -> (mapped, spelled back), s5c's ``data/local/dict_nosp/acronyms.map``, from the
     MS98 lexicon ``sw-ms98-dict.text`` as swbd1_prepare_dict.sh:21-85 makes it: comment and
     empty lines dropped (:27), the extra and single-letter entries added (:45-47), the words
-    mapped by swbd1_map_words.pl (:80), then format_acronyms_dict.py (:83)."""
+    mapped by swbd1_map_words.pl (:80), then format_acronyms_dict.py (:83).
+
+    fisher_swbd's ``acronyms_swbd.map`` (fisher_swbd_prepare_dict.sh:115-137): the same from
+    the lexicon alone (no extra or single-letter entries), with its swbd1_map_words.pl (:130);
+    its format_acronyms_dict.py finds the same acronyms (it writes no spelled-back column)."""
     lines = [x for x in ms98_lexicon.split("\n") if not x.startswith("#") and x.split()]
     words = {x.split()[0] for x in lines}
     lines += [f"{w} {p}" for w, p in DICT_PATCH_ACRONYMS.items() if w in words]
-    lines += _DICT_EXTRA + [f"{c} {p}" for c, p in LETTERS.items()]
+    if recipe != FISHER_SWBD:
+        lines += _DICT_EXTRA + [f"{c} {p}" for c, p in LETTERS.items()]
     out = {}
     for line in lines:
         fields = line.split()
-        word = map_word(fields[0])
+        word = map_word(fields[0], recipe)
         found = _acronym(word, " ".join(fields[1:]))
         if found:
             out[word] = found
     return out
 
 
-def write_acronym_map(amap: dict[str, tuple[str, str]]) -> str:
-    """acronyms.map's text: ``word<TAB>mapped<TAB>back`` lines, ``sort -u`` in the C locale."""
-    lines = {f"{w}\t{m}\t{b}\n" for w, (m, b) in amap.items()}
+def write_acronym_map(amap: dict[str, tuple[str, str]], recipe: str = S5C) -> str:
+    """acronyms.map's text: ``word<TAB>mapped<TAB>back`` lines, ``sort -u`` in the C locale
+    (swbd1_prepare_dict.sh:84); fisher_swbd's acronyms_swbd.map has ``word<TAB>mapped`` lines
+    (its format_acronyms_dict.py:57, fisher_swbd_prepare_dict.sh:137)."""
+    if recipe == FISHER_SWBD:
+        lines = {f"{w}\t{m}\n" for w, (m, _) in amap.items()}
+    else:
+        lines = {f"{w}\t{m}\t{b}\n" for w, (m, b) in amap.items()}
     return "".join(sorted(lines, key=str.encode))
 
 
-def map_acronyms(words: list[str], amap: dict[str, tuple[str, str]]) -> list[str]:
+def acronyms_applied(amap: dict[str, tuple[str, str]]) -> bool:
+    """Whether map_acronyms_transcripts.py gets past its start: it deletes the map's ``I`` and
+    ``i`` (s5c :26-27, fisher_swbd :26-27) and stops with a KeyError, before writing anything,
+    when either is missing; swbd1_data_prep.sh's ``mv`` then fails and the text stays as
+    swbd1_map_words.pl left it (s5c's map always has ``I``, from its single letters;
+    fisher_swbd's only when the MS98 lexicon has an upper-case ``I``)."""
+    return "I" in amap and "i" in amap
+
+
+class AcronymMapError(ValueError):
+    """map_acronyms_transcripts.py would stop on this line with a KeyError."""
+
+
+def map_acronyms(words: list[str], amap: dict[str, tuple[str, str]], recipe: str = S5C
+                 ) -> list[str]:
     """s5c's local/map_acronyms_transcripts.py on a line's words: ``I`` with single capital
     letters beside it maps with them (:36-48), then every other word in the map but ``I``/``i``
-    (:51-53), then the words are lowercased (:54-55)."""
+    (:51-53), then the words are lowercased (:54-55). fisher_swbd's copy (``recipe``) looks
+    for a lower-case ``i`` in its first pass (:37). A capital letter beside it that the map
+    lacks stops the script (KeyError, :48): AcronymMapError."""
     items = ["<utt>", *words]  # the script works on the line, id first
     n = len(items)
+    first = "i" if recipe == FISHER_SWBD else "I"
     for i in range(n):
-        if items[i] == "I":
+        if items[i] == first:
             x = 0
             while i - 1 - x >= 0 and re.match(r"^[A-Z]$", items[i - 1 - x]):
                 x += 1
@@ -157,6 +203,8 @@ def map_acronyms(words: list[str], amap: dict[str, tuple[str, str]]) -> list[str
                 y += 1
             if x + y > 0:
                 for bias in range(-x, y + 1):
+                    if items[i + bias] not in amap:
+                        raise AcronymMapError(items[i + bias])
                     items[i + bias] = amap[items[i + bias]][0]
     for i in range(n):
         if items[i] in amap and items[i] not in ("I", "i"):
@@ -239,15 +287,38 @@ def extractable(start: float, end: float, samples: int, rate: int) -> bool:
     return end - start >= float(np.float32(0.1))  # :157
 
 
-def normalise_fisher(text: str) -> list[str]:
-    """A Fisher transcript line's words as Kaldi's fisher_data_prep.sh leaves them."""
-    text = text.lower().replace("((", " ").replace("))", " ")
-    words = []
-    for word in text.split():
-        if word.startswith("["):
-            word = FISHER_NOISES.get(word, "[noise]")
-        words.append(word)
-    return words
+def perl_split(text: str) -> list[str]:
+    """``split(" ", $line)`` in perl on bytes (remove_dup_utts.sh): ASCII whitespace only."""
+    return [w for w in _PERL_WHITESPACE.split(text) if w]
+
+
+def _perl_number(field: str) -> float:
+    """A ``[0-9.]+`` field as perl numifies it: its leading number (``1.2.3`` -> 1.2)."""
+    m = re.match(r"\d+\.?\d*|\.\d+", field)
+    return float(m.group()) if m else 0.0
+
+
+def fisher_line(line: str) -> tuple[str, str, str] | None:
+    """(``000200-000434``, side, words) of a Fisher transcript line as fisher_data_prep.sh:121-128
+    reads it: ``start end A: words``, the times as ``%06d`` of t*100 (truncated), the words
+    from their first to their last non-blank character as written; None when the line does
+    not match (headers, empty lines, a line without words). ValueError: an end time of more
+    than 6 digits (:124 dies)."""
+    m = _FISHER_LINE.search(line)
+    if not m:
+        return None
+    start, end = (f"{int(_perl_number(t) * 100.0):06d}" for t in m.group(1, 2))  # :122-123
+    if len(end) > 6:
+        raise ValueError(f"time too long {end}")
+    return f"{start}-{end}", m.group(3), m.group(4)
+
+
+def fisher_text(words: str) -> str | None:
+    """A Fisher line's words after fisher_data_prep.sh:136-144: None when the line contains
+    ``((`` (grep -v), else the six markers mapped (inside words too, case-sensitive)."""
+    if "((" in words:
+        return None
+    return _FISHER_MARKER.sub(lambda m: FISHER_MARKERS[m.group()], words)
 
 
 def centiseconds(seconds: float) -> int:

@@ -9,7 +9,11 @@ eval2000_ref=""     # LDC2002T43 (reference/hub5e00.english.000405.stm, en200004
 ali_dir=""          # the user's Kaldi alignment dir of the training set, e.g. exp/tri4_ali_nodup
 graph_dir=""        # the user's Kaldi graph dir, e.g. exp/tri4/graph_sw1_tg
 speed_perturb=""    # e.g. "0.9 1.0 1.1" when ali_dir holds speed-perturbed (sp0.9-...) alignments
-dev_utts=4000       # train_dev: the first N utterances of Switchboard (Kaldi)
+sp_prefix=""        # true|false: ids of the speed-1.0 copy prefixed sp1.0- (default: as the
+                    # recipe's Kaldi recipe: true for swbd300 (s5c), false for swbd2000)
+extend_eval2000=""  # true|false: eval2000 segments extended by 0.1 s (default: true for
+                    # swbd300 (s5c's eval2000_data_prep.sh), false for swbd2000 (fisher_swbd's))
+dev_utts=4000       # train_dev: the first N utterances of Switchboard (s5c; swbd2000 has none)
 max_dup=300         # train_nodup: about N per transcript (remove_dup_utts.sh)
 train_feats=""      # the user's own Kaldi data dir of the training set (feats.scp...), taken as is
 test_feats=""       # the same for eval2000

@@ -2,7 +2,8 @@
 # the options (local/swbd/defaults.sh) are parsed and the paths checked; the recipe sets
 # train_set and prepare_opts (an array: its corpus options for asrdist-prepare-swbd).
 #
-#   0 data       asrdist-prepare-swbd: LDC releases -> data/{train,train_dev,train_nodup,...}
+#   0 data       asrdist-prepare-swbd: LDC releases -> data/{train,train_nodup,...} as s5c
+#                (swbd300) or fisher_swbd (swbd2000) makes them
 #   1 features   40-dim log-mel fbank at 8 kHz, Kaldi framing (or the user's Kaldi feats as is),
 #                then optional extra streams (fMLLR, i-vectors) joined per frame
 #   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
@@ -26,6 +27,10 @@ run=$exp/blstm_$algo
 graph_name=$(basename "$graph_dir")
 decode=$run/decode_eval2000_$graph_name
 
+case "$sp_prefix" in true) prepare_opts+=(--always-include-prefix) ;;
+  false) prepare_opts+=(--no-always-include-prefix) ;; esac
+case "$extend_eval2000" in true) prepare_opts+=(--extend-eval2000) ;;
+  false) prepare_opts+=(--no-extend-eval2000) ;; esac
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 data asrdist-prepare-swbd "${prepare_opts[@]}" --swbd-audio $swbd_audio \
     --ms98 $ms98 --eval2000-audio $eval2000_audio --eval2000-ref $eval2000_ref \

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Switchboard-1 + Fisher (~2000 h): the papers' setup. As recipes/swbd300 with the Fisher
-# releases added to the training set (train_nodup + Fisher = train_swbd_fisher). See README.md.
+# releases added, data dirs as Kaldi's egs/fisher_swbd/s5 makes them (train = Fisher + all of
+# Switchboard, train_nodup its duplicates drawn down, train_nodup_sp). See README.md.
 #   ./run.sh --swbd-audio /LDC/LDC97S62 --ms98 /LDC/swb_ms98_transcriptions \
 #       --eval2000-audio /LDC/LDC2002S09 --eval2000-ref /LDC/LDC2002T43 \
 #       --fisher-audio "/LDC/LDC2004S13 /LDC/LDC2005S13" --fisher-text "/LDC/LDC2004T19 /LDC/LDC2005T19" \
-#       --ali-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a_ali --graph-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a/graph
+#       --ali-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a_ali_nodup_sp --speed-perturb "0.9 1.0 1.1" \
+#       --graph-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a/graph_fsh_sw1_tg
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh
@@ -29,5 +31,5 @@ for d in $fisher_text; do
   need_found --fisher-text "$d" "Fisher transcripts (LDC2004T19, LDC2005T19) with fe_03_*.txt" "fe_03_*.txt"
   prepare_opts+=(--fisher-text "$d")
 done
-train_set=train_swbd_fisher${speed_perturb:+_sp}
+train_set=train_nodup${speed_perturb:+_sp}
 . "$repo_root/local/swbd/pipeline.sh"

@@ -104,6 +104,8 @@ class LdcTree:
     eval2000_ref: Path
     fisher_audio: Path
     fisher_text: Path
+    fisher_audio2: Path | None = None  # make_prep_tree: LDC2005S13 (fe_03_p2_sph*)
+    fisher_text2: Path | None = None  # make_prep_tree: LDC2005T19 (fe_03_p2_tran)
 
 
 def _spoken(text: str) -> str:
@@ -232,12 +234,14 @@ def _ms98_lines(rng: np.random.Generator, texts: list[str], t: float,
 
 
 def make_prep_tree(root: Path, seed: int = 21) -> LdcTree:
-    """Switchboard-1 + MS98 and eval2000 trees for the data prep alone: transcripts with the
-    real releases' awkward parts, silent audio whose lengths are the transcripts' (one side
-    ends early, one conversation has no audio, one recording no transcript)."""
+    """Switchboard-1 + MS98, eval2000 and Fisher (both releases) trees for the data prep alone:
+    transcripts with the real releases' awkward parts, silent audio whose lengths are the
+    transcripts' (one side ends early, one conversation has no audio, one recording no
+    transcript). Fisher comes from its own generator, so the other trees are as they were."""
     rng = np.random.default_rng(seed)
     tree = LdcTree(root / "LDC97S62", root / "swb_ms98_transcriptions", root / "LDC2002S09",
-                   root / "LDC2002T43", root / "LDC2004S13", root / "LDC2004T19")
+                   root / "LDC2002T43", root / "LDC2004S13", root / "LDC2004T19",
+                   root / "LDC2005S13", root / "LDC2005T19")
     specials = iter(SPECIAL)
     sides = [(c, s) for c in PREP_CONVS for s in "AB"]
     late = [cs for cs in sides if "2004" <= cs[0] <= "2028" or cs[0] == "2151"]
@@ -277,6 +281,7 @@ def make_prep_tree(root: Path, seed: int = 21) -> LdcTree:
                  np.zeros((RATE, 2), np.int16))
     (tree.ms98 / "sw-ms98-dict.text").write_text(MS98_DICT)
     _prep_eval2000(tree)
+    _prep_fisher(tree, np.random.default_rng(seed + 1))
     return tree
 
 
@@ -311,3 +316,86 @@ def _prep_eval2000(tree: LdcTree) -> None:
     ref.mkdir(parents=True)
     (ref / "hub5e00.english.000405.stm").write_text("\n".join(stm) + "\n")
     (ref / "en20000405_hub5.glm").write_text(EVAL_GLM)
+
+
+# Fisher (fisher_swbd's local/fisher_data_prep.sh): calls per release, the conversation without
+# audio, the audio without transcript; the sph folders Kaldi looks for (all must exist), one of
+# them under the newer name fisher_eng_tr_sp_dN that the script also accepts.
+FISHER_PREP = {"p1": ["00001", "00002", "00003", "00004"], "p2": ["05851", "05852", "05853"]}
+FISHER_NO_AUDIO, FISHER_NO_TEXT = "05853", "05860"
+FISHER_FILLERS = ["yeah", "uh-huh", "right", "yeah yeah", "yeah  yeah", "oh okay", "[laughter]",
+                  "[laugh]", "i know", "um", "that's true", "really"]
+# Once per call side, in order: "((" lines (dropped whole), every marker fisher_data_prep.sh maps
+# and bracketed words it does not, markers inside words, case, inner whitespace kept, lines
+# without words (not matched), partial words.
+FISHER_SPECIAL = [
+    "(( i don't know ))", "i was ((at the)) store", "(( ))", "[laugh] that is funny",
+    "yeah [laughter] [laughter]", "[sigh] okay", "[cough] sorry about that",
+    "[mn] [breath] well", "[lipsmack] so anyway", "[noise] hello", "oh[laugh] yeah",
+    "[sneeze] excuse me", "[laugh", "[[laugh]] no", "I think T.V. is fine", "we watch t._v.",
+    "so  what  do you", "tab\there too", "trailing spaces   ", "", "   ",
+    "sto- stopped it", "-ing [mn]", "[breath]", "uh [Laugh] no", "[sigh] [sigh] [cough]",
+    "((mm)) yeah", "Yeah RIGHT",
+]
+SURE_PER_SIDE = 25  # "sure": 300 lines over the 12 sides with audio (exactly remove_dup's 300)
+
+
+def _fisher_lines(rng: np.random.Generator, texts: list[str], side: str
+                  ) -> list[tuple[str, str, str]]:
+    """(start, end, words) as the transcripts write them: two decimals, where %06d of t*100
+    truncates often (0.29 -> 000028); a few with three decimals."""
+    out, t = [], 0.5
+    for k, text in enumerate(texts):
+        start = t + rng.uniform(0.1, 0.8)
+        end = start + 0.3 * max(1, len(text.split())) + rng.uniform(0.05, 0.5)
+        fmt = "{:.3f}" if k % 40 == 7 else "{:.2f}"
+        out.append((fmt.format(start), fmt.format(end), text))
+        t = end
+    return out
+
+
+def _prep_fisher(tree: LdcTree, rng: np.random.Generator) -> None:
+    specials = iter(FISHER_SPECIAL)
+    for part, calls in FISHER_PREP.items():
+        audio_root = tree.fisher_audio if part == "p1" else tree.fisher_audio2
+        text_root = tree.fisher_text if part == "p1" else tree.fisher_text2
+        for n in range(1, 8):
+            name = f"fe_03_{part}_sph{n}" if (part, n) != ("p1", 3) else "fisher_eng_tr_sp_d3"
+            (audio_root / name / "audio").mkdir(parents=True, exist_ok=True)
+        for k, call in enumerate(calls):
+            lines, end_of = [], {}
+            for side in "AB":
+                texts = ["mhm"] * 28 + list(rng.choice(FISHER_FILLERS, size=24))
+                texts += [f"about call {call} {side} number {j}" for j in range(3)]
+                if call != FISHER_NO_AUDIO:
+                    texts += ["sure"] * SURE_PER_SIDE
+                rng.shuffle(texts)
+                for _ in range(2):
+                    texts.insert(int(rng.integers(0, len(texts))), next(specials, "okay"))
+                texts.append(f"bye now {call} {side}")  # the last: the one past the audio
+                side_lines = _fisher_lines(rng, texts, side)
+                if call == "00001" and side == "A":  # shorter than 0.1 s, start = end, one id
+                    side_lines += [("300.00", "300.05", "oh"), ("301.10", "301.10", "hm"),
+                                   ("302.00", "303.00", "we said this"),
+                                   ("302.00", "303.00", "and that")]
+                end_of[side] = max(float(e) for _, e, _ in side_lines)
+                lines += [(s, e, side, w) for s, e, w in side_lines]
+            length = max(end_of.values()) + 0.2
+            if call == "00002":  # its last segment ends 0.7 s past the audio: skipped
+                length -= 0.9
+            if call == "05851":  # 0.3 s past the end: kept
+                length -= 0.5
+            lines.sort(key=lambda x: float(x[0]))
+            body = "".join(f"{s} {e} {side}:{' ' if w else ''}{w}\n" for s, e, side, w in lines)
+            txt = (text_root / f"fe_03_{part}_tran" / "data" / "trans" / call[:3]
+                   / f"fe_03_{call}.txt")
+            txt.parent.mkdir(parents=True, exist_ok=True)
+            txt.write_text(f"# fe_03_{call}.sph\n# Transcribed at the LDC\n\n{body}")
+            if call != FISHER_NO_AUDIO:
+                sph_dir = "fisher_eng_tr_sp_d3" if call >= "00003" and part == "p1" else \
+                    f"fe_03_{part}_sph{1 + k % 2}"
+                write_sphere(audio_root / sph_dir / "audio" / call[:3] / f"fe_03_{call}.sph",
+                             np.zeros((int(length * RATE), 2), np.int16))
+        (text_root / f"fe_03_{part}_tran" / "doc").mkdir(parents=True, exist_ok=True)
+    write_sphere(tree.fisher_audio2 / "fe_03_p2_sph2" / "audio" / "058" /
+                 f"fe_03_{FISHER_NO_TEXT}.sph", np.zeros((RATE, 2), np.int16))

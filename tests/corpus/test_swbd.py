@@ -10,7 +10,7 @@ import soundfile
 
 from asrdist.corpus.sphere import change_speed, read_sphere
 from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
-from asrdist.corpus.swbd_text import map_word, normalise_fisher, utt_id
+from asrdist.corpus.swbd_text import FISHER_SWBD, fisher_line, fisher_text, map_word, swbd_utt_id
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import read_table
 from asrdist.stage import Skipped
@@ -51,15 +51,17 @@ def test_ms98_and_fisher_normalisation_follow_kaldi():
              "them_1s": "thems", "{weather}": "weather", "[it'n/isn't]": "it'n",
              "-[laughter-story]-": "--", "[laughter-TV]": "TV"}
     assert {w: map_word(w) for w in kaldi} == kaldi
-    assert normalise_fisher("[laugh] I am ((fine)) [lipsmack]") == [
-        "[laughter]", "i", "am", "fine", "[noise]"]
-    assert utt_id("sw02001", "A", 0.977625, 11.561375) == "sw02001-A_000098-001156"
+    assert map_word("them_1's", FISHER_SWBD) == "them_1's"  # fisher_swbd's copy: "_\d$"
+    # fisher_data_prep.sh: %06d of t*100 truncates, words as written, "((" lines dropped
+    assert fisher_line("0.29 1.13 A:  I  am ((fine)) ") == ("000028-000112", "A", "I  am ((fine))")
+    assert fisher_line("1.00 2.00 B:") is None and fisher_text("I am ((fine))") is None
+    assert fisher_text("[laugh] oh[sigh] [pause] [Cough]") == "[laughter] oh[noise] [pause] [Cough]"
+    assert swbd_utt_id("sw2001A-ms98-a-0001", 0.977625, 11.561375) == "sw02001-A_000098-001156"
 
 
 def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
     options = SwbdOptions(str(ldc.swbd_audio), str(ldc.ms98), str(ldc.eval2000_audio),
-                          str(ldc.eval2000_ref), (str(ldc.fisher_audio),),
-                          (str(ldc.fisher_text),), dev_utts=4, max_dup=2,
+                          str(ldc.eval2000_ref), dev_utts=4, max_dup=2,
                           speed_factors=(0.9, 1.0, 1.1))
     out = tmp_path / "data"
     assert prepare_swbd(out, options) == out
@@ -76,13 +78,13 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
         assert [float(t) for t in seg.split()[1:]] == [int(start) / 100, int(end) / 100]
     spk = read_table(out / "train_nodup" / "utt2spk")
     assert all(spk[u] == u[:9] for u in spk)
-    sp = read_table(out / "train_swbd_fisher_sp" / "segments")
-    assert len(sp) == 3 * (15 + 4)
+    sp = read_table(out / "train_nodup_sp" / "segments")
+    assert len(sp) == 3 * 15
     first = utts[4]
     _, reco, start, end = ["", *read_table(out / "train" / "segments")[first].split()]
     assert sp[f"sp0.9-{first}"].split() == [f"sp0.9-{reco}", f"{float(start) / 0.9:.2f}",
                                             f"{float(end) / 0.9:.2f}"]
-    wav = read_table(out / "train_swbd_fisher_sp" / "wav.scp")
+    wav = read_table(out / "train_nodup_sp" / "wav.scp")
     assert wav["sp1.1-sw02001-B"].startswith("asrdist-sph2wav -c 2 --speed 1.1 ")
     assert wav["sw02001-B"].startswith("asrdist-sph2wav -c 2 /")  # sp1.0: recordings kept
     ev = out / "eval2000"
@@ -90,9 +92,32 @@ def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
     assert "IGNORE_TIME_SEGMENT_IN_SCORING" in (ev / "stm").read_text()
     assert len(read_table(ev / "text")) == 8  # the IGNORE segment is not an utterance
     assert read_table(ev / "reco2file_and_channel")["en_4156-B"] == "en_4156 B"
-    fisher = set(read_table(out / "fisher" / "text").values())
-    assert {"i am fine thanks", "[laughter] that is right", "we went to the game"} <= fisher
+    assert read_table(out / "train_nodup_sp" / "utt2spk")[f"sp1.0-{first}"] == f"sp1.0-{reco}"
     assert isinstance(prepare_swbd(out, options), Skipped)
+
+
+def test_prepare_with_fisher_makes_fisher_swbds_sets(ldc, tmp_path):
+    """fisher_swbd's run.sh: train = Fisher + all of Switchboard (no train_dev), train_nodup
+    drawn over both, the sp 1.0 copy unprefixed, eval2000 not extended (the whole is compared
+    with Kaldi's own output in test_swbd_fisher_kaldi.py)."""
+    options = SwbdOptions(str(ldc.swbd_audio), str(ldc.ms98), str(ldc.eval2000_audio),
+                          str(ldc.eval2000_ref), (str(ldc.fisher_audio),),
+                          (str(ldc.fisher_text),), max_dup=2, speed_factors=(0.9, 1.0, 1.1))
+    assert options.train_set == "train_nodup_sp"
+    out = tmp_path / "data"
+    prepare_swbd(out, options)
+    text = read_table(out / "train" / "text")
+    fisher = {u: t for u, t in text.items() if u.startswith("fe_03_")}
+    assert len(text) == 20 + 3 and not (out / "train_dev").exists()
+    assert set(fisher.values()) == {"hello how are you", "[laughter] that is right",
+                                    "we went to the game"}  # "i am fine ((thanks))" dropped
+    assert all(len(u) == len("fe_03_00001-A-000200-000434") for u in fisher)
+    assert set(read_table(out / "train_swbd" / "text")) == set(text) - set(fisher)
+    sp = read_table(out / "train_nodup_sp" / "utt2spk")
+    nodup = read_table(out / "train_nodup" / "utt2spk")
+    assert {u: s for u, s in sp.items() if u in nodup} == nodup
+    assert {f"sp1.1-{u}" for u in fisher} <= set(sp)
+    assert (out / "local" / "dict_nosp" / "acronyms_swbd.map").is_file()
 
 
 def test_sph2wav_pipe_gives_the_channel(ldc):

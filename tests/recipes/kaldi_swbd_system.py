@@ -29,8 +29,9 @@ class KaldiSystem:
 
 
 def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") -> KaldiSystem:
-    """Data prep as the user's Kaldi recipe did it, MFCC at 8 kHz, monophone GMM alignments
-    of the training set (exp/tri4_ali_nodup's role) and a trigram graph (graph_sw1_tg's)."""
+    """Data prep as the user's Kaldi recipe did it (s5c, or fisher_swbd with ``fisher``), MFCC
+    at 8 kHz, monophone GMM alignments of the training set (exp/tri4_ali_nodup's role, or
+    fisher_swbd's exp/tri5a_ali_nodup) and a trigram graph (graph_sw1_tg's)."""
     data = root / "data"
     prep = ["--swbd-audio", str(tree.swbd_audio), "--ms98", str(tree.ms98),
             "--eval2000-audio", str(tree.eval2000_audio), "--eval2000-ref",
@@ -40,7 +41,7 @@ def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") 
     if speed:
         prep += ["--speed-perturb", speed]
     _check("prepare_swbd", *prep)
-    train = ("train_swbd_fisher" if fisher else "train_nodup") + ("_sp" if speed else "")
+    train = "train_nodup" + ("_sp" if speed else "")  # s5c's and fisher_swbd's name
     text = read_table(data / train / "text")
     words = {w for t in text.values() for w in t.split()}
     spoken = {w for w in words if not w.startswith("[") and not w.startswith("-")
@@ -53,7 +54,7 @@ def make_kaldi_system(tree: LdcTree, root: Path, fisher: bool, speed: str = "") 
     for part in (train, "eval2000"):
         _check("features", "--kind", "mfcc", "--sample-rate", "8000", "--nj", "2",
              str(data / part), str(data / f"{part}_mfcc"))
-    ali = root / "exp" / ("tri4_ali_nodup" + ("_sp" if speed else ""))
+    ali = root / "exp" / (("tri5a" if fisher else "tri4") + "_ali_nodup" + ("_sp" if speed else ""))
     _check("align_gmm", "--nj", "2", "--num-iters", "5", "--total-gauss", "150",
          str(data / f"{train}_mfcc"), str(root / "lang"), str(ali))
     graph = root / "exp" / "tri4" / "graph_sw1_tg"

@@ -34,14 +34,27 @@ KALDI_LINE = r"%WER \d+\.\d \| \d+ \d+ \| (\d+\.\d ){5}\d+\.\d \| \S+"
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory):
-    """The LDC tree and the user's Kaldi system (alignments of train_swbd_fisher_sp, which
-    hold every utterance of both recipes' speed-perturbed training sets)."""
+def ldc(tmp_path_factory):
     root = tmp_path_factory.mktemp("swbd")
     tree = make_ldc_tree(root / "ldc")
-    system = make_kaldi_system(tree, root / "kaldi", fisher=True, speed=SPEED)
     (root / "tiny.yaml").write_text(TINY)
-    return root, tree, system
+    return root, tree
+
+
+@pytest.fixture(scope="module")
+def user(ldc):
+    """The LDC tree and the swbd300 user's Kaldi system (s5c: alignments of train_nodup_sp,
+    its 1.0 copy prefixed sp1.0-)."""
+    root, tree = ldc
+    return root, tree, make_kaldi_system(tree, root / "kaldi_s5c", fisher=False, speed=SPEED)
+
+
+@pytest.fixture(scope="module")
+def fisher_user(ldc):
+    """The swbd2000 user's (fisher_swbd: alignments of its train_nodup_sp, Fisher + all of
+    Switchboard, the 1.0 copy unprefixed)."""
+    root, tree = ldc
+    return root, tree, make_kaldi_system(tree, root / "kaldi_fisher", fisher=True, speed=SPEED)
 
 
 def run_recipe(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -99,21 +112,21 @@ def _ivectors(features: Path, out: Path) -> str:
     return f"{out}.scp:10"
 
 
-def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(user, tmp_path):
-    root, tree, system = user
+def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user, tmp_path):
+    root, tree, system = fisher_user
     extra = f"{system.train_mfcc / 'feats.scp'} {_ivectors(system.train_mfcc, tmp_path / 'iv')}"
     extra_test = (f"{system.test_mfcc / 'feats.scp'} "
                   f"{_ivectors(system.test_mfcc, tmp_path / 'iv_test')}")
-    args = _args(user, tmp_path) + ["--fisher-audio", str(tree.fisher_audio),
+    args = _args(fisher_user, tmp_path) + ["--fisher-audio", str(tree.fisher_audio),
                                     "--fisher-text", str(tree.fisher_text), "--algo", "ssgd",
                                     "--extra-feats", extra, "--extra-test-feats", extra_test]
     proc = run_recipe("swbd2000", *args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for n in range(6):
         assert re.search(rf"stage {n} \(.*\): done in \d+ s", proc.stderr), f"stage {n}"
-    feats = (tmp_path / "data" / "train_swbd_fisher_sp_fbank" / "feats.scp").read_text()
-    assert "sp1.1-fe_03_00001-B_" in feats
-    joined = kaldiio.load_scp(str(tmp_path / "data" / "train_swbd_fisher_sp_input" / "feats.scp"))
+    feats = (tmp_path / "data" / "train_nodup_sp_fbank" / "feats.scp").read_text()
+    assert "sp1.1-fe_03_00001-B-" in feats and "\nfe_03_00001-B-" in feats  # 1.0: no prefix
+    joined = kaldiio.load_scp(str(tmp_path / "data" / "train_nodup_sp_input" / "feats.scp"))
     assert next(iter(joined.values())).shape[1] == 40 + 13 + 5  # fbank + "fMLLR" + i-vectors
     model = torch.load(tmp_path / "exp" / "blstm_ssgd" / "final.pt", weights_only=False)
     assert model["input_dim"] == 58

@@ -29,21 +29,9 @@ dev_utts=100
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-git --git-dir="$kaldi_git/.git" rev-parse HEAD >/dev/null 2>&1 && kaldi_git=$kaldi_git/.git
-git --git-dir="$kaldi_git" archive HEAD egs/swbd/s5c egs/wsj/s5/utils egs/wsj/s5/steps \
-  | tar -x -C "$work"
-commit=$(git --git-dir="$kaldi_git" rev-parse HEAD)
-mkdir -p "$work/tools/config" "$work/tools/sph2pipe_v2.5" "$work/bin"
-: > "$work/tools/config/common_path.sh"
-printf '#!/bin/sh\nexit 1\n' > "$work/tools/sph2pipe_v2.5/sph2pipe"
-cp "$work/tools/sph2pipe_v2.5/sph2pipe" "$work/bin/sox"  # perturb_data_dir_speed.sh checks it
-printf '#!/bin/sh\ncat >/dev/null\n' > "$work/bin/patch"  # stage 1's dict.patch: see above
-ln -s "$(command -v python3)" "$work/bin/python"
-chmod +x "$work/tools/sph2pipe_v2.5/sph2pipe" "$work/bin/patch" "$work/bin/sox"
-
-(cd "$repo" && PYTHONPATH="$repo" "$python" -c \
-  "import sys; from pathlib import Path; from tests.corpus.ldc_fixture import make_prep_tree;
-make_prep_tree(Path(sys.argv[1]))" "$work/ldc")
+. "$here/../standins.sh"
+commit=$(kaldi_tree "$kaldi_git" "$work" egs/swbd/s5c)
+make_prep_tree "$repo" "$python" "$work/ldc"
 ldc=$work/ldc
 
 cd "$work/egs/swbd/s5c"
@@ -64,21 +52,9 @@ then echo "eval2000_data_prep.sh: expected its 80-recordings check to fail"; exi
 else grep -q "expected 80 lines in wav.scp, got 4" eval2000.log || { cat eval2000.log; exit 1; }
 fi
 
-# recording lengths (seconds) from the SPHERE headers, for the stand-ins below
-reco_len() {
-  awk '{print $1, $(NF-1)}' "$1/wav.scp" | while read -r reco sph; do
-    head -c 1024 "$sph" | tr -d '\0' | awk -v r="$reco" \
-      '$1 == "sample_count" {n = $3} $1 == "sample_rate" {f = $3} END {print r, n / f}'
-  done
-}
 # make_mfcc.sh's extract-segments checks (stand-in), then utils/fix_data_dir.sh; $2: lengths
 make_feats() {
-  awk -v min=0.100000001490116119384765625 'NR == FNR {len[$1] = $2; next}
-    {s = $3 + 0; e = $4 + 0; l = len[$2];
-     if (s < 0 || e <= 0 || s >= e || s > l || e > l + 0.5) next;
-     if (e > l) e = l;
-     if (e - s < min) next;
-     print $1, "feats.ark:" NR}' "$2" "$1/segments" > "$1/feats.scp"
+  extract_segments "$1" "$2"
   utils/fix_data_dir.sh "$1"
 }
 
@@ -105,13 +81,7 @@ utils/data/perturb_data_dir_speed_3way.sh --always-include-prefix true \
   data/train_nodup data/train_nodup_sp
 make_feats data/train_nodup_sp data/train_nodup_sp/reco2dur
 
-for x in train train_dev train_nodup train_nodup_sp eval2000; do
-  rm -rf "${here:?}/$x"
-  mkdir -p "$here/$x"
-  for f in text segments utt2spk spk2utt reco2file_and_channel stm glm; do
-    [ -f data/$x/$f ] && cp data/$x/$f "$here/$x/$f"
-  done
-done
+keep_dirs "$here" train train_dev train_nodup train_nodup_sp eval2000
 cp data/local/dict_nosp/acronyms.map "$here/acronyms.map"
 echo "$commit" > "$here/KALDI_COMMIT"
 echo "regenerated from kaldi-asr/kaldi $commit"

@@ -18,9 +18,11 @@ whose result is the next block's start, on every learner alike:
   is plain ``ma``), and the steady state ``zeta / (1 - eta) = N`` times G is Kaldi's averaging
   with learners x lr, filtered. fairseq's ``bmuf.py`` averages (divides by N before its
   allreduce) and drops the ``1 - eta``: the same step only at eta = 1 - 1/N. This module follows
-  CNTK, whose scale the paper's defaults assume. As in CNTK, the Nesterov form starts the next
-  block from the look-ahead point and takes that point as the next block's ``w_g`` (the paper
-  keeps ``W(t) = W(t-1) + Delta(t)`` apart from the look-ahead start; CNTK does not).
+  CNTK, whose scale the paper's defaults assume. As in CNTK (and fairseq), the Nesterov form
+  starts the next block from the look-ahead point and that point is the next block's ``w_g``,
+  the base of its ``w = w_g - v``; the paper, as we read it, keeps the model
+  ``W(t) = W(t-1) + Delta(t)`` apart from the look-ahead start ``W_g(t)``, which differs from
+  the second block on.
 - ``diloco`` (Douillard et al. 2023, arXiv 2311.08105): G taken as a gradient by an outer SGD
   with Nesterov momentum (torch.optim.SGD's form, dampening 0):
 

@@ -37,6 +37,8 @@ def test_bmuf_defaults_two_blocks_nesterov():
     close(rule.block(t(1.0), t(0.7)), 0.55)
     # block 2 from 0.55; the learners end at 0.45 and 0.35: mean 0.4, G = 0.15, S = 0.3
     # v2 = 0.5*0.3 + 0.5*1*0.3 = 0.3; w2 = 0.55 - 0.3 = 0.25; start 0.25 - 0.5*0.3 = 0.1
+    # (CNTK's form: w2 is taken from the look-ahead start 0.55; W2 = W1 - v2 = 0.4, start 0.25,
+    # would keep the model apart from the look-ahead point)
     close(rule.block(t(0.55), t(0.4)), 0.1)
     close(rule.v, 0.3)
 

@@ -29,10 +29,11 @@ from asrdist.parallel.weights import unwrap
 
 @dataclass(frozen=True)
 class MAOptions(CommonOptions):
-    avg_period: int = option(8, "ma: local steps between weight averages")
-    avg_frames: int = option(0, "ma: training frames per learner between weight averages, "
-                             "rounded to whole steps of batch-size x chunk-len frames; "
-                             "replaces --avg-period when set (0 = use --avg-period)")
+    avg_period: int = option(8, "ma, bmuf, diloco: local steps between weight averages")
+    avg_frames: int = option(0, "ma, bmuf, diloco: training frames per learner between "
+                             "weight averages, rounded to whole steps of batch-size x "
+                             "chunk-len frames; replaces --avg-period when set "
+                             "(0 = use --avg-period)")
     batch_size: int = training_option(256, "the run's chunks per learner per step")
     chunk_len: int = training_option(21, "the run's labelled frames per chunk")
 

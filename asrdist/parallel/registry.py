@@ -22,7 +22,7 @@ from asrdist.parallel.options import CommonOptions, NoOptions, flag
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
-           "asrdist.parallel.ma")
+           "asrdist.parallel.ma", "asrdist.parallel.outer")
 PLUGINS_ENV = "ASRDIST_STRATEGIES"
 
 

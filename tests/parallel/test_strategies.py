@@ -35,6 +35,27 @@ def plain_sgd(steps: int, lr: float, data, momentum: float = 0.0,
     return model
 
 
+def blocks_reference(steps: int, k: int, n: int, outer=None) -> list[torch.Tensor]:
+    """The reference of ma (and of bmuf and diloco): ``n`` learners of local SGD (lr 0.1,
+    momentum 0.5) from make_model(0); after every ``k`` steps every learner loads
+    ``outer(start, mean)`` (default: the mean), ``start`` being what they loaded last."""
+    models = [make_model(0) for _ in range(n)]
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
+    start = flat_weights(models[0])
+    for step in range(steps):
+        for r in range(n):
+            x, y = batch(step, r, 8, False)
+            opts[r].zero_grad()
+            torch.nn.functional.mse_loss(models[r](x), y).backward()
+            opts[r].step()
+        if (step + 1) % k == 0:
+            mean = torch.stack([flat_weights(m) for m in models]).mean(0)
+            start = mean if outer is None else outer(start, mean)
+            for m in models:
+                torch.nn.utils.vector_to_parameters(start.clone(), m.parameters())
+    return [flat_weights(m) for m in models]
+
+
 def test_every_registered_strategy_is_covered():
     """Whatever is registered now was collected into the generic tests below: a strategy
     registered later than collection would escape them."""
@@ -90,19 +111,7 @@ def test_ma_is_k_local_steps_then_the_average(tmp_path, options):
     k, steps, n = 3, 7, 2
     res = ok(run_learners({"algo": "ma", "lr": 0.1, "momentum": 0.5, "steps": steps,
                            "options": options}, n, tmp_path))
-    models = [make_model(0) for _ in range(n)]
-    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
-    for step in range(steps):
-        for r in range(n):
-            x, y = batch(step, r, 8, False)
-            opts[r].zero_grad()
-            torch.nn.functional.mse_loss(models[r](x), y).backward()
-            opts[r].step()
-        if (step + 1) % k == 0:
-            mean = torch.stack([flat_weights(m) for m in models]).mean(0)
-            for m in models:
-                torch.nn.utils.vector_to_parameters(mean.clone(), m.parameters())
-    refs = [flat_weights(m) for m in models]
+    refs = blocks_reference(steps, k, n)
     for r in range(n):
         torch.testing.assert_close(res[r]["before"], refs[r], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,

@@ -45,6 +45,8 @@ def _losses(out: Path, rank: int) -> list[tuple[int, float]]:
 @pytest.mark.parametrize(("algo", "extra", "deterministic"), [
     ("ssgd", [], True),
     ("ma", ["--avg-period=2"], True),
+    ("bmuf", ["--avg-period=3"], True),
+    ("diloco", ["--avg-period=3"], True),
     ("adpsgd-fixed", [], False),
     ("adpsgd-random", [], False),
     ("adpsgd-delay1", [], False),
@@ -66,9 +68,10 @@ def test_two_learners_stop_and_resume(corpus, tmp_path, algo, extra, determinist
         state = load_checkpoint(out, rank, last)
         assert state["step"] == last and "steps" not in state["strategy"]  # the trainer's count
         total.append(_losses(out, rank)[-1][0])
-        if algo == "ma":  # averaging keyed on the trainer's step: at the same steps after resume
+        if algo in ("ma", "bmuf", "diloco"):  # averaging keyed on the trainer's step: at the
+            period = int(extra[0].split("=")[1])  # same steps after resume
             record = [r for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "train"]
-            assert all(r["averages"] == r["step"] // 2 for r in record)
+            assert all(r["averages"] == r["step"] // period for r in record)
     assert total[0] == total[1] == last > 4  # every learner takes the same number of steps
     if deterministic:  # synchronous strategies: the resumed run is the uninterrupted one
         reference = tmp_path / "reference"

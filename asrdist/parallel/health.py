@@ -86,6 +86,8 @@ def fail(rank: int, message: str) -> None:
     os._exit(1)
 
 
+REPORT_POLL_S = 1.0  # how often every learner looks for another's failure report
+
 STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
 
 
@@ -152,12 +154,18 @@ class Liveness:
     def _run(self) -> None:
         tick = 0
         store_lost_since: float | None = None
-        while not self._stop.wait(self.interval_s):
-            tick += 1
+        last_beat = time.monotonic()
+        values: dict[int, str | None] = {}
+        while not self._stop.wait(min(self.interval_s, REPORT_POLL_S)):
             now = time.monotonic()
+            beat = now - last_beat >= self.interval_s - 1e-3
             try:
-                self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
-                values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                if beat:  # the heartbeat proper: every interval
+                    tick += 1
+                    last_beat = now
+                    self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
+                    values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                # another learner's failure report: every second at least, whatever the interval
                 failed = self._store.get("first").decode() if self._store.check(["first"]) \
                     else None
                 store_lost_since = None
@@ -169,6 +177,8 @@ class Liveness:
                 continue
             if failed is not None and not failed.startswith(f"learner {self.rank}:"):
                 abort(self.rank, "another learner failed; ending the job")
+            if not beat:
+                continue
             for r, value in values.items():
                 last = self._seen.get(r)
                 if value is not None and (last is None or last[0].split()[0] != value.split()[0]):

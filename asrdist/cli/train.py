@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+import asrdist.cli.early_signals as early_signals  # first: stop signals while torch imports
 from asrdist.cli import AsrdistCommand, command
 from asrdist.errors import AsrdistError
 from asrdist.parallel import launch, registry
@@ -111,9 +112,10 @@ def main(config_path: str | None, **flags: Any) -> None:
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
     signals = parse_signals(config.stop_signals)
+    early = early_signals.take(signals)
     denv = launch.detect_env()
-    supervise_under_mpiexec(denv, signals)
-    preemption = Preemption(signals)
+    supervise_under_mpiexec(denv, signals, early)
+    preemption = Preemption(signals, early)
     validate_for_world(config, denv.world_size if denv is not None else 1)
     learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"))
     strategy = make_strategy(config, learner)

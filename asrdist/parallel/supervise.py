@@ -36,12 +36,16 @@ def _die_with_supervisor() -> None:
             os._exit(1)
 
 
-def _run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
-    """Run this same command as the learner; return its exit status, naming a death by signal."""
+def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
+                    early: signal.Signals | None = None) -> int:
+    """Run this same command as the learner; return its exit status, naming a death by signal.
+    ``early``: a stop signal this process got while starting, passed on at once."""
     child = subprocess.Popen([sys.executable, *sys.argv], env={**os.environ, _CHILD: "1"},
                              close_fds=False)  # the PMI socket goes to the learner
     for sig in (*forwarded, signal.SIGINT):
         signal.signal(sig, lambda n, _f: child.send_signal(n))
+    if early is not None:
+        child.send_signal(early)
     code = child.wait()
     if code >= 0:
         return code
@@ -52,10 +56,11 @@ def _run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
     return 1
 
 
-def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals]) -> None:
+def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals],
+                            early: signal.Signals | None = None) -> None:
     """Where mpiexec started several learners, make this process their supervisor: it runs the
     learner as its child and exits with its status; in that child, die with the supervisor."""
     if _supervised():
         _die_with_supervisor()
     elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
-        sys.exit(_run_supervised(denv.rank, forwarded))
+        sys.exit(_run_supervised(denv.rank, forwarded, early))

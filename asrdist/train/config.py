@@ -119,8 +119,9 @@ class TrainConfig:
                              "targets cover their files too; all: any): a deliberate change, "
                              "logged and recorded in metrics.jsonl's start record; without it "
                              "--resume refuses any change of what the run is")
-    stop_signals: str = _opt("TERM,USR1", "signals that make every learner checkpoint and "
-                             "exit with status 75 (Slurm's --signal, preemption, time limit)")
+    stop_signals: str = _opt("TERM,USR1,INT", "signals that make every learner checkpoint and "
+                             "exit with status 75 (Slurm's --signal, preemption, time limit; "
+                             "Ctrl-C: a second one ends at once)")
     # every strategy's options by name (registry.option_fields), whatever --algo is
     strategy_options: dict[str, Any] = field(default_factory=dict)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -117,3 +119,60 @@ def test_one_failing_learner_ends_the_job_fast_with_its_own_error_first(corpus, 
     assert errs[1].splitlines()[-1].startswith(f"Error: learner 1: {ckpt}: cannot load"), errs[1]
     assert f"[first report: learner 1: {ckpt}: cannot load" in errs[0], errs[0][-1500:]
     assert "Traceback" not in errs[0] + errs[1]
+
+
+def test_ctrl_c_is_a_stop_signal_by_default(corpus, tmp_path):
+    """SIGINT (a terminal's Ctrl-C goes to every learner) stops them all after a checkpoint."""
+    out = tmp_path / "run"
+    procs = _start(corpus, out, "ssgd")
+    when_training(out, procs, 3)
+    for p in procs:
+        os.kill(p.pid, signal.SIGINT)
+    assert join_learners(procs, out) == [STOPPED_STATUS] * 2
+    for rank in range(2):
+        err = (out / f"err{rank}.txt").read_text()
+        assert f"learner {rank} stopped by SIGINT" in err, err[-1500:]
+        assert max(list_checkpoints(out, rank)) == train_records(out, rank)[-1]["step"]
+
+
+def test_a_second_ctrl_c_ends_the_learner_at_once_even_inside_a_collective(corpus, tmp_path):
+    """Learner 1 frozen (SIGSTOP), learner 0 waits in the step's allreduce: a first Ctrl-C
+    cannot finish the step; a second one, a moment later, ends it at once in one line."""
+    out = tmp_path / "run"
+    procs = _start(corpus, out, "ssgd")
+    when_training(out, procs, 3)
+    os.kill(procs[1].pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.5)  # learner 0 is now blocked in the allreduce of its next step
+        os.kill(procs[0].pid, signal.SIGINT)
+        time.sleep(1.5)
+        assert procs[0].exitcode is None
+        t0 = time.monotonic()
+        os.kill(procs[0].pid, signal.SIGINT)
+        procs[0].join(5)
+        assert procs[0].exitcode == 130 and time.monotonic() - t0 < 2
+    finally:
+        os.kill(procs[1].pid, signal.SIGCONT)
+    join_learners(procs, out, limit=30)  # learner 1 ends too: the store went with learner 0
+    lines = (out / "err0.txt").read_text().strip().splitlines()
+    assert lines[-1] == "asrdist: learner 0: second SIGINT: ending now, without a checkpoint " \
+                        "(the last one written is kept)", lines[-5:]
+    assert procs[1].exitcode != 0
+
+
+@pytest.mark.parametrize(("sig", "after_s"), [(signal.SIGTERM, 0.2), (signal.SIGINT, 1.0)])
+def test_a_stop_signal_in_the_first_moments_is_a_stop_too(corpus, tmp_path, sig, after_s):
+    """Before the command has installed its handlers (importing torch takes seconds), a stop
+    signal is noted all the same: the learner checkpoints its first step and exits 75."""
+    data, targets = corpus
+    out = tmp_path / "run"
+    train = Path(sys.executable).parent / "asrdist-train"
+    proc = subprocess.Popen([str(train), "--data", str(data), "--targets", str(targets),
+                             "--out", str(out), *TINY], stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    time.sleep(after_s)
+    proc.send_signal(sig)
+    err = proc.communicate(timeout=120)[1]
+    assert proc.returncode == STOPPED_STATUS, err[-2000:]
+    assert f"learner 0 stopped by {sig.name} at step 1, checkpointed" in err, err[-2000:]
+    assert sorted(list_checkpoints(out, 0)) == [1]

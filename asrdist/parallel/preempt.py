@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.health import STORE_LOST, abort
+from asrdist.progress import say
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +77,8 @@ def _second_ctrl_c_ends(fd: int) -> None:
                 first = now
             elif now - first > SAME_CTRL_C_S:
                 rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-                sys.stderr.write(f"\nasrdist: learner {rank}: second SIGINT: ending now, "
-                                 "without a checkpoint (the last one written is kept)\n")
-                sys.stderr.flush()
+                say(f"asrdist: learner {rank}: second SIGINT: ending now, without a "
+                    "checkpoint (the last one written is kept)")
                 os._exit(INTERRUPTED_STATUS)
 
 

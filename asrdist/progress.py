@@ -59,6 +59,7 @@ class _Bar(Progress):
         self._redirect.__enter__()
         self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream,
                          dynamic_ncols=True, mininterval=0.5)
+        self.stream = stream
         _shown.append(self)
 
     def update(self, n: int = 1) -> None:
@@ -122,7 +123,7 @@ def say(line: str, stream: TextIO | None = None) -> None:
     written straight to stderr would otherwise end up after a bar's text (``grep '^asrdist:'``
     would miss it). One write, so lines of several processes do not interleave."""
     stream = stream or sys.stderr
-    if _shown and _shown[-1]._bar.fp is stream:
+    if _shown and _shown[-1].stream is stream:
         tqdm.write(line, file=stream)
     else:
         stream.write(("\r\033[K" if stream.isatty() else "") + line + "\n")

@@ -96,6 +96,8 @@ def test_a_second_run_on_the_same_out_is_refused_naming_the_first(corpus, tmp_pa
     for p in killed:
         os.kill(p.pid, signal.SIGKILL)
     join_learners(killed, out)
+    for rank in range(2):  # the killed run's holders are still written: stale, not held
+        assert f'"pid": {killed[rank].pid},' in (out / f".lock.learner{rank}").read_text()
     step = max(list_checkpoints(out, 0))
     resumed = start_learners(corpus, out, "ssgd", *TINY, "--resume", f"--max-steps={step + 3}")
     assert join_learners(resumed, out) == [0, 0], _errs(out)

@@ -29,11 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldiio
-import numpy as np
-
 from asrdist.parallel.launch import free_port
-from asrdist.testing import make_corpus
+from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish
@@ -300,17 +297,7 @@ def bad_utterance(root: Path, timeout: int) -> Outcome:
     from the failing learner's exit until the other's."""
     name = f"ark cut mid-matrix, unsampled utterance (ssgd, --exchange-timeout {timeout})"
     data, targets = make_corpus(root / f"bad{timeout}", num_utts=80)
-    scp = (data / "feats.scp").read_text().splitlines()
-    sampled = set(np.linspace(0, len(scp) - 1, 64).round().astype(int))
-    index = next(i for i in range(len(scp) // 2, len(scp)) if i not in sampled)
-    utt, rx = scp[index].split()
-    matrix = kaldiio.load_mat(rx)
-    bad = data / "bad.ark"
-    with kaldiio.WriteHelper(f"ark:{bad}") as w:
-        w(utt, matrix)
-    bad.write_bytes(bad.read_bytes()[: len(utt) + 16 + matrix.nbytes // 2])
-    scp[index] = f"{utt} {bad}:{len(utt) + 1}"
-    (data / "feats.scp").write_text("\n".join(scp) + "\n")
+    utt = cut_unsampled_utterance(data)
     out = root / f"bad{timeout}-run"
     job = Job(data, targets, out, "ssgd", "--max-steps=100000", "--heldout-utts=0",
               f"--exchange-timeout={timeout}", "--distance-every=30")

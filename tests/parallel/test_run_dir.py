@@ -14,14 +14,12 @@ import sys
 import time
 from pathlib import Path
 
-import kaldiio
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.train import main as train_main
 from asrdist.parallel.preempt import STOPPED_STATUS
-from asrdist.testing import make_corpus
+from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
 from asrdist.train.runlock import RunLock
@@ -92,6 +90,9 @@ def test_a_second_run_on_the_same_out_is_refused_naming_the_first(corpus, tmp_pa
             p.kill()
     # a run killed outright leaves its holder in the files; the next run takes them over
     killed = start_learners(corpus, out, "ssgd", *TINY, "--resume", "--max-steps=2000")
+    deadline = time.monotonic() + 60
+    while len(_starts(out)) < 2 and time.monotonic() < deadline:  # it holds the locks now
+        time.sleep(0.02)
     when_training(out, killed, _starts(out)[-1]["step"] + 2)
     for p in killed:
         os.kill(p.pid, signal.SIGKILL)
@@ -218,17 +219,7 @@ def test_resume_of_two_learners_refuses_another_strategy_or_its_options(corpus, 
 def unsampled_bad(tmp_path_factory):
     """80 utterances, one outside the 64 read before training with its ark cut mid-matrix."""
     data, targets = make_corpus(tmp_path_factory.mktemp("bad") / "c", num_utts=80)
-    scp = (data / "feats.scp").read_text().splitlines()
-    sampled = set(np.linspace(0, len(scp) - 1, 64).round().astype(int))
-    index = next(i for i in range(len(scp) // 2, len(scp)) if i not in sampled)
-    utt, rx = scp[index].split()
-    matrix = kaldiio.load_mat(rx)
-    bad = data / "bad.ark"
-    with kaldiio.WriteHelper(f"ark:{bad}") as w:
-        w(utt, matrix)
-    bad.write_bytes(bad.read_bytes()[: len(utt) + 1 + 15 + matrix.nbytes // 2])
-    scp[index] = f"{utt} {bad}:{len(utt) + 1}"
-    (data / "feats.scp").write_text("\n".join(scp) + "\n")
+    utt = cut_unsampled_utterance(data)
     return data, targets, utt
 
 

@@ -60,6 +60,11 @@ def write_atomically(path: str | os.PathLike, write: Callable[[IO[bytes]], objec
             write(f)
     except OSError as e:
         raise AsrdistError(f"{path}: cannot write the {what}: {e.strerror or e}") from e
+    except RuntimeError as e:  # torch.save's zip writer, failing after the OSError it met
+        if not isinstance(e.__context__, OSError):
+            raise
+        cause = e.__context__
+        raise AsrdistError(f"{path}: cannot write the {what}: {cause.strerror or cause}") from e
 
 
 @contextlib.contextmanager

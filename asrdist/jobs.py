@@ -15,8 +15,12 @@ end: each item is one step on the stage's progress display, and the stage gets t
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing as mp
+import os
 import pickle
+import signal
+import sys
 import time
 import traceback
 from abc import ABC, abstractmethod
@@ -191,9 +195,27 @@ def _portable(exc: Exception) -> tuple[BaseException, str]:
     return exc, tb
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this process when its parent ends (Linux: PR_SET_PDEATHSIG), however
+    the parent ends (SIGKILL included); exit now if it has already. Call it first thing in a
+    child, started from its parent's main thread (the signal follows the thread that forked)."""
+    if not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def _serve(conn: Connection, factory: Callable[..., Any], args: tuple) -> None:
     """A job's process: make the job, then run the parent's calls until it sends None; the
-    first error goes back to the parent and ends the process."""
+    first error goes back to the parent and ends the process. It dies with the parent (a
+    killed decode must not leave its jobs decoding on)."""
+    parent = mp.parent_process()
+    if parent is not None and parent.pid is not None:
+        die_with_parent(parent.pid)
     try:
         job = factory(*args)
         conn.send(("ok", None))

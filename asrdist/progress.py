@@ -19,6 +19,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_shown: list[_Bar] = []  # the bars on screen in this process
 EVERY_S = 30.0  # a log line at least this often while work goes on
 PARTS = 10  # and one per this part of the total done (10 %)...
 MIN_GAP_S = 3.0  # ...but not closer together than this; a loop shorter than this says nothing
@@ -58,6 +59,8 @@ class _Bar(Progress):
         self._redirect.__enter__()
         self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=stream,
                          dynamic_ncols=True, mininterval=0.5)
+        self.stream = stream
+        _shown.append(self)
 
     def update(self, n: int = 1) -> None:
         super().update(n)
@@ -68,6 +71,8 @@ class _Bar(Progress):
         self._bar.set_postfix(values, refresh=False)
 
     def close(self) -> None:
+        if self in _shown:
+            _shown.remove(self)
         self._bar.close()
         self._redirect.__exit__(None, None, None)
 
@@ -112,6 +117,20 @@ class _Lines(Progress):
         now = time.monotonic()
         if now - self._start >= MIN_GAP_S and (self.n, self.postfix) != self._said:
             self._say(now)
+
+
+def say(line: str, stream: TextIO | None = None) -> None:
+    """Write ``line`` on a line of its own, flushed, whatever bar is on screen: above this
+    process's bar (tqdm redraws it below); on a terminal where another process's bar (a
+    learner's, under a launcher) may hold the cursor, that line is cleared first. A line
+    written straight to stderr would otherwise end up after a bar's text (``grep '^asrdist:'``
+    would miss it). One write, so lines of several processes do not interleave."""
+    stream = stream or sys.stderr
+    if _shown and _shown[-1].stream is stream:
+        tqdm.write(line, file=stream)
+    else:
+        stream.write(("\r\033[K" if stream.isatty() else "") + line + "\n")
+    stream.flush()
 
 
 def progress(total: int | None, desc: str, unit: str = "it", *, initial: int = 0,

@@ -91,7 +91,8 @@ def read_marker(out: str | os.PathLike, stage: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else {}
 
 
-def _same_file(old: dict | None, new: dict | None) -> bool:
+def same_file(old: dict | None, new: dict | None) -> bool:
+    """Whether two :func:`describe_files` entries describe the same content."""
     if old is None or new is None:
         return old is new
     if old.get("size") != new.get("size"):
@@ -129,12 +130,12 @@ def changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any],
             found.append(f"{path} no longer an input")
         elif new is None:
             found.append(f"input {path} gone")
-        elif not _same_file(old, new):
+        elif not same_file(old, new):
             found.append(f"input {path} changed")
     outputs = previous.get("outputs", {})
     now = describe_files(Path(out) / name for name in outputs)
     for name, old in outputs.items():
-        if not _same_file(old, now[os.path.abspath(Path(out) / name)]):
+        if not same_file(old, now[os.path.abspath(Path(out) / name)]):
             found.append(f"output {Path(out) / name} changed or gone")
     return found
 

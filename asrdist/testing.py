@@ -69,6 +69,25 @@ def make_corpus(
     return data, targets
 
 
+def cut_unsampled_utterance(data: Path, sampled: int = 64) -> str:
+    """Damage one utterance that asrdist-train's check before training does not read (the
+    ``sampled`` spread over the corpus, asrdist.data.dataset.check_sample): its features move
+    to an ark of their own, cut in the middle of the matrix. Returns its id; the corpus needs
+    more than ``sampled`` utterances."""
+    scp = (data / "feats.scp").read_text().splitlines()
+    picked = set(np.linspace(0, len(scp) - 1, sampled).round().astype(int))
+    index = next(i for i in range(len(scp) // 2, len(scp)) if i not in picked)
+    utt, rx = scp[index].split()
+    matrix = kaldiio.load_mat(rx)
+    bad = data / "bad.ark"
+    with kaldiio.WriteHelper(f"ark:{bad}") as w:
+        w(utt, matrix)
+    bad.write_bytes(bad.read_bytes()[: len(utt) + 16 + matrix.nbytes // 2])
+    scp[index] = f"{utt} {bad}:{len(utt) + 1}"
+    (data / "feats.scp").write_text("\n".join(scp) + "\n")
+    return utt
+
+
 def _write_mfcc_config(data: Path, dim: int) -> None:
     """feats_config.json as asrdist-features writes it, as if the features were ``dim``
     MFCCs (what --vtlp-warp reads)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.parallel.launch import free_port
-from asrdist.testing import make_corpus
+from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish
@@ -232,6 +233,153 @@ def disk_full(data: Path, targets: Path, root: Path) -> Outcome:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
+def _tail(text: str, *needles: str) -> str:
+    """The first line of ``text`` holding every needle, shortened for the table."""
+    for line in text.splitlines():
+        if all(n in line for n in needles):
+            return line.strip()[:140].replace("|", "/")
+    return "(no such line)"
+
+
+def second_run(data: Path, targets: Path, root: Path) -> Outcome:
+    """A double submit: a second job with --resume (as local/slurm/train.sbatch always passes)
+    on the --out of a run in progress; Detect = until the second job had exited."""
+    name = "second job (--resume) on the --out of a running job (ssgd)"
+    out = root / "double"
+    long = ("--max-steps=100000",)  # neither job may end on its own meanwhile
+    first = Job(data, targets, out, "ssgd", *long)
+    first.wait_training()
+    t0 = time.monotonic()
+    second = Job(data, targets, out, "ssgd", "--resume", *long)
+    done, codes = second.wait_exit()
+    detect = None if done is None else time.monotonic() - t0
+    said = "is in use by another run" in second.stderr()
+    untouched = all(p.poll() is None for p in first.procs)
+    before = [first.steps(0), first.steps(1)]
+    for p in first.procs:
+        p.send_signal(signal.SIGTERM)
+    _, stopped = first.wait_exit()
+    before = [max(b, first.steps(r)) for r, b in enumerate(before)]
+    outcome = _resume(data, targets, out, "ssgd", before, name, detect, stopped)
+    outcome.result = (f"second job exits {codes}, "
+                      f"{'refused naming the holder' if said else 'NOT refused'}; first job "
+                      f"{'went on' if untouched else 'DISTURBED'}, then SIGTERM: "
+                      + outcome.result.replace(f"finished step {STEPS}",
+                                               "final.pt written (past --max-steps already)"))
+    return outcome
+
+
+def changed_resume(data: Path, targets: Path, root: Path) -> Outcome:
+    """--resume with another --batch-size after a stop: refused naming both values; the run
+    then resumed as it was. Detect = until the refused learners had exited."""
+    name = "--resume with another --batch-size (ssgd)"
+    out = root / "changed"
+    job = Job(data, targets, out, "ssgd")
+    job.wait_training()
+    for p in job.procs:
+        p.send_signal(signal.SIGTERM)
+    _, stopped = job.wait_exit()
+    before = [job.steps(0), job.steps(1)]
+    t0 = time.monotonic()
+    wrong = Job(data, targets, out, "ssgd", "--resume", "--batch-size=8")
+    done, codes = wrong.wait_exit()
+    detect = None if done is None else time.monotonic() - t0
+    said = "--batch-size 8 (the run's: 4)" in wrong.stderr()
+    outcome = _resume(data, targets, out, "ssgd", before, name, detect, stopped)
+    outcome.result = (f"after a SIGTERM stop, refused with exits {codes}, "
+                      f"{'naming both values' if said else 'NOT said'}; the same run: "
+                      + outcome.result)
+    return outcome
+
+
+def bad_utterance(root: Path, timeout: int) -> Outcome:
+    """An ark cut mid-matrix in an utterance outside the 64 read before training. Detect =
+    from the failing learner's exit until the other's."""
+    name = f"ark cut mid-matrix, unsampled utterance (ssgd, --exchange-timeout {timeout})"
+    data, targets = make_corpus(root / f"bad{timeout}", num_utts=80)
+    utt = cut_unsampled_utterance(data)
+    out = root / f"bad{timeout}-run"
+    job = Job(data, targets, out, "ssgd", "--max-steps=100000", "--heldout-utts=0",
+              f"--exchange-timeout={timeout}", "--distance-every=30")
+    deadline = time.monotonic() + 180
+    while all(p.poll() is None for p in job.procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    first = time.monotonic()
+    done, codes = job.wait_exit()
+    detect = None if done is None else time.monotonic() - first
+    text = job.stderr()
+    named = f"utterance {utt}: cannot read features" in text
+    cited = any("[first report: learner" in line and f"utterance {utt}" in line
+                for line in text.splitlines())
+    return Outcome(name, detect, None, f"exits {codes}; failing learner "
+                   f"{'named the utterance' if named else 'did NOT name it'}, the other "
+                   f"{'cited it' if cited else 'did NOT cite it'}")
+
+
+def early_stop(data: Path, targets: Path, root: Path) -> Outcome:
+    """SIGTERM to both learners 0.5 s after they start (before any handler of torch's
+    import is done)."""
+    name = "SIGTERM 0.5 s after start (ssgd)"
+    out = root / "early"
+    job = Job(data, targets, out, "ssgd")
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    for p in job.procs:
+        p.send_signal(signal.SIGTERM)
+    done, codes = job.wait_exit()
+    detect = None if done is None else time.monotonic() - t0
+    return _resume(data, targets, out, "ssgd", [job.steps(0), job.steps(1)], name, detect,
+                   codes)
+
+
+def _torchrun(data: Path, targets: Path, out: Path, *extra: str) -> subprocess.Popen:
+    out.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANK", "MASTER_"))}
+    with open(out / f"err-torchrun.{time.monotonic_ns()}.txt", "w") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "asrdist.cli.torchrun", "--nproc-per-node=2",
+             f"--master-port={free_port()}", str(BIN / "asrdist-train"), "--data", str(data),
+             "--targets", str(targets), "--out", str(out), "--algo", "ssgd", *ARGS, *extra],
+            env={**env, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL, stderr=err)
+
+
+def under_torchrun(data: Path, targets: Path, root: Path, target: str) -> Outcome:
+    """asrdist-torchrun: SIGKILL learner 1, or SIGTERM to asrdist-torchrun itself; Detect =
+    until asrdist-torchrun exited; resumed with asrdist-torchrun --resume."""
+    name = {"kill": "SIGKILL learner 1 under asrdist-torchrun (ssgd)",
+            "term": "SIGTERM to asrdist-torchrun (ssgd)"}[target]
+    out = root / f"torchrun-{target}"
+    proc = _torchrun(data, targets, out)
+    job = Job.__new__(Job)
+    job.out, job.procs = out, [proc]
+    deadline = time.monotonic() + 120
+    pids: dict[int, int] = {}
+    while min(job.steps(0), job.steps(1)) < 30 and time.monotonic() < deadline:
+        pids = {int(r): int(p) for r, p in re.findall(
+            r"learner (\d)/2 \(local \d, node \S+, pid (\d+)\)", job.stderr())}
+        time.sleep(0.05)
+    before = [job.steps(0), job.steps(1)]
+    t0 = time.monotonic()
+    if target == "kill":
+        os.kill(pids[1], signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    done, codes = job.wait_exit()
+    detect = None if done is None else time.monotonic() - t0
+    text = job.stderr()
+    said = _tail(text, "asrdist-torchrun:")
+    before = [max(b, job.steps(r)) for r, b in enumerate(before)]
+    resumed = _torchrun(data, targets, out, "--resume")
+    code = resumed.wait(timeout=300)
+    if code != 0:
+        return Outcome(name, detect, None, f"status {codes[0]} ({said}); resume failed {code}")
+    lost = max(b - _starts(out, r)[-1] for r, b in enumerate(before))
+    named = target != "kill" or re.search(r"asrdist: learner 0: .*\blearner 1\b", text)
+    return Outcome(name, detect, lost, f"status {codes[0]} ('{said}')"
+                   f"{'' if named else '; learner 1 NOT named'}; resumed at "
+                   f"{[_starts(out, r)[-1] for r in range(2)]}, finished step {STEPS}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="RESULTS.md to write the table into")
@@ -275,6 +423,20 @@ def main() -> None:
                           before_resume=corrupt_newest)),
         ("disk full at a checkpoint", lambda: disk_full(*d)),
         ("link cut between two netns nodes (adpsgd-random)", lambda: _cut_link(*d)),
+        ("SIGINT (Ctrl-C) to all (ssgd)",
+         lambda: scenario(*d, "SIGINT (Ctrl-C) to all (ssgd)", "ssgd",
+                          lambda job: [p.send_signal(signal.SIGINT) for p in job.procs])),
+        ("SIGTERM 0.5 s after start (ssgd)", lambda: early_stop(*d)),
+        ("second job (--resume) on the --out of a running job (ssgd)",
+         lambda: second_run(*d)),
+        ("--resume with another --batch-size (ssgd)", lambda: changed_resume(*d)),
+        ("ark cut mid-matrix, unsampled utterance (ssgd, --exchange-timeout 10)",
+         lambda: bad_utterance(root, 10)),
+        ("ark cut mid-matrix, unsampled utterance (ssgd, --exchange-timeout 120)",
+         lambda: bad_utterance(root, 120)),
+        ("SIGKILL learner 1 under asrdist-torchrun (ssgd)",
+         lambda: under_torchrun(*d, "kill")),
+        ("SIGTERM to asrdist-torchrun (ssgd)", lambda: under_torchrun(*d, "term")),
     ]
     outcomes = []
     for name, run in runs:
@@ -294,7 +456,10 @@ def main() -> None:
         "the corrupt-checkpoint row falls back one checkpoint on purpose).",
         "",
         "Command: `.venv/bin/python -m bench.faults --out bench/RESULTS.md` (`make faults`; "
-        "root for the tmpfs and network-namespace rows)",
+        "root for the tmpfs and network-namespace rows). The rows after the cut link are a "
+        "user's mistakes and launchers: for the refused second job and --resume, Detect is "
+        "until the refused learners exited; for the bad utterance, from the failing learner's "
+        "exit until the other's.",
         "",
         "| scenario | detect (s) | lost (steps) | outcome |",
         "|---|---|---|---|",

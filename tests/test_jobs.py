@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -117,3 +120,37 @@ def test_a_job_whose_process_dies_does_not_hang_the_others() -> None:
 def test_a_single_job_in_this_process_is_named_too() -> None:
     with pytest.raises(AsrdistError, match=r"^one job 1/1: utterance u7"):
         LOCAL.map("one", _fails_or_sleeps, [("asrdist",)])
+
+
+def _write_pid_and_sleep(where: str) -> None:
+    with open(f"{where}.{os.getpid()}", "w"):
+        pass
+    time.sleep(120)
+
+
+def test_jobs_die_with_their_parent_however_it_dies(tmp_path) -> None:
+    """A parent killed outright (SIGKILL: no clean-up of its own) takes its job processes along
+    at once, instead of leaving them to work on (a killed asrdist-decode's decoders)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "from asrdist.jobs import LOCAL; from tests.test_jobs import "
+         f"_write_pid_and_sleep as f; LOCAL.map('sleep', f, [({str(tmp_path / 'job')!r},)] * 2)"],
+        cwd=Path(__file__).resolve().parents[1])
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("job.*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    pids = [int(p.suffix[1:]) for p in tmp_path.glob("job.*")]
+    assert len(pids) == 2
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 1.0
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False

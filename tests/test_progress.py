@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from asrdist import progress as progress_module
-from asrdist.progress import progress, track
+from asrdist.progress import progress, say, track
 
 
 class _Clock:
@@ -75,3 +75,23 @@ def test_a_disabled_display_shows_nothing(stream, caplog) -> None:
                                                   stream=stream) as bar:
         bar.update(3)
     assert bar.n == 3 and stream.getvalue() == "" and caplog.text == ""
+
+
+def test_a_line_said_while_a_bar_is_shown_starts_on_a_line_of_its_own() -> None:
+    """grep '^asrdist:' finds it: not glued after the bar's text (issue 22)."""
+    terminal = _Terminal()
+    with progress(10, "epoch 1/1", "step", stream=terminal) as bar:
+        bar.update(3)
+        say("asrdist: learner 0: lost learner 1", stream=terminal)
+    shown = terminal.getvalue().replace("\x1b[K", "").replace("\x1b[A", "").replace("\r", "\n")
+    assert any(line.startswith("asrdist: learner 0: lost learner 1")
+               for line in shown.split("\n")), repr(terminal.getvalue())
+
+
+def test_a_line_said_on_a_terminal_clears_another_process_bar_line_first() -> None:
+    terminal = _Terminal()
+    say("Error: learner 1: bad", stream=terminal)
+    assert terminal.getvalue() == "\r\x1b[KError: learner 1: bad\n"
+    log = io.StringIO()
+    say("Error: learner 1: bad", stream=log)
+    assert log.getvalue() == "Error: learner 1: bad\n"

@@ -15,11 +15,14 @@ mpiexec started it (asrdist.parallel.supervise), and its failure ends the job, n
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 from typing import Any
 
 import click
 
+import asrdist.cli.early_signals as early_signals  # first: stop signals while torch imports
 from asrdist.cli import AsrdistCommand, command
 from asrdist.errors import AsrdistError
 from asrdist.parallel import launch, registry
@@ -103,6 +106,19 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
 
 
+def _check_torchrun() -> None:
+    """Refuse torchrun's restarts (a restarted learner would join a run the others left); say
+    that plain torchrun reports a stop (75) as a failure (1), unlike asrdist-torchrun."""
+    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
+    if restarts > 0:
+        raise AsrdistError(
+            f"torchrun --max-restarts {restarts}: asrdist learners are not restarted in a "
+            "running job; use --max-restarts 0 and continue with --resume")
+    if not os.environ.get("ASRDIST_TORCHRUN") and os.environ.get("RANK") == "0":
+        log.info("under plain torchrun a stop after a checkpoint (75) comes back as status 1; "
+                 "asrdist-torchrun (same arguments) returns 75")
+
+
 @command(cls=_TrainCommand, show_default=False, max_content_width=100)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML file of options (keys as the flags, with _ or -); flags override it")
@@ -111,9 +127,12 @@ def main(config_path: str | None, **flags: Any) -> None:
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
     signals = parse_signals(config.stop_signals)
+    early = early_signals.take(signals)
     denv = launch.detect_env()
-    supervise_under_mpiexec(denv, signals)
-    preemption = Preemption(signals)
+    if denv is not None and denv.launcher == "torchrun":
+        _check_torchrun()
+    supervise_under_mpiexec(denv, signals, early)
+    preemption = Preemption(signals, early)
     validate_for_world(config, denv.world_size if denv is not None else 1)
     learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"))
     strategy = make_strategy(config, learner)
@@ -126,7 +145,11 @@ def main(config_path: str | None, **flags: Any) -> None:
         click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
                    f"step {result.steps}, checkpointed; continue with --resume "
                    f"(exit status {STOPPED_STATUS})", err=True)
-        sys.exit(STOPPED_STATUS)  # handlers kept: srun's SIGTERM to a slower learner is moot
+        # a SIGTERM now (srun's or torchrun's to a slower learner, once one has exited) is
+        # moot: ignored, also while the interpreter exits (it puts default handlers back)
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_IGN)
+        sys.exit(STOPPED_STATUS)
     preemption.restore()
     if result.final is not None:
         figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())

@@ -151,6 +151,13 @@ class DistributedStrategy(Strategy):
             out["dist_to_mean"] = self._distance.last
         return out
 
+    def abandon(self) -> None:
+        """The distance thread, whose next collective waits for the others' next sample, is
+        told to stop but not waited for."""
+        if self._distance is not None:
+            self._distance.stop(wait=False)
+            self._distance = None
+
     def close(self) -> None:
         """Stop the threads and release the DDP reducers (see
         :func:`asrdist.parallel.ddp.release_reducer`); call it before

@@ -46,6 +46,9 @@ class DistanceMonitor:
         except RuntimeError as exc:
             abort(dist.get_rank(), f"distance sampling failed: {first_line(exc)}")
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """Leave the loop at the next sample; ``wait``: until the thread has (every learner
+        stops it, or the next sample waits for the others until the timeout)."""
         self._stop.set()
-        self._thread.join()
+        if wait:
+            self._thread.join()

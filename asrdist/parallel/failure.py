@@ -44,9 +44,13 @@ def _end_job(rank: int, exc: Exception) -> None:
     """End this learner (and so the job) for ``exc``; never returns."""
     if health.store_lost(exc):
         health.abort(rank, f"{health.STORE_LOST}: {first_line(exc)}", post=False)
-    if health.other_report(rank) is not None:  # a consequence: name the cause
+    message = exc.message if isinstance(exc, AsrdistError) \
+        else f"{type(exc).__name__}: {first_line(exc)}"
+    other = health.other_report(rank)
+    # a consequence names the cause; the same error on every learner (a decision all took
+    # alike: the run dir in use, a refused --resume) is each learner's own
+    if other is not None and other.split(": ", 1)[-1] != message:
         health.abort(rank, f"stopped after another learner failed ({first_line(exc)[:120]})")
     if not isinstance(exc, (AsrdistError, OSError)) and not health.peer_lost(exc):
         traceback.print_exc()
-    health.fail(rank, exc.message if isinstance(exc, AsrdistError)
-                else f"{type(exc).__name__}: {first_line(exc)}")
+    health.fail(rank, message)

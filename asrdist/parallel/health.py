@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
+import socket
 import threading
 import time
 
 import torch.distributed as dist
 
 from asrdist.errors import first_line
+from asrdist.progress import say
 
 log = logging.getLogger(__name__)
 
@@ -79,12 +80,13 @@ def fail(rank: int, message: str) -> None:
     """End this learner for its own error: print ``Error: message`` first, then post it so the
     other learners' heartbeat threads end the job within a heartbeat interval (instead of
     waiting for this one until a timeout), and exit with status 1 at once."""
-    sys.stderr.write(f"Error: learner {rank}: {message}\n")
-    sys.stderr.flush()
+    say(f"Error: learner {rank}: {message}")
     if _reports is not None:
         _first_report(rank, message)
     os._exit(1)
 
+
+REPORT_POLL_S = 1.0  # how often every learner looks for another's failure report
 
 STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
 
@@ -114,13 +116,23 @@ def abort(rank: int, message: str, post: bool = True) -> None:
     """
     line = f"asrdist: learner {rank}: {message}"
     log.error(line)
-    sys.stderr.write(line + "\n")  # first: a store call that fails logs a C++ stack
-    sys.stderr.flush()
+    say(line)  # first: a store call that fails logs a C++ stack
     first = _first_report(rank, message) if _reports is not None and post else None
     if first is not None:
-        sys.stderr.write(f"asrdist: learner {rank}: [first report: {first[:300]}]\n")
-        sys.stderr.flush()
+        say(f"asrdist: learner {rank}: [first report: {first[:300]}]")
     os._exit(1)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` (on this host) has ended: gone, or a zombie not yet reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return True
+    except (OSError, IndexError):  # no /proc here: never taken as ended
+        return False
+    return state in ("Z", "X")
 
 
 class Liveness:
@@ -139,7 +151,30 @@ class Liveness:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="asrdist-liveness", daemon=True)
         self._store.set(f"hb/{rank}", "0 0")
+        self._host = socket.gethostname()
+        self._store.set(f"pid/{rank}", f"{self._host} {os.getpid()}")
+        self._local: dict[int, int] | None = None  # rank -> pid of the learners on this host
         self._thread.start()
+
+    def _local_peers(self) -> dict[int, int]:
+        """The other learners on this host and their pids (read once all have posted)."""
+        if self._local is None:
+            keys = [f"pid/{r}" for r in range(self.world_size) if r != self.rank]
+            if not self._store.check(keys):
+                return {}
+            found = {}
+            for r in range(self.world_size):
+                if r != self.rank:
+                    host, pid = self._store.get(f"pid/{r}").decode().split()
+                    if host == self._host:
+                        found[r] = int(pid)
+            self._local = found
+        return self._local
+
+    def gone_learners(self) -> list[tuple[int, int]]:
+        """(rank, pid) of the learners on this host whose process has ended (a SIGKILL, the OOM
+        killer): known at once, without waiting for their heartbeat to go stale."""
+        return [(r, pid) for r, pid in self._local_peers().items() if _ended(pid)]
 
     def progress(self) -> None:
         """Called by the main thread at every hook: it is not stuck."""
@@ -152,12 +187,18 @@ class Liveness:
     def _run(self) -> None:
         tick = 0
         store_lost_since: float | None = None
-        while not self._stop.wait(self.interval_s):
-            tick += 1
+        last_beat = time.monotonic()
+        values: dict[int, str | None] = {}
+        while not self._stop.wait(min(self.interval_s, REPORT_POLL_S)):
             now = time.monotonic()
+            beat = now - last_beat >= self.interval_s - 1e-3
             try:
-                self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
-                values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                if beat:  # the heartbeat proper: every interval
+                    tick += 1
+                    last_beat = now
+                    self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
+                    values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
+                # another learner's failure report: every second at least, whatever the interval
                 failed = self._store.get("first").decode() if self._store.check(["first"]) \
                     else None
                 store_lost_since = None
@@ -169,6 +210,9 @@ class Liveness:
                 continue
             if failed is not None and not failed.startswith(f"learner {self.rank}:"):
                 abort(self.rank, "another learner failed; ending the job")
+            self._end_if_gone()
+            if not beat:
+                continue
             for r, value in values.items():
                 last = self._seen.get(r)
                 if value is not None and (last is None or last[0].split()[0] != value.split()[0]):
@@ -179,6 +223,16 @@ class Liveness:
                 abort(self.rank, f"no heartbeat from {names}: died, was killed or stopped; "
                                  "ending the job")
 
+    def _end_if_gone(self) -> None:
+        try:
+            gone = self.gone_learners()
+        except (RuntimeError, OSError):  # the store is gone: the next beat says so
+            return
+        if gone:
+            names = ", ".join(f"learner {r} (pid {pid})" for r, pid in gone)
+            abort(self.rank, f"{names} on this host ended without a word: died or was killed; "
+                             "ending the job")
+
     def stalled_learners(self) -> list[int]:
         """Learners whose heartbeat has not moved for three intervals (likely dead)."""
         now = time.monotonic()
@@ -188,6 +242,10 @@ class Liveness:
         """Why a collective failed: name the learner that stopped, waiting a few heartbeats."""
         deadline = time.monotonic() + 4 * self.interval_s + 1.0
         while time.monotonic() < deadline:
+            gone = self.gone_learners()
+            if gone:
+                names = ", ".join(f"learner {r} (pid {pid})" for r, pid in gone)
+                return f"{names} on this host ended without a word ({first_line(exc)})"
             stalled = self.stalled_learners()
             if stalled:
                 return f"learner(s) {stalled} stopped responding ({first_line(exc)})"
@@ -209,6 +267,8 @@ class Liveness:
         progress_seen: dict[int, tuple[int, float]] = {}
         while self._store.add("finished", 0) < self.world_size:
             now = time.monotonic()
+            if not all(self._store.check([f"done/{r}"]) for r, _ in self.gone_learners()):
+                self._end_if_gone()
             for r in range(self.world_size):
                 value = self._read(r) if r != self.rank else None
                 if value is None or self._store.check([f"done/{r}"]):

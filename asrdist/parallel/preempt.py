@@ -14,13 +14,17 @@ asynchronous learner, alone in its set, stops after its current step.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import threading
+import time
 from collections.abc import Sequence
 
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.health import STORE_LOST, abort
+from asrdist.progress import say
 
 log = logging.getLogger(__name__)
 
@@ -47,27 +51,90 @@ def parse_signals(names: str) -> list[signal.Signals]:
     return found
 
 
-class Preemption:
-    """Notes the stop signals (install from the main thread) and agrees on the stop step."""
+# A second SIGINT this soon after the first is the same Ctrl-C: a terminal signals the whole
+# process group (launcher and learners), and the launcher passes it on to the learners again.
+SAME_CTRL_C_S = 1.0
+INTERRUPTED_STATUS = 130  # 128 + SIGINT, as a shell reports a process ended by Ctrl-C
 
-    def __init__(self, signals: Sequence[signal.Signals] = ()) -> None:
+
+def _second_ctrl_c_ends(fd: int) -> None:
+    """Read the signal numbers written to the wakeup pipe; end the process at a SIGINT that
+    follows another by more than :data:`SAME_CTRL_C_S`."""
+    first: float | None = None
+    while True:
+        try:
+            got = os.read(fd, 64)
+        except OSError:
+            return
+        if not got:
+            os.close(fd)
+            return
+        for signum in got:
+            if signum != signal.SIGINT:
+                continue
+            now = time.monotonic()
+            if first is None:
+                first = now
+            elif now - first > SAME_CTRL_C_S:
+                rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+                say(f"asrdist: learner {rank}: second SIGINT: ending now, without a "
+                    "checkpoint (the last one written is kept)")
+                os._exit(INTERRUPTED_STATUS)
+
+
+class Preemption:
+    """Notes the stop signals (install from the main thread) and agrees on the stop step.
+
+    A second SIGINT (Ctrl-C) ends the learner at once, without a checkpoint, in one line,
+    even while its main thread waits in a collective (where no Python handler runs): a thread
+    reads the signals from :func:`signal.set_wakeup_fd`'s pipe, written as they arrive.
+    ``early``: a stop signal that arrived before the handlers were installed (while the
+    process started), taken as if it came now.
+    """
+
+    def __init__(self, signals: Sequence[signal.Signals] = (),
+                 early: signal.Signals | None = None) -> None:
         self.signal: str | None = None  # the name of the signal that asked to stop
+        self._wakeup: tuple[int, int] | None = None
         self.stop_at: int | None = None
         self._group: tuple[int, ...] = (0,)
         self._period = 1
         self._store: dist.Store | None = None
         self._announced = False
         self._previous = {sig: signal.signal(sig, self._note) for sig in signals}
+        if signal.SIGINT in self._previous:
+            self._watch_ctrl_c()
+        if early is not None:
+            self._note(early, None)
+
+    def _watch_ctrl_c(self) -> None:
+        read, write = os.pipe()
+        os.set_blocking(write, False)
+        try:
+            signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: no second-Ctrl-C exit
+            os.close(read)
+            os.close(write)
+            return
+        self._wakeup = (read, write)
+        threading.Thread(target=_second_ctrl_c_ends, args=(read,), name="asrdist-ctrl-c",
+                         daemon=True).start()
 
     def restore(self) -> None:
         """Put back the handlers found at construction (the process lives on: tests)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(-1)
+            os.close(self._wakeup[1])  # the watching thread reads end-of-file and ends
+            self._wakeup = None
 
     def _note(self, signum: int, frame: object) -> None:
         if self.signal is None:
             self.signal = signal.Signals(signum).name
-            log.warning("got %s: stopping after this step's checkpoint", self.signal)
+            log.warning("got %s: stopping after this step's checkpoint%s", self.signal,
+                        " (Ctrl-C again ends at once, without one)"
+                        if signum == signal.SIGINT else "")
 
     def attach(self, group: tuple[int, ...], period: int) -> None:
         """The learners that must stop at the same step as this one and every how many steps

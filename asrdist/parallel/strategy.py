@@ -107,6 +107,11 @@ class Strategy:
         """Leave a run that stops before its end (preemption) together with the other learners,
         without the final average: every learner calls it after its last checkpoint."""
 
+    def abandon(self) -> None:
+        """This learner is ending for an error (``close`` follows): let go of whatever would
+        make ``close`` wait on another learner (a thread in a collective is left to die with
+        the process), so that the error is reported at once, not after a timeout."""
+
     def close(self) -> None:
         """Stop background threads and release process groups."""
 

@@ -10,17 +10,18 @@ child dies with its supervisor (PR_SET_PDEATHSIG), so mpiexec's clean-up leaves 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
 from collections.abc import Sequence
 
+from asrdist.jobs import die_with_parent
 from asrdist.parallel.launch import DistEnv
+from asrdist.progress import say
 
 _CHILD = "ASRDIST_SUPERVISED"
-_PR_SET_PDEATHSIG = 1
+_PARENT = "ASRDIST_SUPERVISOR_PID"
 
 
 def _supervised() -> bool:
@@ -30,32 +31,35 @@ def _supervised() -> bool:
 
 def _die_with_supervisor() -> None:
     """In the learner: be killed when the supervisor goes (mpiexec's clean-up kills only it)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() == 1:  # the supervisor died before prctl took effect
-            os._exit(1)
+    die_with_parent(int(os.environ.get(_PARENT, os.getppid())))
 
 
-def _run_supervised(rank: int, forwarded: Sequence[signal.Signals]) -> int:
-    """Run this same command as the learner; return its exit status, naming a death by signal."""
-    child = subprocess.Popen([sys.executable, *sys.argv], env={**os.environ, _CHILD: "1"},
+def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
+                    early: signal.Signals | None = None) -> int:
+    """Run this same command as the learner; return its exit status, naming a death by signal.
+    ``early``: a stop signal this process got while starting, passed on at once."""
+    child = subprocess.Popen([sys.executable, *sys.argv],
+                             env={**os.environ, _CHILD: "1", _PARENT: str(os.getpid())},
                              close_fds=False)  # the PMI socket goes to the learner
     for sig in (*forwarded, signal.SIGINT):
         signal.signal(sig, lambda n, _f: child.send_signal(n))
+    if early is not None:
+        child.send_signal(early)
     code = child.wait()
     if code >= 0:
         return code
     name = signal.Signals(-code).name
-    sys.stderr.write(f"asrdist: learner {rank}: killed by {name} (pid {child.pid}); mpiexec "
-                     "ends the others\n")
-    sys.stderr.flush()
+    say(f"asrdist: learner {rank}: killed by {name} (pid {child.pid}); mpiexec ends the "
+        "others (the PID and rank in its BAD TERMINATION banner may be another learner's "
+        "supervisor: this line names the learner lost)")
     return 1
 
 
-def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals]) -> None:
+def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals],
+                            early: signal.Signals | None = None) -> None:
     """Where mpiexec started several learners, make this process their supervisor: it runs the
     learner as its child and exits with its status; in that child, die with the supervisor."""
     if _supervised():
         _die_with_supervisor()
     elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
-        sys.exit(_run_supervised(denv.rank, forwarded))
+        sys.exit(_run_supervised(denv.rank, forwarded, early))

@@ -114,8 +114,14 @@ class TrainConfig:
     resume: bool = _opt(False, "continue from the newest checkpoint in --out (a run finished "
                         "with other options or data is trained again from scratch, its "
                         "checkpoints, metrics and final.pt removed first)")
-    stop_signals: str = _opt("TERM,USR1", "signals that make every learner checkpoint and "
-                             "exit with status 75 (Slurm's --signal, preemption, time limit)")
+    resume_allow: str = _opt("", "with --resume, options whose value may differ from the "
+                             "run's (comma-separated names, e.g. batch_size,lr; data and "
+                             "targets cover their files too; all: any): a deliberate change, "
+                             "logged and recorded in metrics.jsonl's start record; without it "
+                             "--resume refuses any change of what the run is")
+    stop_signals: str = _opt("TERM,USR1,INT", "signals that make every learner checkpoint and "
+                             "exit with status 75 (Slurm's --signal, preemption, time limit; "
+                             "Ctrl-C: a second one ends at once)")
     # every strategy's options by name (registry.option_fields), whatever --algo is
     strategy_options: dict[str, Any] = field(default_factory=dict)
 
@@ -298,8 +304,17 @@ def validate(config: TrainConfig) -> None:
                            "--activation sigmoid")
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
+    for name in resume_allowed(config):
+        if name != "all" and name not in all_fields():
+            raise AsrdistError(f"--resume-allow: {name!r} is not an option")
     config.mask_options()  # checks its values when made
     _every_strategys_options(config)  # each options dataclass checks its values when made
+
+
+def resume_allowed(config: TrainConfig) -> set[str]:
+    """The option names --resume-allow lists (``all``: any)."""
+    return {n.strip().lstrip("-").replace("-", "_")
+            for n in config.resume_allow.split(",") if n.strip()}
 
 
 def _every_strategys_options(config: TrainConfig) -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import time
 from collections.abc import Callable
@@ -39,10 +40,11 @@ from asrdist.models.final import FILENAME as FINAL
 from asrdist.models.final import Exported, write_final
 from asrdist.optim.build import build_optimizer
 from asrdist.parallel import registry
+from asrdist.parallel.options import flag
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
-from asrdist.stage import Skipped, check_done, fingerprint, record_done
+from asrdist.stage import Skipped, check_done, fingerprint, record_done, same_file
 from asrdist.train.checkpoint import (
     capture_rng,
     list_checkpoints,
@@ -51,7 +53,7 @@ from asrdist.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from asrdist.train.config import TrainConfig, save_config, strategy_fields
+from asrdist.train.config import TrainConfig, resume_allowed, save_config, strategy_fields
 from asrdist.train.evaluate import evaluate
 from asrdist.train.interval import Interval
 from asrdist.train.loss import frame_loss
@@ -59,6 +61,7 @@ from asrdist.train.metrics import MetricsWriter, metrics_path
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
+from asrdist.train.runlock import lock_run
 from asrdist.train.schedule import make_schedule
 from asrdist.train.spec_augment import check_fits, make_spec_augment
 from asrdist.train.stream import EpochStream
@@ -85,8 +88,17 @@ class TrainResult:
 # these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
 NOT_FINGERPRINTED = frozenset({
     "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
-    "exchange_timeout", "distance_every", "heldout_every", "stop_signals",
+    "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
 })
+
+
+def _resume_free(config: TrainConfig) -> set[str]:
+    """Options a --resume may change without --resume-allow: those that do not change the
+    model, an injected straggler (timing, not maths), and how long to train when the learning
+    rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans --epochs or
+    --max-steps)."""
+    return set(NOT_FINGERPRINTED) | {"slow_learner"} | (
+        {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set())
 
 
 def _options(config: TrainConfig) -> dict[str, Any]:
@@ -114,17 +126,29 @@ def train(
     (each learner its own files); its marker stays, so that every learner decides alike,
     and no longer counts once final.pt is gone; the new final.pt's marker replaces it.
     """
+    failed = True
+    lock = None
     try:
         out = Path(config.out)
+        lock = lock_run(out, rank, world_size)
         check = check_done(out, "train", _options(config), _inputs(config),
                            clear=False)
         if check.done:
+            failed = False
             return check.skipped()
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
-        return _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
+        result = _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
+        failed = False
+        return result
     finally:
+        # after an error, no teardown that waits on a peer: the failure policy prints and
+        # posts this learner's error first, and the others end at once citing it
+        if failed:
+            strategy.abandon()
         strategy.close()
+        if lock is not None:
+            lock.release()
 
 
 def _remove_finished_run(out: Path, rank: int, marked_ns: int) -> None:
@@ -194,6 +218,9 @@ class _Run:
         self.step = self.epoch = self.step_in_epoch = self.frames = 0
         self.wall_before = 0.0  # wall seconds of earlier sessions of this run
         self.interval = Interval.start(self.device)  # sums since the last metrics record
+        # what this run is: in every checkpoint, compared by --resume
+        self.identity = fingerprint(_options(cfg), _inputs(cfg))
+        self.changed: dict[str, list[Any]] = {}  # options a --resume-allow let change
         self.resume_state = self._find_resume_state()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -237,7 +264,54 @@ class _Run:
                 f"{self.out} was trained by {state['world_size']} learner(s); resume it with "
                 f"as many, not {self.world_size}"
             )
+        self._check_same_run(state)
         return state
+
+    def _check_same_run(self, state: dict[str, Any]) -> None:
+        """Refuse to continue a run with options or inputs that change what it is, naming each
+        option and both values; those --resume-allow lists are logged and recorded."""
+        old = state.get("run")
+        if old is None:  # a checkpoint written before runs recorded what they are
+            return
+        new, free = self.identity, _resume_free(self.cfg)
+        found: dict[str, tuple[Any, Any]] = {}
+        said: dict[str, str] = {}  # name -> how the refusal names the change
+        old_opts, new_opts = old["options"], new["options"]
+        for name in sorted(set(old_opts) & set(new_opts) - free):
+            if old_opts[name] != new_opts[name]:
+                found[name] = (old_opts[name], new_opts[name])
+                said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
+        for path in sorted(set(old["inputs"]) | set(new["inputs"])):
+            if not same_file(old["inputs"].get(path), new["inputs"].get(path)):
+                name = self._input_option(path)
+                if name not in found:
+                    found[name] = (f"{path} as the run read it", f"{path} changed")
+                    said[name] = f"{flag(name)} {getattr(self.cfg, name)}: {path} changed " \
+                                 "since the run read it"
+        if not found:
+            return
+        allowed = resume_allowed(self.cfg)
+        refused = [n for n in found if n not in allowed and "all" not in allowed]
+        if refused:
+            what = "; ".join(said[n] for n in refused)
+            raise AsrdistError(
+                f"--resume: {what}: the checkpoint at step {state['step']} in {self.out} is of "
+                f"another run; resume with the run's values, pass --resume-allow "
+                f"{','.join(refused)} to change it deliberately, or choose another --out")
+        for name, (old_v, new_v) in found.items():
+            log.warning("--resume: %s changed from %s to %s (--resume-allow); recorded in the "
+                        "start record of %s", flag(name), old_v, new_v,
+                        metrics_path(self.out, self.rank).name)
+            self.changed[name] = [old_v, new_v]
+
+    def _input_option(self, path: str) -> str:
+        """The option whose file or directory holds the input ``path``."""
+        for name in ("data", "targets", "init_dbn"):
+            given = getattr(self.cfg, name)
+            root = os.path.abspath(given) if given else None
+            if root and (path == root or path.startswith(root + os.sep)):
+                return name
+        return "data"
 
     def _restore(self, optimizer: torch.optim.Optimizer) -> None:
         s = self.resume_state
@@ -273,6 +347,7 @@ class _Run:
                 train_utts=len(self.train_rows), heldout_utts=len(self.heldout_rows),
                 steps_per_epoch=self.steps_per_epoch, peak_lr=self.schedule.peak,
                 resumed=self.resume_state is not None,
+                **({"changed": self.changed} if self.changed else {}),
             )
             heldout = self._train_epochs(wrapped, optimizer)
             if self.preempted:
@@ -469,6 +544,7 @@ class _Run:
             "num_pdfs": self.corpus.num_pdfs,
             "model_config": self.cfg.model_config().to_dict(),
             "world_size": self.world_size,
+            "run": self.identity,
         }
         save_checkpoint(self.out, self.rank, self.step, state, self.cfg.keep_checkpoints)
 

@@ -7,13 +7,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 from asrdist.cli.train import main as train_main
 from asrdist.parallel.launch import free_port
+from asrdist.train.metrics import metrics_path, read_metrics
 
 Main = Callable[[list[str]], None]
 
@@ -47,3 +50,35 @@ def start_learners(corpus: tuple[Path, Path], out: Path, algo: str,
     args = ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
             *options]
     return fork_learners(train_main, args, out)
+
+
+def join_learners(procs: list, out: Path, limit: float = 60.0) -> list[int]:
+    """The learners' exit codes; fails, killing them, if one still runs after ``limit`` s."""
+    t0 = time.monotonic()
+    for p in procs:
+        p.join(max(0.1, limit - (time.monotonic() - t0)))
+    if any(p.exitcode is None for p in procs):
+        for p in procs:
+            p.kill()
+        pytest.fail(f"a learner still runs after {limit} s (hang): " + " | ".join(
+            (out / f"err{r}.txt").read_text()[-800:] for r in range(len(procs))))
+    return [p.exitcode for p in procs]
+
+
+def train_records(out: Path, rank: int) -> list[dict]:
+    path = metrics_path(out, rank)
+    return [r for r in read_metrics(path) if r["kind"] == "train"] if path.exists() else []
+
+
+def when_training(out: Path, procs: list, step: int) -> None:
+    """Wait until learner 0 logged ``step`` steps (a signal then lands mid-run)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        records = train_records(out, 0)
+        if records and records[-1]["step"] >= step:
+            return
+        if any(p.exitcode is not None for p in procs):
+            pytest.fail("a learner ended before the signal: "
+                        + (out / "err0.txt").read_text()[-1500:])
+        time.sleep(0.02)
+    pytest.fail(f"learner 0 did not reach step {step}")

@@ -60,11 +60,13 @@ def _pair(rank: int, port: int, q: multiprocessing.Queue) -> None:
         buf.copy_(torch.full((3,), 10.0 * (rank + 1)))
 
     if eng.active:  # index 1
+        dist.barrier()  # the passive has published: else it serves its initial weights (0)
         eng.start(buf, ready)
         delta = eng.wait()
         eng.finish()
     else:
         eng.publish(buf, ready)
+        dist.barrier()
         eng.finish()  # returns once the active learner said DONE: its exchange was served
         delta, _ = eng.take_pending()
     q.put((rank, delta.tolist(), len(calls)))

@@ -28,6 +28,8 @@ launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), s
 device=auto         # cuda, cpu or auto
 lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep (Kaldi's score_sclite.sh: 5..17)
 wips="0.0 0.5 1.0"  # word insertion penalties of the sweep
+acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: stage 0's
+                    # data/local/dict_nosp/acronyms.map); swbd2000 (fisher_swbd) uses none
 nj=4                # parallel jobs for features and decoding
 data=data
 exp=exp

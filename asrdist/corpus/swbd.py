@@ -29,7 +29,6 @@ from asrdist.corpus.swbd_text import (
     acronym_map,
     acronyms_applied,
     extend_segments,
-    extractable,
     fisher_line,
     fisher_text,
     map_acronyms,
@@ -44,6 +43,7 @@ from asrdist.corpus.swbd_text import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
 from asrdist.kaldi.data_dir import c_sorted
+from asrdist.kaldi.segments import extractable
 
 log = logging.getLogger(__name__)
 

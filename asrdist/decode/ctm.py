@@ -24,11 +24,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from asrdist.corpus.swbd_text import FISHER_SWBD, S5C
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.data_dir import read_table
 
-S5C, FISHER_SWBD = "s5c", "fisher_swbd"
 RECIPES = (S5C, FISHER_SWBD)
 # where each recipe's dict keeps its map, relative to the data dir's parent (data/)
 ACRONYM_MAPS = {S5C: "local/dict_nosp/acronyms.map",

@@ -13,6 +13,8 @@ sp_prefix=""        # true|false: ids of the speed-1.0 copy prefixed sp1.0- (def
                     # recipe's Kaldi recipe: true for swbd300 (s5c), false for swbd2000)
 extend_eval2000=""  # true|false: eval2000 segments extended by 0.1 s (default: true for
                     # swbd300 (s5c's eval2000_data_prep.sh), false for swbd2000 (fisher_swbd's))
+allow_partial=false # true: go on when a release is not the size Kaldi's scripts check (2435/2438
+                    # Switchboard sph, 11699 Fisher, 80 eval2000 sides); else stage 0 stops
 dev_utts=4000       # train_dev: the first N utterances of Switchboard (s5c; swbd2000 has none)
 max_dup=300         # train_nodup: about N per transcript (remove_dup_utts.sh)
 train_feats=""      # the user's own Kaldi data dir of the training set (feats.scp...), taken as is

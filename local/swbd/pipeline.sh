@@ -31,6 +31,7 @@ decode=$run/decode_eval2000_$graph_name
 
 case "$sp_prefix" in true) prepare_opts+=(--always-include-prefix) ;;
   false) prepare_opts+=(--no-always-include-prefix) ;; esac
+case "$allow_partial" in true) prepare_opts+=(--allow-partial) ;; esac
 case "$extend_eval2000" in true) prepare_opts+=(--extend-eval2000) ;;
   false) prepare_opts+=(--no-extend-eval2000) ;; esac
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then

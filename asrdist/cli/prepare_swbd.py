@@ -37,11 +37,15 @@ DIR = click.Path(file_okay=False)
 @click.option("--extend-eval2000/--no-extend-eval2000", default=None,
               help="Extend eval2000's segments by up to 0.1 s (s5c's extend_segments.pl). "
                    "Default: yes without Fisher (s5c), no with it (fisher_swbd).")
+@click.option("--allow-partial", is_flag=True,
+              help="Go on when a release is not the size Kaldi's scripts check (2435 or 2438 "
+                   "Switchboard sph files, 11699 Fisher transcripts and sph files, 80 eval2000 "
+                   "sides): a partial corpus otherwise stops with the counts.")
 @click.option("--out", required=True, type=DIR, help="The recipe's data dir.")
 def main(swbd_audio: str, ms98: str, eval2000_audio: str, eval2000_ref: str,
          fisher_audio: tuple[str, ...], fisher_text: tuple[str, ...], dev_utts: int,
          max_dup: int, speed_perturb: str, always_include_prefix: bool | None,
-         extend_eval2000: bool | None, out: str) -> None:
+         extend_eval2000: bool | None, allow_partial: bool, out: str) -> None:
     """Kaldi data dirs with Kaldi's ids for Switchboard-1, eval2000 and optionally Fisher, as
     the Kaldi recipe makes them: without Fisher egs/swbd/s5c's train, train_dev, train_nodup;
     with Fisher egs/fisher_swbd/s5's train_swbd, train (Fisher + Switchboard), train_nodup;
@@ -54,6 +58,6 @@ def main(swbd_audio: str, ms98: str, eval2000_audio: str, eval2000_ref: str,
                                  param_hint="--speed-perturb") from None
     options = SwbdOptions(swbd_audio, ms98, eval2000_audio, eval2000_ref, fisher_audio,
                           fisher_text, dev_utts, max_dup, factors, always_include_prefix,
-                          extend_eval2000)
+                          extend_eval2000, allow_partial)
     prepare_swbd(out, options)
     click.echo(options.train_set)

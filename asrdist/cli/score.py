@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command
+from asrdist.decode.ctm import RECIPES, S5C, default_acronym_map, read_acronym_map
 from asrdist.decode.hubscr import score_decode_dir, score_stm_glm_ctm
 from asrdist.decode.report import logged_commands, subset_table, update_results
 from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
@@ -28,6 +29,14 @@ from asrdist.errors import AsrdistError
               help="With --stm and a decode dir instead of a CTM: the test data dir whose "
                    "segments and reco2file_and_channel make each ctm recording-relative "
                    "(score_sclite.sh); every sweep point is scored and the best one shown.")
+@click.option("--recipe", type=click.Choice(RECIPES), default=S5C, show_default=True,
+              help="With --data: whose local/score_sclite.sh stage 1 makes the ctm: s5c's "
+                   "(hesitations and partial words dropped, acronyms mapped with --acronyms) "
+                   "or fisher_swbd's (every dotted word split at '._', no map).")
+@click.option("--acronyms", default=None, metavar="FILE|none",
+              help="With --data and --recipe s5c: the acronyms.map of s5c's dict "
+                   "(map_acronyms_ctm.py: u._c._l._a. -> u c l a). Default: "
+                   "DATA/../local/dict_nosp/acronyms.map when it exists; 'none': no mapping.")
 @click.option("--subsets-by", default=None, metavar="spk|FILE[,...]",
               help="Per-subset table: by speaker (utt2spk beside REF_TEXT) or a 'utt subset' "
                    "file; several joined by commas put an utterance in one subset of each.")
@@ -39,7 +48,7 @@ from asrdist.errors import AsrdistError
               help="Markdown results file to add this system to (e.g. exp/results.md).")
 @click.option("--name", default=None, help="System name in the report (default: HYP).")
 def main(paths: tuple[str, ...], stm: str | None, glm: str | None, data_dir: str | None,
-         subsets_by: str | None,
+         recipe: str, acronyms: str | None, subsets_by: str | None,
          words_txt: str | None, out_dir: str | None, report: str | None,
          name: str | None) -> None:
     """Score HYP (a Kaldi text file, or a decode dir with text and/or score_*/text variants)
@@ -50,9 +59,13 @@ def main(paths: tuple[str, ...], stm: str | None, glm: str | None, data_dir: str
         if stm is None or glm is None or len(paths) != 1:
             raise AsrdistError("the stm mode takes --stm STM --glm GLM and one CTM argument")
         if data_dir is not None:
-            lines = score_decode_dir(stm, glm, paths[0], data_dir)
+            lines = score_decode_dir(stm, glm, paths[0], data_dir, recipe=recipe,
+                                     acronyms=_acronym_map(acronyms, recipe, data_dir))
         elif Path(paths[0]).is_dir():
             raise AsrdistError(f"{paths[0]} is a decode dir: give --data (its test data dir)")
+        elif acronyms is not None or recipe != S5C:
+            raise AsrdistError("--acronyms and --recipe make the ctm of a decode dir (with "
+                               "--data); a CTM given alone is scored as it is")
         else:
             lines = score_stm_glm_ctm(stm, glm, paths[0])
         for line in lines:
@@ -74,3 +87,19 @@ def main(paths: tuple[str, ...], stm: str | None, glm: str | None, data_dir: str
     if report is not None:
         commands = logged_commands(hyp) + [shlex.join(["asrdist-score", *sys.argv[1:]])]
         update_results(report, name or hyp, run, commands)
+
+
+def _acronym_map(option: str | None, recipe: str, data_dir: str) -> dict[str, list[str]] | None:
+    """--acronyms: a file, 'none', or (not given) the s5c dict's map beside the data dir."""
+    if option == "none":
+        return None
+    if option is not None:
+        if recipe != S5C:
+            raise AsrdistError(f"--acronyms goes with --recipe {S5C}: fisher_swbd's scoring "
+                               "splits every dotted word without a map")
+        return read_acronym_map(option)
+    found = default_acronym_map(data_dir, recipe)
+    if found is None:
+        return None
+    click.echo(f"acronyms: {found}", err=True)
+    return read_acronym_map(found)

@@ -18,7 +18,7 @@ import logging
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,6 @@ from asrdist.corpus.swbd_text import (
     acronym_map,
     acronyms_applied,
     extend_segments,
-    extractable,
     fisher_line,
     fisher_text,
     map_acronyms,
@@ -44,6 +43,7 @@ from asrdist.corpus.swbd_text import (
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
 from asrdist.kaldi.data_dir import c_sorted
+from asrdist.kaldi.segments import extractable
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ EVAL2000_PEM = "hub5e_00.pem"
 MS98_LEXICON = "sw-ms98-dict.text"
 # utils/data/remove_dup_utts.sh:33-37: its own predictable random numbers.
 DUP_P1, DUP_P2 = 103349, 71147
+# The sizes of the full releases, as Kaldi's scripts check them: s5c swbd1_data_prep.sh:51-53
+# (sph files of LDC97S62, a warning there), fisher_data_prep.sh:78-87 (transcripts and sph
+# files of LDC2004/2005), eval2000_data_prep.sh:123-126 (sides in data/eval2000/wav.scp).
+SWBD_SPH = (2435, 2438)
+FISHER_CALLS = (11699,)
+EVAL2000_SIDES = (80,)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,36 @@ class Corpus:
                       {**self.file_and_channel, **other.file_and_channel})
 
 
+def walk_files(root: Path) -> Iterator[Path]:
+    """Every file under ``root``, symlinked folders entered as ``find -L`` enters them (multi-disc
+    LDC trees link their discs; Path.rglob does not follow them on Python 3.11): each real
+    folder once, so a loop or a disc linked twice is not walked again."""
+    seen: set[tuple[int, int]] = set()
+    for folder, subfolders, files in os.walk(root, followlinks=True):
+        st = os.stat(folder)
+        if (st.st_dev, st.st_ino) in seen:
+            subfolders[:] = []
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        subfolders.sort()
+        for name in files:
+            yield Path(folder) / name
+
+
+def check_count(found: int, expected: tuple[int, ...], what: str, where: str, script: str,
+                allow_partial: bool) -> None:
+    """Stop when a release is not the size Kaldi's ``script`` checks (a partial copy, a disc not
+    mounted), unless ``allow_partial``: then say so and go on."""
+    if found in expected:
+        return
+    sizes = " or ".join(str(n) for n in expected)
+    msg = (f"{where}: {found} {what}; Kaldi's {script} expects {sizes} (the full release)")
+    if not allow_partial:
+        raise AsrdistError(f"{msg}. A partial corpus stops here: --allow-partial goes on with "
+                           "what there is")
+    log.warning("%s: going on with a partial corpus (--allow-partial)", msg)
+
+
 def find(root: str | os.PathLike, pattern: str, option: str, expected: str) -> list[Path]:
     """Files matching ``pattern`` under ``root`` (case-insensitive); none is an error that
     names the option and what it should hold."""
@@ -112,7 +148,7 @@ def find(root: str | os.PathLike, pattern: str, option: str, expected: str) -> l
     if not root.is_dir():
         raise AsrdistError(f"{option} {root}: no such directory (expected {expected})")
     rx = re.compile(pattern, re.IGNORECASE)
-    found = sorted(p for p in root.rglob("*") if rx.fullmatch(p.name) and p.is_file())
+    found = sorted(p for p in walk_files(root) if rx.fullmatch(p.name) and p.is_file())
     if not found:
         raise AsrdistError(f"{option} {root}: no {pattern!r} files under it (expected {expected})")
     return found
@@ -137,6 +173,12 @@ def _recordings(segments: list[Segment], audio: dict[str, Path],
     if not kept:
         raise AsrdistError(f"{source}: none of the transcribed conversations has audio "
                            f"(e.g. {segments[0].reco.rsplit('-', 1)[0]}.sph)")
+    calls = {s.reco.rsplit("-", 1)[0] for s in segments}
+    silent = sorted(calls - set(audio))
+    if silent:
+        log.warning("%s: %d of %d transcribed conversations have no audio, their %d utterances "
+                    "left out (as fix_data_dir.sh leaves them out): %s", source, len(silent),
+                    len(calls), len(segments) - len(kept), " ".join(silent))
     if extract:
         lengths = {f: sphere_length(audio[f]) for f in {s.reco.rsplit("-", 1)[0] for s in kept}}
         n = len(kept)
@@ -164,10 +206,11 @@ def ms98_acronyms(ms98_dir: str | os.PathLike, recipe: str = S5C
 
 
 def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike,
-                recipe: str = S5C) -> Corpus:
+                recipe: str = S5C, allow_partial: bool = False) -> Corpus:
     """Switchboard-1 from LDC97S62 (``sw0NNNN.sph``) and the MS98 word transcripts, as s5c's
     local/swbd1_data_prep.sh and run.sh stage 7 leave data/train (fisher_swbd's copy of the
-    script and its run.sh's features: ``recipe``, the same ids and segments)."""
+    script and its run.sh's features: ``recipe``, the same ids and segments). Fewer or more
+    sw0NNNN.sph files than the release's 2435 or 2438 stop it unless ``allow_partial``."""
     audio = _audio(audio_dir, r"sw0\d{4}\.sph", "--swbd-audio",
                    "LDC97S62's sw0NNNN.sph files")
     amap = ms98_acronyms(ms98_dir, recipe)
@@ -205,35 +248,41 @@ def switchboard(audio_dir: str | os.PathLike, ms98_dir: str | os.PathLike,
             # fix_data_dir.sh sorts with "sort -k1,1 -u": of two lines with one id, the first
             segments.setdefault(utt, Segment(utt, utt.split("_")[0], float(times[0]),
                                              float(times[1]), tuple(words), times))
+    check_count(len(audio), SWBD_SPH, "sw0NNNN.sph files under it", f"--swbd-audio {audio_dir}",
+                "swbd1_data_prep.sh", allow_partial)
     return _recordings(list(segments.values()), audio, f"--ms98 {ms98_dir}", extract=True)
 
 
-def fisher_lines(text_dirs: Iterable[str]) -> list[Segment]:
+def fisher_lines(text_dirs: Iterable[str], allow_partial: bool = False) -> list[Segment]:
     """The Fisher utterances as fisher_swbd's local/fisher_data_prep.sh writes data/train_fisher:
     per transcript ``fe_03_NNNNN.txt`` (its first line must name its .sph, :117-119), each
     ``start end A: words`` line (fisher_line) as ``fe_03_00001-A-000200-000434`` with the words
     as written; the lines sorted (:136, C locale), those with ``((`` dropped, the markers
     mapped (fisher_text); segments ``%.2f`` of the id's centiseconds (:150-151). Two lines may
-    share an id."""
+    share an id. Other than 11699 transcripts stop it (:78-82) unless ``allow_partial``."""
     lines: list[tuple[str, str]] = []
-    for d in text_dirs:
-        for path in find(d, r"fe_03_\d{5}\.txt", "--fisher-text",
-                         "LDC2004T19/LDC2005T19's fe_03_NNNNN.txt transcripts"):
-            call = path.name[:-len(".txt")]
-            rows = path.read_bytes().decode("latin-1").split("\n")
-            m = re.search(r"# (.+)\.sph", rows[0])
-            if not m or m.group(1) != call:  # :118-119, where Kaldi's script dies
-                raise AsrdistError(f"--fisher-text {path}:1: expected '# {call}.sph', got "
-                                   f"{rows[0].strip()!r} (Kaldi's fisher_data_prep.sh stops)")
-            for n, row in enumerate(rows[1:], 2):
-                try:
-                    parsed = fisher_line(row)
-                except ValueError as e:  # :124
-                    raise AsrdistError(f"--fisher-text {path}:{n}: {e} (Kaldi's "
-                                       "fisher_data_prep.sh stops)") from None
-                if parsed:
-                    times, side, words = parsed
-                    lines.append((f"{call}-{side}-{times}", words))
+    text_dirs = list(text_dirs)
+    paths = [p for d in text_dirs for p in find(
+        d, r"fe_03_\d{5}\.txt", "--fisher-text",
+        "LDC2004T19/LDC2005T19's fe_03_NNNNN.txt transcripts")]
+    check_count(len(paths), FISHER_CALLS, "fe_03_NNNNN.txt transcripts",
+                f"--fisher-text {' '.join(text_dirs)}", "fisher_data_prep.sh", allow_partial)
+    for path in paths:
+        call = path.name[:-len(".txt")]
+        rows = path.read_bytes().decode("latin-1").split("\n")
+        m = re.search(r"# (.+)\.sph", rows[0])
+        if not m or m.group(1) != call:  # :118-119, where Kaldi's script dies
+            raise AsrdistError(f"--fisher-text {path}:1: expected '# {call}.sph', got "
+                               f"{rows[0].strip()!r} (Kaldi's fisher_data_prep.sh stops)")
+        for n, row in enumerate(rows[1:], 2):
+            try:
+                parsed = fisher_line(row)
+            except ValueError as e:  # :124
+                raise AsrdistError(f"--fisher-text {path}:{n}: {e} (Kaldi's "
+                                   "fisher_data_prep.sh stops)") from None
+            if parsed:
+                times, side, words = parsed
+                lines.append((f"{call}-{side}-{times}", words))
     lines.sort(key=lambda x: f"{x[0]} {x[1]}".encode("latin-1"))  # :136 sort
     segments = []
     for utt, raw in lines:
@@ -247,24 +296,30 @@ def fisher_lines(text_dirs: Iterable[str]) -> list[Segment]:
     return segments
 
 
-def fisher_segments(text_dirs: Iterable[str]) -> list[Segment]:
+def fisher_segments(text_dirs: Iterable[str], allow_partial: bool = False) -> list[Segment]:
     """fisher_lines, of two with one id the first (fix_data_dir.sh's ``sort -k1,1 -u``, which
     fisher_swbd's run.sh runs on data/train_all)."""
     segments: dict[str, Segment] = {}
-    for s in fisher_lines(text_dirs):
+    for s in fisher_lines(text_dirs, allow_partial):
         segments.setdefault(s.utt, s)
     return list(segments.values())
 
 
-def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str]) -> Corpus:
+def fisher(audio_dirs: Iterable[str], text_dirs: Iterable[str], allow_partial: bool = False
+           ) -> Corpus:
     """Fisher English (``fe_03_NNNNN.sph`` and ``.txt``) as fisher_swbd's run.sh leaves its part
     of data/train_all: fisher_segments of the calls with audio (fix_data_dir.sh), less those
-    extract-segments skips (make_mfcc.sh, then fix_data_dir.sh)."""
+    extract-segments skips (make_mfcc.sh, then fix_data_dir.sh). Other than 11699 .sph files or
+    transcripts (fisher_data_prep.sh:78-87) stop it unless ``allow_partial``."""
     audio: dict[str, Path] = {}
+    audio_dirs = list(audio_dirs)
     for d in audio_dirs:
         audio.update(_audio(d, r"fe_03_\d{5}\.sph", "--fisher-audio",
                             "LDC2004S13/LDC2005S13's fe_03_NNNNN.sph files"))
-    return _recordings(fisher_segments(text_dirs), audio, "--fisher-text", extract=True)
+    segments = fisher_segments(text_dirs, allow_partial)
+    check_count(len(audio), FISHER_CALLS, "fe_03_NNNNN.sph files",
+                f"--fisher-audio {' '.join(audio_dirs)}", "fisher_data_prep.sh", allow_partial)
+    return _recordings(segments, audio, "--fisher-text", extract=True)
 
 
 def _fixed_stm(stm: str) -> str:
@@ -283,8 +338,8 @@ def _eval2000_id(fields: list[str], where: str) -> str:
                            f"{' '.join(fields)!r}") from None
 
 
-def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike, extend: bool = True
-             ) -> tuple[Corpus, str, str]:
+def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike, extend: bool = True,
+             allow_partial: bool = False) -> tuple[Corpus, str, str]:
     """eval2000 (hub5'00 English) as s5c's local/eval2000_data_prep.sh and run.sh stage 7 leave
     data/eval2000: the segments of LDC2002S09's pem file, extended, with the stm's words;
     and the fixed stm and the glm of LDC2002T43. Without ``extend``, as fisher_swbd's copy of
@@ -332,6 +387,8 @@ def eval2000(audio_dir: str | os.PathLike, ref_dir: str | os.PathLike, extend: b
             segments[utt] = Segment(utt, reco, float(s), float(e), tuple(text[utt]), (s, e))
     corpus = _recordings(list(segments.values()), audio, f"--eval2000-ref {stm_path}",
                          extract=True)
+    check_count(len(corpus.audio), EVAL2000_SIDES, "conversation sides with segments and audio",
+                f"--eval2000-audio {audio_dir}", "eval2000_data_prep.sh", allow_partial)
     return corpus, _fixed_stm(raw_stm), glm_path.read_text(encoding="latin-1")
 
 

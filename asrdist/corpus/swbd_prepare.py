@@ -62,6 +62,7 @@ class SwbdOptions:
     speed_factors: tuple[float, ...] = ()
     always_include_prefix: bool | None = None
     extend_eval2000: bool | None = None
+    allow_partial: bool = False  # go on when a release is not the size Kaldi's scripts check
 
     def __post_init__(self) -> None:
         if bool(self.fisher_audio) != bool(self.fisher_text):
@@ -102,9 +103,12 @@ def prepare_swbd(out: str | os.PathLike, options: SwbdOptions) -> Path | Skipped
               *options.fisher_audio, *options.fisher_text]
     recipe = options.recipe
     # checks the paths before the marker
-    swbd = switchboard(options.swbd_audio, options.ms98, recipe)
-    ev, stm, glm = eval2000(options.eval2000_audio, options.eval2000_ref, options.extend())
-    fsh = fisher(options.fisher_audio, options.fisher_text) if options.fisher_text else None
+    partial = options.allow_partial
+    swbd = switchboard(options.swbd_audio, options.ms98, recipe, partial)
+    ev, stm, glm = eval2000(options.eval2000_audio, options.eval2000_ref, options.extend(),
+                            partial)
+    fsh = (fisher(options.fisher_audio, options.fisher_text, partial) if options.fisher_text
+           else None)
     out.mkdir(parents=True, exist_ok=True)
     check = check_done(out, STAGE, dataclasses.asdict(options), inputs)
     if check.done:

@@ -34,8 +34,6 @@ import functools
 import re
 from collections.abc import Iterable
 
-import numpy as np
-
 S5C, FISHER_SWBD = "s5c", "fisher_swbd"  # the Kaldi recipe a rule follows
 
 # fisher_swbd local/fisher_data_prep.sh:137-144 (sed, each global, case-sensitive): the only
@@ -268,23 +266,6 @@ def extend_segments(rows: list[tuple[str, str, str, str]], extend: float
             ends[a], starts[b] = tend + step, tstart - step
     return [(r[0], r[1], f"{s:.2f}", f"{e:.2f}")
             for r, s, e in zip(rows, starts, ends, strict=True)]
-
-
-def extractable(start: float, end: float, samples: int, rate: int) -> bool:
-    """Whether Kaldi's extract-segments (steps/make_mfcc.sh; src/featbin/extract-segments.cc
-    :108-160) cuts this segment from a recording of ``samples`` at ``rate``: the start within
-    the file, the end at most 0.5 s past it (then clipped), at least 0.1 s long, with its float
-    (BaseFloat) length, overshoot and minimum. s5c's ``utils/fix_data_dir.sh`` after the
-    features (run.sh stage 7) then drops the utterances it skipped."""
-    if start < 0 or end <= 0 or start >= end:  # :108
-        return False
-    length = np.float32(samples) / np.float32(rate)  # :135
-    if start > float(length):  # :138
-        return False
-    if end > float(length + np.float32(0.5)):  # :146
-        return False
-    end = min(end, float(length))  # :154
-    return end - start >= float(np.float32(0.1))  # :157
 
 
 def perl_split(text: str) -> list[str]:

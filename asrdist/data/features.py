@@ -5,6 +5,11 @@ so a wav of n samples gives 1 + (n - 400) // 160 frames at 16 kHz, the count a K
 alignment has) and no dither. Samples are fed on the int16 scale, as Kaldi's compute-*-feats
 reads wav files, so the log energies match Kaldi's. Output is what a Kaldi user expects:
 feats.scp/ark, cmvn.scp (compute-cmvn-stats --spk2utt layout), utt2num_frames, frame_shift.
+
+Segments are cut as Kaldi's extract-segments cuts them (asrdist.kaldi.segments): one it skips
+(shorter than 0.1 s, ending more than 0.5 s past its recording, ...) is skipped here too and
+named in one summary line, and the tables of DEST leave it out, as utils/fix_data_dir.sh after
+make_fbank.sh would; only a data dir with nothing left is an error.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from asrdist.fsutil import atomic_write
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
+from asrdist.kaldi.segments import segment_samples
 from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
@@ -45,6 +51,11 @@ FRAME_SHIFT = 0.01
 # Kaldi files copied from SRC unchanged when present (the first four are required).
 COPIED_FILES = ("wav.scp", "text", "utt2spk", "spk2utt", "segments", "reco2file_and_channel",
                 "spk2gender", "utt2dur", "utt2uniq")
+# the tables of those keyed by utterance, by speaker, by recording (given segments)
+UTT_FILES = ("text", "utt2spk", "segments", "utt2dur", "utt2uniq")
+SPK_FILES = ("spk2gender",)
+RECO_FILES = ("wav.scp", "reco2file_and_channel")
+NO_FRAME = "too short for one frame"
 
 
 @dataclass(frozen=True)
@@ -113,9 +124,11 @@ class _Item:
     wav: str  # wav.scp value
     start: float = 0.0  # seconds, from segments
     end: float = -1.0  # -1: to the end
+    segment: bool = False  # from a segments file (else the whole recording)
 
 
-def _load_item(item: _Item, sample_rate: int) -> np.ndarray:
+def _load_item(item: _Item, sample_rate: int) -> np.ndarray | str:
+    """The utterance's samples, or why extract-segments skips its segment."""
     try:
         samples, rate = _read_audio(item.wav)
     except (OSError, RuntimeError, soundfile.LibsndfileError,
@@ -127,16 +140,19 @@ def _load_item(item: _Item, sample_rate: int) -> np.ndarray:
         raise AsrdistError(
             f"utterance {item.utt}: {item.wav} has {rate} Hz, expected {sample_rate} Hz"
         )
-    if item.start > 0 or item.end >= 0:
-        end = None if item.end < 0 else int(item.end * rate)
-        samples = samples[int(item.start * rate):end]
+    if item.segment:
+        cut = segment_samples(item.start, item.end, samples.size, rate)
+        if isinstance(cut, str):
+            return cut
+        samples = samples[cut[0]:cut[1]]
     return samples
 
 
 def _extract_job(
     items: list[_Item], ark: str, scp: str, options: FeatureOptions
-) -> Iterator[tuple[str, int, np.ndarray]]:
-    """Write one job's ark/scp; yields (utt, frames, CMVN stats) per utterance, in order.
+) -> Iterator[tuple[str, int, np.ndarray | str]]:
+    """Write one job's ark/scp; yields (utt, frames, CMVN stats) per utterance, in order, or
+    (utt, 0, why) for one skipped.
 
     One job is one core, as in Kaldi: torch's extra threads would contend with the others."""
     threads = torch.get_num_threads()
@@ -146,10 +162,13 @@ def _extract_job(
         with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
             for item in items:
                 samples = _load_item(item, options.sample_rate)
-                if num_frames(samples.size, options.sample_rate) == 0:
-                    raise AsrdistError(
-                        f"utterance {item.utt}: {samples.size} samples, too short for one frame"
-                    )
+                if not isinstance(samples, str) and num_frames(samples.size,
+                                                               options.sample_rate) == 0:
+                    # compute-fbank-feats writes no frames; fix_data_dir.sh drops it
+                    samples = NO_FRAME
+                if isinstance(samples, str):
+                    yield item.utt, 0, samples
+                    continue
                 feats = compute_features(samples, extractor, options.sample_rate)
                 writer(item.utt, feats)
                 yield item.utt, feats.shape[0], cmvn_stats(feats)
@@ -169,7 +188,11 @@ def _items(src: Path) -> list[_Item]:
         fields = rest.split()
         if len(fields) != 3 or fields[0] not in wav:
             raise AsrdistError(f"{segments_path}: bad line for {utt} (recording not in wav.scp?)")
-        items.append(_Item(utt, wav[fields[0]], float(fields[1]), float(fields[2])))
+        try:
+            start, end = float(fields[1]), float(fields[2])
+        except ValueError:
+            raise AsrdistError(f"{segments_path}: bad times for {utt}: {rest!r}") from None
+        items.append(_Item(utt, wav[fields[0]], start, end, segment=True))
     return sorted(items, key=lambda i: i.utt.encode())
 
 
@@ -216,10 +239,17 @@ def make_features(
             (part, str(ark), str(scp), options)
             for part, ark, scp in zip(parts, arks, scps, strict=True)], bar)
     results = [r for job in jobs for r in job]
+    skipped = {utt: why for utt, _, why in results if isinstance(why, str)}
+    results = [r for r in results if not isinstance(r[2], str)]
     log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
+    if skipped:
+        log.warning("%s", skipped_summary(src, skipped, len(items)))
+    if not results:
+        raise AsrdistError(f"{src}: no utterance left: every one of the {len(items)} was "
+                           "skipped (see the line above)")
 
     try:
-        _write_outputs(src, dest, name, scps, results, utt2spk)
+        _write_outputs(src, dest, name, scps, results, utt2spk, set(skipped))
         with atomic_write(dest / "feats_config.json") as f:
             json.dump(make_extractor(options).config.to_dict(), f, indent=1)
     except BaseException:  # no feats.scp without its done marker: nothing looks complete
@@ -244,6 +274,55 @@ def check_tables(src: Path, utts: set[str]) -> None:
                                f"({len(stray)} such); fix the data dir (utils/fix_data_dir.sh)")
 
 
+def skipped_summary(src: Path, skipped: dict[str, str], total: int) -> str:
+    """One line: how many utterances were skipped of ``total``, why, and their ids."""
+    by_reason: dict[str, list[str]] = {}
+    for utt in c_sorted(skipped):
+        by_reason.setdefault(skipped[utt], []).append(utt)
+    reasons = "; ".join(f"{len(utts)} {why}: {' '.join(utts)}"
+                        for why, utts in sorted(by_reason.items()))
+    return (f"{src}: skipped {len(skipped)} of {total} utterances, as Kaldi's extract-segments "
+            f"and fix_data_dir.sh do ({reasons})")
+
+
+def filtered_tables(src: Path, skipped: set[str]) -> dict[str, str]:
+    """The tables of COPIED_FILES in ``src`` without the ``skipped`` utterances, as
+    utils/fix_data_dir.sh leaves them: their speakers and recordings gone when no utterance is
+    left of them; lines kept as written, in their order."""
+    tables = {f: read_utf8(src / f) for f in COPIED_FILES if (src / f).is_file()}
+    if not skipped:
+        return tables
+    segmented = "segments" in tables
+
+    def keep(file: str, ids: set[str] | None, exclude: set[str] = frozenset()) -> str:
+        lines = tables[file].splitlines(keepends=True)
+        return "".join(line for line in lines if line.split()
+                       and (line.split()[0] in ids if ids is not None
+                            else line.split()[0] not in exclude))
+
+    out = {}
+    for file in UTT_FILES + (() if segmented else ("wav.scp",)):
+        if file in tables:
+            out[file] = keep(file, None, skipped)
+    speakers = {line.split()[1] for line in out["utt2spk"].splitlines() if len(line.split()) > 1}
+    spk2utt = []
+    for line in tables["spk2utt"].splitlines():
+        spk, *utts = line.split()
+        utts = [u for u in utts if u not in skipped]
+        if utts:
+            spk2utt.append(" ".join([spk, *utts]) + "\n")
+    out["spk2utt"] = "".join(spk2utt)
+    for file in SPK_FILES:
+        if file in tables:
+            out[file] = keep(file, speakers)
+    if segmented:
+        recos = {line.split()[1] for line in out["segments"].splitlines() if line.split()}
+        for file in RECO_FILES:
+            if file in tables:
+                out[file] = keep(file, recos)
+    return out
+
+
 def _write_outputs(
     src: Path,
     dest: Path,
@@ -251,11 +330,11 @@ def _write_outputs(
     scps: list[Path],
     results: list[tuple[str, int, np.ndarray]],
     utt2spk: dict[str, str],
+    skipped: set[str],
 ) -> None:
-    for file in COPIED_FILES:
-        if (src / file).is_file():
-            with atomic_write(dest / file) as f:
-                f.write(read_utf8(src / file))
+    for file, text in filtered_tables(src, skipped).items():
+        with atomic_write(dest / file) as f:
+            f.write(text)
     with atomic_write(dest / "utt2num_frames") as f:
         f.writelines(f"{utt} {frames}\n" for utt, frames, _ in results)
     with atomic_write(dest / "frame_shift") as f:

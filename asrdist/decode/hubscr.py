@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.decode.align_text import ErrorCounts
-from asrdist.decode.ctm import write_recording_ctm
+from asrdist.decode.ctm import S5C, AcronymMap, write_recording_ctm
 from asrdist.decode.glm import Rule, filter_text, read_glm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -402,18 +402,22 @@ def _wer(line: str) -> float:
 
 def score_decode_dir(stm: str | os.PathLike, glm: str | os.PathLike,
                      decode_dir: str | os.PathLike, data_dir: str | os.PathLike,
-                     name: str = "eval2000") -> list[str]:
+                     name: str = "eval2000", recipe: str = S5C,
+                     acronyms: AcronymMap | None = None) -> list[str]:
     """score_sclite.sh over a decode dir: every CTM (``ctm`` and each sweep point's
-    ``score_*/ctm``) made recording-relative and filtered into ``NAME.ctm`` beside it, then
-    scored as hubscr.pl does. Returns every line, then per subset the best one (lowest %WER,
-    as ``grep Sum */*.sys | utils/best_wer.sh`` picks), prefixed ``best: ``."""
+    ``score_*/ctm``) made recording-relative, filtered and its acronyms split as the Kaldi
+    ``recipe``'s script does (:mod:`asrdist.decode.ctm`; s5c's with the map ``acronyms``) into
+    ``NAME.ctm`` beside it, then scored as hubscr.pl does. Returns every line, then per
+    subset the best one (lowest %WER, as ``grep Sum */*.sys | utils/best_wer.sh`` picks),
+    prefixed ``best: ``."""
     decode_dir = Path(decode_dir)
     dirs = [d for d in [decode_dir, *sorted(decode_dir.glob("score_*"))] if (d / "ctm").is_file()]
     if not dirs:
         raise AsrdistError(f"{decode_dir}: no ctm (nor score_*/ctm) in the decode dir")
     lines, best = [], {}
     for d in dirs:
-        ctm = write_recording_ctm(d / "ctm", data_dir, d / f"{name}.ctm")
+        ctm = write_recording_ctm(d / "ctm", data_dir, d / f"{name}.ctm", recipe,
+                                  acronyms)
         for line in score_stm_glm_ctm(stm, glm, ctm):
             lines.append(line)
             subset = line.rsplit("|", 1)[1].strip().rsplit(".filt.sys", 1)[0].rsplit(".", 1)[-1]

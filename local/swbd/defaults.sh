@@ -13,6 +13,8 @@ sp_prefix=""        # true|false: ids of the speed-1.0 copy prefixed sp1.0- (def
                     # recipe's Kaldi recipe: true for swbd300 (s5c), false for swbd2000)
 extend_eval2000=""  # true|false: eval2000 segments extended by 0.1 s (default: true for
                     # swbd300 (s5c's eval2000_data_prep.sh), false for swbd2000 (fisher_swbd's))
+allow_partial=false # true: go on when a release is not the size Kaldi's scripts check (2435/2438
+                    # Switchboard sph, 11699 Fisher, 80 eval2000 sides); else stage 0 stops
 dev_utts=4000       # train_dev: the first N utterances of Switchboard (s5c; swbd2000 has none)
 max_dup=300         # train_nodup: about N per transcript (remove_dup_utts.sh)
 train_feats=""      # the user's own Kaldi data dir of the training set (feats.scp...), taken as is
@@ -28,6 +30,8 @@ launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), s
 device=auto         # cuda, cpu or auto
 lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep (Kaldi's score_sclite.sh: 5..17)
 wips="0.0 0.5 1.0"  # word insertion penalties of the sweep
+acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: stage 0's
+                    # data/local/dict_nosp/acronyms.map); swbd2000 (fisher_swbd) uses none
 nj=4                # parallel jobs for features and decoding
 data=data
 exp=exp

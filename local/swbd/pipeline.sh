@@ -1,6 +1,7 @@
 # The stages shared by recipes/swbd300 and recipes/swbd2000, sourced by their run.sh after
 # the options (local/swbd/defaults.sh) are parsed and the paths checked; the recipe sets
-# train_set and prepare_opts (an array: its corpus options for asrdist-prepare-swbd).
+# train_set, prepare_opts (an array: its corpus options for asrdist-prepare-swbd) and
+# score_opts (an array: how its Kaldi recipe's score_sclite.sh makes the ctm).
 #
 #   0 data       asrdist-prepare-swbd: LDC releases -> data/{train,train_nodup,...} as s5c
 #                (swbd300) or fisher_swbd (swbd2000) makes them
@@ -9,7 +10,8 @@
 #   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
 #   3 train      asrdist-train (any --algo) under srun / mpiexec / torchrun
 #   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep
-#   5 score      score_sclite.sh: recording-relative CTM, filter, hubscr semantics; RESULTS
+#   5 score      score_sclite.sh: recording-relative CTM, filter, acronyms (s5c: its dict's
+#                acronyms.map; fisher_swbd: split), hubscr semantics; RESULTS
 . "$repo_root/local/log.sh"
 
 fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
@@ -29,6 +31,7 @@ decode=$run/decode_eval2000_$graph_name
 
 case "$sp_prefix" in true) prepare_opts+=(--always-include-prefix) ;;
   false) prepare_opts+=(--no-always-include-prefix) ;; esac
+case "$allow_partial" in true) prepare_opts+=(--allow-partial) ;; esac
 case "$extend_eval2000" in true) prepare_opts+=(--extend-eval2000) ;;
   false) prepare_opts+=(--no-extend-eval2000) ;; esac
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
@@ -69,8 +72,8 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
-  run_stage 5 score asrdist-score --stm $data/eval2000/stm --glm $data/eval2000/glm \
-    --data $data/eval2000 $decode | tee $decode/scoring.txt
+  run_stage 5 score asrdist-score "${score_opts[@]}" --stm $data/eval2000/stm \
+    --glm $data/eval2000/glm --data $data/eval2000 $decode | tee $decode/scoring.txt
   grep '^best: ' $decode/scoring.txt | sed 's/^best: //' > $exp/RESULTS
   cat $exp/RESULTS
 fi

@@ -21,6 +21,7 @@ help_message="Usage: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2
 check_swbd_paths
 
 prepare_opts=()
+score_opts=(--recipe fisher_swbd)  # its score_sclite.sh: format_acronyms_ctm_eval2000.py
 [ -n "$fisher_audio" ] || _path_error --fisher-audio "" "required: give LDC2004S13 and LDC2005S13"
 [ -n "$fisher_text" ] || _path_error --fisher-text "" "required: give LDC2004T19 and LDC2005T19"
 for d in $fisher_audio; do

@@ -17,5 +17,6 @@ help_message="Usage: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2
 check_swbd_paths
 
 prepare_opts=()
+score_opts=(--recipe s5c --acronyms "${acronyms:-$data/local/dict_nosp/acronyms.map}")
 train_set=train_nodup${speed_perturb:+_sp}
 . "$repo_root/local/swbd/pipeline.sh"

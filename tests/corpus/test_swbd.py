@@ -62,7 +62,7 @@ def test_ms98_and_fisher_normalisation_follow_kaldi():
 def test_prepare_writes_kaldi_dirs_with_kaldi_ids_and_splits(ldc, tmp_path):
     options = SwbdOptions(str(ldc.swbd_audio), str(ldc.ms98), str(ldc.eval2000_audio),
                           str(ldc.eval2000_ref), dev_utts=4, max_dup=2,
-                          speed_factors=(0.9, 1.0, 1.1))
+                          speed_factors=(0.9, 1.0, 1.1), allow_partial=True)
     out = tmp_path / "data"
     assert prepare_swbd(out, options) == out
     text = read_table(out / "train" / "text")
@@ -102,7 +102,8 @@ def test_prepare_with_fisher_makes_fisher_swbds_sets(ldc, tmp_path):
     with Kaldi's own output in test_swbd_fisher_kaldi.py)."""
     options = SwbdOptions(str(ldc.swbd_audio), str(ldc.ms98), str(ldc.eval2000_audio),
                           str(ldc.eval2000_ref), (str(ldc.fisher_audio),),
-                          (str(ldc.fisher_text),), max_dup=2, speed_factors=(0.9, 1.0, 1.1))
+                          (str(ldc.fisher_text),), max_dup=2, speed_factors=(0.9, 1.0, 1.1),
+                          allow_partial=True)
     assert options.train_set == "train_nodup_sp"
     out = tmp_path / "data"
     prepare_swbd(out, options)
@@ -133,7 +134,8 @@ def test_missing_or_wrong_path_names_the_option(ldc, tmp_path, option):
     args = {"--swbd-audio": ldc.swbd_audio, "--ms98": ldc.ms98,
             "--eval2000-audio": ldc.eval2000_audio, "--eval2000-ref": ldc.eval2000_ref}
     args[option] = ldc.fisher_text  # exists, but holds the wrong files
-    proc = run_cli("prepare_swbd", "--out", tmp_path / "d", *[x for kv in args.items() for x in kv])
+    proc = run_cli("prepare_swbd", "--out", tmp_path / "d", "--allow-partial",
+                   *[x for kv in args.items() for x in kv])
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"Error: {option} ") and "expected" in last

@@ -117,3 +117,84 @@ def test_empty_data_dir_is_an_error(tmp_path: Path):
         (src / name).write_text("")
     with pytest.raises(AsrdistError, match="wav.scp is empty"):
         make_features(src, tmp_path / "out", FeatureOptions("fbank"))
+
+
+def _segmented_dir(tmp_path: Path) -> tuple[Path, dict[str, int | None]]:
+    """Two recordings: rec1 of exactly 2 s, rec2 of 0.05 s (its speaker has only that)."""
+    src = tmp_path / "seg"
+    src.mkdir()
+    rng = np.random.default_rng(3)
+    for reco, n in (("rec1", 32000), ("rec2", 800)):
+        soundfile.write(tmp_path / f"{reco}.wav", (rng.standard_normal(n) * 1000).astype(np.int16),
+                        16000, "PCM_16")
+    segments = {  # utt: (reco, start, end, kept frames or None)
+        "spkA-a": ("rec1", "0.0", "1.0", 98),
+        "spkA-b": ("rec1", "0.0", "0.1000001", 8),  # just over the float 0.1
+        "spkA-c": ("rec1", "1.0", "1.1", None),  # 0.1000000000000001 < 0.1f: too short
+        "spkA-d": ("rec1", "0.25", "0.35", None),  # 0.0999999999999999: too short
+        "spkA-e": ("rec1", "1.5", "2.5", 48),  # 0.5 s past the end: clipped to 2.0
+        "spkA-f": ("rec1", "1.5", "2.5000001", None),  # more than 0.5 s past
+        "spkA-g": ("rec1", "2.0", "2.3", None),  # starts at the end: nothing left
+        "spkA-h": ("rec1", "2.05", "2.3", None),  # starts past the end
+        "spkA-i": ("rec1", "0.3", "0.2", None),  # invalid
+        # -1: to the end, 2.0 - 1.9 = 0.10000000000000009 in double: under 0.1f
+        "spkA-j": ("rec1", "1.9", "-1", None),
+        "spkB-x": ("rec2", "0.0", "0.05", None),
+    }
+    (src / "wav.scp").write_text(f"rec1 {tmp_path / 'rec1.wav'}\nrec2 {tmp_path / 'rec2.wav'}\n")
+    (src / "segments").write_text("".join(f"{u} {r} {s} {e}\n"
+                                          for u, (r, s, e, _) in segments.items()))
+    (src / "text").write_text("".join(f"{u} words of {u}\n" for u in segments))
+    (src / "utt2spk").write_text("".join(f"{u} {u[:4]}\n" for u in segments))
+    (src / "spk2utt").write_text("spkA " + " ".join(u for u in segments if u < "spkB")
+                                 + "\nspkB spkB-x\n")
+    (src / "reco2file_and_channel").write_text("rec1 rec1 A\nrec2 rec2 A\n")
+    (src / "spk2gender").write_text("spkA f\nspkB m\n")
+    return src, {u: s[3] for u, s in segments.items()}
+
+
+def test_segments_skipped_as_extract_segments_skips_them(tmp_path: Path, caplog):
+    src, expected = _segmented_dir(tmp_path)
+    dest = tmp_path / "fbank"
+    with caplog.at_level("WARNING"):
+        make_features(src, dest, FeatureOptions("fbank"))
+    kept = {u for u, frames in expected.items() if frames is not None}
+    frames = {u: int(n) for u, n in read_table(dest / "utt2num_frames").items()}
+    assert frames == {u: expected[u] for u in kept}
+    assert set(kaldiio.load_scp(str(dest / "feats.scp"))) == kept
+    lines = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(lines) == 1
+    assert f"skipped {len(expected) - len(kept)} of {len(expected)} utterances" in lines[0]
+    for utt in set(expected) - kept:
+        assert utt in lines[0]
+    assert "1 empty or invalid: spkA-i" in lines[0]
+    assert "1 ends more than 0.5 s past the end of its recording: spkA-f" in lines[0]
+    assert "1 starts past the end of its recording: spkA-h" in lines[0]
+    # the data dir as utils/fix_data_dir.sh leaves it: spkB and rec2 gone with spkB-x
+    for name in ("text", "utt2spk", "segments"):
+        assert set(read_table(dest / name)) == kept
+    assert (dest / "spk2utt").read_text() == "spkA " + " ".join(sorted(kept)) + "\n"
+    assert (dest / "spk2gender").read_text() == "spkA f\n"
+    assert set(read_table(dest / "wav.scp")) == set(read_table(dest / "reco2file_and_channel")) \
+        == {"rec1"}
+    assert set(read_table(dest / "cmvn.scp")) == {"spkA"}
+
+
+def test_no_utterance_left_is_an_error(tmp_path: Path):
+    src, _ = _segmented_dir(tmp_path)
+    (src / "segments").write_text("spkA-c rec1 1.0 1.1\nspkB-x rec2 0.0 0.05\n")
+    (src / "text").write_text("spkA-c w\nspkB-x w\n")
+    (src / "utt2spk").write_text("spkA-c spkA\nspkB-x spkB\n")
+    (src / "spk2utt").write_text("spkA spkA-c\nspkB spkB-x\n")
+    with pytest.raises(AsrdistError, match="no utterance left"):
+        make_features(src, tmp_path / "out", FeatureOptions("fbank"))
+    assert not (tmp_path / "out" / "feats.scp").exists()
+
+
+def test_unsegmented_wav_too_short_for_a_frame_is_skipped(feat_src_dir: Path, tmp_path: Path):
+    wav = Path(read_table(feat_src_dir / "wav.scp")["spkB-002"])
+    soundfile.write(wav, np.zeros(300, dtype=np.int16), 16000, "PCM_16")
+    make_features(feat_src_dir, tmp_path / "out", FeatureOptions("fbank"))
+    assert "spkB-002" not in read_table(tmp_path / "out" / "wav.scp")
+    assert "spkB-002" not in read_table(tmp_path / "out" / "utt2num_frames")
+    assert "spkB-002" not in (tmp_path / "out" / "spk2utt").read_text()

@@ -71,6 +71,7 @@ def _args(user, out: Path) -> list[str]:
             str(system.graph_dir), "--speed-perturb", SPEED, "--dev-utts", "4", "--max-dup", "2",
             "--train-config", str(root / "tiny.yaml"), "--device", "cpu", "--nj", "2",
             "--lmwts", "8 12", "--wips", "0.0 0.5", "--ingest-opts", "--max-missing 0.2",
+            "--allow-partial", "true",  # the fixture is a small corpus
             "--data", str(out / "data"), "--exp", str(out / "exp")]
 
 

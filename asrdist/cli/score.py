@@ -10,11 +10,12 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command
-from asrdist.decode.ctm import RECIPES, S5C, default_acronym_map, read_acronym_map
+from asrdist.decode.ctm import RECIPES, default_acronym_map, read_acronym_map
 from asrdist.decode.hubscr import score_decode_dir, score_stm_glm_ctm
 from asrdist.decode.report import logged_commands, subset_table, update_results
 from asrdist.decode.score import kaldi_wer_report, score_hypotheses, wer_line
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.recipes import S5C
 
 
 @command()

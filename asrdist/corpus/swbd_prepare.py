@@ -33,9 +33,10 @@ from asrdist.corpus.swbd import (
     switchboard,
     write_corpus,
 )
-from asrdist.corpus.swbd_text import FISHER_SWBD, S5C, write_acronym_map
+from asrdist.corpus.swbd_text import write_acronym_map
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.kaldi.recipes import FISHER_SWBD, S5C
 from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-S5C, FISHER_SWBD = "s5c", "fisher_swbd"  # the Kaldi recipe a rule follows
+from asrdist.kaldi.recipes import FISHER_SWBD, S5C  # the Kaldi recipe a rule follows
 
 # fisher_swbd local/fisher_data_prep.sh:137-144 (sed, each global, case-sensitive): the only
 # markers it maps; any other bracketed word stays as it is.

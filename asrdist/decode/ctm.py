@@ -24,10 +24,10 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from asrdist.corpus.swbd_text import FISHER_SWBD, S5C
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.data_dir import read_table
+from asrdist.kaldi.recipes import FISHER_SWBD, S5C
 
 RECIPES = (S5C, FISHER_SWBD)
 # where each recipe's dict keeps its map, relative to the data dir's parent (data/)

@@ -29,10 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.decode.align_text import ErrorCounts
-from asrdist.decode.ctm import S5C, AcronymMap, write_recording_ctm
+from asrdist.decode.ctm import AcronymMap, write_recording_ctm
 from asrdist.decode.glm import Rule, filter_text, read_glm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.kaldi.recipes import S5C
 
 IGNORE = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
 # sclite's word-to-word costs; it sums them in C floats, and the rounding of the '@' cost

@@ -13,8 +13,8 @@ import pytest
 
 from asrdist.corpus.swbd import fisher_lines, switchboard
 from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
-from asrdist.corpus.swbd_text import FISHER_SWBD
 from asrdist.kaldi.data_dir import read_table
+from asrdist.kaldi.recipes import FISHER_SWBD
 from tests.corpus.ldc_fixture import make_prep_tree
 from tests.corpus.test_swbd_kaldi import FILES, _first_difference
 

@@ -44,7 +44,7 @@ from asrdist.parallel.options import flag
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
-from asrdist.stage import Skipped, check_done, fingerprint, record_done, same_file
+from asrdist.stage import Skipped, check_done, record_done, same_file
 from asrdist.train.checkpoint import (
     capture_rng,
     list_checkpoints,
@@ -138,7 +138,8 @@ def train(
             return check.skipped()
         if check.marker_mtime_ns is not None:
             _remove_finished_run(out, rank, check.marker_mtime_ns)
-        result = _Run(config, strategy, rank, world_size, preemption or Preemption()).run()
+        result = _Run(config, strategy, rank, world_size, preemption or Preemption(),
+                      check.record).run()
         failed = False
         return result
     finally:
@@ -183,7 +184,7 @@ class _Run:
     """State of one learner's run; ``run()`` is the whole of it."""
 
     def __init__(self, cfg: TrainConfig, strategy: Strategy, rank: int, world_size: int,
-                 preemption: Preemption) -> None:
+                 preemption: Preemption, identity: dict[str, Any]) -> None:
         self.cfg, self.strategy, self.rank, self.world_size = cfg, strategy, rank, world_size
         self.out = Path(cfg.out)
         self.preemption, self.preempted = preemption, False
@@ -218,8 +219,9 @@ class _Run:
         self.step = self.epoch = self.step_in_epoch = self.frames = 0
         self.wall_before = 0.0  # wall seconds of earlier sessions of this run
         self.interval = Interval.start(self.device)  # sums since the last metrics record
-        # what this run is: in every checkpoint, compared by --resume
-        self.identity = fingerprint(_options(cfg), _inputs(cfg))
+        # what this run is (its options and inputs, as check_done read them at the start): in
+        # every checkpoint, compared by --resume, and in the done marker
+        self.identity = identity
         self.changed: dict[str, list[Any]] = {}  # options a --resume-allow let change
         self.resume_state = self._find_resume_state()
 
@@ -557,6 +559,6 @@ class _Run:
             cmvn_norm_vars=cfg.cmvn_norm_vars, left_context=self.left,
             right_context=self.right, chunk_len=cfg.chunk_len, steps=self.step, algo=cfg.algo,
             world_size=self.world_size))
-        record_done(self.out, "train", fingerprint(_options(cfg), _inputs(cfg)), [FINAL])
+        record_done(self.out, "train", self.identity, [FINAL])
         return path
 

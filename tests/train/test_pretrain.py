@@ -20,6 +20,7 @@ from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.dnn import DNN
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.strategy import Single
+from asrdist.stage import Skipped
 from asrdist.testing import make_corpus
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
@@ -151,3 +152,20 @@ def test_a_lost_pretraining_learner_is_named_as_a_training_learner_is(corpus, tm
     named = [line for line in err.splitlines() if line.startswith("asrdist: learner 0: ")]
     assert named and ("learner 1" in named[0] or "[1]" in named[0]), err[-2000:]
     assert "Traceback" not in err
+
+
+def test_a_done_pretraining_is_skipped_and_the_cli_prints_no_path(corpus, dbn, caplog):
+    data, targets = corpus
+    out = dbn.parent
+    before = dbn.stat().st_mtime_ns
+    assert pretrain(PretrainConfig(str(data), str(targets), str(out), **SMALL)) == \
+        Skipped(out, "pretrain")
+    assert dbn.stat().st_mtime_ns == before
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items()]
+    with caplog.at_level(logging.INFO):
+        result = CliRunner().invoke(pretrain_cli, [f"--data={data}", f"--targets={targets}",
+                                                   f"--out={out}", *flags])
+    assert result.exit_code == 0, result.output
+    assert str(dbn) not in result.output
+    assert any("pretrain already done with these options and inputs; skipping" in m
+               for m in caplog.messages)

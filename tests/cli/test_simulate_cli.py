@@ -22,7 +22,8 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
                   "--algo", "hadpsgd", "--learners", "4", "-O", "learners_per_node=2",
                   "-O", "hadpsgd_variant=delay1", "--batch-size", "4", "--epochs", "2",
                   "--heldout-utts", "4", "--units", "16", "--lr", "0.2", "--jitter", "0.3",
-                  "--latency", "0.2", "--chunk-len", "5")
+                  "--latency", "0.2", "--chunk-len", "5", "--layers", "1", "--grad-clip", "5",
+                  "--lr-scaling", "none")  # a constant lr: no annealing in 2 epochs
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
     records = report["records"]

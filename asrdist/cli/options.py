@@ -3,8 +3,8 @@ declaration's help text and default, for every command that offers it.
 
 A derived flag not given is None, so the caller can tell "not given" from "given the default"
 (asrdist-train's config file then applies); :func:`given_or_default` fills in the declared
-default. Commands whose options come from the strategy registry make them when they run
-(:class:`DerivedCommand`), so a strategy registered later brings its flags along.
+default. A command makes its derived flags when it runs (:class:`DerivedCommand`), so a
+strategy registered later (ASRDIST_STRATEGIES) brings its flags along.
 """
 
 from __future__ import annotations

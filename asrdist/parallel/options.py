@@ -5,7 +5,8 @@ asrdist-simulate's, for the options a simulated run has); its declaration holds 
 the help text, the allowed choices and the check, run when the dataclass is made (raising
 :class:`AsrdistError` naming the flag), so a bad value is refused where the option is defined,
 whichever strategy the run uses. A field named like a training option (``seed``) is not a flag
-of its own: the strategy gets that option's value.
+of its own: the strategy gets that option's value. ``option``, ``require`` and ``flag`` are
+asrdist.options's, importable from here as well (strategy modules of one's own use them).
 """
 
 from __future__ import annotations

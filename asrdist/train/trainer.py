@@ -39,8 +39,8 @@ from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.models.final import Exported, write_final
 from asrdist.optim.build import build_optimizer
+from asrdist.options import flag
 from asrdist.parallel import registry
-from asrdist.parallel.options import flag
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress

@@ -130,7 +130,7 @@ class TrainConfig:
 
     def part(self, cls: type) -> Any:
         """Component ``cls``'s options (a model config, the schedule's, ...) from this config."""
-        return make(cls, self.to_dict())
+        return make(cls, {name: getattr(self, name) for name in FIELDS})
 
     def model_config(self) -> ModelConfig:
         return self.part(ModelConfig)

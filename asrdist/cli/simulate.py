@@ -26,7 +26,16 @@ from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
-from asrdist.options import NON_NEGATIVE, POSITIVE, Options, check_value, declared, make, option
+from asrdist.options import (
+    NON_NEGATIVE,
+    POSITIVE,
+    Options,
+    check_value,
+    declared,
+    flag,
+    make,
+    option,
+)
 from asrdist.parallel import registry
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
@@ -97,14 +106,7 @@ def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: A
     for name, f in option_fields().items():
         check_value(name, f, values[name])
     own = make(SimulateOptions, values)
-    taken = [n for n in registry.options_of(own.algo) if n in strategy_fields()
-             and n not in _EXCHANGE_ONLY and n != "slow_learner"]
-    chosen = {n: values[n] for n in taken if flags.get(n) is not None}
-    chosen.update(_parse_options(taken, options))
-    ignored = [f"--{n.replace('_', '-')}" for n in strategy_fields()
-               if flags.get(n) is not None and n not in taken and n != "slow_learner"]
-    if ignored:
-        log.warning("--algo %s does not use %s: ignored", own.algo, ", ".join(ignored))
+    chosen = _strategy_options(own.algo, flags, options)
     torch.set_num_threads(own.threads)
     speed = SpeedModel.with_slow(values["slow_learner"], seed=values["seed"],
                                  **{f.name: values[n] for n, f in declared(SpeedModel).items()})
@@ -126,6 +128,21 @@ def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: A
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "
                    f"dist={r['dist_to_mean']:.4g}")
     click.echo(f"host {result.summary['host_s']:.1f} s; {out}", err=True)
+
+
+def _strategy_options(algo: str, flags: dict[str, Any],
+                      items: tuple[str, ...]) -> dict[str, Any]:
+    """The options of strategy ``algo`` given as flags or ``-O NAME=VALUE`` (the others take
+    their defaults); a flag of another strategy's option is ignored with a warning, as
+    asrdist-train ignores it."""
+    taken = [n for n in registry.options_of(algo) if n in strategy_fields()
+             and n not in _EXCHANGE_ONLY and n != "slow_learner"]
+    ignored = [flag(n) for n in strategy_fields()
+               if flags.get(n) is not None and n not in taken and n != "slow_learner"]
+    if ignored:
+        log.warning("--algo %s does not use %s: ignored", algo, ", ".join(ignored))
+    return {**{n: flags[n] for n in taken if flags.get(n) is not None},
+            **_parse_options(taken, items)}
 
 
 def _parse_options(taken: list[str], items: tuple[str, ...]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import sys
 import click
 
 from asrdist.cli import command
-from asrdist.corpus.sphere import channel_wav
+from asrdist.kaldi.sphere import channel_wav
 
 
 @command()

@@ -57,8 +57,10 @@ def cpu():
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
 c0, w0 = cpu(), time.perf_counter()
 make_features(sys.argv[1], sys.argv[2], FeatureOptions("fbank", 40, sample_rate=8000), nj=1)
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec
+hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 print(json.dumps({"cpu": cpu() - c0, "wall": time.perf_counter() - w0,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": int(hwm.split()[1]) / 1024}))
 """
 NO_NATIVE = "import sys; sys.modules['desphere_native'] = None\n"
 
@@ -267,8 +269,9 @@ def main() -> None:
         f"both sides, speeds {', '.join(f'{s:g}' for s in SPEEDS)}; wav.scp in s5c's sph2pipe form "
         "(sox speed stages for 0.9/1.1), sph2pipe not installed, so read in-process. 40-dim "
         "fbank at 8 kHz, `make_features` with nj=1 in a fresh process; CPU s of that process "
-        "and its children, x real time per core = utterance audio s / CPU s. Peak RSS includes "
-        "torch and lhotse (~0.5 GB before any audio).",
+        "and its children, x real time per core = utterance audio s / CPU s. Peak RSS: VmHWM of "
+        "that process (torch and lhotse included; not the old path's pipe processes). Machine: "
+        "2 CPU cores shared with other jobs (wall s shows the contention; CPU s does not).",
         "",
         f"Command: `{command}`",
         "",

@@ -128,10 +128,12 @@ class _Item:
     segment: bool = False  # from a segments file (else the whole recording)
 
     @property
-    def file(self) -> str:
+    def file(self) -> tuple[str, str]:
         """What is read once for every utterance that shares it: the SPHERE file behind
         both sides and every speed, else the recording's own wav.scp value."""
-        return self.source.path if isinstance(self.source, SphereChannel) else self.wav
+        if isinstance(self.source, SphereChannel):
+            return "sphere", self.source.path
+        return "wav.scp", self.wav
 
     @property
     def order(self) -> tuple:
@@ -147,7 +149,7 @@ class _Audio:
     at one speed of it in use (so at most one decoded file and one copy are alive)."""
 
     def __init__(self) -> None:
-        self._file: str | None = None
+        self._file: tuple[str, str] | None = None
         self._decoded: tuple[np.ndarray, int] | None = None
         self._copy_of: tuple[int, float] | None = None
         self._copy: tuple[np.ndarray, int] | None = None
@@ -263,7 +265,7 @@ def _source(value: str, utt: str) -> WavFile | SphereChannel | Pipe:
 def _by_file(items: list[_Item]) -> list[list[_Item]]:
     """``items`` grouped by the file they are read from (in the order of each file's first
     utterance), each group in its work order (:attr:`_Item.order`)."""
-    groups: dict[str, list[_Item]] = {}
+    groups: dict[tuple[str, str], list[_Item]] = {}
     for item in items:
         groups.setdefault(item.file, []).append(item)
     return [sorted(group, key=lambda i: i.order) for group in groups.values()]

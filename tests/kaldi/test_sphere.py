@@ -12,6 +12,7 @@ import pytest
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.sphere import (
     FALLBACK_WARNING,
+    change_speed,
     channel_wav,
     native_decoder,
     read_sphere,
@@ -98,3 +99,18 @@ def test_channel_wav_is_a_16_bit_wav_of_the_channel(tmp_path):
     assert wav[:4] == b"RIFF" and wav[8:12] == b"WAVE"
     pcm = np.frombuffer(wav[44:], dtype="<i2")
     np.testing.assert_array_equal(pcm, mulaw_decode(mulaw_encode(x))[:, 1])
+
+
+def test_change_speed_is_linear_interpolation():
+    x = np.array([0, 100, 200, 300], dtype=np.int16)
+    np.testing.assert_array_equal(change_speed(x, 2.0), [0, 200])
+    np.testing.assert_array_equal(change_speed(x, 0.5), [0, 50, 100, 150, 200, 250, 300, 300])
+    np.testing.assert_array_equal(change_speed(np.array([-32768, 32767], np.int16), 0.5),
+                                  [-32768, 0, 32767, 32767])  # -0.5 rounds half to even
+    long = (np.random.default_rng(3).standard_normal(150001) * 9000).astype(np.int16)
+    for factor in (0.9, 1.1):  # across its blocks: numpy's interp of the same positions
+        n = int(len(long) / factor)
+        want = np.interp(np.arange(n) * factor, np.arange(len(long)), long.astype(np.float64))
+        np.testing.assert_array_equal(change_speed(long, factor), np.round(want))
+    with pytest.raises(AsrdistError, match="speed factor must be positive"):
+        change_speed(x, 0.0)

@@ -53,6 +53,7 @@ OURS_B_SP = f"asrdist-sph2wav -c 2 --speed 1.1 {SW02001} |"
     (f"asrdist-sph2wav --channel=2 {SW02001} | sox -t wav - -t wav - speed 0.9 |",
      SphereChannel(SW02001, 2, 0.9)),
     (f"sph2pipe -f wav -p {SW02001} |", SphereChannel(SW02001, 1)),  # no -c: channel 0 read
+    (f"sph2pipe -c 2 -p -f wav {SW02001}|", SphereChannel(SW02001, 2)),  # hand-written order
 ])
 def test_sphere_pipes_say_file_channel_and_speed(value, expected):
     pipe = parse_wav_value(value)

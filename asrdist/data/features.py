@@ -256,10 +256,14 @@ def _items(src: Path) -> list[_Item]:
 
 
 def _source(value: str, utt: str) -> WavFile | SphereChannel | Pipe:
+    """How ``value`` is read; a missing program or audio file stops here, before the work."""
     try:
-        return audio_source(value)
+        source = audio_source(value)
     except AsrdistError as e:
         raise AsrdistError(f"utterance {utt}: {e.message}") from e
+    if not isinstance(source, Pipe) and not os.path.isfile(source.path):
+        raise AsrdistError(f"utterance {utt}: no audio file {source.path} (wav.scp: {value!r})")
+    return source
 
 
 def _by_file(items: list[_Item]) -> list[list[_Item]]:

@@ -262,7 +262,8 @@ def _source(value: str, utt: str) -> WavFile | SphereChannel | Pipe:
     except AsrdistError as e:
         raise AsrdistError(f"utterance {utt}: {e.message}") from e
     if not isinstance(source, Pipe) and not os.path.isfile(source.path):
-        raise AsrdistError(f"utterance {utt}: no audio file {source.path} (wav.scp: {value!r})")
+        raise AsrdistError(f"utterance {utt}: cannot read audio {value.strip()!r}: "
+                           f"no such file {source.path}")
     return source
 
 

@@ -33,11 +33,14 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from asrdist.parallel.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class Learner:
     world_size: int = 1
     local_rank: int = 0
     node: str = ""  # learners with the same node name share a machine (hadpsgd's super-learner)
+    # how it talks to the others (asrdist.parallel.transport); None: torch.distributed's
+    # default group (asrdist.parallel.processes), the simulator gives its own
+    transport: Transport | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def current(cls) -> Learner:

@@ -40,6 +40,7 @@ class Result:
     summary: dict[str, Any]  # time_s, wait_s (per learner), staleness histogram, ...
     # (see World.summary)
     history: list[list[torch.Tensor]] = field(default_factory=list)  # per learner, per step
+    start: list[torch.Tensor] = field(default_factory=list)  # each learner's, once wrapped
 
 
 def simulate(
@@ -83,13 +84,14 @@ def simulate(
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
     world.on_step = evaluator.maybe
+    start: list[torch.Tensor] = [torch.empty(0)] * learners
     before: list[torch.Tensor] = [torch.empty(0)] * learners
     t0 = time.perf_counter()
     turns = []
     for i in range(learners):
         comm = SimTransport(world, i)
         strategy = spec.make(Learner(i, learners, transport=comm), opts)
-        learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, before)
+        learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before)
         comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
         turns.append(comm.turn)
         world.clock.spawn(i, comm.turn.process())
@@ -103,7 +105,7 @@ def simulate(
     summary = world.summary()
     summary["host_s"] = time.perf_counter() - t0
     return Result(records, before, flat_weights(sims[0].model), summary,
-                  [s.history for s in sims])
+                  [s.history for s in sims], start)
 
 
 @dataclass
@@ -118,12 +120,14 @@ class _Learn:
     steps: int
     make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer]
     grad_clip: float
+    start: list[torch.Tensor]  # each learner's weights once its strategy wrapped the model
     before: list[torch.Tensor]  # each learner's weights at the end of its steps
 
     def __call__(self, turn: Coroutine) -> None:
         world, comm, i = self.world, self.comm, self.comm.rank
         model = world.learners[i].model
         wrapped = self.strategy.wrap_model(model)
+        self.start[i] = flat_weights(model)
         optimizer = self.make_optimizer(wrapped)
         optimizer.register_step_post_hook(lambda *_: comm.sleep(world.speed.update_s))
         for k in range(self.steps):

@@ -8,12 +8,15 @@ hooks run on it.
   when the speed model's cost has passed: a ring allreduce for an average, one message for a
   broadcast (DDP's broadcast of the first member's weights at wrap time included), nothing
   for a barrier.
-- ADPSGD's exchange thread is a pair of clock events per exchange: the passive side swaps
-  what it serves at the time it starts serving (in arrival order: a passive asked twice
-  serves in turn), and both deltas land when the transfer ends, so the order of exchanges and
-  the staleness follow from the speed model. The passive side's state is the very
-  :class:`~asrdist.parallel.rules.PassiveBook` of the real exchange.
-- Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``.
+- The asynchronous pairwise exchange (a communication thread on processes) is a pair of
+  clock events per exchange: the passive side swaps what it serves at the time it starts
+  serving (in arrival order: a passive asked twice serves in turn), and both deltas land when
+  the transfer ends, so the order of exchanges and the staleness follow from the speed model.
+  The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
+  real exchange.
+- Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``; the
+  bookkeeping of processes (liveness, slow-down, timing, distance sampling) has nothing to do
+  here (the speed model's slow learners and the run's own distance to the mean replace it).
 """
 
 from __future__ import annotations

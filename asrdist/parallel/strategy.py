@@ -24,9 +24,12 @@ so every caller calls the hooks in the same order::
 ADPSGD merges them into the weights there, so a checkpoint holds them and a resumed run
 continues from the same weights. A strategy with nothing in flight leaves it a no-op.
 
-To add a strategy: write one module with a :class:`Strategy` subclass, a frozen dataclass of
-its options, and one :func:`asrdist.parallel.registry.register` call (see that module). The
-flags, YAML keys and the README's ``--algo`` table come from the registry.
+To add a strategy: write one module with a :class:`Strategy` subclass (usually of
+:class:`asrdist.parallel.base.DistributedStrategy`), a frozen dataclass of its options, and one
+:func:`asrdist.parallel.registry.register` call (see that module). The flags, YAML keys and the
+README's ``--algo`` table come from the registry. A strategy talks to other learners only
+through its transport (:mod:`asrdist.parallel.transport`; ``Learner.transport``), so the same
+module runs on real processes and in the simulator.
 """
 
 from __future__ import annotations

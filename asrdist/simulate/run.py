@@ -35,7 +35,8 @@ from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tens
 @dataclass
 class Result:
     records: list[dict[str, float]]  # one per evaluation
-    learners: list[torch.Tensor]  # each learner's flat weights before the final average
+    learners: list[torch.Tensor]  # each learner's flat weights at the end of its steps
+    # (before the strategy's end: in-flight merges and the final average)
     final: torch.Tensor  # the exported average's flat weights
     summary: dict[str, Any]  # time_s, wait_s (per learner), staleness histogram, ...
     # (see World.summary)

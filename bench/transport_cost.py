@@ -57,20 +57,22 @@ def _learner(algo: str, rank: int, n: int, port: int, steps: int, width: int, ou
     wrapped = strategy.wrap_model(model)
     opt = torch.optim.SGD(wrapped.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(32, width), torch.randn(32, width)
-    t0 = 0.0
+    t0 = cpu0 = 0.0
     for step in range(steps):
         if step == 10:
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.thread_time()
         train_step(strategy, wrapped, opt, step,
                    lambda m: torch.nn.functional.mse_loss(m(x), y))
+    cpu_us = 1e6 * (time.thread_time() - cpu0) / (steps - 10)
     rate = (steps - 10) / (time.perf_counter() - t0)
     strategy.finalize(wrapped)
     strategy.close()
     dist.destroy_process_group()
-    out.put((rank, rate))
+    out.put((rank, rate, cpu_us))
 
 
-def _processes(algo: str, n: int, steps: int, width: int) -> float:
+def _processes(algo: str, n: int, steps: int, width: int) -> tuple[float, float]:
+    """Mean over learners of steps/s and of the compute thread's CPU microseconds per step."""
     import multiprocessing
 
     from asrdist.parallel.launch import free_port
@@ -82,13 +84,15 @@ def _processes(algo: str, n: int, steps: int, width: int) -> float:
              for r in range(n)]
     for p in procs:
         p.start()
-    rates = [out.get(timeout=600)[1] for _ in procs]
+    got = [out.get(timeout=600) for _ in procs]
     for p in procs:
         p.join()
-    return statistics.mean(rates)
+    return statistics.mean(g[1] for g in got), statistics.mean(g[2] for g in got)
 
 
-def _simulator(algo: str, n: int, steps: int) -> float | None:
+def _simulator(algo: str, n: int, steps: int) -> tuple[float, float] | None:
+    """Host wall and CPU (all threads) microseconds per learner-step; None where that
+    checkout cannot simulate ``algo``."""
     import torch
 
     from asrdist.errors import AsrdistError
@@ -101,6 +105,7 @@ def _simulator(algo: str, n: int, steps: int) -> float | None:
         return torch.nn.Linear(16, 16)
 
     data = torch.randn(8, 16), torch.randn(8, 16)
+    cpu0 = time.process_time()
     try:
         res = simulate(algo, n, steps, make_model,
                        lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9),
@@ -108,7 +113,8 @@ def _simulator(algo: str, n: int, steps: int) -> float | None:
                        options=OPTIONS.get(algo, {}))
     except AsrdistError:  # a strategy that checkout cannot simulate
         return None
-    return 1e6 * res.summary["host_s"] / (n * steps)
+    cpu = time.process_time() - cpu0
+    return 1e6 * res.summary["host_s"] / (n * steps), 1e6 * cpu / (n * steps)
 
 
 def _one(args: argparse.Namespace) -> dict:
@@ -162,20 +168,18 @@ def main() -> None:
     _report(runs, args)
 
 
-def _median(values: list[float | None]) -> float | None:
+def _cells(values: list, digits: int) -> list[str]:
+    """The medians of each measure over the repeats ('-' where there is none)."""
     found = [v for v in values if v is not None]
-    return statistics.median(found) if found else None
-
-
-def _fmt(value: float | None, digits: int) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+    if not found:
+        return ["-", "-"]
+    return [f"{statistics.median(v[i] for v in found):.{digits}f}" for i in range(2)]
 
 
 def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
     from bench.results import publish
 
     names = list(runs)
-    head = " | ".join(names)
     lines = [
         "## Transport cost: strategies on processes and in the simulator",
         "",
@@ -190,26 +194,31 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
         "(other jobs running: compare columns of one run, not absolute numbers).",
         "",
         f"Processes: {args.learners} learners, MLP {args.width}-{args.width}-{args.width}, "
-        "batch 32, steps/s per learner after 10 warm-up steps (hadpsgd: nodes of 2).",
+        "batch 32, after 10 warm-up steps, mean over learners of steps/s and of the CPU time of "
+        "the learner's compute thread per step (forward, backward, optimizer and the hooks' "
+        "work on that thread: less sensitive to the load than steps/s; hadpsgd: nodes of 2).",
         "",
-        f"| strategy | {head} |",
-        "|---|" + "---|" * len(names),
+        "| strategy | " + " | ".join(f"{n}: steps/s | {n}: compute-thread CPU us/step"
+                                      for n in names) + " |",
+        "|---|" + "---|---|" * len(names),
     ]
     for algo in PROCESS_ALGOS:
-        cells = [_fmt(_median([r["processes"][algo] for r in runs[n]]), 1) for n in names]
+        cells = [c for n in names for c in _cells([r["processes"][algo] for r in runs[n]], 1)]
         lines.append(f"| {algo} | {' | '.join(cells)} |")
     lines += [
         "",
-        "Simulator: host microseconds per learner-step, a 16x16 linear model (its forward, "
-        "backward and SGD step included); '-': that checkout cannot simulate the strategy.",
+        "Simulator: host microseconds per learner-step, wall and CPU (all threads), a 16x16 "
+        "linear model (its forward, backward and SGD step included); '-': that checkout cannot "
+        "simulate the strategy.",
         "",
-        "| strategy | learners | " + head + " |",
-        "|---|---|" + "---|" * len(names),
+        "| strategy | learners | " + " | ".join(f"{n}: wall us | {n}: CPU us" for n in names)
+        + " |",
+        "|---|---|" + "---|---|" * len(names),
     ]
     for algo in SIM_ALGOS:
         for n in args.sim_learners:
-            cells = [_fmt(_median([r["simulator"][algo][str(n)] for r in runs[name]]), 0)
-                     for name in names]
+            cells = [c for name in names
+                     for c in _cells([r["simulator"][algo][str(n)] for r in runs[name]], 0)]
             lines.append(f"| {algo} | {n} | {' | '.join(cells)} |")
     publish(lines, args.out)
 

@@ -127,19 +127,24 @@ def _one(args: argparse.Namespace) -> dict:
     torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)  # imports torch._dynamo
     _simulator("ma", 2, 2)  # and whatever a first simulated run imports
     out: dict = {"processes": {}, "simulator": {}}
-    for algo in PROCESS_ALGOS:
+    for algo in _chosen(PROCESS_ALGOS, args):
         out["processes"][algo] = _processes(algo, args.learners, args.steps, args.width)
-    for algo in SIM_ALGOS:
+    for algo in _chosen(SIM_ALGOS, args):
         out["simulator"][algo] = {n: _simulator(algo, n, args.sim_steps)
                                   for n in args.sim_learners}
     return out
+
+
+def _chosen(algos: list[str], args: argparse.Namespace) -> list[str]:
+    return [a for a in algos if not args.algos or a in args.algos]
 
 
 def _run(tree: Path, args: argparse.Namespace) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", "--learners",
            str(args.learners), "--steps", str(args.steps), "--width", str(args.width),
-           "--sim-steps", str(args.sim_steps), "--sim-learners", *map(str, args.sim_learners)]
+           "--sim-steps", str(args.sim_steps), "--sim-learners", *map(str, args.sim_learners),
+           *(["--algos", *args.algos] if args.algos else [])]
     done = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -153,6 +158,7 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=64)
     ap.add_argument("--sim-learners", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--sim-steps", type=int, default=30)
+    ap.add_argument("--algos", nargs="+", help="only these strategies (default: all)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -187,6 +193,7 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
         f"{'--baseline DIR ' if 'baseline' in runs else ''}--repeats {args.repeats} "
         f"--learners {args.learners} --steps {args.steps} --width {args.width} "
         f"--sim-learners {' '.join(map(str, args.sim_learners))} --sim-steps {args.sim_steps} "
+        + (f"--algos {' '.join(args.algos)} " if args.algos else "") +
         "--out bench/RESULTS.md`"
         + (" (DIR: `git archive` of the commit before the transport interface)"
            if "baseline" in runs else "") + ". Medians of the repeats, run alternately. "
@@ -202,7 +209,7 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
                                       for n in names) + " |",
         "|---|" + "---|---|" * len(names),
     ]
-    for algo in PROCESS_ALGOS:
+    for algo in _chosen(PROCESS_ALGOS, args):
         cells = [c for n in names for c in _cells([r["processes"][algo] for r in runs[n]], 1)]
         lines.append(f"| {algo} | {' | '.join(cells)} |")
     lines += [
@@ -215,7 +222,7 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
         + " |",
         "|---|---|" + "---|---|" * len(names),
     ]
-    for algo in SIM_ALGOS:
+    for algo in _chosen(SIM_ALGOS, args):
         for n in args.sim_learners:
             cells = [c for name in names
                      for c in _cells([r["simulator"][algo][str(n)] for r in runs[name]], 0)]

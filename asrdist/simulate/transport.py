@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from asrdist.errors import AsrdistError
 from asrdist.parallel import rings
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 from asrdist.parallel.transport import Transport
@@ -147,18 +148,22 @@ class SimTransport(Transport):
     def gradients_averaged(self, model: torch.nn.Module) -> None:
         if self._grad_group is None:
             return
-        grads = [p.grad for p in model.parameters()]
-        self._mean(grads, self._grad_group)  # type: ignore[arg-type]
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if len(grads) < len(list(model.parameters())):  # as DistributedDataParallel refuses it
+            raise AsrdistError("a parameter got no gradient: a gradient mean needs every "
+                               "parameter in the loss")
+        self._mean(grads, self._grad_group)
 
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
                  partner_of: Callable[[int], int], start_round: int) -> SimExchange | None:
         """A collective of all learners, as the exchange group's creation is on processes:
         once it is held, every passive member's book is there to be asked."""
-        on_ring = index is not None and weights is not None and len(ranks) > 1
+        member = index if weights is not None and len(ranks) > 1 else None
         book = None
-        if on_ring and not rings.is_active(index):  # type: ignore[arg-type]
-            book = PassiveBook(weights, ready, alloc)  # type: ignore[arg-type]
+        if member is not None and not rings.is_active(member):
+            assert weights is not None
+            book = PassiveBook(weights, ready, alloc)
 
         def make_ring(m: Meeting) -> None:
             m.result = SimRing(len(ranks))
@@ -168,11 +173,10 @@ class SimTransport(Transport):
             if self.world.exchanges is None:
                 self.world.exchanges = 0
 
-        ring = self._meet(self._members(None), 0.0, (index, book), make_ring).result
-        if not on_ring:
+        ring = self._meet(self._members(None), 0.0, (member, book), make_ring).result
+        if member is None:
             return None
-        assert index is not None
-        return SimExchange(self, ring, index, partner_of, start_round)
+        return SimExchange(self, ring, member, partner_of, start_round)
 
     # -- leaving ---------------------------------------------------------------------------------
 

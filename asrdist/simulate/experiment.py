@@ -21,7 +21,7 @@ from asrdist.train.schedule import ScheduleOptions, make_schedule
 
 @dataclass(frozen=True)
 class RunSpec:
-    algo: str = "ssgd"
+    algo: str  # an --algo
     learners: int = 16
     batch: int = 16  # chunks per learner per step
     epochs: float = 1.0

@@ -106,6 +106,10 @@ class TrainConfig:
     checkpoint_every: int = _opt(500, "write a checkpoint every this many steps (and per epoch)")
     keep_checkpoints: int = _opt(2, "checkpoints kept per learner")
     log_every: int = _opt(10, "steps per metrics.jsonl record")
+    noise_scale_every: int = _opt(0, "measure the gradient noise scale B_simple (McCandlish et "
+                                  "al. 2018) every this many steps into metrics.jsonl (0 = "
+                                  "off); each costs a forward and backward of the local batch "
+                                  "and, with learners in lockstep, an allreduce of the gradient")
     max_missing_targets: float = _opt(0.05, "fail when more than this fraction of the "
                                       "utterances has no targets")
     device: str = _opt("cpu", "cpu, cuda or cuda:N")
@@ -178,7 +182,7 @@ _POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "b
              "ng_num_samples_history")
 _NON_NEGATIVE = ("bottleneck", "chunk_left_context", "chunk_right_context", "splice",
                  "max_steps", "heldout_utts", "heldout_every", "checkpoint_every",
-                 "warmup_epochs", "momentum", "weight_decay", "grad_clip",
+                 "noise_scale_every", "warmup_epochs", "momentum", "weight_decay", "grad_clip",
                  "max_missing_targets", "dropout", "ng_alpha")
 
 

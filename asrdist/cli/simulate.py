@@ -60,11 +60,13 @@ _EXCHANGE = {f.name for f in dataclasses.fields(CommonOptions)}
               help="torch CPU threads (small models run fastest on one)")
 @click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
               help="a strategy option, e.g. -O avg_period=8 -O learners_per_node=4")
+@click.option("--noise-scale-every", default=0, type=click.IntRange(0), help="B_simple, every K")
 def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size: int,
          epochs: float, lr: float, momentum: float, grad_clip: float, layers: int, units: int,
          chunk_len: int, heldout_utts: int, max_utts: int, seed: int, evals: int,
          compute_s: float, update_s: float, jitter: float, slow_learner: str | None,
-         latency: float, bandwidth: float, threads: int, options: tuple[str, ...]) -> None:
+         latency: float, bandwidth: float, threads: int, options: tuple[str, ...],
+         noise_scale_every: int) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT."""
     try:
@@ -80,10 +82,11 @@ def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size
                    model=ModelConfig(layers=layers, units=units),
                    options=_parse_options(algo, options), seed=seed, evals=evals)
     pool = ChunkPool.load(data, targets, chunk_len, heldout_utts, seed=seed, max_utts=max_utts)
-    result = run(pool, spec, speed)
+    result = run(pool, spec, speed, noise_scale_every)
     with atomic_write(out) as f:
         json.dump({"spec": {**spec.__dict__, "model": spec.model.to_dict()},
-                   "records": result.records, "summary": result.summary}, f, indent=1)
+                   "records": result.records, "summary": result.summary,
+                   **({"noise_scale": result.noise} if noise_scale_every else {})}, f, indent=1)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "

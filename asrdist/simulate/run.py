@@ -20,6 +20,7 @@ import torch
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
 from asrdist.parallel.weights import flat_weights
+from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.programs import spawn
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, average_into, float_tensors
@@ -32,6 +33,7 @@ class Result:
     final: torch.Tensor  # the exported average's flat weights
     summary: dict[str, Any]  # time_s, wait_s (per learner), staleness histogram, ...
     history: list[list[torch.Tensor]] = field(default_factory=list)  # per learner, per step
+    noise: list[dict[str, Any]] = field(default_factory=list)  # B_simple, when measured
 
 
 def simulate(
@@ -48,11 +50,12 @@ def simulate(
     eval_every: int = 0,
     epoch_steps: float = 0.0,
     keep_history: bool = False,
+    noise: NoiseProbe | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``loss_fn(i, k, model)``
     its loss on its shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus)
-    turns steps into epochs in the records."""
+    turns steps into epochs in the records; ``noise`` measures the gradient noise scale."""
     if learners < 1 or steps < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps: need at least one "
                            "learner and no negative steps")
@@ -75,6 +78,8 @@ def simulate(
     world.on_step = evaluator.maybe
     t0 = time.perf_counter()
     ring = spawn(world, algo, opts, steps)
+    if noise is not None:
+        world.on_step = noise.watch(world, loss_fn, world.on_step)
     world.clock.run()
     if ring is not None:
         ring.leave()
@@ -87,7 +92,7 @@ def simulate(
     if ring is not None:
         summary["exchanges"] = ring.exchanges
     return Result(records, before, flat_weights(sims[0].model), summary,
-                  [s.history for s in sims])
+                  [s.history for s in sims], noise.records if noise is not None else [])
 
 
 class _Evaluator:

@@ -14,10 +14,15 @@ norms is far too noisy: either estimate can come out negative).
 
 How the trainer gets the two sizes (:class:`NoiseProbe`): N learners stepping together with
 local batches b each give B_small = b (the mean of their local squared norms) and B_big = N b
-(the norm of their averaged gradient: one allreduce); a learner on its own splits its batch in
-two halves (B_small = b/2, B_big = b). The gradients are taken on a copy of the model at the
-step's weights, with the random state put back afterwards, so the run trains exactly as it
-would without the measurement: no strategy hook, DDP bucket or NG-SGD preconditioner sees it.
+(the norm of their averaged gradient: one allreduce); a learner on its own, or one of
+asynchronous learners (each stops at its own step: a collective could wait on one that has
+stopped), splits its batch
+in two halves (B_small = b/2, B_big = b). Learners that step together but average weights only
+now and then (ma) take their local gradients at weights that differ a little: the average is
+then that of N nearby points, as their own next average will be. The gradients are taken on
+a copy of the model at the step's weights, with the random state put back afterwards, so the
+run trains exactly as it would without the measurement: no strategy hook, DDP bucket or NG-SGD
+preconditioner sees it.
 Examples are chunks; the gradient is that of the plain loss (before any preconditioning).
 """
 

@@ -475,11 +475,12 @@ class _Run:
     def _measure_noise(self, x: torch.Tensor, y: torch.Tensor) -> None:
         """A ``noise`` record: B_simple at this step's weights and batch (before the step)."""
         assert self.noise is not None
-        found = self.noise.measure(self.model, x, y, self._loss)
+        t0 = time.monotonic()
+        found = self.noise.measure(self.model, x, y, self._loss)  # reads back: a device sync
         if found is not None:
             self.metrics.write("noise", step=self.step, epoch=self.epoch + 1,
                                progress=self._progress(), wall_s=self._wall(),
-                               frames=self.frames, **found)
+                               frames=self.frames, measure_s=time.monotonic() - t0, **found)
 
     def _log_train(self, lr: float, seconds: float, bar: Progress) -> None:
         """Write a train record (the one read of the loss from the device) and start a new

@@ -135,13 +135,26 @@ def test_one_learner_run_records_the_noise_scale_and_trains_the_same(corpus, tmp
     assert all(r["b_small"] == 4 and 7 < r["b_big"] <= 8 for r in noise)
     assert all(r["grad_sq_small"] > 0 and r["grad_sq_big"] > 0 for r in noise)
     assert any(r["b_simple"] is not None and r["b_simple"] > 0 for r in noise)
-    assert {"epoch", "progress", "wall_s", "trace_sigma", "grad_sq"} <= set(noise[0])
+    assert {"epoch", "progress", "wall_s", "measure_s", "trace_sigma", "grad_sq"} <= set(noise[0])
     losses = [[r["loss"] for r in _records(tmp_path / run, 0, "train")]
               for run in ("plain", "noise")]
     assert losses[0] == losses[1]
     finals = [load_final(tmp_path / run / "final.pt")[0].state_dict()
               for run in ("plain", "noise")]
     assert all(torch.equal(finals[0][k], finals[1][k]) for k in finals[0])
+
+
+def test_a_resumed_run_continues_the_moving_averages(corpus, tmp_path):
+    """Stopped at step 5 (checkpointed there) and resumed: the same noise records as one
+    uninterrupted run, the moving averages restored from the checkpoint."""
+    train(train_config(corpus, tmp_path / "once", TINY, noise_scale_every=2), Single())
+    out = tmp_path / "twice"
+    train(train_config(corpus, out, TINY, noise_scale_every=2, max_steps=5), Single())
+    train(train_config(corpus, out, TINY, noise_scale_every=2, resume=True), Single())
+    drop = ("wall_s", "measure_s")
+    once, twice = ([{k: v for k, v in r.items() if k not in drop}
+                    for r in _records(tmp_path / run, 0, "noise")] for run in ("once", "twice"))
+    assert len(once) > 4 and once == twice
 
 
 def test_two_learners_measure_across_each_other(corpus, tmp_path):

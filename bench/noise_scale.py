@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import time
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +33,16 @@ PNG = REPO / "bench/noise_scale.png"
 POINTS = (0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # epochs shown in the table
 
 
-def run(args: argparse.Namespace) -> tuple[Path, float]:
-    """Train (or find trained: asrdist-train skips a done run) and return the run dir and the
-    host seconds it took."""
+def run(args: argparse.Namespace) -> Path:
+    """Train (or find trained: asrdist-train skips a done run) and return the run dir."""
     out = Path(args.work) / f"blstm_b{args.batch_size}_e{args.epochs}_s{args.seed}"
     config = make_config(CONFIG, {
         "data": args.data, "targets": args.targets, "out": str(out),
         "batch_size": args.batch_size, "epochs": args.epochs, "noise_scale_every": args.every,
         "checkpoint_every": 0, "heldout_every": args.heldout_every, "seed": args.seed,
     })
-    t0 = time.perf_counter()
     train(config, Single())
-    return out, time.perf_counter() - t0
+    return out
 
 
 def nearest(records: list[dict[str, Any]], epoch: float) -> dict[str, Any] | None:
@@ -96,13 +93,16 @@ def main() -> None:
     ap.add_argument("--out", help="RESULTS.md to write the section into")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    out, host_s = run(args)
+    out = run(args)
     records = read_metrics(out / "metrics.jsonl")
     noise = [r for r in records if r["kind"] == "noise"]
     heldout = [r for r in records if r["kind"] == "heldout"]
     start = next(r for r in records if r["kind"] == "start")
     figure(noise, heldout, Path(args.png))
-    train_s = [r for r in records if r["kind"] == "train"][-1]["wall_s"]
+    wall_s = records[-1]["wall_s"]  # the run's own clock, whichever session trained it
+    measured = [r["measure_s"] for r in noise if "measure_s" in r]
+    cost = (f"; the measurements {sum(measured) / wall_s:.0%} of it" if measured else
+            ", each measurement one more forward and backward of the batch")
     lines = [
         "## Gradient noise scale (critical batch) along training", "",
         f"Command: `.venv/bin/python -m bench.noise_scale --data DATA --targets TARGETS "
@@ -120,10 +120,9 @@ def main() -> None:
         f"10 frames of context either side, SpecAugment, lr 0.8 per step), "
         f"{start['train_utts']} training utterances "
         f"({sum(start['steps_per_epoch'][:args.epochs])} steps), seed {args.seed}. "
-        f"Plot: `{shown(args.png, 'the --png file')}`. Host time {host_s / 60:.0f} min "
-        f"(training wall {train_s / 60:.0f} min, each measurement one more forward and "
-        f"backward of the batch) on the shared 2-core CPU machine, {args.threads} torch "
-        "threads, contended by other sessions' jobs.", "",
+        f"Plot: `{shown(args.png, 'the --png file')}`. Training wall time "
+        f"{wall_s / 60:.0f} min{cost}, on the shared 2-core CPU machine, {args.threads} "
+        "torch thread(s), contended by other sessions' jobs.", "",
         f"| epochs | step | B_simple (chunks) | \\|G\\|^2 (EMA) | tr(Sigma) (EMA) | "
         f"\\|G_{args.batch_size // 2}\\|^2 | \\|G_{args.batch_size}\\|^2 | held-out CE |",
         "|---|---|---|---|---|---|---|---|",

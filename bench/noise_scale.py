@@ -127,10 +127,8 @@ def main() -> None:
         f"\\|G_{args.batch_size // 2}\\|^2 | \\|G_{args.batch_size}\\|^2 | held-out CE |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for epoch in POINTS:
-        r = nearest(noise, epoch)
-        if r is None:
-            continue
+    shown_rows = [r for r in (nearest(noise, e) for e in POINTS) if r is not None]
+    for r in shown_rows + ([noise[-1]] if noise[-1] not in shown_rows else []):  # the last too
         held = nearest(heldout, r["progress"])
         ce = f"{held['heldout_ce']:.4f}" if held and abs(
             held["progress"] - r["progress"]) < 0.07 else "-"

@@ -27,6 +27,7 @@ from asrdist.parallel import registry
 from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.coroutine import Coroutine
+from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.transport import SimTransport
 from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tensors
@@ -42,6 +43,7 @@ class Result:
     # (see World.summary)
     history: list[list[torch.Tensor]] = field(default_factory=list)  # per learner, per step
     start: list[torch.Tensor] = field(default_factory=list)  # each learner's, once wrapped
+    noise: list[dict[str, Any]] = field(default_factory=list)  # B_simple, when measured
 
 
 def simulate(
@@ -58,12 +60,13 @@ def simulate(
     eval_every: int = 0,
     epoch_steps: float = 0.0,
     keep_history: bool = False,
+    noise: NoiseProbe | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
     optimizer over the module its strategy wraps, ``loss_fn(i, k, model)`` its loss on its
     shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus) turns steps
-    into epochs in the records."""
+    into epochs in the records; ``noise`` measures the gradient noise scale."""
     if learners < 1 or steps < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps: need at least one "
                            "learner and no negative steps")
@@ -96,6 +99,8 @@ def simulate(
         comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
         turns.append(comm.turn)
         world.clock.spawn(i, comm.turn.process())
+    if noise is not None:
+        world.on_step = noise.watch(world, loss_fn, world.on_step)
     try:
         world.clock.run()
     finally:
@@ -106,7 +111,8 @@ def simulate(
     summary = world.summary()
     summary["host_s"] = time.perf_counter() - t0
     return Result(records, before, flat_weights(sims[0].model), summary,
-                  [s.history for s in sims], start)
+                  [s.history for s in sims], start,
+                  noise.records if noise is not None else [])
 
 
 @dataclass

@@ -54,6 +54,19 @@ def test_a_plugin_strategy_is_simulated_as_it_is_trained(corpus, tmp_path, monke
     assert records[-1]["dist_to_mean"] == pytest.approx(0.0, abs=1e-6)  # the exported mean
 
 
+def test_noise_scale_records(corpus, tmp_path):
+    data, targets = corpus
+    out = tmp_path / "sim.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "ssgd", "--learners", "2", "--batch-size", "4", "--epochs", "1",
+                  "--heldout-utts", "4", "--units", "8", "--layers", "1", "--chunk-len", "5",
+                  "--noise-scale-every", "2")
+    assert res.returncode == 0, res.stderr
+    noise = json.loads(out.read_text())["noise_scale"]
+    assert len(noise) >= 2 and noise[0]["steps"] == 0 and noise[1]["steps"] == 2
+    assert all((r["b_small"], r["b_big"]) == (4, 8) and "epochs" in r for r in noise)
+
+
 def test_bad_strategy_option_is_one_line(corpus, tmp_path):
     data, targets = corpus
     res = run_cli("simulate", "--data", data, "--targets", targets, "--out", tmp_path / "x",

@@ -19,6 +19,7 @@ and sclite aligns them with ``-D -F``. This module repeats sclite's steps so tha
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -122,23 +123,31 @@ def read_stm(path: str | os.PathLike, glm: Glm) -> list[Segment]:
     return sorted(segments, key=lambda s: (s.file, s.chan, s.t1))
 
 
-def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
-    """csrfilt's ctm step: a word the GLM mapped to several words or alternatives is split,
-    its duration shared equally and the times printed with three decimals."""
-    t1, dur = fields[2], fields[3]
+@functools.lru_cache(maxsize=1 << 16)
+def _ctm_word_sets(word: str, conf: str | None) -> tuple[tuple[str, ...], ...] | None:
+    """The alternatives (word sequences) csrfilt makes of a filtered ctm word and its
+    confidence; None when the word stays one token with its own times."""
     parts = re.sub(r"([{}])", r" \1 ", word).split()
-    conf = fields[5:6]
-    if len(parts) == 1 and not conf:
-        return [HypToken([[(parts[0], float(t1), float(dur))]])]
-    data = parts + conf
+    if len(parts) == 1 and conf is None:
+        return None
+    data = parts + ([] if conf is None else [conf])
     if re.fullmatch(r"[0-9.-]*", data[-1]):
         data = data[:-1]
     sets = " ".join(data).split("/")
     while sets and sets[-1] == "":
         sets.pop()
+    return tuple(tuple(chunk.replace("{", "").replace("}", "").split()) for chunk in sets)
+
+
+def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
+    """csrfilt's ctm step: a word the GLM mapped to several words or alternatives is split,
+    its duration shared equally and the times printed with three decimals."""
+    t1, dur = fields[2], fields[3]
+    sets = _ctm_word_sets(word, fields[5] if len(fields) > 5 else None)
+    if sets is None:
+        return [HypToken([[(word, float(t1), float(dur))]])]
     alternatives: Alternatives = []
-    for chunk in sets:
-        words = chunk.replace("{", "").replace("}", "").split()
+    for words in sets:
         share = float(dur) / len(words)
         alternatives.append([(w, float(f"{float(t1) + share * i:.3f}"), float(f"{share:.3f}"))
                              for i, w in enumerate(words)])
@@ -290,29 +299,37 @@ def align(ref: _Network, hyp: _Network) -> ErrorCounts:
         p = _least(column, rpreds[a])
         column[a] = cost[a][0] = column[p] + dcost[a]
         back[a][0] = (p, 0)
+    hplain = [_plain(w) for w in hw]
+    sub_cost = num(SUB)
     for a in range(1, na):
         wa, dc, rp, row, brow = rw[a], dcost[a], rpreds[a], cost[a], back[a]
-        plain_a = _plain(wa)
+        plain_a, one_pred, up = _plain(wa), len(rp) == 1, cost[rp[0]]
         for b in range(1, nb):
             wb, hp = hw[b], hpreds[b]
-            pi = _least(row, hp) if len(hp) > 1 else hp[0]
-            pd = rp[0]
-            for p in rp[1:]:
-                if cost[p][b] < cost[pd][b]:
-                    pd = p
-            sa, sb = rp[0], hp[0]
-            for pa in rp:
-                prow = cost[pa]
-                for pb in hp:
-                    if prow[pb] < cost[sa][sb]:
-                        sa, sb = pa, pb
+            if one_pred and len(hp) == 1:  # a plain sequence: one way into the cell
+                sa = pd = rp[0]
+                sb = pi = hp[0]
+                s0, d0, i0 = up[sb], up[b], row[pi]
+            else:
+                pi = _least(row, hp)
+                pd = rp[0]
+                for p in rp[1:]:
+                    if cost[p][b] < cost[pd][b]:
+                        pd = p
+                sa, sb = rp[0], hp[0]
+                for pa in rp:
+                    prow = cost[pa]
+                    for pb in hp:
+                        if prow[pb] < cost[sa][sb]:
+                            sa, sb = pa, pb
+                s0, d0, i0 = cost[sa][sb], cost[pd][b], row[pi]
             if wa == wb and wa != "@":
                 sc = zero
-            elif plain_a and _plain(wb):
-                sc = num(SUB)
+            elif plain_a and hplain[b]:
+                sc = sub_cost
             else:
                 sc = num(_cost(wa, wb))
-            s, d, i = cost[sa][sb] + sc, cost[pd][b] + dc, row[pi] + icost[b]
+            s, d, i = s0 + sc, d0 + dc, i0 + icost[b]
             if s <= d and s <= i:
                 row[b], brow[b] = s, (sa, sb)
             elif d < i:

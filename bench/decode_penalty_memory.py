@@ -139,7 +139,7 @@ def measure(tree: Path, setup: tuple[Path, Path, Path, Path], wips: tuple[float,
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run([sys.executable, "-c", _RUN, *map(str, setup),
                            ",".join(map(str, wips)), str(utts)],
-                          env=env, capture_output=True, text=True)
+                          env=env, capture_output=True, text=True, cwd=tree)
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.splitlines()[-1])

@@ -178,22 +178,25 @@ keep = sorted(Path(decode).glob("score_*"))[:int(points)]
 for d in sorted(Path(decode).glob("score_*")):
     if d not in keep:
         (d / "ctm").rename(d / "ctm.skipped")
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 score_decode_dir(stm, glm, decode, data)
-print(time.perf_counter() - t)
+print(time.perf_counter() - t, time.process_time() - c)
 for d in sorted(Path(decode).glob("score_*")):
     if (d / "ctm.skipped").exists():
         (d / "ctm.skipped").rename(d / "ctm")
 """
 
 
-def time_old(tree: Path, stm: Path, glm: Path, decode: Path, data: Path, points: int) -> float:
-    """Seconds ``tree``'s score_decode_dir takes over the first ``points`` sweep points."""
+def time_old(tree: Path, stm: Path, glm: Path, decode: Path, data: Path,
+             points: int) -> tuple[float, float]:
+    """Wall and CPU seconds ``tree``'s score_decode_dir takes over the first ``points`` sweep
+    points."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run([sys.executable, "-c", _OLD, str(stm), str(glm), str(decode),
                            str(data), str(points)], env=env, capture_output=True, text=True,
-                          check=True)
-    return float(proc.stdout.split()[-1])
+                          check=True, cwd=tree)
+    wall, cpu = proc.stdout.split()[-2:]
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -213,9 +216,9 @@ def main() -> None:
             root = Path(tmp)
             stm, glm, data, decode, words = make_sweep(root, args.seed, changed, args.segments,
                                                        args.rules)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             lines = score_decode_dir(stm, glm, decode, data)
-            new = time.perf_counter() - t
+            new = time.perf_counter() - t, time.process_time() - c
             points = len(LMWTS) * len(WIPS)
             old = None
             if args.old_tree is not None and changed == args.changed[0]:
@@ -237,14 +240,17 @@ def main() -> None:
         " each sweep point scored for the set and both subsets, as stage 5 does"
         " (`score_decode_dir`: ctm made recording-relative, filtered, scored). 2 shared cores;"
         " other jobs ran beside it.", "",
-        "| hypotheses redrawn per point | ref words | points | new: whole sweep (s) "
-        "| old: whole sweep (s) | best %WER (set, swbd, callhm) |",
+        "| hypotheses redrawn per point | ref words | points | new: whole sweep, wall / CPU (s) "
+        "| old: whole sweep, wall / CPU (s) | best %WER (set, swbd, callhm) |",
         "|---|---|---|---|---|---|"]
     for changed, words, points, new, old, best in rows:
+        scale = points / args.old_points
         old_cell = "-" if old is None else (
-            f"{old * points / args.old_points:.0f} (measured {old:.1f} s for "
-            f"{args.old_points} point{'s' if args.old_points > 1 else ''}, x{points})")
-        lines_out.append(f"| {changed:.0%} | {words} | {points} | {new:.1f} | {old_cell} | "
+            f"{old[0] * scale:.0f} / {old[1] * scale:.0f} (measured {old[0]:.0f} / "
+            f"{old[1]:.0f} s for {args.old_points} point{'s' if args.old_points > 1 else ''},"
+            f" x{scale:g})")
+        lines_out.append(f"| {changed:.0%} | {words} | {points} | {new[0]:.0f} / {new[1]:.0f} | "
+                         f"{old_cell} | "
                          f"{', '.join(best)} |")
     publish(lines_out, args.out)
 

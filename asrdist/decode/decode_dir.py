@@ -151,6 +151,15 @@ class _Worker:
             for acwt in sorted({v.acwt for v in self.variants if v.wip == wip})}
         self.wip = wip
 
+    def _search(self, wip: float, batch: list[tuple[str, np.ndarray]],
+                hyps: dict[str, dict[tuple[float, float], Hypothesis | None]]) -> None:
+        """Search every utterance of ``batch`` with every variant of penalty ``wip`` (in a
+        method of its own: no local name may keep a decoder, and so a graph, alive after)."""
+        self._use(wip)
+        for utt, scores in batch:
+            for acwt, decoder in self.decoders.items():
+                hyps[utt][acwt, wip] = decoder.decode(scores)
+
     def _batches(self, utts: Sequence[str]) -> Iterator[list[tuple[str, np.ndarray]]]:
         """Scored utterances, one at a time under one penalty, else up to SCORE_BUFFER bytes."""
         batch, size = [], 0
@@ -172,10 +181,7 @@ class _Worker:
                 utt: {} for utt, _ in batch}
             # begin with the graph in hand: one graph change fewer per batch
             for wip in self.wips if self.wip != self.wips[-1] else self.wips[::-1]:
-                self._use(wip)
-                for utt, scores in batch:
-                    for acwt, decoder in self.decoders.items():
-                        hyps[utt][acwt, wip] = decoder.decode(scores)
+                self._search(wip, batch, hyps)
             now = time.perf_counter()
             frames = sum(scores.shape[0] for _, scores in batch)
             for utt, scores in batch:

@@ -92,7 +92,6 @@ class Glm:
     """
 
     def __init__(self, rules: list[Rule]):
-        self.rules = tuple(rules)
         groups: dict[str, list[Rule]] = {}
         for rule in rules:
             groups.setdefault(rule.source.upper()[0], []).append(rule)

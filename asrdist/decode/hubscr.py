@@ -15,6 +15,11 @@ and sclite aligns them with ``-D -F``. This module repeats sclite's steps so tha
   (a substitution wins ties, a deletion must be strictly cheaper than an insertion);
 - ``-D``: a deleted ``(word)`` counts as correct; ``-F``: a fragment ``dal-`` or ``-las``
   matches any word that it begins or ends.
+
+A sweep (score_sclite.sh: every LM weight x penalty, each for the set and its two subsets)
+reads and filters the stm once (:class:`Reference`), aligns each channel once for the set and
+both subsets, and aligns a segment again only when its hypothesis differs from one seen at
+another sweep point.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ first ``--old-points`` points, in a subprocess, the rest extrapolated.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -170,7 +171,7 @@ def make_sweep(root: Path, seed: int, changed: float, segments: int = 4459,
 
 
 _OLD = """
-import sys, time
+import json, sys, time
 from pathlib import Path
 from asrdist.decode.hubscr import score_decode_dir
 stm, glm, decode, data, points = sys.argv[1:6]
@@ -179,8 +180,8 @@ for d in sorted(Path(decode).glob("score_*")):
     if d not in keep:
         (d / "ctm").rename(d / "ctm.skipped")
 t, c = time.perf_counter(), time.process_time()
-score_decode_dir(stm, glm, decode, data)
-print(time.perf_counter() - t, time.process_time() - c)
+lines = score_decode_dir(stm, glm, decode, data)
+print(json.dumps([time.perf_counter() - t, time.process_time() - c, lines]))
 for d in sorted(Path(decode).glob("score_*")):
     if (d / "ctm.skipped").exists():
         (d / "ctm.skipped").rename(d / "ctm")
@@ -188,15 +189,15 @@ for d in sorted(Path(decode).glob("score_*")):
 
 
 def time_old(tree: Path, stm: Path, glm: Path, decode: Path, data: Path,
-             points: int) -> tuple[float, float]:
+             points: int) -> tuple[float, float, list[str]]:
     """Wall and CPU seconds ``tree``'s score_decode_dir takes over the first ``points`` sweep
-    points."""
+    points, and the lines it prints."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run([sys.executable, "-c", _OLD, str(stm), str(glm), str(decode),
                            str(data), str(points)], env=env, capture_output=True, text=True,
                           check=True, cwd=tree)
-    wall, cpu = proc.stdout.split()[-2:]
-    return float(wall), float(cpu)
+    wall, cpu, lines = json.loads(proc.stdout.splitlines()[-1])
+    return wall, cpu, lines
 
 
 def main() -> None:
@@ -228,7 +229,9 @@ def main() -> None:
                             f.unlink()
                 old = time_old(args.old_tree, stm, glm, decode, data, args.old_points)
             best = [line.split()[2] for line in lines if line.startswith("best:")]
-            rows.append((changed, words, points, new, old, best))
+            same = None if old is None else all(
+                line in lines for line in old[2] if not line.startswith("best:"))
+            rows.append((changed, words, points, new, old, best, same))
             shutil.rmtree(root, ignore_errors=True)
     lines_out = [
         "## Scoring an eval2000-sized sweep (asrdist-score --stm --glm --data)", "",
@@ -241,16 +244,17 @@ def main() -> None:
         " (`score_decode_dir`: ctm made recording-relative, filtered, scored). 2 shared cores;"
         " other jobs ran beside it.", "",
         "| hypotheses redrawn per point | ref words | points | new: whole sweep, wall / CPU (s) "
-        "| old: whole sweep, wall / CPU (s) | best %WER (set, swbd, callhm) |",
-        "|---|---|---|---|---|---|"]
-    for changed, words, points, new, old, best in rows:
+        "| old: whole sweep, wall / CPU (s) | old's lines = new's | best %WER (set, swbd, "
+        "callhm) |", "|---|---|---|---|---|---|---|"]
+    for changed, words, points, new, old, best, same in rows:
         scale = points / args.old_points
         old_cell = "-" if old is None else (
             f"{old[0] * scale:.0f} / {old[1] * scale:.0f} (measured {old[0]:.0f} / "
             f"{old[1]:.0f} s for {args.old_points} point{'s' if args.old_points > 1 else ''},"
             f" x{scale:g})")
+        same_cell = "-" if same is None else "yes" if same else "NO"
         lines_out.append(f"| {changed:.0%} | {words} | {points} | {new[0]:.0f} / {new[1]:.0f} | "
-                         f"{old_cell} | "
+                         f"{old_cell} | {same_cell} | "
                          f"{', '.join(best)} |")
     publish(lines_out, args.out)
 

@@ -8,6 +8,7 @@ ids of a speaker to sort together; ``utils/validate_data_dir.sh`` refuses anythi
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -21,6 +22,7 @@ from asrdist.fsutil import staged_dir
 from asrdist.kaldi.io_funcs import KaldiReader
 
 DATA_DIR_FILES = ("wav.scp", "text", "utt2spk", "spk2utt")
+COMPRESSED = ("CM", "CM2", "CM3")  # Kaldi's CompressedMatrix formats
 
 
 def c_sorted(items: Iterable[str]) -> list[str]:
@@ -147,19 +149,24 @@ def read_num_frames(path: str | os.PathLike) -> dict[str, int]:
 
 
 def matrix_rows(utt: str, rxfilename: str) -> int:
-    """Rows of a feature matrix, from its ark header; a whole load only for unusual entries."""
+    """Rows of a feature matrix, from its ark header (plain or compressed, as make_fbank.sh
+    writes them by default); a whole load only for unusual entries."""
     path, _, offset = rxfilename.rpartition(":")
     if not offset.isdigit():
         path, offset = rxfilename, "0"
     if not rxfilename.endswith("|") and os.path.isfile(path):
         with open(path, "rb") as f:
             f.seek(int(offset))
-            head = f.read(16)
+            head = f.read(24)
         reader = KaldiReader(head, path)
         if reader.binary:
             try:
-                if reader.read_token() in ("FM", "DM"):
+                token = reader.read_token()
+                if token in ("FM", "DM"):
                     return reader.read_int32()
+                if token in COMPRESSED and len(head) >= reader.pos + 12:
+                    # GlobalHeader: float min, float range, int32 rows, int32 cols (no markers)
+                    return struct.unpack_from("<i", head, reader.pos + 8)[0]
             except AsrdistError:
                 pass
     try:

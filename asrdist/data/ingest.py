@@ -158,7 +158,7 @@ class _Tally:
             self._pending, self._pending_frames = [], 0
 
 
-COUNT_BATCH = 1 << 20  # frames per bincount
+COUNT_BATCH = 1 << 18  # frames per bincount (1 MiB of int32 pdfs)
 
 
 def ingest_alignments(

@@ -127,7 +127,8 @@ def measure(tree: Path, root: Path, out: Path) -> tuple[float, float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "PATH": os.defpath}  # no Kaldi ali-to-pdf
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", code, str(root / "ali"),
-                             str(root / "data" / "feats.scp"), str(out)], env=env)
+                             str(root / "data" / "feats.scp"), str(out)], env=env,
+                            cwd=tree)  # python -c puts the cwd first on sys.path
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
@@ -146,6 +147,7 @@ def main() -> None:
     parser.add_argument("--out", help="write the section into this RESULTS.md")
     args = parser.parse_args()
 
+    args.dir = args.dir.resolve()
     trees = {"this tree": REPO}
     if args.compare:
         trees = {args.compare: extract(args.compare, Path(tempfile.mkdtemp(dir=args.dir))),

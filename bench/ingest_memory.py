@@ -155,7 +155,8 @@ def main() -> None:
     rows = []
     for scale in args.scales:
         root = args.dir / f"x{scale}"
-        if not (root / "ali" / "num_jobs").is_file():
+        if not (root / "frames").is_file():  # written last: a cut generation is redone
+            subprocess.run(["rm", "-rf", str(root)], check=True)
             frames = generate(root, args.base_utts * scale, args.nj, args.frames_from)
             (root / "frames").write_text(f"{frames}\n")
         frames = int((root / "frames").read_text())

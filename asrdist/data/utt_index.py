@@ -17,7 +17,7 @@ from pathlib import Path
 from asrdist.errors import AsrdistError
 
 BATCH = 20_000  # rows per executemany
-CACHE_KIB = 64 * 1024  # SQLite's page cache: the index's whole share of memory
+CACHE_KIB = 8 * 1024  # SQLite's page cache: the index's whole share of memory
 
 
 def _table_lines(path: Path) -> Iterator[tuple[int, str, str]]:

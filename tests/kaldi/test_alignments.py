@@ -104,3 +104,18 @@ def test_streamed_reading_of_a_cut_entry_names_it(cut):
     data = buf.getvalue()[:-cut]
     with pytest.raises(AsrdistError, match=r"^x: (utterance spk1-utt1: )?truncated"):
         list(iter_int32_ark(io.BytesIO(data).read, "x", block=3))
+
+
+def test_gzip_archive_is_read_as_it_goes(tmp_path):
+    """Entries come before the end of the file is read: a cut at the end of a large archive
+    shows after its first entries, not before (the whole archive is never in memory)."""
+    path = tmp_path / "ali.1.gz"
+    many = [(f"u{n:05d}", np.arange(500, dtype=np.int32)) for n in range(2000)]
+    write_alignments(path, many)
+    path.write_bytes(path.read_bytes()[:-30])
+    entries = read_alignments(path)
+    first, values = next(entries)
+    assert first == "u00000"
+    np.testing.assert_array_equal(values, many[0][1])
+    with pytest.raises(AsrdistError, match=r"ali\.1\.gz: truncated or corrupt gzip"):
+        list(entries)

@@ -10,10 +10,11 @@ with ``git archive``), so a table shows before and after.
 The data are shaped like Switchboard with speed perturbation: ids like
 ``sp0.9-sw02001-A_000123-000456``, 100..599 frames per utterance (3.5 s on average), runs of
 3..10 frames per transition-id, about 1 % of the feature utterances without an alignment and
-1 % one frame off. The features are a real Kaldi ark whose matrices are holes in a sparse
-file: their headers are written, their data (zeros) take no disk, and ingestion must learn
-every utterance's length from the ark headers (``--frames-from headers``, no utt2num_frames)
-or from utt2num_frames (``--frames-from utt2num_frames``).
+1 % one frame off. feats.scp points at Kaldi float-matrix headers (``\0BFM``, rows, 40
+columns) with no data after them (1.5e8 frames of 40-dim features would be 24 GB): a reader
+that loaded a matrix would fail, so ingestion is shown to learn every utterance's length from
+the headers alone (``--frames-from headers``, no utt2num_frames), or from utt2num_frames
+(``--frames-from utt2num_frames``).
 
     .venv/bin/python -m bench.ingest_memory --dir DIR [--base-utts 27000] [--scales 1 4 16]
         [--compare main] [--frames-from headers] [--out bench/RESULTS.md]
@@ -90,10 +91,8 @@ def generate(root: Path, num_utts: int, nj: int, frames_from: str, seed: int = 0
             scp.write(f"{utt} {data / 'feats.ark'}:{ark.tell()}\n")
             u2n.write(f"{utt} {n}\n")
             ark.write(b"\0BFM \4" + int(n).to_bytes(4, "little") + b"\4"
-                      + DIM.to_bytes(4, "little"))
-            ark.seek(int(n) * DIM * 4, os.SEEK_CUR)  # a hole: the zeros take no disk
+                      + DIM.to_bytes(4, "little"))  # the header only: no matrix data
             total += int(n)
-        ark.truncate()
     if frames_from == "headers":
         (data / "utt2num_frames").unlink()
     bounds = np.linspace(0, num_utts, nj + 1).round().astype(int)
@@ -179,8 +178,8 @@ def main() -> None:
         "",
         "Generated Switchboard-shaped alignment dirs (900 pdfs, ~350 frames per utterance, "
         f"{args.nj} jobs, 1 % of utterances unaligned, 1 % one frame long) and feats.scp "
-        f"(frame counts from {source}); each ingestion in its own process; peak RSS is that "
-        "process's ru_maxrss.",
+        f"(frame counts from {source}; the ark holds the matrix headers only); each ingestion "
+        "in its own process; peak RSS is that process's ru_maxrss.",
         "",
         "| code | scale | utterances | frames | ali.*.gz MiB | pdf.ark MiB | peak RSS MiB "
         "| wall s | frames/s |",

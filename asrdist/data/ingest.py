@@ -224,7 +224,12 @@ def _ingest(
     ali_dir: Path, feats_scp: Path, out_dir: Path, files: list[Path], info: TransitionInfo,
     index: UtteranceIndex, tolerance: int, max_missing_fraction: float,
 ) -> IngestReport:
-    num_utts = index.load_features(feats_scp, matrix_rows)
+    arks: dict[str, IO[bytes]] = {}
+    try:
+        num_utts = index.load_features(feats_scp, lambda utt, rx: matrix_rows(utt, rx, arks))
+    finally:
+        for ark in arks.values():
+            ark.close()
     if not num_utts:
         raise AsrdistError(f"{feats_scp}: empty")
     model = ali_dir / "final.mdl"

@@ -79,7 +79,8 @@ class UtteranceIndex:
             " WITHOUT ROWID;"
             "CREATE TABLE stray (utt TEXT PRIMARY KEY) WITHOUT ROWID;"
         )
-        self._placed: dict[str, int] = {}  # offsets not stored yet (at most BATCH)
+        self._placed: dict[str, tuple[int, int]] = {}  # (offset, row) not stored yet
+        self._row = -1  # the row of the utterance claimed last
 
     def close(self) -> None:
         self.db.close()
@@ -126,7 +127,7 @@ class UtteranceIndex:
     def claim(self, utt: str, source: Path) -> int | None:
         """The frame count of ``utt``'s features, None when it has none (an alignment to
         ignore); an utterance claimed twice is an error naming ``source``."""
-        found = self.db.execute("SELECT frames, offset FROM feats WHERE utt = ?",
+        found = self.db.execute("SELECT frames, offset, row FROM feats WHERE utt = ?",
                                 (utt,)).fetchone()
         if found is None:
             try:
@@ -136,17 +137,18 @@ class UtteranceIndex:
             return None
         if found[1] is not None or utt in self._placed:
             raise AsrdistError(f"{source}: utterance {utt} aligned more than once")
+        self._row = found[2]
         return found[0]
 
     def place(self, utt: str, offset: int) -> None:
-        """Record where ``utt``'s targets start in pdf.ark (stored a batch at a time)."""
-        self._placed[utt] = offset
+        """Record where the targets of ``utt``, the utterance claimed last, start in pdf.ark
+        (stored a batch at a time)."""
+        self._placed[utt] = (offset, self._row)
         if len(self._placed) >= BATCH:
             self._flush()
 
     def _flush(self) -> None:
-        self.db.executemany("UPDATE feats SET offset = ? WHERE utt = ?",
-                            ((offset, utt) for utt, offset in self._placed.items()))
+        self.db.executemany("UPDATE feats SET offset = ? WHERE row = ?", self._placed.values())
         self._placed.clear()
 
     def num_missing(self) -> int:

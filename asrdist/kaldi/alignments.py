@@ -40,7 +40,7 @@ def encode_int32_vector(values: np.ndarray) -> bytes:
 
 def _check_key(key: str) -> bytes:
     raw = key.encode("utf-8")
-    if not raw or any(c in raw for c in b" \t\n\r\v\f"):
+    if raw.split() != [raw]:  # empty, or ASCII whitespace in it
         raise ValueError(f"invalid archive key {key!r}: must be non-empty without whitespace")
     return raw
 
@@ -104,10 +104,9 @@ def _parse_entry(
     if pos >= n:
         return None
     space = data.find(b" ", pos)
-    newline = data.find(b"\n", pos)
-    if space < 0 and newline < 0 and not final:
+    if space < 0 and not final and data.find(b"\n", pos) < 0:
         return None
-    if space < 0 or (0 <= newline < space):
+    if space < 0 or data.find(b"\n", pos, space) >= 0:
         raise AsrdistError(f"{name}: truncated or corrupt archive: key without data at byte {pos}")
     key = data[pos:space].decode("utf-8", errors="replace")
     pos = space + 1
@@ -154,7 +153,7 @@ def decode_int32_elements(data: bytes, count: int, offset: int = 0) -> np.ndarra
     """The values of ``count`` holder elements (byte 4, int32) at ``offset`` in ``data``, which
     must hold them all; None when a size byte is not 4 (not an int32 vector)."""
     elems = np.frombuffer(data, dtype=_ELEMENT, count=count, offset=offset)
-    if count and not np.all(elems["size"] == 4):
+    if count and not (elems["size"] == 4).all():
         return None
     return elems["value"]
 

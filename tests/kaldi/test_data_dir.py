@@ -88,3 +88,7 @@ def test_matrix_rows_reads_only_the_header(tmp_path: Path, monkeypatch, compress
 
     monkeypatch.setattr(data_dir.kaldiio, "load_mat", no_load)
     assert {u: data_dir.matrix_rows(u, rx) for u, rx in scp.items()} == rows
+    files: dict = {}  # the ark kept open from one utterance to the next
+    assert {u: data_dir.matrix_rows(u, rx, files) for u, rx in scp.items()} == rows
+    assert list(files) == [str(tmp_path / "f.ark")]
+    files[str(tmp_path / "f.ark")].close()

@@ -150,7 +150,9 @@ def main() -> None:
     args = parser.parse_args()
 
     args.dir = args.dir.resolve()
-    trees = {"this tree": REPO}
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    trees = {f"this tree ({head})": REPO}
     if args.compare:
         trees = {args.compare: extract(args.compare, Path(tempfile.mkdtemp(dir=args.dir))),
                  **trees}

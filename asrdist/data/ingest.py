@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "ingest_ali"
 OUTPUTS = ("pdf.ark", "pdf.scp", "num_pdfs", "pdf_counts", "report.txt", "report.json")
+COUNT_BATCH = 1 << 18  # pdfs per bincount (1 MiB of int32)
 
 
 @dataclass
@@ -156,9 +157,6 @@ class _Tally:
         if self._pending:
             self.counts += np.bincount(np.concatenate(self._pending), minlength=self.counts.size)
             self._pending, self._pending_frames = [], 0
-
-
-COUNT_BATCH = 1 << 18  # frames per bincount (1 MiB of int32 pdfs)
 
 
 def ingest_alignments(

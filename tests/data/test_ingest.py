@@ -321,3 +321,22 @@ def test_alignments_without_features_are_counted_and_ignored(tmp_path):
     report = d.run()
     assert report.num_without_features == 2 and report.num_aligned == len(UTTS)
     assert "spk3-extra" not in (d.out / "pdf.scp").read_text()
+
+
+def test_frames_of_compressed_features_come_from_their_headers(tmp_path, monkeypatch):
+    """make_fbank.sh's default arks are compressed; no utt2num_frames: every length comes from
+    a matrix header, none from loading a matrix (millions of them at Switchboard's size)."""
+    from asrdist.kaldi import data_dir
+
+    d = AliDir(tmp_path, {UTTS[4]: -1}, utt2num_frames=False)
+    feats = {u: np.ones((n, 3), dtype=np.float32) for u, n in d.frames.items()}
+    kaldiio.save_ark(str(d.data_dir / "feats.ark"), feats, scp=str(d.feats_scp),
+                     compression_method=2)
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a feature matrix was loaded")
+
+    monkeypatch.setattr(data_dir.kaldiio, "load_mat", no_load)
+    report = d.run()
+    assert report.mismatch_histogram == {-1: 1, 0: 9}
+    assert report.total_frames == sum(d.frames.values())

@@ -50,6 +50,27 @@ def split(items: Sequence[T], nj: int) -> list[list[T]]:
     return [list(items[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def split_groups(groups: Sequence[Sequence[T]], nj: int) -> list[list[T]]:
+    """The items of ``groups`` in min(nj, len(groups)) contiguous parts, never an empty one and
+    never a group divided (a file's utterances, read once by one job), each part near an
+    equal share of the items: a part ends where its share ends closer to the group's end than
+    to its start."""
+    if nj < 1:
+        raise ValueError(f"nj must be positive, got {nj}")
+    count = min(nj, len(groups))
+    total = sum(len(g) for g in groups)
+    parts: list[list[T]] = []
+    placed = 0
+    for i, group in enumerate(groups):
+        share_reached = placed + len(group) / 2 > total * len(parts) / count
+        if not parts or (len(parts) < count and (
+                share_reached or len(groups) - i == count - len(parts))):
+            parts.append([])
+        parts[-1].extend(group)
+        placed += len(group)
+    return parts
+
+
 def deal(items: Sequence[T], nj: int) -> list[list[T]]:
     """``items`` dealt round robin into min(nj, len(items)) parts: for work whose cost changes
     along the sorted order (a test set sorted by speaker, one synthetic voice much slower to

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import random
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.jobs import LOCAL, deal, split
+from asrdist.jobs import LOCAL, deal, split, split_groups
 from asrdist.progress import Progress
 
 
@@ -69,6 +70,28 @@ def test_split_is_contiguous_ordered_and_even_as_split_scp() -> None:
             assert sizes == sorted(sizes, reverse=True)  # the longer parts first
     with pytest.raises(ValueError):
         split([1], 0)
+
+
+def test_split_groups_keeps_each_group_whole_and_shares_near_even() -> None:
+    # 10 items in 2: the first part ends after "c" (5 items; "d"'s middle, 6.5, is past 5)
+    groups = [["a"] * 3, ["b"], ["c"], ["d"] * 3, ["e"] * 2]
+    assert split_groups(groups, 2) == [["a", "a", "a", "b", "c"], ["d", "d", "d", "e", "e"]]
+    # fewer groups than jobs: one part each; a big group does not starve the others of a part
+    assert split_groups([[1], [2]], 5) == [[1], [2]]
+    assert split_groups([[1] * 10, [2], [3]], 3) == [[1] * 10, [2], [3]]
+    assert split_groups([], 3) == []
+    rng = random.Random(0)
+    for _ in range(200):
+        sizes = [rng.randint(1, 9) for _ in range(rng.randint(1, 15))]
+        groups = [[(g, i) for i in range(size)] for g, size in enumerate(sizes)]
+        nj = rng.randint(1, 8)
+        parts = split_groups(groups, nj)
+        assert len(parts) == min(nj, len(groups)) and all(parts)
+        assert [x for p in parts for x in p] == [x for g in groups for x in g]
+        for g in range(len(groups)):  # in one part
+            assert sum(any(x[0] == g for x in p) for p in parts) == 1
+    with pytest.raises(ValueError):
+        split_groups([[1]], 0)
 
 
 def test_results_come_back_in_job_order() -> None:

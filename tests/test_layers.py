@@ -2,7 +2,7 @@
 and no modules import each other in a circle, inside a package either.
 
     errors, fsutil, progress            (import nothing of asrdist but each other)
-    jobs (errors, progress), stage (errors, fsutil)
+    jobs (errors, progress), stage (errors, fsutil), options (errors)
     kaldi                               formats
     hmm                                 trees, transition models, graphs, alignment (kaldi)
     corpus, data, gmm (hmm), models, optim, parallel
@@ -18,13 +18,14 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "asrdist"
-BASE = {"errors", "fsutil", "progress", "jobs", "stage"}
+BASE = {"errors", "fsutil", "progress", "jobs", "stage", "options"}
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
     "fsutil": {"errors"},
     "progress": set(),
     "jobs": {"errors", "progress"},
     "stage": {"errors", "fsutil"},
+    "options": {"errors"},
     "kaldi": BASE,
     "hmm": BASE | {"kaldi"},
     "corpus": BASE | {"kaldi"},

@@ -10,7 +10,8 @@ from asrdist.data.features import KINDS, FeatureOptions, feature_summary, make_f
 
 @command()
 @click.option("--kind", type=click.Choice(KINDS), default="fbank", show_default=True)
-@click.option("--nj", default=1, show_default=True, type=int, help="Parallel jobs.")
+@click.option("--nj", default=1, show_default=True, type=int,
+              help="Parallel jobs; a file's utterances stay in one.")
 @click.option("--num-mel-bins", default=None, type=int,
               help="Mel bins [default: 40 for fbank, 23 for mfcc].")
 @click.option("--num-ceps", default=13, show_default=True, type=int, help="MFCC cepstra.")
@@ -22,7 +23,12 @@ def main(kind: str, nj: int, num_mel_bins: int | None, num_ceps: int, sample_rat
     """Compute Kaldi-compatible features (snip_edges, 10 ms shift) for the Kaldi data dir SRC
     into DEST: feats.scp + DEST/data/*.ark, cmvn.scp, utt2num_frames, frame_shift and copies
     of SRC's tables. Skips the work when DEST is done with the same options and SRC tables
-    (--nj aside); redoes it when they changed."""
+    (--nj aside); redoes it when they changed.
+
+    SRC's wav.scp may hold files or Kaldi's pipes: sph2pipe ones (with perturb_data_dir_speed.sh's
+    sox stages) are read in-process when sph2pipe or sox is not installed, asrdist-sph2wav ones
+    always, each SPHERE file decoded once for both sides and every speed; other pipes run in the
+    shell."""
     options = FeatureOptions(kind=kind, num_mel_bins=num_mel_bins, num_ceps=num_ceps,
                              sample_rate=sample_rate)
     make_features(src, dest, options, nj=nj)  # logs the skip line when done already

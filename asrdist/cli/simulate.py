@@ -1,88 +1,127 @@
-"""asrdist-simulate: N learners of one strategy in one process on a simulated clock."""
+"""asrdist-simulate: N learners of one strategy in one process on a simulated clock.
+
+Its flags come from the declarations (asrdist.options), as asrdist-train's do: those the two
+commands have in common (the model's, the optimizer's, the learning-rate schedule's, the batch,
+chunk, seed, clipping and held-out options, and the strategies' own) are asrdist-train's
+fields, with their defaults and help; the speed model's come from
+:class:`~asrdist.simulate.speed.SpeedModel`, the simulator's own from :class:`SimulateOptions`.
+What the simulator does not model has no flag here: the DNN and the BLSTM's chunk context (the
+chunk pool holds the labelled frames only), NG-SGD, SpecAugment, and the options of real
+exchanges (timeouts, distance sampling).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+from dataclasses import dataclass
 from typing import Any
 
 import click
 import torch
 
 from asrdist.cli import command
+from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
+from asrdist.options import (
+    NON_NEGATIVE,
+    POSITIVE,
+    Options,
+    check_value,
+    declared,
+    flag,
+    make,
+    option,
+)
 from asrdist.parallel import registry
-from asrdist.parallel.options import CommonOptions
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.speed import SpeedModel
-from asrdist.train.config import FIELDS, coerce_option
+from asrdist.train.config import FIELDS, coerce_option, strategy_fields
+from asrdist.train.schedule import ScheduleOptions
 
-_EXCHANGE = {f.name for f in dataclasses.fields(CommonOptions)}
+log = logging.getLogger(__name__)
+
+# asrdist-train's options that a simulated run has too (the model's: a BLSTM without chunk
+# context; the optimizer's: SGD)
+SHARED = ("batch_size", "chunk_len", "seed", "grad_clip", "heldout_utts", "cmvn",
+          "layers", "units", "bottleneck", "dropout",
+          *(f.name for f in dataclasses.fields(ScheduleOptions)),
+          "momentum", "nesterov", "weight_decay")
+# strategy options of real exchanges only; --slow-learner is the speed model's slow learner
+_EXCHANGE_ONLY = ("exchange_timeout", "distance_every")
 
 
-@command()
+@dataclass(frozen=True)
+class SimulateOptions(Options):
+    """asrdist-simulate's own options (``--epochs`` is a float here: studies run parts of
+    one; ``--algo`` defaults to a distributed strategy)."""
+
+    algo: str = option("ssgd", "distributed strategy (asrdist.parallel.registry)")
+    learners: int = option(16, "simulated learners", check=POSITIVE)
+    epochs: float = option(1.0, "passes over the training data (fractions too)",
+                           check=POSITIVE)
+    max_utts: int = option(0, "training utterances to keep (0 = all)", check=NON_NEGATIVE)
+    evals: int = option(4, "held-out evaluations over the run (and one at its end)",
+                        check=POSITIVE)
+    threads: int = option(1, "torch CPU threads (small models run fastest on one)",
+                          check=POSITIVE)
+
+
+def shared_fields() -> dict[str, dataclasses.Field]:
+    """The options asrdist-simulate shares with asrdist-train, as asrdist-train declares them:
+    :data:`SHARED` and the strategies' options."""
+    strategy = {n: f for n, f in strategy_fields().items() if n not in _EXCHANGE_ONLY}
+    return {**{n: FIELDS[n] for n in SHARED}, **strategy}
+
+
+def option_fields() -> dict[str, dataclasses.Field]:
+    """Every derived option of asrdist-simulate, by name."""
+    return {**declared(SimulateOptions), **shared_fields(), **declared(SpeedModel)}
+
+
+def _flags() -> list[click.Option]:
+    return [click_option(name, f) for name, f in option_fields().items()]
+
+
+@command(cls=derived_command(_flags), show_default=False, max_content_width=100)
 @click.option("--data", required=True, type=click.Path(exists=True), help="Kaldi data dir")
 @click.option("--targets", required=True, type=click.Path(exists=True),
               help="ingested alignment dir (asrdist-ingest-ali)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="JSON file for the records and the summary")
-@click.option("--algo", default="ssgd", show_default=True, help="an asrdist-train --algo")
-@click.option("--learners", default=16, show_default=True, type=click.IntRange(1))
-@click.option("--batch-size", default=16, show_default=True, type=click.IntRange(1),
-              help="chunks per learner per step")
-@click.option("--epochs", default=1.0, show_default=True, type=click.FloatRange(0, min_open=True))
-@click.option("--lr", default=0.1, show_default=True, type=float)
-@click.option("--momentum", default=0.9, show_default=True, type=float)
-@click.option("--grad-clip", default=5.0, show_default=True, type=float)
-@click.option("--layers", default=1, show_default=True, type=click.IntRange(1), help="BLSTM layers")
-@click.option("--units", default=64, show_default=True, type=click.IntRange(1),
-              help="BLSTM cells per direction")
-@click.option("--chunk-len", default=21, show_default=True, type=click.IntRange(1))
-@click.option("--heldout-utts", default=100, show_default=True, type=click.IntRange(1))
-@click.option("--max-utts", default=0, show_default=True, type=click.IntRange(0),
-              help="training utterances to keep (0 = all)")
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--evals", default=4, show_default=True, type=click.IntRange(1))
-@click.option("--compute-s", default=1.0, show_default=True, type=float,
-              help="simulated seconds of forward and backward a step")
-@click.option("--update-s", default=0.0, show_default=True, type=float,
-              help="simulated seconds of optimizer step and data loading a step")
-@click.option("--jitter", default=0.0, show_default=True, type=float,
-              help="relative spread of the compute time (log-normal, mean one)")
-@click.option("--slow-learner", default=None, help="RANK:FACTOR, one learner FACTOR x slower")
-@click.option("--latency", default=0.0, show_default=True, type=float,
-              help="seconds per message")
-@click.option("--bandwidth", default=float("inf"), type=float, help="bytes/s per link")
-@click.option("--threads", default=1, show_default=True, type=click.IntRange(1),
-              help="torch CPU threads (small models run fastest on one)")
 @click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
-              help="a strategy option, e.g. -O avg_period=8 -O learners_per_node=4")
-def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size: int,
-         epochs: float, lr: float, momentum: float, grad_clip: float, layers: int, units: int,
-         chunk_len: int, heldout_utts: int, max_utts: int, seed: int, evals: int,
-         compute_s: float, update_s: float, jitter: float, slow_learner: str | None,
-         latency: float, bandwidth: float, threads: int, options: tuple[str, ...]) -> None:
+              help="a strategy option, as its flag: -O avg_period=8 is --avg-period 8")
+def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: Any) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT."""
+    values = given_or_default(option_fields(), flags)
     try:
-        registry.spec(algo)  # before the corpus loads, and before -O is read against it
+        registry.spec(values["algo"])  # before the corpus loads, and before -O is read
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--algo") from None
-    torch.set_num_threads(threads)
-    speed = SpeedModel.with_slow(slow_learner, compute_s=compute_s, update_s=update_s,
-                                 jitter=jitter, latency_s=latency, bandwidth=bandwidth,
-                                 seed=seed)
-    spec = RunSpec(algo=algo, learners=learners, batch=batch_size, epochs=epochs, lr=lr,
-                   momentum=momentum, grad_clip=grad_clip,
-                   model=ModelConfig(layers=layers, units=units),
-                   options=_parse_options(algo, options), seed=seed, evals=evals)
-    pool = ChunkPool.load(data, targets, chunk_len, heldout_utts, seed=seed, max_utts=max_utts)
+    for name, f in option_fields().items():
+        check_value(name, f, values[name])
+    own = make(SimulateOptions, values)
+    chosen = _strategy_options(own.algo, flags, options)
+    torch.set_num_threads(own.threads)
+    speed = SpeedModel.with_slow(values["slow_learner"], seed=values["seed"],
+                                 **{f.name: values[n] for n, f in declared(SpeedModel).items()})
+    spec = RunSpec(algo=own.algo, learners=own.learners, batch=values["batch_size"],
+                   epochs=own.epochs, lr=values["lr"], momentum=values["momentum"],
+                   grad_clip=values["grad_clip"], model=make(ModelConfig, values),
+                   options=chosen, seed=values["seed"], evals=own.evals,
+                   nesterov=values["nesterov"], weight_decay=values["weight_decay"],
+                   schedule=make(ScheduleOptions, values))
+    pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
+                          cmvn=values["cmvn"], seed=values["seed"], max_utts=own.max_utts)
     result = run(pool, spec, speed)
     with atomic_write(out) as f:
-        json.dump({"spec": {**spec.__dict__, "model": spec.model.to_dict()},
+        json.dump({"spec": {**spec.__dict__, "model": spec.model.to_dict(),
+                            "schedule": dataclasses.asdict(spec.schedule)},
                    "records": result.records, "summary": result.summary}, f, indent=1)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
@@ -91,12 +130,26 @@ def main(data: str, targets: str, out: str, algo: str, learners: int, batch_size
     click.echo(f"host {result.summary['host_s']:.1f} s; {out}", err=True)
 
 
-def _parse_options(algo: str, items: tuple[str, ...]) -> dict[str, Any]:
+def _strategy_options(algo: str, flags: dict[str, Any],
+                      items: tuple[str, ...]) -> dict[str, Any]:
+    """The options of strategy ``algo`` given as flags or ``-O NAME=VALUE`` (the others take
+    their defaults); a flag of another strategy's option is ignored with a warning, as
+    asrdist-train ignores it."""
+    taken = [n for n in registry.options_of(algo) if n in strategy_fields()
+             and n not in _EXCHANGE_ONLY and n != "slow_learner"]
+    ignored = [flag(n) for n in strategy_fields()
+               if flags.get(n) is not None and n not in taken and n != "slow_learner"]
+    if ignored:
+        log.warning("--algo %s does not use %s: ignored", algo, ", ".join(ignored))
+    return {**{n: flags[n] for n in taken if flags.get(n) is not None},
+            **_parse_options(taken, items)}
+
+
+def _parse_options(taken: list[str], items: tuple[str, ...]) -> dict[str, Any]:
     """``NAME=VALUE`` pairs typed as asrdist-train types them. Only the strategy's own options
-    are taken: those named like training options have flags here (--seed, --batch-size), and
-    the options of real exchanges (timeouts, distance sampling, a slow learner) mean nothing
-    to the simulator, whose slow learner is --slow-learner."""
-    taken = [n for n in registry.options_of(algo) if n not in FIELDS and n not in _EXCHANGE]
+    are taken: those named like training options have flags of their own (--seed,
+    --batch-size), and the options of real exchanges (timeouts, distance sampling, a slow
+    learner) mean nothing to the simulator, whose slow learner is --slow-learner."""
     out: dict[str, Any] = {}
     for item in items:
         name, sep, value = item.partition("=")

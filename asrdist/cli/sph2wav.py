@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
 
 from asrdist.cli import command
-from asrdist.corpus.sphere import channel_wav
+from asrdist.kaldi.sphere import FALLBACK_WARNING, channel_wav, native_decoder
 
 
 @command()
@@ -18,4 +19,6 @@ from asrdist.corpus.sphere import channel_wav
               help="Speed perturbation factor (sox 'speed'), e.g. 0.9 or 1.1.")
 def main(sph: str, channel: int, speed: float) -> None:
     """Write one channel of SPH as a 16-bit wav to stdout (wav.scp: 'asrdist-sph2wav -c 1 X |')."""
+    if not native_decoder():
+        logging.getLogger(__name__).warning("%s", FALLBACK_WARNING)
     sys.stdout.buffer.write(channel_wav(sph, channel, speed))

@@ -1,7 +1,8 @@
 """asrdist-train: features + pdf targets -> a run dir (config.yaml, metrics.jsonl, final.pt).
 
 Every option of asrdist.train.config.TrainConfig is a flag here (``chunk_len`` ->
-``--chunk-len``); values come from the defaults, then ``--config FILE`` (YAML), then flags.
+``--chunk-len``), made from its declaration (asrdist.cli.options); values come from the
+defaults, then ``--config FILE`` (YAML), then flags.
 The strategies' options (--exchange-timeout, --slow-learner, --avg-period, ...) come from the
 strategy registry when the command runs, so a strategy registered later (a module named in
 ASRDIST_STRATEGIES) brings its flags along; each strategy gets those it takes, and one set for
@@ -23,7 +24,8 @@ from typing import Any
 import click
 
 import asrdist.cli.early_signals as early_signals  # first: stop signals while torch imports
-from asrdist.cli import AsrdistCommand, command
+from asrdist.cli import command
+from asrdist.cli.options import AlgoChoice, click_option, derived_command
 from asrdist.errors import AsrdistError
 from asrdist.parallel import launch, registry
 from asrdist.parallel.failure import failure_policy
@@ -34,7 +36,6 @@ from asrdist.stage import Skipped
 from asrdist.train.config import (
     TrainConfig,
     all_fields,
-    field_kind,
     make_config,
     validate_for_world,
 )
@@ -42,56 +43,11 @@ from asrdist.train.trainer import train
 
 log = logging.getLogger(__name__)
 
-_PY_TYPES = {"int": int, "float": float, "str": str}
-
-
-class _AlgoChoice(click.Choice):
-    """``--algo``'s choices are the registry's names when the command runs, not at import."""
-
-    def __init__(self) -> None:
-        super().__init__([])
-
-    @property
-    def choices(self) -> list[str]:  # type: ignore[override]
-        return registry.algo_names()
-
-    @choices.setter
-    def choices(self, _: Any) -> None:
-        pass
-
-
 def _field_options() -> list[click.Option]:
-    """One option per training and strategy option; None means 'not given' so YAML values
-    stay."""
-    options = []
-    for name, f in all_fields().items():
-        flag = "--" + name.replace("_", "-")
-        shown = f.default if f.default != "" else "none"
-        help_text = f"{f.metadata['help']} [default: {shown}]"
-        kind = field_kind(f)
-        if kind == "bool":
-            decls = [f"{flag}/--no-{flag[2:]}", name]
-            options.append(click.Option(decls, default=None, help=help_text))
-            continue
-        if name == "algo":
-            kind_type: click.ParamType = _AlgoChoice()
-        elif f.metadata["choices"]:
-            kind_type = click.Choice(f.metadata["choices"])
-        else:
-            kind_type = click.types.convert_type(_PY_TYPES[kind])
-        options.append(click.Option([flag, name], type=kind_type, default=None, help=help_text))
-    return options
-
-
-class _TrainCommand(AsrdistCommand):
-    """A command whose option flags are made when it runs, from the registry as it is then
-    (once per invocation: click asks for the parameters several times)."""
-
-    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        if "asrdist.options" not in ctx.meta:
-            ctx.meta["asrdist.options"] = _field_options()
-        made = ctx.meta["asrdist.options"]
-        return [*self.params, *made, *super().get_params(ctx)[len(self.params):]]
+    """One flag per training and strategy option, from their declarations; None means 'not
+    given' so YAML values stay."""
+    return [click_option(name, f, AlgoChoice() if name == "algo" else None)
+            for name, f in all_fields().items()]
 
 
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
@@ -119,7 +75,7 @@ def _check_torchrun() -> None:
                  "asrdist-torchrun (same arguments) returns 75")
 
 
-@command(cls=_TrainCommand, show_default=False, max_content_width=100)
+@command(cls=derived_command(_field_options), show_default=False, max_content_width=100)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False),
               help="YAML file of options (keys as the flags, with _ or -); flags override it")
 def main(config_path: str | None, **flags: Any) -> None:

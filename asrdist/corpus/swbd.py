@@ -22,7 +22,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from asrdist.corpus.sphere import sphere_length
 from asrdist.corpus.swbd_text import (
     S5C,
     AcronymMapError,
@@ -44,6 +43,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
 from asrdist.kaldi.data_dir import c_sorted
 from asrdist.kaldi.segments import extractable
+from asrdist.kaldi.sphere import sphere_length
 
 log = logging.getLogger(__name__)
 

@@ -10,18 +10,20 @@ Segments are cut as Kaldi's extract-segments cuts them (asrdist.kaldi.segments):
 (shorter than 0.1 s, ending more than 0.5 s past its recording, ...) is skipped here too and
 named in one summary line, and the tables of DEST leave it out, as utils/fix_data_dir.sh after
 make_fbank.sh would; only a data dir with nothing left is an error.
+
+Audio comes from wav.scp in any of Kaldi's forms (asrdist.kaldi.wav_scp): a file, a pipe the
+shell runs, or a sph2pipe / asrdist-sph2wav pipe read in-process. A job reads its utterances
+file by file: a two-channel SPHERE file is decoded once, and every side and speed copy is cut
+from it, one copy alive at a time.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import io
 import json
 import logging
 import os
 import shutil
-import subprocess
 import time
 import warnings
 from collections.abc import Iterator
@@ -30,16 +32,30 @@ from pathlib import Path
 
 import kaldiio
 import numpy as np
-import soundfile
 import torch
 from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfig
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.jobs import LOCAL, Runner, split
+from asrdist.jobs import LOCAL, Runner, split_groups
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
 from asrdist.kaldi.segments import segment_samples
+from asrdist.kaldi.sphere import (
+    FALLBACK_WARNING,
+    change_speed,
+    native_decoder,
+    read_sphere,
+    sphere_channel,
+)
+from asrdist.kaldi.wav_scp import (
+    SPEED_WARNING,
+    Pipe,
+    SphereChannel,
+    WavFile,
+    audio_source,
+    read_audio,
+)
 from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
@@ -102,40 +118,70 @@ def num_frames(num_samples: int, sample_rate: int = 16000) -> int:
     return 0 if num_samples < window else 1 + (num_samples - window) // shift
 
 
-@functools.lru_cache(maxsize=2)
-def _read_audio(entry: str) -> tuple[np.ndarray, int]:
-    """int16-scale samples of a wav.scp value: a file path or a command ending in '|'.
-
-    Kept for the next call: the utterances of one recording (segments, e.g. a Switchboard
-    conversation side) come one after another, and its pipe is run once, not once each."""
-    if entry.endswith("|"):
-        proc = subprocess.run(entry[:-1], shell=True, capture_output=True, check=True)
-        samples, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16")
-    else:
-        samples, rate = soundfile.read(entry, dtype="int16")
-    if samples.ndim > 1:
-        samples = samples[:, 0]
-    return samples, rate
-
-
 @dataclass(frozen=True)
 class _Item:
     utt: str
     wav: str  # wav.scp value
+    source: WavFile | SphereChannel | Pipe  # how it is read (wav_scp.audio_source)
     start: float = 0.0  # seconds, from segments
     end: float = -1.0  # -1: to the end
     segment: bool = False  # from a segments file (else the whole recording)
 
+    @property
+    def file(self) -> tuple[str, str]:
+        """What is read once for every utterance that shares it: the SPHERE file behind
+        both sides and every speed, else the recording's own wav.scp value."""
+        if isinstance(self.source, SphereChannel):
+            return "sphere", self.source.path
+        return "wav.scp", self.wav
 
-def _load_item(item: _Item, sample_rate: int) -> np.ndarray | str:
+    @property
+    def order(self) -> tuple:
+        """Where it comes in its file's work: side by side, speed by speed, so that one
+        channel at one speed is made once."""
+        if isinstance(self.source, SphereChannel):
+            return self.source.channel, self.source.speed, self.utt.encode()
+        return 0, 1.0, self.utt.encode()
+
+
+class _Audio:
+    """The audio a job is cutting utterances from: one file, decoded once, and the one side
+    at one speed of it in use (so at most one decoded file and one copy are alive)."""
+
+    def __init__(self) -> None:
+        self._file: tuple[str, str] | None = None
+        self._decoded: tuple[np.ndarray, int] | None = None
+        self._copy_of: tuple[int, float] | None = None
+        self._copy: tuple[np.ndarray, int] | None = None
+
+    def samples(self, item: _Item) -> tuple[np.ndarray, int]:
+        """(int16 samples, rate) of ``item``'s recording (before segments cut it)."""
+        try:
+            return self._samples(item)
+        except AsrdistError as e:
+            raise AsrdistError(f"utterance {item.utt}: {e.message}") from e
+
+    def _samples(self, item: _Item) -> tuple[np.ndarray, int]:
+        source = item.source
+        if item.file != self._file:
+            self._file = self._decoded = self._copy_of = self._copy = None
+            if isinstance(source, SphereChannel):
+                self._decoded = read_sphere(source.path)
+            else:
+                self._copy = read_audio(source)
+            self._file = item.file
+        if isinstance(source, SphereChannel) and self._copy_of != (source.channel, source.speed):
+            self._copy = None  # the last copy goes before the next is made
+            samples, rate = self._decoded
+            mono = sphere_channel(source.path, samples, source.channel)
+            self._copy = (change_speed(mono, source.speed) if source.speed != 1.0 else mono, rate)
+            self._copy_of = (source.channel, source.speed)
+        return self._copy
+
+
+def _load_item(item: _Item, audio: _Audio, sample_rate: int) -> np.ndarray | str:
     """The utterance's samples, or why extract-segments skips its segment."""
-    try:
-        samples, rate = _read_audio(item.wav)
-    except (OSError, RuntimeError, soundfile.LibsndfileError,
-            subprocess.CalledProcessError) as exc:
-        raise AsrdistError(
-            f"utterance {item.utt}: cannot read audio {item.wav!r}: {exc}".replace("\n", " ")
-        ) from exc
+    samples, rate = audio.samples(item)
     if rate != sample_rate:
         raise AsrdistError(
             f"utterance {item.utt}: {item.wav} has {rate} Hz, expected {sample_rate} Hz"
@@ -151,17 +197,18 @@ def _load_item(item: _Item, sample_rate: int) -> np.ndarray | str:
 def _extract_job(
     items: list[_Item], ark: str, scp: str, options: FeatureOptions
 ) -> Iterator[tuple[str, int, np.ndarray | str]]:
-    """Write one job's ark/scp; yields (utt, frames, CMVN stats) per utterance, in order, or
-    (utt, 0, why) for one skipped.
+    """Write one job's ark and its scp (sorted); yields (utt, frames, CMVN stats) per
+    utterance, in the order of ``items`` (file by file), or (utt, 0, why) for one skipped.
 
     One job is one core, as in Kaldi: torch's extra threads would contend with the others."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         extractor = make_extractor(options)
+        audio = _Audio()
         with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
             for item in items:
-                samples = _load_item(item, options.sample_rate)
+                samples = _load_item(item, audio, options.sample_rate)
                 if not isinstance(samples, str) and num_frames(samples.size,
                                                                options.sample_rate) == 0:
                     # compute-fbank-feats writes no frames; fix_data_dir.sh drops it
@@ -172,18 +219,27 @@ def _extract_job(
                 feats = compute_features(samples, extractor, options.sample_rate)
                 writer(item.utt, feats)
                 yield item.utt, feats.shape[0], cmvn_stats(feats)
+        lines = Path(scp).read_text().splitlines(keepends=True)
+        with atomic_write(scp) as f:
+            f.writelines(sorted(lines, key=_scp_key))
     finally:
         torch.set_num_threads(threads)
 
 
+def _scp_key(line: str) -> bytes:
+    return line.split(" ", 1)[0].encode()
+
+
 def _items(src: Path) -> list[_Item]:
+    """The utterances of ``src``, sorted as Kaldi sorts them; each recording's wav.scp value
+    checked (a pipe's programs) before any audio is read."""
     wav = read_table(src / "wav.scp")
     if not wav:
         raise AsrdistError(f"{src / 'wav.scp'} is empty: no utterances in {src}")
     segments_path = src / "segments"
     if not segments_path.is_file():
-        return [_Item(utt, wav[utt]) for utt in c_sorted(wav)]
-    items = []
+        return [_Item(utt, wav[utt], _source(wav[utt], utt)) for utt in c_sorted(wav)]
+    items, sources = [], {}
     for utt, rest in read_table(segments_path).items():
         fields = rest.split()
         if len(fields) != 3 or fields[0] not in wav:
@@ -192,8 +248,41 @@ def _items(src: Path) -> list[_Item]:
             start, end = float(fields[1]), float(fields[2])
         except ValueError:
             raise AsrdistError(f"{segments_path}: bad times for {utt}: {rest!r}") from None
-        items.append(_Item(utt, wav[fields[0]], start, end, segment=True))
+        value = wav[fields[0]]
+        if value not in sources:
+            sources[value] = _source(value, utt)
+        items.append(_Item(utt, value, sources[value], start, end, segment=True))
     return sorted(items, key=lambda i: i.utt.encode())
+
+
+def _source(value: str, utt: str) -> WavFile | SphereChannel | Pipe:
+    """How ``value`` is read; a missing program or audio file stops here, before the work."""
+    try:
+        source = audio_source(value)
+    except AsrdistError as e:
+        raise AsrdistError(f"utterance {utt}: {e.message}") from e
+    if not isinstance(source, Pipe) and not os.path.isfile(source.path):
+        raise AsrdistError(f"utterance {utt}: cannot read audio {value.strip()!r}: "
+                           f"no such file {source.path}")
+    return source
+
+
+def _by_file(items: list[_Item]) -> list[list[_Item]]:
+    """``items`` grouped by the file they are read from (in the order of each file's first
+    utterance), each group in its work order (:attr:`_Item.order`)."""
+    groups: dict[tuple[str, str], list[_Item]] = {}
+    for item in items:
+        groups.setdefault(item.file, []).append(item)
+    return [sorted(group, key=lambda i: i.order) for group in groups.values()]
+
+
+def _warn_in_process(items: list[_Item]) -> None:
+    """One line each when SPHERE audio is decoded by pure Python, or sped up not by sox."""
+    spheres = [i.source for i in items if isinstance(i.source, SphereChannel)]
+    if spheres and not native_decoder():
+        log.warning("%s", FALLBACK_WARNING)
+    if any(s.speed != 1.0 for s in spheres):
+        log.warning("%s", SPEED_WARNING)
 
 
 def make_features(
@@ -201,7 +290,8 @@ def make_features(
     runner: Runner = LOCAL,
 ) -> Path | Skipped:
     """Extract features for the Kaldi data dir ``src`` into ``dest`` (contracts.md, stage 1)
-    in ``nj`` jobs run by ``runner``; the jobs' contiguous parts keep the scps' sorted order.
+    in ``nj`` jobs run by ``runner``. A job gets whole files (a Switchboard conversation's
+    two sides and speed copies) and reads each once; the scps are sorted as Kaldi's are.
 
     Returns ``dest``, or Skipped when it is done with the same options and SRC tables.
     """
@@ -228,7 +318,9 @@ def make_features(
     if missing:
         raise AsrdistError(f"{src / 'utt2spk'}: no speaker for utterance {missing[0]}")
     check_tables(src, {i.utt for i in items})
-    parts = split(items, nj)
+    _warn_in_process(items)
+    # one file's utterances in one job, which decodes the file once for all of them
+    parts = split_groups(_by_file(items), nj)
     name = f"{options.kind}_{src.name}"
     arks = [dest / "data" / f"raw_{name}.{j}.ark" for j in range(1, len(parts) + 1)]
     scps = [ark.with_suffix(".scp") for ark in arks]
@@ -238,7 +330,7 @@ def make_features(
         jobs = runner.map(options.kind, _extract_job, [
             (part, str(ark), str(scp), options)
             for part, ark, scp in zip(parts, arks, scps, strict=True)], bar)
-    results = [r for job in jobs for r in job]
+    results = sorted((r for job in jobs for r in job), key=lambda r: r[0].encode())
     skipped = {utt: why for utt, _, why in results if isinstance(why, str)}
     results = [r for r in results if not isinstance(r[2], str)]
     log.info("%s: %d utterances in %.1f s", name, len(results), time.time() - start)
@@ -349,9 +441,9 @@ def _write_outputs(
         for spk in c_sorted(speaker_stats):
             writer(spk, speaker_stats[spk])
     shutil.move(tmp_scp, dest / "cmvn.scp")
+    lines = [line for scp in scps for line in scp.read_text().splitlines(keepends=True)]
     with atomic_write(dest / "feats.scp") as f:
-        for scp in scps:
-            f.write(scp.read_text())
+        f.writelines(sorted(lines, key=_scp_key))
 
 
 def feature_summary(dest: str | os.PathLike) -> str:

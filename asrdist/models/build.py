@@ -7,29 +7,38 @@ from typing import Any
 
 from torch import nn
 
-from asrdist.errors import AsrdistError
 from asrdist.models.blstm import BLSTM
 from asrdist.models.dnn import DNN
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, in_range, option
 
 MODEL_TYPES = ("blstm", "dnn")
 ACTIVATIONS = ("relu", "sigmoid")
 
 
-@dataclass
-class ModelConfig:
-    """Type and sizes of an acoustic model; stored in final.pt so decoding can rebuild it."""
+@dataclass(frozen=True)
+class ModelConfig(Options):
+    """Type and sizes of an acoustic model; stored in final.pt so decoding can rebuild it. The
+    options' declarations (asrdist-train's and asrdist-simulate's flags)."""
 
-    type: str = "blstm"
-    layers: int = 4  # BLSTM layers
-    units: int = 512  # BLSTM cells per direction
-    bottleneck: int = 0  # BLSTM linear bottleneck before the output layer; 0 = none
-    chunk_left_context: int = 0  # BLSTM: extra input frames before each chunk (outputs dropped)
-    chunk_right_context: int = 0  # BLSTM: extra input frames after each chunk
-    splice: int = 5  # DNN: frames of context either side
-    hidden_layers: int = 6  # DNN
-    hidden_units: int = 1024  # DNN
-    dropout: float = 0.0
-    activation: str = "relu"  # DNN hidden units: relu, or sigmoid (RBM-pretrainable)
+    type: str = option("blstm", "acoustic model type", MODEL_TYPES, name="model")
+    layers: int = option(4, "BLSTM: layers", check=POSITIVE)
+    units: int = option(512, "BLSTM: cells per direction", check=POSITIVE)
+    bottleneck: int = option(0, "BLSTM: linear bottleneck before the output layer (0 = none)",
+                             check=NON_NEGATIVE)
+    chunk_left_context: int = option(0, "BLSTM: extra input frames before each training "
+                                     "chunk, not labelled (Kaldi's chunk-left-context: 40)",
+                                     check=NON_NEGATIVE)
+    chunk_right_context: int = option(0, "BLSTM: extra input frames after each training "
+                                      "chunk, not labelled (Kaldi's chunk-right-context: 40)",
+                                      check=NON_NEGATIVE)
+    splice: int = option(5, "DNN: frames of context either side of each frame",
+                         check=NON_NEGATIVE)
+    hidden_layers: int = option(6, "DNN: hidden layers (0 = a linear model)",
+                                check=NON_NEGATIVE)
+    hidden_units: int = option(1024, "DNN: units per hidden layer", check=POSITIVE)
+    dropout: float = option(0.0, "dropout between layers", check=in_range(0, 1))
+    activation: str = option("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
+                             "needed by --init-dbn)", ACTIVATIONS)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -37,11 +46,6 @@ class ModelConfig:
 
 def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module:
     """A fresh model; it has ``left_context``/``right_context`` (extra input frames it needs)."""
-    if config.type == "blstm":
-        return BLSTM(
-            input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout,
-            config.chunk_left_context, config.chunk_right_context,
-        )
     if config.type == "dnn":
         return DNN(
             input_dim,
@@ -52,5 +56,7 @@ def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module
             config.dropout,
             config.activation,
         )
-    choices = ", ".join(MODEL_TYPES)
-    raise AsrdistError(f"unknown model type {config.type!r}; choose one of {choices}")
+    return BLSTM(
+        input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout,
+        config.chunk_left_context, config.chunk_right_context,
+    )

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
 from asrdist.optim.ngsgd import NGSGD, NGOptions
+from asrdist.options import NON_NEGATIVE, Options, option
 
 OPTIMIZERS = ("sgd", "ngsgd")
+
+
+@dataclass(frozen=True)
+class OptimizerOptions(Options):
+    """The optimizer's options but the learning rate (the schedule's) and NG-SGD's own
+    (:class:`NGOptions`)."""
+
+    optimizer: str = option("sgd", "sgd, or ngsgd: Kaldi's online natural-gradient SGD on "
+                            "every affine layer (the BLSTM's LSTM weights stay plain SGD)",
+                            OPTIMIZERS)
+    momentum: float = option(0.9, "SGD momentum", check=NON_NEGATIVE)
+    nesterov: bool = option(False, "Nesterov momentum")
+    weight_decay: float = option(0.0, "L2 weight decay", check=NON_NEGATIVE)
 
 
 def build_optimizer(

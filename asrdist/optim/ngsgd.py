@@ -29,17 +29,25 @@ from torch import nn
 
 from asrdist.errors import AsrdistError
 from asrdist.optim.natural_gradient import OnlineNaturalGradient
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 
 
 @dataclass(frozen=True)
-class NGOptions:
-    """Kaldi's NaturalGradientAffineComponent defaults."""
+class NGOptions(Options):
+    """Kaldi's NaturalGradientAffineComponent defaults; the options are ``--ng-*``."""
 
-    rank_in: int = 20
-    rank_out: int = 80
-    update_period: int = 4
-    num_samples_history: float = 2000.0
-    alpha: float = 4.0
+    rank_in: int = option(20, "ngsgd: rank of the Fisher estimate of each layer's input",
+                          check=POSITIVE, name="ng_rank_in")
+    rank_out: int = option(80, "ngsgd: rank of the Fisher estimate of each layer's output "
+                           "derivative", check=POSITIVE, name="ng_rank_out")
+    update_period: int = option(4, "ngsgd: minibatches between updates of the Fisher "
+                                "estimates (after the first 10)", check=POSITIVE,
+                                name="ng_update_period")
+    num_samples_history: float = option(2000.0, "ngsgd: time constant of the Fisher "
+                                        "estimates, in rows (frames)", check=POSITIVE,
+                                        name="ng_num_samples_history")
+    alpha: float = option(4.0, "ngsgd: smoothing of the Fisher matrix with the identity",
+                          check=NON_NEGATIVE, name="ng_alpha")
 
 
 class _AffineNG:

@@ -46,10 +46,11 @@ from typing import Any
 
 import torch
 
+from asrdist.options import option
 from asrdist.parallel import rings, rules
 from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
-from asrdist.parallel.options import CommonOptions, option
+from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner

@@ -20,10 +20,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from asrdist.errors import AsrdistError
+from asrdist.options import NON_NEGATIVE, option
 from asrdist.parallel.adpsgd import ADPSGD, VARIANTS, ADPSGDOptions
 from asrdist.parallel.ddp import HookState, allreduce_mean_hook
-from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import node_groups
 from asrdist.parallel.strategy import Learner
@@ -33,17 +32,9 @@ from asrdist.parallel.weights import model_device
 @dataclass(frozen=True)
 class HADPSGDOptions(ADPSGDOptions):
     learners_per_node: int = option(0, "hadpsgd: learners per super-learner, in consecutive "
-                                    "ranks (0 = the launcher's nodes)")
+                                    "ranks (0 = the launcher's nodes)", check=NON_NEGATIVE)
     hadpsgd_variant: str = option("fixed", "hadpsgd: ADPSGD variant among super-learners",
                                   tuple(VARIANTS))
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.learners_per_node >= 0, "learners_per_node", self.learners_per_node,
-                "not be negative")
-        if self.hadpsgd_variant not in VARIANTS:
-            raise AsrdistError(f"--hadpsgd-variant {self.hadpsgd_variant!r}: choose "
-                               f"{', '.join(VARIANTS)}")
 
 
 class HADPSGD(ADPSGD):

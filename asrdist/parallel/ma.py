@@ -19,8 +19,9 @@ from typing import Any
 import torch
 from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
+from asrdist.options import NON_NEGATIVE, POSITIVE, option
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import CommonOptions, option, require, training_option
+from asrdist.parallel.options import CommonOptions, training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
@@ -29,18 +30,14 @@ from asrdist.parallel.weights import unwrap
 
 @dataclass(frozen=True)
 class MAOptions(CommonOptions):
-    avg_period: int = option(8, "ma, bmuf, diloco: local steps between weight averages")
+    avg_period: int = option(8, "ma, bmuf, diloco: local steps between weight averages",
+                             check=POSITIVE)
     avg_frames: int = option(0, "ma, bmuf, diloco: training frames per learner between "
                              "weight averages, rounded to whole steps of batch-size x "
                              "chunk-len frames; replaces --avg-period when set "
-                             "(0 = use --avg-period)")
+                             "(0 = use --avg-period)", check=NON_NEGATIVE)
     batch_size: int = training_option(256, "the run's chunks per learner per step")
     chunk_len: int = training_option(21, "the run's labelled frames per chunk")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.avg_period >= 1, "avg_period", self.avg_period, "be positive")
-        require(self.avg_frames >= 0, "avg_frames", self.avg_frames, "not be negative")
 
     def period(self) -> int:
         """Local steps between averages."""

@@ -1,10 +1,12 @@
-"""Strategy options: each strategy declares a frozen dataclass of them, and owns their checks.
+"""Strategy options: each strategy declares a frozen dataclass of them (asrdist.options).
 
-A field's name is its YAML key and, with ``_`` -> ``-``, its asrdist-train flag; its metadata
-holds the help text and the allowed choices. The dataclass checks its values in
-``__post_init__`` (raising :class:`AsrdistError` naming the flag), so a bad value is refused
-where the option is defined, whichever strategy the run uses. A field named like a training
-option (``seed``) is not a flag of its own: the strategy gets that option's value.
+A field's name is its YAML key and, with ``_`` -> ``-``, its asrdist-train flag (and
+asrdist-simulate's, for the options a simulated run has); its declaration holds the default,
+the help text, the allowed choices and the check, run when the dataclass is made (raising
+:class:`AsrdistError` naming the flag), so a bad value is refused where the option is defined,
+whichever strategy the run uses. A field named like a training option (``seed``) is not a flag
+of its own: the strategy gets that option's value. ``option``, ``require`` and ``flag`` are
+asrdist.options's, importable from here as well (strategy modules of one's own use them).
 """
 
 from __future__ import annotations
@@ -13,52 +15,38 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from asrdist.errors import AsrdistError
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, flag, option, require
 from asrdist.parallel.slow import parse_slow_learner
 
-
-def option(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
-    """A dataclass field carrying its flag's help text and choices."""
-    return field(default=default, metadata={"help": help, "choices": choices})
+__all__ = ["CommonOptions", "NoOptions", "flag", "option", "require", "training_option"]
 
 
 def training_option(default: Any, help: str) -> Any:
     """A field named like a training option (``seed``, ``batch_size``): no flag of its own,
     the strategy gets the run's value; ``default`` serves a strategy made outside a run."""
-    return field(default=default, metadata={"help": help, "choices": None, "training": True})
-
-
-def flag(name: str) -> str:
-    """The command-line flag of option ``name``."""
-    return "--" + name.replace("_", "-")
-
-
-def require(ok: bool, name: str, value: Any, what: str) -> None:
-    """Refuse ``value`` of option ``name`` unless ``ok``; ``what``: "be positive", ..."""
-    if not ok:
-        raise AsrdistError(f"{flag(name)} must {what}, got {value}")
+    return field(default=default, metadata={"help": help, "choices": None, "check": None,
+                                            "name": None, "training": True})
 
 
 @dataclass(frozen=True)
-class NoOptions:
+class NoOptions(Options):
     """The options of a strategy that takes none."""
 
 
 @dataclass(frozen=True)
-class CommonOptions:
+class CommonOptions(Options):
     """Options every multi-learner strategy takes."""
 
     exchange_timeout: float = option(120.0, "seconds a rendezvous or any exchange may take; "
-                                     "then the job ends naming the lost learner")
+                                     "then the job ends naming the lost learner",
+                                     check=POSITIVE)
     slow_learner: str = option("", "RANK:FACTOR: make learner RANK FACTOR times slower "
                                "(straggler studies)")
     distance_every: float = option(30.0, "seconds between samples of each learner's distance "
-                                   "to the learners' mean (0 = off)")
+                                   "to the learners' mean (0 = off)", check=NON_NEGATIVE)
 
     def __post_init__(self) -> None:
-        require(self.exchange_timeout > 0, "exchange_timeout", self.exchange_timeout,
-                "be positive")
-        require(self.distance_every >= 0, "distance_every", self.distance_every,
-                "not be negative")
+        super().__post_init__()
         parse_slow_learner(self.slow_learner)
 
     def check_world(self, world_size: int) -> None:

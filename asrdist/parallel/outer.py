@@ -52,8 +52,8 @@ from typing import Any
 
 import torch
 
+from asrdist.options import POSITIVE, Check, in_range, option
 from asrdist.parallel.ma import MAOptions, ModelAveraging
-from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
@@ -183,17 +183,13 @@ class OuterAveraging(ModelAveraging):
 @dataclass(frozen=True)
 class BMUFOptions(MAOptions):
     bmuf_momentum: float = option(-1.0, "bmuf: block momentum eta in [0, 1) "
-                                  "(-1 = 1 - 1/N, CNTK's default)")
+                                  "(-1 = 1 - 1/N, CNTK's default)",
+                                  check=Check(lambda v: v == -1.0 or 0.0 <= v < 1.0,
+                                              "be in [0, 1) or -1 (1 - 1/N)"))
     bmuf_lr: float = option(1.0, "bmuf: block learning rate zeta (CNTK's scale: the "
-                            "learners' updates summed, times 1 - eta)")
+                            "learners' updates summed, times 1 - eta)", check=POSITIVE)
     bmuf_nesterov: bool = option(True, "bmuf: Nesterov block momentum (the next block starts "
                                  "from w - eta*v), else classic")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.bmuf_momentum == -1.0 or 0.0 <= self.bmuf_momentum < 1.0,
-                "bmuf_momentum", self.bmuf_momentum, "be in [0, 1) or -1 (1 - 1/N)")
-        require(self.bmuf_lr > 0, "bmuf_lr", self.bmuf_lr, "be positive")
 
 
 class BMUF(OuterAveraging):
@@ -220,14 +216,9 @@ register(StrategySpec(
 
 @dataclass(frozen=True)
 class DiLoCoOptions(MAOptions):
-    diloco_lr: float = option(0.7, "diloco: outer learning rate")
-    diloco_momentum: float = option(0.9, "diloco: outer Nesterov momentum (0 = outer SGD)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        require(self.diloco_lr > 0, "diloco_lr", self.diloco_lr, "be positive")
-        require(0.0 <= self.diloco_momentum < 1.0, "diloco_momentum", self.diloco_momentum,
-                "be in [0, 1)")
+    diloco_lr: float = option(0.7, "diloco: outer learning rate", check=POSITIVE)
+    diloco_momentum: float = option(0.9, "diloco: outer Nesterov momentum (0 = outer SGD)",
+                                    check=in_range(0, 1))
 
 
 class DiLoCo(OuterAveraging):

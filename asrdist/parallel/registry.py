@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from asrdist.parallel.options import CommonOptions, NoOptions, flag
+from asrdist.options import flag
+from asrdist.parallel.options import CommonOptions, NoOptions
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",

@@ -4,6 +4,7 @@ and the held-out evaluation that the CLI and the studies share."""
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from asrdist.simulate.corpus import ChunkPool, heldout_figures
 from asrdist.simulate.run import Result, simulate
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.loss import frame_loss
+from asrdist.train.schedule import ScheduleOptions, make_schedule
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,11 @@ class RunSpec:
     options: dict[str, Any] = field(default_factory=dict)  # the strategy's own
     seed: int = 0
     evals: int = 4  # held-out evaluations over the run (and one at its end)
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    # the learning-rate rule asrdist-train follows (its lr replaces ``lr``); None: ``lr`` at
+    # every step, unscaled
+    schedule: ScheduleOptions | None = None
 
     def global_batch(self) -> int:
         return self.learners * self.batch
@@ -51,13 +58,36 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None) -> Resu
     return simulate(
         spec.algo, spec.learners, steps,
         make_model=lambda i: copy.deepcopy(init),
-        make_optimizer=lambda m: torch.optim.SGD(m.parameters(), lr=spec.lr,
-                                                 momentum=spec.momentum),
+        make_optimizer=lambda m: _optimizer(spec, m, per_epoch, steps),
         loss_fn=loss_fn, speed=speed, options=_options(spec, pool),
         grad_clip=spec.grad_clip,
         eval_fn=lambda m: heldout_figures(m, pool.heldout),
         eval_every=max(1, steps // max(spec.evals, 1)), epoch_steps=per_epoch * spec.learners,
     )
+
+
+def _optimizer(spec: RunSpec, model: torch.nn.Module, per_epoch: int,
+               steps: int) -> torch.optim.Optimizer:
+    """One learner's SGD; under a schedule, each step's rate is set before the step from the
+    learner's own step count, as asrdist-train's learners set it from theirs."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum,
+                                nesterov=spec.nesterov and spec.momentum > 0,
+                                weight_decay=spec.weight_decay)
+    if spec.schedule is None:
+        return optimizer
+    epochs = max(1, math.ceil(steps / per_epoch))
+    schedule = make_schedule(spec.schedule, spec.batch, [per_epoch] * epochs, spec.learners,
+                             max_steps=steps)
+    taken = [0]
+
+    def set_rate(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        rate = schedule.lr_at(taken[0], taken[0] // per_epoch)
+        for group in opt.param_groups:
+            group["lr"] = rate
+        taken[0] += 1
+
+    optimizer.register_step_pre_hook(set_rate)
+    return optimizer
 
 
 def _options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:

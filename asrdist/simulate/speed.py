@@ -21,25 +21,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from asrdist.errors import AsrdistError
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 from asrdist.parallel.slow import parse_slow_learner
 
 
 @dataclass(frozen=True)
-class SpeedModel:
-    compute_s: float = 1.0
-    update_s: float = 0.0
-    jitter: float = 0.0
-    slow: dict[int, float] = field(default_factory=dict)
-    latency_s: float = 0.0
-    bandwidth: float = math.inf
-    seed: int = 0
+class SpeedModel(Options):
+    """The speed model's options are asrdist-simulate's flags; its slow learner comes from
+    ``--slow-learner`` (:meth:`with_slow`) and its seed from the run's."""
 
-    def __post_init__(self) -> None:
-        times = (self.compute_s, self.update_s, self.jitter, self.latency_s)
-        if min(times) < 0 or self.bandwidth <= 0:
-            raise AsrdistError(f"speed model {self}: times and spreads must not be negative, "
-                               "bandwidth must be positive")
+    compute_s: float = option(1.0, "simulated seconds of forward and backward a step",
+                              check=NON_NEGATIVE)
+    update_s: float = option(0.0, "simulated seconds of optimizer step and data loading a step",
+                             check=NON_NEGATIVE)
+    jitter: float = option(0.0, "relative spread of the compute time (log-normal, mean one)",
+                           check=NON_NEGATIVE)
+    slow: dict[int, float] = field(default_factory=dict)
+    latency_s: float = option(0.0, "seconds per message", check=NON_NEGATIVE, name="latency")
+    bandwidth: float = option(math.inf, "bytes/s per link", check=POSITIVE)
+    seed: int = 0
 
     @classmethod
     def with_slow(cls, spec: str | None, **kwargs: float) -> SpeedModel:

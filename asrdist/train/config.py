@@ -1,17 +1,19 @@
 """Every training option in one dataclass: defaults < YAML config file < command-line flags.
 
-The CLI makes one flag per option (``chunk_len`` -> ``--chunk-len``) from the help text kept
-here, so a value can never be settable in YAML and missing on the command line, or the
-reverse; the run dir's config.yaml holds every value used and can be passed back as --config.
-The strategies' options are not listed here: each strategy declares and checks its own
-(asrdist.parallel.options), and the registry's union of them are keys and flags like any
-other, held in ``TrainConfig.strategy_options``.
+The CLI makes one flag per option (``chunk_len`` -> ``--chunk-len``) from the declarations, so
+a value can never be settable in YAML and missing on the command line, or the reverse; the run
+dir's config.yaml holds every value used and can be passed back as --config. Each option is
+declared once (asrdist.options): the trainer's own here; those of a component where the
+component is (the model's in asrdist.models.build, SpecAugment's, the optimizer's, NG-SGD's,
+the learning-rate schedule's), offered here with :func:`option_of`, which takes the field
+with its default, help and check. The strategies' options are not listed here: each strategy
+declares and checks its own (asrdist.parallel.options), and the registry's union of them are
+keys and flags like any other, held in ``TrainConfig.strategy_options``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -21,132 +23,126 @@ import yaml
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import ACTIVATIONS, MODEL_TYPES, ModelConfig
-from asrdist.optim.build import OPTIMIZERS
+from asrdist.models.build import ModelConfig
+from asrdist.optim.build import OptimizerOptions
 from asrdist.optim.ngsgd import NGOptions
+from asrdist.options import (
+    NON_NEGATIVE,
+    POSITIVE,
+    check_fields,
+    coerce,
+    declared,
+    flag,
+    in_range,
+    make,
+    option,
+    option_of,
+)
 from asrdist.parallel import registry
-from asrdist.parallel.options import flag
+from asrdist.train.schedule import ScheduleOptions
 from asrdist.train.spec_augment import MaskOptions
-
-
-def _opt(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
-    return field(default=default, metadata={"help": help, "choices": choices})
 
 
 @dataclass
 class TrainConfig:
     """Options of one training run (see each field's help)."""
 
-    data: str = _opt("", "features: Kaldi data dir (feats.scp, utt2spk, cmvn.scp, "
-                     "utt2num_frames) or a lhotse cuts manifest (.jsonl.gz) with features")
-    targets: str = _opt("", "ingested alignment dir (pdf.scp, num_pdfs, pdf_counts)")
-    out: str = _opt("", "run dir to write")
-    model: str = _opt("blstm", "acoustic model type", MODEL_TYPES)
-    layers: int = _opt(4, "BLSTM: layers")
-    units: int = _opt(512, "BLSTM: cells per direction")
-    bottleneck: int = _opt(0, "BLSTM: linear bottleneck before the output layer (0 = none)")
-    chunk_left_context: int = _opt(0, "BLSTM: extra input frames before each training chunk, "
-                                   "not labelled (Kaldi's chunk-left-context: 40)")
-    chunk_right_context: int = _opt(0, "BLSTM: extra input frames after each training chunk, "
-                                    "not labelled (Kaldi's chunk-right-context: 40)")
-    splice: int = _opt(5, "DNN: frames of context either side of each frame")
-    hidden_layers: int = _opt(6, "DNN: hidden layers")
-    hidden_units: int = _opt(1024, "DNN: units per hidden layer")
-    activation: str = _opt("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
-                           "needed by --init-dbn)", ACTIVATIONS)
-    init_dbn: str = _opt("", "DNN: initialise the hidden layers from this RBM stack "
-                         "(asrdist-pretrain-rbm's dbn.pt)")
-    dropout: float = _opt(0.0, "dropout between layers")
-    feature_masks: int = _opt(0, "SpecAugment: bands of input dims masked per training chunk "
-                              "(0 = none)")
-    feature_mask_width: int = _opt(2, "SpecAugment: the widest band, in input dims")
-    time_masks: int = _opt(0, "SpecAugment: runs of frames masked per training chunk "
-                           "(0 = none; 15 % of a chunk's frames at most in all)")
-    time_mask_width: int = _opt(2, "SpecAugment: the longest run, in frames")
-    vtlp_warp: float = _opt(0.0, "VTLP: warp each MFCC training chunk's frequency axis by a "
-                            "factor drawn from [1 - W, 1 + W] (0 = none)")
-    chunk_len: int = _opt(21, "labelled frames per training chunk (IBM: 21)")
-    batch_size: int = _opt(256, "chunks per learner per step")
-    epochs: int = _opt(10, "passes over the training data")
-    max_steps: int = _opt(0, "stop after this many steps in all (0 = no limit)")
-    seed: int = _opt(0, "seed of weights, data order and held-out choice")
-    lr: float = _opt(0.1, "learning rate at a global batch of --lr-ref-batch chunks")
-    lr_schedule: str = _opt("ibm", "learning-rate rule: ibm (batch scaling, warm-up, per-epoch "
-                            "annealing) or kaldi (learners x --lr decaying exponentially to "
-                            "--lr-final; Kaldi's parameter averaging)", ("ibm", "kaldi"))
-    lr_final: float = _opt(0.01, "kaldi schedule: the effective learning rate at the end")
-    lr_ref_batch: int = _opt(256, "global batch (chunks) at which --lr applies")
-    lr_scaling: str = _opt("linear", "how the peak learning rate follows the global batch "
-                           "(batch-size x learners)", ("linear", "sqrt", "none"))
-    warmup_epochs: float = _opt(1.0, "linear warm-up from --lr to the scaled peak, in epochs")
-    anneal_start: int = _opt(6, "first epoch (counted from 1) whose learning rate is annealed")
-    anneal_factor: float = _opt(math.sqrt(2), "divide the learning rate by this every epoch "
-                                "from --anneal-start on (IBM: sqrt 2)")
-    optimizer: str = _opt("sgd", "sgd, or ngsgd: Kaldi's online natural-gradient SGD on every "
-                          "affine layer (the BLSTM's LSTM weights stay plain SGD)", OPTIMIZERS)
-    ng_rank_in: int = _opt(20, "ngsgd: rank of the Fisher estimate of each layer's input")
-    ng_rank_out: int = _opt(80, "ngsgd: rank of the Fisher estimate of each layer's output "
-                            "derivative")
-    ng_update_period: int = _opt(4, "ngsgd: minibatches between updates of the Fisher "
-                                 "estimates (after the first 10)")
-    ng_num_samples_history: float = _opt(2000.0, "ngsgd: time constant of the Fisher "
-                                         "estimates, in rows (frames)")
-    ng_alpha: float = _opt(4.0, "ngsgd: smoothing of the Fisher matrix with the identity")
-    momentum: float = _opt(0.9, "SGD momentum")
-    nesterov: bool = _opt(False, "Nesterov momentum")
-    weight_decay: float = _opt(0.0, "L2 weight decay")
-    grad_clip: float = _opt(0.0, "clip the gradient's total norm to this (0 = off)")
-    cmvn: str = _opt("spk", "mean (and variance) normalisation: per speaker from cmvn.scp, "
-                     "per utterance, or none", ("spk", "utt", "none"))
-    cmvn_norm_vars: bool = _opt(False, "normalise variances too (apply-cmvn --norm-vars)")
-    shuffle_buffer: int = _opt(8192, "chunks in the shuffle buffer (memory is about "
-                               "buffer x chunk frames x dim x 4 bytes)")
-    heldout_utts: int = _opt(100, "utterances held out for cross-entropy and frame accuracy")
-    heldout_every: int = _opt(0, "also evaluate held-out every this many steps (0 = per epoch)")
-    checkpoint_every: int = _opt(500, "write a checkpoint every this many steps (and per epoch)")
-    keep_checkpoints: int = _opt(2, "checkpoints kept per learner")
-    log_every: int = _opt(10, "steps per metrics.jsonl record")
-    max_missing_targets: float = _opt(0.05, "fail when more than this fraction of the "
-                                      "utterances has no targets")
-    device: str = _opt("cpu", "cpu, cuda or cuda:N")
-    bf16: bool = _opt(False, "bf16 autocast for forward and loss")
-    algo: str = _opt("single", "distributed strategy (asrdist.parallel.registry)")
-    resume: bool = _opt(False, "continue from the newest checkpoint in --out (a run finished "
-                        "with other options or data is trained again from scratch, its "
-                        "checkpoints, metrics and final.pt removed first)")
-    resume_allow: str = _opt("", "with --resume, options whose value may differ from the "
-                             "run's (comma-separated names, e.g. batch_size,lr; data and "
-                             "targets cover their files too; all: any): a deliberate change, "
-                             "logged and recorded in metrics.jsonl's start record; without it "
-                             "--resume refuses any change of what the run is")
-    stop_signals: str = _opt("TERM,USR1,INT", "signals that make every learner checkpoint and "
-                             "exit with status 75 (Slurm's --signal, preemption, time limit; "
-                             "Ctrl-C: a second one ends at once)")
+    data: str = option("", "features: Kaldi data dir (feats.scp, utt2spk, cmvn.scp, "
+                       "utt2num_frames) or a lhotse cuts manifest (.jsonl.gz) with features")
+    targets: str = option("", "ingested alignment dir (pdf.scp, num_pdfs, pdf_counts)")
+    out: str = option("", "run dir to write")
+    model: str = option_of(ModelConfig, "model")
+    layers: int = option_of(ModelConfig, "layers")
+    units: int = option_of(ModelConfig, "units")
+    bottleneck: int = option_of(ModelConfig, "bottleneck")
+    chunk_left_context: int = option_of(ModelConfig, "chunk_left_context")
+    chunk_right_context: int = option_of(ModelConfig, "chunk_right_context")
+    splice: int = option_of(ModelConfig, "splice")
+    hidden_layers: int = option_of(ModelConfig, "hidden_layers")
+    hidden_units: int = option_of(ModelConfig, "hidden_units")
+    activation: str = option_of(ModelConfig, "activation")
+    init_dbn: str = option("", "DNN: initialise the hidden layers from this RBM stack "
+                           "(asrdist-pretrain-rbm's dbn.pt)")
+    dropout: float = option_of(ModelConfig, "dropout")
+    feature_masks: int = option_of(MaskOptions, "feature_masks")
+    feature_mask_width: int = option_of(MaskOptions, "feature_mask_width")
+    time_masks: int = option_of(MaskOptions, "time_masks")
+    time_mask_width: int = option_of(MaskOptions, "time_mask_width")
+    vtlp_warp: float = option(0.0, "VTLP: warp each MFCC training chunk's frequency axis by a "
+                              "factor drawn from [1 - W, 1 + W] (0 = none)",
+                              check=in_range(0, 0.5))
+    chunk_len: int = option(21, "labelled frames per training chunk (IBM: 21)", check=POSITIVE)
+    batch_size: int = option(256, "chunks per learner per step", check=POSITIVE)
+    epochs: int = option(10, "passes over the training data", check=POSITIVE)
+    max_steps: int = option(0, "stop after this many steps in all (0 = no limit)",
+                            check=NON_NEGATIVE)
+    seed: int = option(0, "seed of weights, data order and held-out choice")
+    lr: float = option_of(ScheduleOptions, "lr")
+    lr_schedule: str = option_of(ScheduleOptions, "lr_schedule")
+    lr_final: float = option_of(ScheduleOptions, "lr_final")
+    lr_ref_batch: int = option_of(ScheduleOptions, "lr_ref_batch")
+    lr_scaling: str = option_of(ScheduleOptions, "lr_scaling")
+    warmup_epochs: float = option_of(ScheduleOptions, "warmup_epochs")
+    anneal_start: int = option_of(ScheduleOptions, "anneal_start")
+    anneal_factor: float = option_of(ScheduleOptions, "anneal_factor")
+    optimizer: str = option_of(OptimizerOptions, "optimizer")
+    ng_rank_in: int = option_of(NGOptions, "ng_rank_in")
+    ng_rank_out: int = option_of(NGOptions, "ng_rank_out")
+    ng_update_period: int = option_of(NGOptions, "ng_update_period")
+    ng_num_samples_history: float = option_of(NGOptions, "ng_num_samples_history")
+    ng_alpha: float = option_of(NGOptions, "ng_alpha")
+    momentum: float = option_of(OptimizerOptions, "momentum")
+    nesterov: bool = option_of(OptimizerOptions, "nesterov")
+    weight_decay: float = option_of(OptimizerOptions, "weight_decay")
+    grad_clip: float = option(0.0, "clip the gradient's total norm to this (0 = off)",
+                              check=NON_NEGATIVE)
+    cmvn: str = option("spk", "mean (and variance) normalisation: per speaker from cmvn.scp, "
+                       "per utterance, or none", ("spk", "utt", "none"))
+    cmvn_norm_vars: bool = option(False, "normalise variances too (apply-cmvn --norm-vars)")
+    shuffle_buffer: int = option(8192, "chunks in the shuffle buffer (memory is about "
+                                 "buffer x chunk frames x dim x 4 bytes)", check=POSITIVE)
+    heldout_utts: int = option(100, "utterances held out for cross-entropy and frame accuracy",
+                               check=NON_NEGATIVE)
+    heldout_every: int = option(0, "also evaluate held-out every this many steps (0 = per "
+                                "epoch)", check=NON_NEGATIVE)
+    checkpoint_every: int = option(500, "write a checkpoint every this many steps (and per "
+                                   "epoch)", check=NON_NEGATIVE)
+    keep_checkpoints: int = option(2, "checkpoints kept per learner", check=POSITIVE)
+    log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE)
+    max_missing_targets: float = option(0.05, "fail when more than this fraction of the "
+                                        "utterances has no targets", check=NON_NEGATIVE)
+    device: str = option("cpu", "cpu, cuda or cuda:N")
+    bf16: bool = option(False, "bf16 autocast for forward and loss")
+    algo: str = option("single", "distributed strategy (asrdist.parallel.registry)")
+    resume: bool = option(False, "continue from the newest checkpoint in --out (a run finished "
+                          "with other options or data is trained again from scratch, its "
+                          "checkpoints, metrics and final.pt removed first)")
+    resume_allow: str = option("", "with --resume, options whose value may differ from the "
+                               "run's (comma-separated names, e.g. batch_size,lr; data and "
+                               "targets cover their files too; all: any): a deliberate "
+                               "change, logged and recorded in metrics.jsonl's start record; "
+                               "without it --resume refuses any change of what the run is")
+    stop_signals: str = option("TERM,USR1,INT", "signals that make every learner checkpoint "
+                               "and exit with status 75 (Slurm's --signal, preemption, time "
+                               "limit; Ctrl-C: a second one ends at once)")
     # every strategy's options by name (registry.option_fields), whatever --algo is
     strategy_options: dict[str, Any] = field(default_factory=dict)
 
+    def part(self, cls: type) -> Any:
+        """Component ``cls``'s options (a model config, the schedule's, ...) from this config."""
+        return make(cls, {name: getattr(self, name) for name in FIELDS})
+
     def model_config(self) -> ModelConfig:
-        return ModelConfig(
-            type=self.model,
-            layers=self.layers,
-            units=self.units,
-            bottleneck=self.bottleneck,
-            chunk_left_context=self.chunk_left_context,
-            chunk_right_context=self.chunk_right_context,
-            splice=self.splice,
-            hidden_layers=self.hidden_layers,
-            hidden_units=self.hidden_units,
-            dropout=self.dropout,
-            activation=self.activation,
-        )
+        return self.part(ModelConfig)
 
     def mask_options(self) -> MaskOptions:
-        return MaskOptions(self.feature_masks, self.feature_mask_width, self.time_masks,
-                           self.time_mask_width)
+        return self.part(MaskOptions)
 
     def ng_options(self) -> NGOptions:
-        return NGOptions(self.ng_rank_in, self.ng_rank_out, self.ng_update_period,
-                         self.ng_num_samples_history, self.ng_alpha)
+        return self.part(NGOptions)
+
+    def schedule_options(self) -> ScheduleOptions:
+        return self.part(ScheduleOptions)
 
     def option(self, name: str) -> Any:
         """The value of option ``name``, a training or a strategy option."""
@@ -170,16 +166,7 @@ class TrainConfig:
         out.update((name, self.option(name)) for name in strategy_fields())
         return out
 
-
-FIELDS = {f.name: f for f in fields(TrainConfig) if f.name != "strategy_options"}
-_POSITIVE = ("layers", "units", "hidden_layers", "hidden_units", "chunk_len", "batch_size",
-             "epochs", "lr_ref_batch", "shuffle_buffer", "log_every", "keep_checkpoints",
-             "anneal_start", "ng_rank_in", "ng_rank_out", "ng_update_period",
-             "ng_num_samples_history")
-_NON_NEGATIVE = ("bottleneck", "chunk_left_context", "chunk_right_context", "splice",
-                 "max_steps", "heldout_utts", "heldout_every", "checkpoint_every",
-                 "warmup_epochs", "momentum", "weight_decay", "grad_clip",
-                 "max_missing_targets", "dropout", "ng_alpha")
+FIELDS = declared(TrainConfig)
 
 
 def strategy_fields() -> dict[str, dataclasses.Field]:
@@ -193,40 +180,9 @@ def all_fields() -> dict[str, dataclasses.Field]:
     return {**FIELDS, **strategy_fields()}
 
 
-def field_kind(f: dataclasses.Field) -> str:
-    """"int", "float", "str" or "bool", whether or not the annotations are strings."""
-    return f.type if isinstance(f.type, str) else f.type.__name__
-
-
 def coerce_option(name: str, value: Any, where: str) -> Any:
     """``value`` as the type of option ``name``, or an error naming both."""
-    kind = field_kind(all_fields()[name])
-    bad = AsrdistError(f"{where}: {name}: {value!r} is not a valid {kind}")
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        raise bad
-    if kind == "int":
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
-        raise bad
-    if kind == "float":
-        if isinstance(value, bool):
-            raise bad
-        try:
-            out = float(value)  # YAML 1.1 reads "1e-3" as a string
-        except (TypeError, ValueError):
-            raise bad from None
-        if not math.isfinite(out):
-            raise bad
-        return out
-    if not isinstance(value, str):
-        raise bad
-    return value
+    return coerce(name, all_fields()[name], value, where)
 
 
 class _Loader(yaml.SafeLoader):
@@ -276,26 +232,7 @@ def validate(config: TrainConfig) -> None:
     for name in ("data", "targets", "out"):
         if not getattr(config, name):
             raise AsrdistError(f"--{name} is required (flag or config file)")
-    for name, f in all_fields().items():
-        value = config.option(name)
-        choices = f.metadata["choices"]
-        if choices and value not in choices:
-            raise AsrdistError(f"--{name.replace('_', '-')} {value!r}: choose one of "
-                               f"{', '.join(choices)}")
-        if name in _POSITIVE and value <= 0:
-            raise AsrdistError(f"--{name.replace('_', '-')} must be positive, got {value}")
-        if name in _NON_NEGATIVE and value < 0:
-            raise AsrdistError(f"--{name.replace('_', '-')} must not be negative, got {value}")
-    if config.lr <= 0:
-        raise AsrdistError(f"--lr must be positive, got {config.lr}")
-    if config.lr_final <= 0:
-        raise AsrdistError(f"--lr-final must be positive, got {config.lr_final}")
-    if config.anneal_factor < 1:
-        raise AsrdistError(f"--anneal-factor must be at least 1, got {config.anneal_factor}")
-    if not 0 <= config.vtlp_warp < 0.5:
-        raise AsrdistError(f"--vtlp-warp must be in [0, 0.5), got {config.vtlp_warp}")
-    if config.dropout >= 1:
-        raise AsrdistError(f"--dropout must be below 1, got {config.dropout}")
+    check_fields(config)  # each option as declared; the strategies' below
     if config.shuffle_buffer < config.batch_size:
         raise AsrdistError(f"--shuffle-buffer {config.shuffle_buffer} must hold at least "
                            f"--batch-size {config.batch_size} chunks")
@@ -307,7 +244,6 @@ def validate(config: TrainConfig) -> None:
     for name in resume_allowed(config):
         if name != "all" and name not in all_fields():
             raise AsrdistError(f"--resume-allow: {name!r} is not an option")
-    config.mask_options()  # checks its values when made
     _every_strategys_options(config)  # each options dataclass checks its values when made
 
 

@@ -35,6 +35,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.models.dbn import FORMAT
 from asrdist.models.rbm import RBM
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
 from asrdist.parallel.ma import MAOptions, ModelAveraging
 from asrdist.parallel.strategy import Learner
@@ -47,41 +48,47 @@ STATS_BATCHES = 20  # minibatches whose spliced frames give the normalisation
 
 
 @dataclass
-class PretrainConfig:
+class PretrainConfig(Options):
     """The options of asrdist-pretrain-rbm (each is a flag of the same name)."""
 
-    data: str
-    targets: str
-    out: str
-    splice: int = 5
-    hidden_layers: int = 6
-    hidden_units: int = 1024
-    epochs: int = 1
-    batch_size: int = 16  # chunks per minibatch (x chunk_len frames)
-    chunk_len: int = 16
-    lr: float = 0.4
-    lr_gaussian: float = 0.01
-    momentum: float = 0.5
-    momentum_high: float = 0.9
-    l2: float = 0.0002
-    avg_period: int = 8
-    cmvn: str = "spk"
-    cmvn_norm_vars: bool = False
-    shuffle_buffer: int = 2048
-    seed: int = 0
-    device: str = "cpu"
-    exchange_timeout: float = DEFAULT_TIMEOUT_S
+    data: str = option("", "features: Kaldi data dir or lhotse cuts manifest (as "
+                       "asrdist-train)")
+    targets: str = option("", "ingested alignment dir (only to read the same utterances as "
+                          "asrdist-train)")
+    out: str = option("", "output dir (dbn.pt, pretrain.jsonl)")
+    splice: int = option(5, "frames of context either side (the DNN's --splice)",
+                         check=NON_NEGATIVE)
+    hidden_layers: int = option(6, "RBMs to stack (the DNN's --hidden-layers, or fewer)",
+                                check=POSITIVE)
+    hidden_units: int = option(1024, "hidden units per RBM (the DNN's --hidden-units)",
+                               check=POSITIVE)
+    epochs: int = option(1, "passes over the data per Bernoulli RBM (the Gaussian first "
+                         "layer: twice)", check=POSITIVE)
+    batch_size: int = option(16, "chunks per minibatch", check=POSITIVE)
+    chunk_len: int = option(16, "frames per chunk", check=POSITIVE)
+    lr: float = option(0.4, "learning rate of the Bernoulli-Bernoulli RBMs", check=POSITIVE)
+    lr_gaussian: float = option(0.01, "learning rate of the Gaussian-Bernoulli first RBM",
+                                check=POSITIVE)
+    momentum: float = option(0.5, "momentum at the start of each RBM")
+    momentum_high: float = option(0.9, "momentum after the first pass of each RBM")
+    l2: float = option(0.0002, "weight cost (L2) of the RBM weights")
+    avg_period: int = option(8, "minibatches between averages of the learners' RBMs (several "
+                             "learners)", check=POSITIVE)
+    cmvn: str = option("spk", "mean (and variance) normalisation (as asrdist-train)",
+                       ("spk", "utt", "none"))
+    cmvn_norm_vars: bool = option(False, "normalise variances too")
+    shuffle_buffer: int = option(2048, "chunks in the shuffle buffer")
+    seed: int = option(0, "seed of the weights and the data order")
+    device: str = option("cpu", "cpu, cuda or cuda:N")
+    exchange_timeout: float = option(DEFAULT_TIMEOUT_S, "seconds a rendezvous or any average "
+                                     "may take; then the job ends naming the lost learner",
+                                     check=POSITIVE)
 
     def __post_init__(self) -> None:
-        for name in ("splice", "hidden_layers", "hidden_units", "epochs", "batch_size",
-                     "chunk_len", "avg_period"):
-            if getattr(self, name) <= (-1 if name == "splice" else 0):
-                raise AsrdistError(f"--{name.replace('_', '-')} must be "
-                                   f"{'non-negative' if name == 'splice' else 'positive'}, "
-                                   f"got {getattr(self, name)}")
-        for name in ("lr", "lr_gaussian", "exchange_timeout"):
-            if getattr(self, name) <= 0:
-                raise AsrdistError(f"--{name.replace('_', '-')} must be positive")
+        for name in ("data", "targets", "out"):
+            if not getattr(self, name):
+                raise AsrdistError(f"--{name} is required")
+        super().__post_init__()
         if not 0 <= self.momentum <= self.momentum_high < 1:
             raise AsrdistError("--momentum and --momentum-high: need 0 <= momentum <= "
                                f"momentum-high < 1, got {self.momentum}, {self.momentum_high}")

@@ -28,8 +28,35 @@ batch scaling, no annealing: those options are ignored.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from asrdist.train.config import TrainConfig
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, at_least, option
+
+SCHEDULES = ("ibm", "kaldi")
+
+
+@dataclass(frozen=True)
+class ScheduleOptions(Options):
+    """The learning-rate rule's options (asrdist-train's and asrdist-simulate's)."""
+
+    lr: float = option(0.1, "learning rate at a global batch of --lr-ref-batch chunks",
+                       check=POSITIVE)
+    lr_schedule: str = option("ibm", "learning-rate rule: ibm (batch scaling, warm-up, "
+                              "per-epoch annealing) or kaldi (learners x --lr decaying "
+                              "exponentially to --lr-final; Kaldi's parameter averaging)",
+                              SCHEDULES)
+    lr_final: float = option(0.01, "kaldi schedule: the effective learning rate at the end",
+                             check=POSITIVE)
+    lr_ref_batch: int = option(256, "global batch (chunks) at which --lr applies",
+                               check=POSITIVE)
+    lr_scaling: str = option("linear", "how the peak learning rate follows the global batch "
+                             "(batch-size x learners)", ("linear", "sqrt", "none"))
+    warmup_epochs: float = option(1.0, "linear warm-up from --lr to the scaled peak, in epochs",
+                                  check=NON_NEGATIVE)
+    anneal_start: int = option(6, "first epoch (counted from 1) whose learning rate is "
+                               "annealed", check=POSITIVE)
+    anneal_factor: float = option(math.sqrt(2), "divide the learning rate by this every epoch "
+                                  "from --anneal-start on (IBM: sqrt 2)", check=at_least(1))
 
 
 def scaled_lr(lr: float, ref_batch: int, global_batch: int, scaling: str) -> float:
@@ -83,15 +110,18 @@ class KaldiSchedule:
 
 
 def make_schedule(
-    cfg: TrainConfig, steps_per_epoch: list[int], learners: int
+    options: ScheduleOptions, batch_size: int, steps_per_epoch: list[int], learners: int,
+    max_steps: int = 0,
 ) -> LrSchedule | KaldiSchedule:
-    """The --lr-schedule of ``cfg`` for a run of ``learners`` with these epoch lengths."""
-    if cfg.lr_schedule == "kaldi":
+    """The --lr-schedule of ``options`` for a run of ``learners`` taking ``batch_size`` chunks a
+    step each, with these epoch lengths (in steps), stopped after ``max_steps`` (0: never)."""
+    o = options
+    if o.lr_schedule == "kaldi":
         total = sum(steps_per_epoch)
-        if cfg.max_steps:
-            total = min(total, cfg.max_steps)
-        return KaldiSchedule(cfg.lr, cfg.lr_final, learners, total)
+        if max_steps:
+            total = min(total, max_steps)
+        return KaldiSchedule(o.lr, o.lr_final, learners, total)
     return LrSchedule(
-        cfg.lr, cfg.lr_ref_batch, cfg.batch_size * learners, cfg.lr_scaling,
-        round(cfg.warmup_epochs * steps_per_epoch[0]), cfg.anneal_start, cfg.anneal_factor,
+        o.lr, o.lr_ref_batch, batch_size * learners, o.lr_scaling,
+        round(o.warmup_epochs * steps_per_epoch[0]), o.anneal_start, o.anneal_factor,
     )

@@ -20,6 +20,7 @@ import torch
 from lhotse.dataset.signal_transforms import SpecAugment
 
 from asrdist.errors import AsrdistError
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 
 # The share of a chunk's frames the time masks may cover in all (SpecAugment's p; lhotse's
 # max_frames_mask_fraction).
@@ -28,23 +29,17 @@ APPLIED_FRACTION = 0.9  # chunks that get masks at all (lhotse's p)
 
 
 @dataclass(frozen=True)
-class MaskOptions:
+class MaskOptions(Options):
     """How many masks of up to how many dims / frames each chunk gets."""
 
-    feature_masks: int = 0
-    feature_mask_width: int = 2
-    time_masks: int = 0
-    time_mask_width: int = 2
-
-    def __post_init__(self) -> None:
-        for name in ("feature_masks", "time_masks"):
-            if getattr(self, name) < 0:
-                raise AsrdistError(f"--{name.replace('_', '-')} must not be negative, "
-                                   f"got {getattr(self, name)}")
-        for name in ("feature_mask_width", "time_mask_width"):
-            if getattr(self, name) <= 0:
-                raise AsrdistError(f"--{name.replace('_', '-')} must be positive, "
-                                   f"got {getattr(self, name)}")
+    feature_masks: int = option(0, "SpecAugment: bands of input dims masked per training "
+                                "chunk (0 = none)", check=NON_NEGATIVE)
+    feature_mask_width: int = option(2, "SpecAugment: the widest band, in input dims",
+                                     check=POSITIVE)
+    time_masks: int = option(0, "SpecAugment: runs of frames masked per training chunk "
+                             "(0 = none; 15 % of a chunk's frames at most in all)",
+                             check=NON_NEGATIVE)
+    time_mask_width: int = option(2, "SpecAugment: the longest run, in frames", check=POSITIVE)
 
     @property
     def enabled(self) -> bool:

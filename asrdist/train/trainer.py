@@ -39,8 +39,8 @@ from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.models.final import Exported, write_final
 from asrdist.optim.build import build_optimizer
+from asrdist.options import flag
 from asrdist.parallel import registry
-from asrdist.parallel.options import flag
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
@@ -206,7 +206,8 @@ class _Run:
                                         cfg.batch_size, cfg.shuffle_buffer, cfg.seed, rank,
                                         world_size)
         self.steps_per_epoch = [self.epoch_stream.steps(e) for e in range(cfg.epochs)]
-        self.schedule = make_schedule(cfg, self.steps_per_epoch, world_size)
+        self.schedule = make_schedule(cfg.schedule_options(), cfg.batch_size,
+                                      self.steps_per_epoch, world_size, cfg.max_steps)
         torch.manual_seed(cfg.seed)  # the same initial weights on every learner
         self.model = build_model(cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
         if cfg.init_dbn:

@@ -23,8 +23,29 @@ need_found() {
   [ -n "$(find -L "$2" -iname "$4" -print -quit)" ] || _path_error "$1" "$2" "no $4 under it (expected $3)"
 }
 
-# The options both recipes share.
+# The options both recipes share: route 1 (--train-data, --test-data: your Kaldi data dirs)
+# or route 2 (the LDC releases).
 check_swbd_paths() {
+  if [ -n "$train_data$test_data" ]; then
+    local audio=wav.scp test_audio=wav.scp  # not needed where --*-feats gives the features
+    [ -z "$train_feats" ] || audio=utt2spk
+    [ -z "$test_feats" ] || test_audio=utt2spk
+    need_files --train-data "$train_data" "your Kaldi data dir of the training set, e.g. \
+data/train_nodup_sp" utt2spk "$audio"
+    need_files --test-data "$test_data" "your Kaldi data/eval2000" utt2spk stm glm "$test_audio"
+  else
+    check_ldc_paths
+  fi
+  need_files --ali-dir "$ali_dir" "a Kaldi alignment dir (steps/align_fmllr.sh)" \
+    final.mdl num_jobs "ali.*.gz"
+  need_files --graph-dir "$graph_dir" "a Kaldi graph dir (utils/mkgraph.sh)" HCLG.fst words.txt
+  [ -z "$train_feats" ] || need_files --train-feats "$train_feats" "a Kaldi data dir with features" feats.scp
+  [ -z "$test_feats" ] || need_files --test-feats "$test_feats" "a Kaldi data dir with features" feats.scp
+  return 0
+}
+
+# Route 2: the LDC releases.
+check_ldc_paths() {
   need_found --swbd-audio "$swbd_audio" "LDC97S62 with sw0NNNN.sph files" "sw0*.sph"
   need_found --ms98 "$ms98" "swb_ms98_transcriptions with sw*-ms98-a-trans.text files" \
     "sw*-ms98-a-trans.text"
@@ -35,10 +56,4 @@ check_swbd_paths() {
     hub5e_00.pem
   need_found --eval2000-ref "$eval2000_ref" "LDC2002T43 with reference/hub5e00.english.000405.stm" \
     hub5e00.english.000405.stm
-  need_files --ali-dir "$ali_dir" "a Kaldi alignment dir (steps/align_fmllr.sh)" \
-    final.mdl num_jobs "ali.*.gz"
-  need_files --graph-dir "$graph_dir" "a Kaldi graph dir (utils/mkgraph.sh)" HCLG.fst words.txt
-  [ -z "$train_feats" ] || need_files --train-feats "$train_feats" "a Kaldi data dir with features" feats.scp
-  [ -z "$test_feats" ] || need_files --test-feats "$test_feats" "a Kaldi data dir with features" feats.scp
-  return 0
 }

@@ -2,7 +2,11 @@
 # each is also a flag, e.g. --ali-dir DIR).
 stage=0
 stop_stage=100
-swbd_audio=""       # LDC97S62 (Switchboard-1 Release 2, sw0NNNN.sph)
+train_data=""       # route 1: your Kaldi data dir of the training set as it is, e.g. s5c's
+                    # data/train_nodup_sp (wav.scp in any of Kaldi's forms, segments, text,
+                    # utt2spk); with --test-data, the LDC options below are not used
+test_data=""        # route 1: your Kaldi data/eval2000 (wav.scp, segments, stm, glm, ...)
+swbd_audio=""       # route 2 (from the LDC releases): LDC97S62 (sw0NNNN.sph)
 ms98=""             # swb_ms98_transcriptions (ISIP MS98 word transcripts)
 eval2000_audio=""   # LDC2002S09 (hub5e_00/english/*.sph)
 eval2000_ref=""     # LDC2002T43 (reference/hub5e00.english.000405.stm, en20000405_hub5.glm)
@@ -30,8 +34,9 @@ launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), s
 device=auto         # cuda, cpu or auto
 lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep (Kaldi's score_sclite.sh: 5..17)
 wips="0.0 0.5 1.0"  # word insertion penalties of the sweep
-acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: stage 0's
-                    # data/local/dict_nosp/acronyms.map); swbd2000 (fisher_swbd) uses none
+acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: your system's
+                    # data/local/dict_nosp/acronyms.map beside --test-data, else stage 0's);
+                    # swbd2000 (fisher_swbd) uses none
 nj=4                # parallel jobs for features and decoding
 data=data
 exp=exp

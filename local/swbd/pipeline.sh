@@ -3,8 +3,9 @@
 # train_set, prepare_opts (an array: its corpus options for asrdist-prepare-swbd) and
 # score_opts (an array: how its Kaldi recipe's score_sclite.sh makes the ctm).
 #
-#   0 data       asrdist-prepare-swbd: LDC releases -> data/{train,train_nodup,...} as s5c
-#                (swbd300) or fisher_swbd (swbd2000) makes them
+#   0 data       route 1 (--train-data, --test-data): the user's Kaldi data dirs, as they are;
+#                route 2: asrdist-prepare-swbd: LDC releases -> data/{train,train_nodup,...} as
+#                s5c (swbd300) or fisher_swbd (swbd2000) makes them
 #   1 features   40-dim log-mel fbank at 8 kHz, Kaldi framing (or the user's Kaldi feats as is),
 #                then optional extra streams (fMLLR, i-vectors) joined per frame
 #   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
@@ -15,6 +16,11 @@
 . "$repo_root/local/log.sh"
 
 fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
+if [ -n "$train_data" ]; then  # route 1: the user's Kaldi data dirs, as they are
+  train_src=$train_data test_src=$test_data train_set=$(basename "$train_data")
+else                           # route 2: stage 0 makes them from the LDC releases
+  train_src=$data/$train_set test_src=$data/eval2000
+fi
 train_dir=$data/${train_set}_fbank
 test_dir=$data/eval2000_fbank
 [ -n "$train_feats" ] && train_dir=$train_feats
@@ -34,7 +40,9 @@ case "$sp_prefix" in true) prepare_opts+=(--always-include-prefix) ;;
 case "$allow_partial" in true) prepare_opts+=(--allow-partial) ;; esac
 case "$extend_eval2000" in true) prepare_opts+=(--extend-eval2000) ;;
   false) prepare_opts+=(--no-extend-eval2000) ;; esac
-if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+if [ $stage -le 0 ] && [ $stop_stage -ge 0 ] && [ -n "$train_data" ]; then
+  log "stage 0 (data): your Kaldi data dirs $train_data and $test_data, as they are"
+elif [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 data asrdist-prepare-swbd "${prepare_opts[@]}" --swbd-audio $swbd_audio \
     --ms98 $ms98 --eval2000-audio $eval2000_audio --eval2000-ref $eval2000_ref \
     --dev-utts $dev_utts --max-dup $max_dup --speed-perturb "$speed_perturb" --out $data
@@ -42,10 +50,10 @@ fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
   if [ -z "$train_feats" ]; then
-    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj $data/$train_set $train_dir
+    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj $train_src $train_dir
   fi
   if [ -z "$test_feats" ]; then
-    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj $data/eval2000 $test_dir
+    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj $test_src $test_dir
   fi
   if [ -n "$extra_feats" ]; then
     run_stage 1 "join $train_set" asrdist-join-feats $train_dir $train_input $extra_feats
@@ -72,8 +80,8 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
-  run_stage 5 score asrdist-score "${score_opts[@]}" --stm $data/eval2000/stm \
-    --glm $data/eval2000/glm --data $data/eval2000 $decode | tee $decode/scoring.txt
+  run_stage 5 score asrdist-score "${score_opts[@]}" --stm $test_src/stm \
+    --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
   grep '^best: ' $decode/scoring.txt | sed 's/^best: //' > $exp/RESULTS
   cat $exp/RESULTS
 fi

@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Switchboard-1 + Fisher (~2000 h): the papers' setup. As recipes/swbd300 with the Fisher
 # releases added, data dirs as Kaldi's egs/fisher_swbd/s5 makes them (train = Fisher + all of
-# Switchboard, train_nodup its duplicates drawn down, train_nodup_sp). See README.md.
+# Switchboard, train_nodup its duplicates drawn down, train_nodup_sp). See README.md. With
+# your fisher_swbd system's data dirs (route 1):
+#   ./run.sh --train-data ~/kaldi/egs/fisher_swbd/s5/data/train_nodup_sp \
+#       --test-data ~/kaldi/egs/fisher_swbd/s5/data/eval2000 \
+#       --ali-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a_ali_nodup_sp \
+#       --graph-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a/graph_fsh_sw1_tg
+# or from the LDC releases alone (route 2):
 #   ./run.sh --swbd-audio /LDC/LDC97S62 --ms98 /LDC/swb_ms98_transcriptions \
 #       --eval2000-audio /LDC/LDC2002S09 --eval2000-ref /LDC/LDC2002T43 \
 #       --fisher-audio "/LDC/LDC2004S13 /LDC/LDC2005S13" --fisher-text "/LDC/LDC2004T19 /LDC/LDC2005T19" \
@@ -13,24 +19,29 @@ cd "$(dirname "$0")"
 . "$repo_root/local/swbd/defaults.sh"
 fisher_audio=""     # LDC2004S13 and LDC2005S13 (fe_03_NNNNN.sph), space-separated
 fisher_text=""      # LDC2004T19 and LDC2005T19 (fe_03_NNNNN.txt), space-separated
-help_message="Usage: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2000-ref DIR
-       --fisher-audio \"DIR DIR\" --fisher-text \"DIR DIR\" --ali-dir DIR --graph-dir DIR
-       [options of $repo_root/local/swbd/defaults.sh]"
+help_message="Usage: $0 --train-data DIR --test-data DIR --ali-dir DIR --graph-dir DIR [options]
+   or: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2000-ref DIR
+       --fisher-audio \"DIR DIR\" --fisher-text \"DIR DIR\" --ali-dir DIR --graph-dir DIR [options]
+(options: $repo_root/local/swbd/defaults.sh)"
 . "$repo_root/local/parse_options.sh"
 . "$repo_root/local/swbd/check_paths.sh"
 check_swbd_paths
 
 prepare_opts=()
 score_opts=(--recipe fisher_swbd)  # its score_sclite.sh: format_acronyms_ctm_eval2000.py
-[ -n "$fisher_audio" ] || _path_error --fisher-audio "" "required: give LDC2004S13 and LDC2005S13"
-[ -n "$fisher_text" ] || _path_error --fisher-text "" "required: give LDC2004T19 and LDC2005T19"
-for d in $fisher_audio; do
-  need_found --fisher-audio "$d" "Fisher audio (LDC2004S13, LDC2005S13) with fe_03_*.sph" "fe_03_*.sph"
-  prepare_opts+=(--fisher-audio "$d")
-done
-for d in $fisher_text; do
-  need_found --fisher-text "$d" "Fisher transcripts (LDC2004T19, LDC2005T19) with fe_03_*.txt" "fe_03_*.txt"
-  prepare_opts+=(--fisher-text "$d")
-done
+if [ -z "$train_data" ]; then  # route 2: the Fisher releases too
+  [ -n "$fisher_audio" ] || _path_error --fisher-audio "" "required: give LDC2004S13 and LDC2005S13"
+  [ -n "$fisher_text" ] || _path_error --fisher-text "" "required: give LDC2004T19 and LDC2005T19"
+  for d in $fisher_audio; do
+    need_found --fisher-audio "$d" "Fisher audio (LDC2004S13, LDC2005S13) with fe_03_*.sph" \
+      "fe_03_*.sph"
+    prepare_opts+=(--fisher-audio "$d")
+  done
+  for d in $fisher_text; do
+    need_found --fisher-text "$d" "Fisher transcripts (LDC2004T19, LDC2005T19) with fe_03_*.txt" \
+      "fe_03_*.txt"
+    prepare_opts+=(--fisher-text "$d")
+  done
+fi
 train_set=train_nodup${speed_perturb:+_sp}
 . "$repo_root/local/swbd/pipeline.sh"

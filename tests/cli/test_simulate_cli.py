@@ -22,7 +22,8 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
                   "--algo", "hadpsgd", "--learners", "4", "-O", "learners_per_node=2",
                   "-O", "hadpsgd_variant=delay1", "--batch-size", "4", "--epochs", "2",
                   "--heldout-utts", "4", "--units", "16", "--lr", "0.2", "--jitter", "0.3",
-                  "--latency", "0.2", "--chunk-len", "5")
+                  "--latency", "0.2", "--chunk-len", "5", "--layers", "1", "--grad-clip", "5",
+                  "--lr-scaling", "none")  # a constant lr: no annealing in 2 epochs
     assert res.returncode == 0, res.stderr
     report = json.loads(out.read_text())
     records = report["records"]
@@ -69,3 +70,32 @@ def test_an_unknown_algo_or_option_name_is_one_line(corpus, tmp_path):
         last = res.stderr.strip().splitlines()[-1]
         assert last.startswith("Error: ") and message in last and "Traceback" not in res.stderr
         assert not (tmp_path / "x").exists()
+
+
+def test_strategy_flags_reach_the_strategy_and_others_are_ignored(corpus, tmp_path):
+    data, targets = corpus
+    small = ("--learners", "2", "--batch-size", "4", "--chunk-len", "5", "--heldout-utts", "4",
+             "--layers", "1", "--units", "8", "--epochs", "0.5", "--evals", "1")
+    out = tmp_path / "ma.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "ma", "--avg-period", "3", "--hadpsgd-variant", "random", *small)
+    assert res.returncode == 0, res.stderr
+    spec = json.loads(out.read_text())["spec"]
+    assert spec["options"] == {"avg_period": 3}
+    assert spec["schedule"]["lr_schedule"] == "ibm" and spec["model"]["layers"] == 1
+    assert "--algo ma does not use --hadpsgd-variant: ignored" in res.stderr
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (("--layers", "0"), "--layers must be positive, got 0"),
+    (("--lr", "-1"), "--lr must be positive, got -1.0"),
+    (("--jitter", "-0.5"), "--jitter must not be negative, got -0.5"),
+    (("--algo", "ma", "--avg-period", "0"), "--avg-period must be positive, got 0"),
+])
+def test_a_bad_value_is_refused_as_asrdist_train_refuses_it(corpus, tmp_path, flags, message):
+    data, targets = corpus
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", tmp_path / "x",
+                  *flags)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines()[-1] == f"Error: {message}"
+    assert not (tmp_path / "x").exists()

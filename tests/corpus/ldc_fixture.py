@@ -120,13 +120,19 @@ def _spoken(text: str) -> str:
 
 def _channel(lines: list[str], voice: str, rng: np.random.Generator
              ) -> tuple[np.ndarray, list[tuple[float, float, str]]]:
-    """Speak each line after a pause; returns the channel's samples and (start, end, text)."""
+    """Speak each line after a pause; returns the channel's samples and (start, end, text).
+
+    Each line gets a slot of a length set by its word count alone (espeak's speech, ~0.3 s a
+    word at this rate, is padded to it), so the times, and with them the data dirs Kaldi's
+    scripts make of this tree (tests/recipes/kaldi_made), do not depend on espeak's version."""
     pieces, times, t = [], [], 0.0
     for text in lines:
         gap = np.zeros(int(rng.uniform(0.2, 0.5) * RATE))
         said = _spoken(text)
-        speech = (synthesize(said, voice, rate=190, sample_rate=RATE) * 0.5 if said
-                  else np.zeros(int(0.6 * RATE)))
+        speech = np.zeros(int((0.3 + 0.35 * len(said.split()) if said else 0.6) * RATE))
+        if said:
+            voiced = synthesize(said, voice, rate=190, sample_rate=RATE)[:speech.size] * 0.5
+            speech[:voiced.size] = voiced
         start = t + len(gap) / RATE
         pieces += [gap, speech]
         t = start + len(speech) / RATE

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import soundfile
 
-from asrdist.corpus.sphere import change_speed, read_sphere
 from asrdist.corpus.swbd_prepare import SwbdOptions, prepare_swbd
 from asrdist.corpus.swbd_text import fisher_line, fisher_text, map_word, swbd_utt_id
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import read_table
 from asrdist.kaldi.recipes import FISHER_SWBD
+from asrdist.kaldi.sphere import change_speed, read_sphere
 from asrdist.stage import Skipped
 from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import make_ldc_tree

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import soundfile
 
+from asrdist.data import features
 from asrdist.data.features import (
     FeatureOptions,
     compute_features,
@@ -16,8 +17,11 @@ from asrdist.data.features import (
 )
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
-from asrdist.kaldi.data_dir import read_table
+from asrdist.kaldi.data_dir import c_sorted, read_table
+from asrdist.kaldi.sphere import change_speed, read_sphere
+from asrdist.kaldi.wav_scp import SPEED_WARNING
 from asrdist.stage import Skipped
+from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 
 
 @pytest.mark.parametrize("n", [400, 401, 559, 560, 16000, 22222])
@@ -198,3 +202,162 @@ def test_unsegmented_wav_too_short_for_a_frame_is_skipped(feat_src_dir: Path, tm
     assert "spkB-002" not in read_table(tmp_path / "out" / "wav.scp")
     assert "spkB-002" not in read_table(tmp_path / "out" / "utt2num_frames")
     assert "spkB-002" not in (tmp_path / "out" / "spk2utt").read_text()
+
+
+SPEEDS = (0.9, 1.0, 1.1)
+
+
+def _sphere_dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """The same utterances twice: a data dir whose wav.scp is Kaldi's (s5c sph2pipe pipes, sox
+    speed stages from perturb_data_dir_speed.sh) over two-channel shorten mu-law SPHERE files,
+    its sph2pipe not installed; and one of plain wav files holding what those pipes give: the
+    channel's samples through mu-law (sph2pipe -p), sped up by change_speed (sox's stand-in)."""
+    rng = np.random.default_rng(11)
+    sph2pipe = tmp_path / "kaldi" / "tools" / "sph2pipe_v2.5" / "sph2pipe"  # not there
+    sph_dir, wav_dir = tmp_path / "sph_src", tmp_path / "wav_src"
+    tables: dict[Path, dict[str, list[str]]] = {d: {} for d in (sph_dir, wav_dir)}
+    for conv in ("sw02001", "sw02005"):
+        n = 8000 * 3 + int(rng.integers(0, 800))
+        t = np.arange(n) / 8000
+        x = np.stack([3000 * np.sin(2 * np.pi * f * t) + rng.normal(0, 400, n)
+                      for f in rng.uniform(150, 900, 2)], 1).astype(np.int16)
+        sph = tmp_path / "LDC" / f"{conv}.sph"
+        write_sphere(sph, x)
+        decoded = mulaw_decode(mulaw_encode(x))
+        for channel, side in ((1, "A"), (2, "B")):
+            for speed in SPEEDS:
+                prefix = "" if speed == 1.0 else f"sp{speed:g}-"
+                reco = f"{prefix}{conv}-{side}"
+                pipe = f"{sph2pipe} -f wav -p -c {channel} {sph} |"
+                if speed != 1.0:
+                    pipe += f" sox -t wav - -t wav - speed {speed:g} |"
+                wav = tmp_path / "wav" / f"{reco}.wav"
+                wav.parent.mkdir(exist_ok=True)
+                samples = decoded[:, channel - 1]
+                soundfile.write(wav, change_speed(samples, speed) if speed != 1.0 else samples,
+                                8000, "PCM_16")
+                for d, value in ((sph_dir, pipe), (wav_dir, str(wav))):
+                    table = tables[d]
+                    table.setdefault("wav.scp", []).append(f"{reco} {value}")
+                    spk = reco
+                    utts = []
+                    for start in (0.0, 1.0, 2.0):
+                        s, e = start / speed, (start + 0.9) / speed
+                        utt = f"{reco}_{round(s * 100):06d}-{round(e * 100):06d}"
+                        table.setdefault("segments", []).append(f"{utt} {reco} {s:.2f} {e:.2f}")
+                        table.setdefault("text", []).append(f"{utt} words")
+                        table.setdefault("utt2spk", []).append(f"{utt} {spk}")
+                        utts.append(utt)
+                    table.setdefault("spk2utt", []).append(" ".join([spk, *utts]))
+    for d, table in tables.items():
+        d.mkdir()
+        for name, lines in table.items():
+            (d / name).write_text("".join(f"{line}\n" for line in sorted(lines)))
+    return sph_dir, wav_dir
+
+
+@pytest.fixture
+def no_kaldi_tools(tmp_path: Path, monkeypatch) -> Path:
+    """PATH without sph2pipe or sox: an empty folder."""
+    empty = tmp_path / "empty_path"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    return empty
+
+
+def test_kaldi_sph2pipe_pipes_read_in_process(tmp_path: Path, no_kaldi_tools, caplog,
+                                              monkeypatch):
+    sph_dir, wav_dir = _sphere_dirs(tmp_path)
+    decoded = []
+
+    def counted(path):
+        decoded.append(Path(path).name)
+        return read_sphere(path)
+
+    monkeypatch.setattr(features, "read_sphere", counted)
+    options = FeatureOptions("fbank", sample_rate=8000)
+    with caplog.at_level("WARNING"):
+        make_features(sph_dir, tmp_path / "sph_feats", options)
+    assert sorted(decoded) == ["sw02001.sph", "sw02005.sph"]  # once each, for 2 sides x 3 speeds
+    assert [r.getMessage() for r in caplog.records].count(SPEED_WARNING) == 1
+    make_features(wav_dir, tmp_path / "wav_feats", options)
+    got = kaldiio.load_scp(str(tmp_path / "sph_feats" / "feats.scp"))
+    want = kaldiio.load_scp(str(tmp_path / "wav_feats" / "feats.scp"))
+    assert list(got) == list(want) == c_sorted(read_table(sph_dir / "segments")) and len(got) == 36
+    for utt in want:
+        np.testing.assert_array_equal(got[utt], want[utt])
+    for name in ("utt2num_frames", "cmvn.scp"):
+        assert read_table(tmp_path / "sph_feats" / name).keys() == \
+            read_table(tmp_path / "wav_feats" / name).keys()
+    assert (tmp_path / "sph_feats" / "utt2num_frames").read_text() == \
+        (tmp_path / "wav_feats" / "utt2num_frames").read_text()
+
+
+def test_jobs_get_whole_files(tmp_path: Path, no_kaldi_tools):
+    sph_dir, _ = _sphere_dirs(tmp_path)
+    options = FeatureOptions("fbank", sample_rate=8000)
+    make_features(sph_dir, tmp_path / "one", options, nj=1)
+    make_features(sph_dir, tmp_path / "two", options, nj=2)
+    scps = sorted((tmp_path / "two" / "data").glob("raw_fbank_sph_src.*.scp"))
+    convs = [{u.split("-")[-3][-7:] for u in read_table(scp)} for scp in scps]
+    assert convs == [{"sw02001"}, {"sw02005"}]
+    for scp in scps:  # each job's scp sorted, as Kaldi's
+        assert list(read_table(scp)) == c_sorted(read_table(scp))
+    one = kaldiio.load_scp(str(tmp_path / "one" / "feats.scp"))
+    two = kaldiio.load_scp(str(tmp_path / "two" / "feats.scp"))
+    assert list(one) == list(two)
+    for utt in one:
+        np.testing.assert_array_equal(one[utt], two[utt])
+    assert (tmp_path / "one" / "cmvn.scp").read_text().split()[::2] == \
+        (tmp_path / "two" / "cmvn.scp").read_text().split()[::2]
+
+
+def test_installed_sph2pipe_runs_as_kaldi_runs_it(tmp_path: Path, no_kaldi_tools):
+    """A sph2pipe that exists is run by the shell (here one that writes another wav)."""
+    sph_dir, _ = _sphere_dirs(tmp_path)
+    other = tmp_path / "other.wav"
+    samples = (np.random.default_rng(2).standard_normal(8000 * 4) * 800).astype(np.int16)
+    soundfile.write(other, samples, 8000, "PCM_16")
+    sph2pipe = tmp_path / "kaldi" / "tools" / "sph2pipe_v2.5" / "sph2pipe"
+    sph2pipe.parent.mkdir(parents=True)
+    sph2pipe.write_text(f"#!/bin/sh\nexec /bin/cat {other}\n")
+    sph2pipe.chmod(0o755)
+    wav = read_table(sph_dir / "wav.scp")
+    (sph_dir / "wav.scp").write_text("".join(f"{r} {v}\n" for r, v in wav.items()
+                                             if "sox" not in v))
+    segments = {u: v for u, v in read_table(sph_dir / "segments").items() if v.split()[0] in wav
+                and "sox" not in wav[v.split()[0]]}
+    for name in ("segments", "text", "utt2spk"):
+        table = read_table(sph_dir / name)
+        (sph_dir / name).write_text("".join(f"{u} {table[u]}\n" for u in segments))
+    (sph_dir / "spk2utt").write_text("".join(
+        line for line in (sph_dir / "spk2utt").read_text().splitlines(keepends=True)
+        if not line.startswith("sp")))
+    make_features(sph_dir, tmp_path / "out", FeatureOptions("fbank", sample_rate=8000))
+    got = kaldiio.load_scp(str(tmp_path / "out" / "feats.scp"))
+    extractor = make_extractor(FeatureOptions("fbank", sample_rate=8000))
+    for utt, value in segments.items():
+        _, start, end = value.split()
+        cut = samples[round(float(start) * 8000):round(float(end) * 8000)]
+        np.testing.assert_array_equal(got[utt], compute_features(cut, extractor, 8000))
+
+
+def test_missing_sphere_file_stops_before_the_work(tmp_path: Path, no_kaldi_tools):
+    sph_dir, _ = _sphere_dirs(tmp_path)
+    (tmp_path / "LDC" / "sw02005.sph").unlink()
+    with pytest.raises(AsrdistError, match=r"utterance sp0.9-sw02005-A_000000-000100: cannot "
+                       r"read audio '.*\| sox -t wav - -t wav - speed 0.9 \|': no such file "
+                       f"{tmp_path / 'LDC' / 'sw02005.sph'}$"):
+        make_features(sph_dir, tmp_path / "out", FeatureOptions("fbank", sample_rate=8000))
+    assert not (tmp_path / "out" / "data").exists()
+
+
+def test_missing_program_names_the_utterance(feat_src_dir: Path, tmp_path: Path,
+                                             no_kaldi_tools):
+    wav = read_table(feat_src_dir / "wav.scp")
+    wav["spkB-001"] = "flac -c -d -s /L/84-121123-0000.flac |"
+    (feat_src_dir / "wav.scp").write_text("".join(f"{u} {v}\n" for u, v in wav.items()))
+    with pytest.raises(AsrdistError, match="utterance spkB-001: wav.scp pipe 'flac -c -d -s "
+                       r"/L/84-121123-0000.flac \|' needs 'flac', which is not installed"):
+        make_features(feat_src_dir, tmp_path / "out", FeatureOptions("fbank"))
+    assert not (tmp_path / "out" / "feats.scp").exists()

@@ -60,6 +60,10 @@ def test_dnn_takes_the_decoders_context_arguments_only_as_its_splice():
         model(x, 3, 1)
 
 
-def test_unknown_model_type():
-    with pytest.raises(AsrdistError, match="unknown model type 'rnn'"):
-        build_model(ModelConfig("rnn"), 3, 2)
+def test_bad_model_options_are_refused_naming_the_flag():
+    with pytest.raises(AsrdistError, match="--model 'rnn': choose one of blstm, dnn"):
+        ModelConfig("rnn")
+    with pytest.raises(AsrdistError, match="--layers must be positive, got 0"):
+        ModelConfig(layers=0)
+    with pytest.raises(AsrdistError, match=r"--dropout must be in \[0, 1\), got 1.0"):
+        ModelConfig(dropout=1.0)

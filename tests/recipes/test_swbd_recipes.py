@@ -1,8 +1,11 @@
-"""recipes/swbd300 and recipes/swbd2000 end to end on a miniature LDC tree, with a Kaldi
-alignment dir and graph made for it: every stage runs for real through its CLI."""
+"""recipes/swbd300 and recipes/swbd2000 end to end on a miniature LDC tree, with the user's
+Kaldi system made for it (data dirs by Kaldi's own scripts, alignments and graph from them):
+every stage runs for real through its CLI, on route 1 (the user's data dirs) and route 2 (the
+LDC releases, whose data dirs must then be Kaldi's: no alignment may go missing)."""
 
 from __future__ import annotations
 
+import gzip
 import os
 import re
 import subprocess
@@ -46,7 +49,7 @@ def user(ldc):
     """The LDC tree and the swbd300 user's Kaldi system (s5c: alignments of train_nodup_sp,
     its 1.0 copy prefixed sp1.0-)."""
     root, tree = ldc
-    return root, tree, make_kaldi_system(tree, root / "kaldi_s5c", fisher=False, speed=SPEED)
+    return root, tree, make_kaldi_system(tree, root / "kaldi_s5c", fisher=False)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ def fisher_user(ldc):
     """The swbd2000 user's (fisher_swbd: alignments of its train_nodup_sp, Fisher + all of
     Switchboard, the 1.0 copy unprefixed)."""
     root, tree = ldc
-    return root, tree, make_kaldi_system(tree, root / "kaldi_fisher", fisher=True, speed=SPEED)
+    return root, tree, make_kaldi_system(tree, root / "kaldi_fisher", fisher=True)
 
 
 def run_recipe(name: str, *args: str) -> subprocess.CompletedProcess:
@@ -63,16 +66,41 @@ def run_recipe(name: str, *args: str) -> subprocess.CompletedProcess:
                           text=True, env=env, timeout=900, check=False)
 
 
+def _common(user, out: Path) -> list[str]:
+    """The options of both routes: the user's alignments and graph (its GMM fails to align a
+    few utterances, as Kaldi's do: :func:`_check_targets` sees that only those are missing)."""
+    root, _, system = user
+    return ["--ali-dir", str(system.ali_dir), "--graph-dir", str(system.graph_dir),
+            "--train-config", str(root / "tiny.yaml"), "--device", "cpu", "--nj", "2",
+            "--lmwts", "8 12", "--wips", "0.0 0.5", "--ingest-opts", "--max-missing 0.1",
+            "--data", str(out / "data"), "--exp", str(out / "exp")]
+
+
+def _check_targets(system, exp: Path, feats: Path) -> None:
+    """Every utterance the user's Kaldi system aligned has features and targets; the only
+    utterances without targets are those its alignment dir lacks (ids are Kaldi's)."""
+    aligned = {utt for ali in system.ali_dir.glob("ali.*.gz")
+               for utt, _ in kaldiio.load_ark(gzip.open(ali))}
+    targets = set(read_table(exp / f"{system.ali_dir.name}_pdf" / "pdf.scp"))
+    features = set(read_table(feats / "feats.scp"))
+    assert aligned <= features and targets == aligned, (aligned ^ targets, aligned - features)
+
+
 def _args(user, out: Path) -> list[str]:
-    root, tree, system = user
+    """Route 2: the LDC releases, prepared with the sizes the Kaldi-made dirs were made with."""
+    _, tree, _ = user
     return ["--swbd-audio", str(tree.swbd_audio), "--ms98", str(tree.ms98),
             "--eval2000-audio", str(tree.eval2000_audio), "--eval2000-ref",
-            str(tree.eval2000_ref), "--ali-dir", str(system.ali_dir), "--graph-dir",
-            str(system.graph_dir), "--speed-perturb", SPEED, "--dev-utts", "4", "--max-dup", "2",
-            "--train-config", str(root / "tiny.yaml"), "--device", "cpu", "--nj", "2",
-            "--lmwts", "8 12", "--wips", "0.0 0.5", "--ingest-opts", "--max-missing 0.2",
+            str(tree.eval2000_ref), "--speed-perturb", SPEED, "--dev-utts", "4", "--max-dup", "2",
             "--allow-partial", "true",  # the fixture is a small corpus
-            "--data", str(out / "data"), "--exp", str(out / "exp")]
+            *_common(user, out)]
+
+
+def _route1(user, out: Path) -> list[str]:
+    """Route 1: the user's Kaldi data dirs, no LDC option."""
+    _, _, system = user
+    return ["--train-data", str(system.train_data), "--test-data", str(system.test_data),
+            *_common(user, out)]
 
 
 def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_path):
@@ -93,6 +121,12 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     # the tiny model may hypothesise only words scoring filters out (a partial word, "th-"),
     # so eval2000.ctm may be empty; every line it has is on a side of the test conversations
     assert hyps and all(f[0] in ("en_4156", "sw_4390") and f[1] in "AB" for f in ctm)
+    system = user[2]
+    for made in (system.train_data, system.test_data):  # route 2's data dirs are Kaldi's
+        for name in ("text", "segments", "utt2spk"):
+            ours = tmp_path / "data" / made.name / name
+            assert ours.read_text() == (made / name).read_text(), ours
+    _check_targets(system, exp, tmp_path / "data" / "train_nodup_sp_fbank")
     assert (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text().startswith("sp0.9-sw02001-A_")
     assert "sp1.0-sw02005-B_" in (exp / "tri4_ali_nodup_sp_pdf" / "pdf.scp").read_text()
 
@@ -102,6 +136,43 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     assert "decode was done with other options or inputs (lmwts [8.0, 12.0] -> [10.0])" \
         in again.stderr
     assert (decode / "score_10_0.5" / "eval2000.ctm.filt.sys").is_file()
+
+
+@pytest.mark.parametrize("recipe, name", [("swbd300", "user"), ("swbd2000", "fisher_user")])
+def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, request, tmp_path):
+    system = request.getfixturevalue(name)[2]
+    proc = run_recipe(recipe, *_route1(request.getfixturevalue(name), tmp_path),
+                      "--algo", "ssgd")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"stage 0 (data): your Kaldi data dirs {system.train_data} and " \
+           f"{system.test_data}, as they are" in proc.stderr
+    for n in range(1, 6):
+        assert re.search(rf"stage {n} \(.*\): done in \d+ s", proc.stderr), f"stage {n}"
+    assert not (tmp_path / "data" / "train_nodup_sp").exists()  # nothing prepared
+    # every utterance of Kaldi's train_nodup_sp got features from its sph2pipe | sox pipe
+    # (neither installed: read in-process) and its alignment
+    feats = read_table(tmp_path / "data" / "train_nodup_sp_fbank" / "feats.scp")
+    assert set(feats) == set(read_table(system.train_data / "text"))
+    _check_targets(system, tmp_path / "exp", tmp_path / "data" / "train_nodup_sp_fbank")
+    results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
+    assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
+
+
+def test_route1_needs_both_dirs_and_the_s5c_acronyms(user, tmp_path):
+    args = _route1(user, tmp_path)
+    proc = run_recipe("swbd300", *args[:2], *args[4:])
+    assert proc.returncode == 1
+    assert "--test-data '': required: give your Kaldi data/eval2000" in proc.stderr
+    (user[2].test_data.parent / "local" / "dict_nosp" / "acronyms.map").rename(
+        tmp_path / "acronyms.map")
+    try:
+        proc = run_recipe("swbd300", *args)
+    finally:
+        (tmp_path / "acronyms.map").rename(
+            user[2].test_data.parent / "local" / "dict_nosp" / "acronyms.map")
+    assert proc.returncode == 1
+    assert "--acronyms '': required with --test-data when" in proc.stderr
+    assert not (tmp_path / "data").exists()
 
 
 def _ivectors(features: Path, out: Path) -> str:
@@ -125,6 +196,10 @@ def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user
     assert proc.returncode == 0, proc.stderr[-3000:]
     for n in range(6):
         assert re.search(rf"stage {n} \(.*\): done in \d+ s", proc.stderr), f"stage {n}"
+    for name in ("text", "segments", "utt2spk"):  # route 2's data dirs are Kaldi's
+        assert (tmp_path / "data" / "train_nodup_sp" / name).read_text() == \
+            (system.train_data / name).read_text(), name
+    _check_targets(system, tmp_path / "exp", tmp_path / "data" / "train_nodup_sp_input")
     feats = (tmp_path / "data" / "train_nodup_sp_fbank" / "feats.scp").read_text()
     assert "sp1.1-fe_03_00001-B-" in feats and "\nfe_03_00001-B-" in feats  # 1.0: no prefix
     joined = kaldiio.load_scp(str(tmp_path / "data" / "train_nodup_sp_input" / "feats.scp"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -79,3 +81,14 @@ def test_unreadable_values_are_named(tmp_path, text, message):
 def test_missing_required_option():
     with pytest.raises(AsrdistError, match="--targets is required"):
         make_config(None, {"data": "d", "out": "o"})
+
+
+RECIPE_CONFIGS = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*/conf/*.yaml"))
+
+
+@pytest.mark.parametrize("conf", RECIPE_CONFIGS, ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_the_recipes_configs_are_read_key_for_key(conf):
+    written = yaml.safe_load(conf.read_text())
+    used = make_config(conf, REQUIRED).to_dict()
+    assert {k.replace("-", "_"): v for k, v in written.items()} == {
+        k.replace("-", "_"): used[k.replace("-", "_")] for k in written}

@@ -44,14 +44,12 @@ def test_kaldi_schedule_is_learners_times_an_exponential_decay():
     assert max(ratios) == pytest.approx(min(ratios))  # a constant factor per step
 
 
-def test_make_schedule_follows_the_option(tmp_path):
-    from asrdist.train.config import make_config
-    from asrdist.train.schedule import KaldiSchedule, make_schedule
+def test_make_schedule_follows_the_option():
+    from asrdist.train.schedule import KaldiSchedule, ScheduleOptions, make_schedule
 
-    base = {"data": "d", "targets": "t", "out": str(tmp_path), "lr": 0.02}
-    kaldi = make_schedule(make_config(None, {**base, "lr_schedule": "kaldi", "lr_final": 0.002,
-                                              "max_steps": 30}), [20, 20], 2)
+    kaldi = make_schedule(ScheduleOptions(lr=0.02, lr_schedule="kaldi", lr_final=0.002), 256,
+                          [20, 20], 2, max_steps=30)
     assert isinstance(kaldi, KaldiSchedule) and kaldi.total_steps == 30
     assert kaldi.lr_at(30, 1) == pytest.approx(2 * 0.002)
-    ibm = make_schedule(make_config(None, base), [20, 20], 2)
+    ibm = make_schedule(ScheduleOptions(lr=0.02), 256, [20, 20], 2)
     assert isinstance(ibm, LrSchedule)

@@ -18,11 +18,12 @@ kaldi_tree() {
   git --git-dir="$git" rev-parse HEAD
 }
 
-# make_prep_tree REPO PYTHON DIR: the fixture tree (tests.corpus.ldc_fixture.make_prep_tree).
-make_prep_tree() {
+# make_tree REPO PYTHON DIR [MAKER]: a fixture tree, by tests.corpus.ldc_fixture's MAKER
+# (make_prep_tree, the default; make_ldc_tree for the recipes' end-to-end tests).
+make_tree() {
   (cd "$1" && PYTHONPATH="$1" "$2" -c \
-    "import sys; from pathlib import Path; from tests.corpus.ldc_fixture import make_prep_tree;
-make_prep_tree(Path(sys.argv[1]))" "$3")
+    "import sys; from pathlib import Path; from tests.corpus import ldc_fixture;
+getattr(ldc_fixture, sys.argv[2])(Path(sys.argv[1]))" "$3" "${4:-make_prep_tree}")
 }
 
 # reco_len DATA_DIR: recording lengths (seconds) from the SPHERE headers of its wav.scp.
@@ -45,7 +46,10 @@ extract_segments() {
      print $1, "feats.ark:" NR}' "$2" "$1/segments" > "$1/feats.scp"
 }
 
-# keep_dirs DEST NAME...: the compared files of data/NAME into DEST/NAME.
+# keep_dirs DEST NAME...: the compared files of data/NAME into DEST/NAME. With KEEP_WAV set,
+# wav.scp too, this machine's paths written as @LDC@ (the fixture's root, $ldc)
+# and @KALDI_ROOT@ (where the recipe's path.sh puts Kaldi: its sph2pipe is
+# @KALDI_ROOT@/tools/sph2pipe_v2.5/sph2pipe), for the test to put its own in.
 keep_dirs() {
   local dest=$1 x f
   shift
@@ -55,5 +59,9 @@ keep_dirs() {
     for f in text segments utt2spk spk2utt reco2file_and_channel stm glm; do
       [ -f "data/$x/$f" ] && cp "data/$x/$f" "$dest/$x/$f"
     done
+    if [ -n "${KEEP_WAV:-}" ]; then
+      sed -e "s|$KALDI_ROOT|@KALDI_ROOT@|g" -e "s|$ldc|@LDC@|g" "data/$x/wav.scp" \
+        > "$dest/$x/wav.scp"
+    fi
   done
 }

@@ -25,13 +25,17 @@ kaldi_git=$(cd "$1" && pwd)
 python=${2:-python3}
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../../.." && pwd)
-dev_utts=100
+# tests/recipes/kaldi_made/regenerate.sh runs this script on the recipes' tree with its sizes
+maker=${TREE:-make_prep_tree}
+out=${OUT:-$here}
+dev_utts=${DEV_UTTS:-100}
+max_dup=${MAX_DUP:-300}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 . "$here/../standins.sh"
 commit=$(kaldi_tree "$kaldi_git" "$work" egs/swbd/s5c)
-make_prep_tree "$repo" "$python" "$work/ldc"
+make_tree "$repo" "$python" "$work/ldc" "$maker"
 ldc=$work/ldc
 
 cd "$work/egs/swbd/s5c"
@@ -69,7 +73,7 @@ done
 utils/subset_data_dir.sh --first data/train $dev_utts data/train_dev
 n=$(( $(wc -l < data/train/segments) - dev_utts ))
 utils/subset_data_dir.sh --last data/train $n data/train_nodev
-utils/data/remove_dup_utts.sh 300 data/train_nodev data/train_nodup
+utils/data/remove_dup_utts.sh $max_dup data/train_nodev data/train_nodup
 
 # local/nnet3/run_ivector_common.sh stage 1: speed perturbation, features, fix_data_dir.sh.
 # get_reco2dur.sh would run wav-to-duration: its reco2dur is written first from the headers
@@ -81,7 +85,7 @@ utils/data/perturb_data_dir_speed_3way.sh --always-include-prefix true \
   data/train_nodup data/train_nodup_sp
 make_feats data/train_nodup_sp data/train_nodup_sp/reco2dur
 
-keep_dirs "$here" train train_dev train_nodup train_nodup_sp eval2000
-cp data/local/dict_nosp/acronyms.map "$here/acronyms.map"
-echo "$commit" > "$here/KALDI_COMMIT"
+keep_dirs "$out" train train_dev train_nodup train_nodup_sp eval2000
+cp data/local/dict_nosp/acronyms.map "$out/acronyms.map"
+echo "$commit" > "$out/KALDI_COMMIT"
 echo "regenerated from kaldi-asr/kaldi $commit"

@@ -1,0 +1,244 @@
+"""The values of a Kaldi ``wav.scp``: a file, or a shell pipe ending in ``|``, and how to read them.
+
+Kaldi's Switchboard, eval2000 and Fisher data prep write pipes through sph2pipe
+(egs/swbd/s5c/local/swbd1_data_prep.sh:111-114, eval2000_data_prep.sh:51-54,
+egs/fisher_swbd/s5/local/fisher_data_prep.sh:164-165)::
+
+    sw02001-A /opt/kaldi/tools/sph2pipe_v2.5/sph2pipe -f wav -p -c 1 /LDC/.../sw02001.sph |
+
+and utils/perturb_data_dir_speed.sh:99-104 appends a sox stage to a pipe for each speed copy
+(``... | sox -t wav - -t wav - speed 0.9 |``). asrdist's own data prep writes
+``asrdist-sph2wav -c 1 [--speed F] FILE |``. Such a pipe says which SPHERE file, channel and
+speed it gives (:class:`SphereChannel`), so asrdist can read it itself, decoding each file once
+for both sides and every speed. It does so for asrdist-sph2wav always, and for sph2pipe (and
+sox) only when a program of the pipe is not installed: with Kaldi's tools at hand the pipe runs
+as Kaldi runs it, sox's resampler included. Any other pipe is run by the shell, and needs its
+programs.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import numpy as np
+import soundfile
+
+from asrdist.errors import AsrdistError
+
+SPH2PIPE = "sph2pipe"
+SPH2WAV = "asrdist-sph2wav"
+# perturb_data_dir_speed.sh:102: " sox -t wav - -t wav - speed " factor " |"
+SOX_SPEED = ("sox", "-t", "wav", "-", "-t", "wav", "-", "speed")
+SPEED_WARNING = ("speed-perturbed audio (wav.scp's 'sox ... speed F' stages) is made by asrdist's "
+                 "linear-interpolation resampler, not sox's: its samples differ slightly from "
+                 "sox's (install sox and sph2pipe to run the pipes as Kaldi does)")
+# what separates the commands of a pipe or a list (a shell's control operators)
+_OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", ";;", "|&"}
+_REDIRECTIONS = {"<", ">", ">>", "<>", ">&", "<&", ">|"}
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+@dataclass(frozen=True)
+class WavFile:
+    """A wav.scp value that names a file (wav, flac: what soundfile reads)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class SphereChannel:
+    """One channel (1-based, sph2pipe's -c) of a SPHERE file, played ``speed`` times faster."""
+
+    path: str
+    channel: int = 1
+    speed: float = 1.0
+
+
+@dataclass(frozen=True)
+class Pipe:
+    """A wav.scp value ending in ``|``: a shell command that writes a wav to stdout.
+
+    ``programs`` are the programs its commands run, as written (a name or a path); ``sphere``
+    is what it writes when that is one channel of a SPHERE file (sph2pipe or asrdist-sph2wav,
+    then any sox speed stages), else None; ``ours`` says its first program is asrdist-sph2wav.
+    """
+
+    command: str
+    programs: tuple[str, ...]
+    sphere: SphereChannel | None = None
+    ours: bool = False
+
+
+def parse_wav_value(value: str) -> WavFile | Pipe:
+    """What a wav.scp value (the text after the recording id) is; only its syntax is read."""
+    value = value.strip()
+    if not value.endswith("|"):
+        return WavFile(value)
+    command = value[:-1].strip()
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError as e:
+        raise AsrdistError(f"wav.scp pipe {value!r} is not a shell command: {e}") from None
+    commands: list[list[str]] = [[]]
+    for token in tokens:
+        if token in _OPERATORS:
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    programs = tuple(p for p in map(_program, commands) if p)
+    if not programs:
+        raise AsrdistError(f"wav.scp pipe {value!r} runs no program")
+    stages = commands if set(tokens) & _OPERATORS <= {"|"} else []
+    return Pipe(command, programs, _sphere_channel(stages),
+                os.path.basename(programs[0]) == SPH2WAV)
+
+
+def _program(words: list[str]) -> str:
+    """The program a simple command runs: its first word that is neither a variable
+    assignment nor part of a redirection (``2>`` included)."""
+    skip = False
+    for i, word in enumerate(words):
+        redirect_fd = word.isdigit() and i + 1 < len(words) and words[i + 1] in _REDIRECTIONS
+        if skip:
+            skip = False
+        elif word in _REDIRECTIONS:
+            skip = True
+        elif not redirect_fd and not _ASSIGNMENT.match(word):
+            return word
+    return ""
+
+
+def _sphere_channel(stages: list[list[str]]) -> SphereChannel | None:
+    """The SPHERE channel and speed that a pipe of these stages writes, if it is one asrdist
+    reads itself: sph2pipe or asrdist-sph2wav, then sox speed stages."""
+    if not stages or not stages[0]:
+        return None
+    program, *args = stages[0]
+    name = os.path.basename(program)
+    if name == SPH2PIPE:
+        found = _sph2pipe_args(args)
+    elif name == SPH2WAV:
+        found = _sph2wav_args(args)
+    else:
+        return None
+    if found is None:
+        return None
+    path, channel, speed = found
+    for stage in stages[1:]:
+        if tuple(stage[:-1]) != SOX_SPEED:
+            return None
+        factor = _positive(stage[-1])
+        if factor is None:
+            return None
+        speed *= factor
+    return SphereChannel(path, channel, speed)
+
+
+def _sph2pipe_args(args: list[str]) -> tuple[str, int, float] | None:
+    """sph2pipe's ``-f wav -p -c N FILE`` (options in any order, -p and -c optional; no -c
+    writes every channel, and Kaldi's compute-*-feats then take the first)."""
+    files, channel, fmt, i = [], 1, None, 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "-p":
+            i += 1
+        elif arg in ("-f", "-c") and i + 1 < len(args):
+            if arg == "-f":
+                fmt = args[i + 1]
+            elif not args[i + 1].isdigit() or int(args[i + 1]) < 1:
+                return None
+            else:
+                channel = int(args[i + 1])
+            i += 2
+        elif arg.startswith("-"):
+            return None  # -t/-s (a part of the file), -u/-a (companded output), -h: not ours
+        else:
+            files.append(arg)
+            i += 1
+    if fmt not in ("wav", "rif") or len(files) != 1:
+        return None
+    return files[0], channel, 1.0
+
+
+def _sph2wav_args(args: list[str]) -> tuple[str, int, float] | None:
+    """asrdist-sph2wav's ``[-c N] [--speed F] FILE`` (its click options)."""
+    files, channel, speed, i = [], 1, 1.0, 0
+    while i < len(args):
+        name, eq, inline = args[i].partition("=")
+        if name in ("-c", "--channel", "--speed"):
+            if not eq:
+                if i + 1 == len(args):
+                    return None
+                inline, i = args[i + 1], i + 1
+            if name == "--speed":
+                speed = _positive(inline)
+                if speed is None:
+                    return None
+            elif not inline.isdigit() or int(inline) < 1:
+                return None
+            else:
+                channel = int(inline)
+        elif args[i].startswith("-"):
+            return None
+        else:
+            files.append(args[i])
+        i += 1
+    return (files[0], channel, speed) if len(files) == 1 else None
+
+
+def _positive(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def missing_programs(pipe: Pipe) -> list[str]:
+    """The programs of ``pipe`` that are not executables (on PATH, or at the path given)."""
+    return [p for p in pipe.programs if shutil.which(p) is None]
+
+
+def audio_source(value: str) -> WavFile | SphereChannel | Pipe:
+    """How asrdist reads a wav.scp value: a file; a SPHERE channel read in-process (an
+    asrdist-sph2wav pipe, or a sph2pipe one with a program missing); or a pipe for the shell.
+
+    Raises AsrdistError naming the missing program of any other pipe."""
+    source = parse_wav_value(value)
+    if isinstance(source, WavFile):
+        return source
+    missing = missing_programs(source)
+    if source.sphere is not None and (source.ours or missing):
+        return source.sphere
+    if missing:
+        raise AsrdistError(f"wav.scp pipe {value.strip()!r} needs {missing[0]!r}, which is "
+                           "not installed (not an executable on PATH or at that path)")
+    return source
+
+
+def read_audio(source: WavFile | Pipe) -> tuple[np.ndarray, int]:
+    """(int16 samples of the first channel, sample rate) of a file or of a pipe's output, as
+    Kaldi's compute-*-feats read a wav.scp entry (channel 0 of a multi-channel wav)."""
+    try:
+        if isinstance(source, Pipe):
+            proc = subprocess.run(source.command, shell=True, capture_output=True, check=True)
+            samples, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16",
+                                           always_2d=True)
+        else:
+            samples, rate = soundfile.read(source.path, dtype="int16", always_2d=True)
+    except subprocess.CalledProcessError as e:
+        err = e.stderr.decode(errors="replace").strip()
+        raise AsrdistError(f"cannot read audio {source.command!r}: exit status "
+                           f"{e.returncode}: {err}".replace("\n", " ")) from e
+    except (OSError, RuntimeError, soundfile.LibsndfileError) as e:
+        what = source.command if isinstance(source, Pipe) else source.path
+        raise AsrdistError(f"cannot read audio {what!r}: {e}".replace("\n", " ")) from e
+    return samples[:, 0], rate

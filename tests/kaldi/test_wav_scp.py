@@ -1,0 +1,153 @@
+"""wav.scp values as Kaldi's own scripts write them, and how asrdist reads each."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile
+
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.wav_scp import (
+    Pipe,
+    SphereChannel,
+    WavFile,
+    audio_source,
+    missing_programs,
+    parse_wav_value,
+    read_audio,
+)
+
+# egs/swbd/s5c/path.sh: export KALDI_ROOT=`pwd`/../../..
+SPH2PIPE = "/home/u/kaldi/egs/swbd/s5c/../../../tools/sph2pipe_v2.5/sph2pipe"
+SW02001 = "/LDC/LDC97S62/swb1_d1/data/sw02001.sph"
+# egs/swbd/s5c/local/swbd1_data_prep.sh:111-114 (and eval2000_data_prep.sh:51-54):
+#   awk -v sph2pipe=$sph2pipe '{
+#     printf("%s-A %s -f wav -p -c 1 %s |\n", $1, sph2pipe, $2);
+#     printf("%s-B %s -f wav -p -c 2 %s |\n", $1, sph2pipe, $2);
+#   }' < $dir/sph.scp | sort > $dir/wav.scp
+S5C_A = f"{SPH2PIPE} -f wav -p -c 1 {SW02001} |"
+S5C_B = f"{SPH2PIPE} -f wav -p -c 2 {SW02001} |"
+# egs/fisher_swbd/s5/local/fisher_data_prep.sh:164-165 (the same printf)
+FISHER_B = (f"{SPH2PIPE} -f wav -p -c 2 "
+            "/LDC/LDC2004S13/fe_03_p1_sph1/audio/000/fe_03_00001.sph |")
+# utils/perturb_data_dir_speed.sh:99-104, run (apply_map.pl, sed, awk) on S5C_A with factor 0.9:
+#   '{wid=$1; $1=""; if ($NF=="|") {print wid $_ " sox -t wav - -t wav - speed " factor " |"}
+#     else if (match($0, /:[0-9]+$/)) {print wid " wav-copy" $_ " - | sox ... speed " factor " |" }
+#     else  {print wid " sox -t wav" $_ " -t wav - speed " factor " |"}}'
+SP09_A = f" {SPH2PIPE} -f wav -p -c 1 {SW02001} | sox -t wav - -t wav - speed 0.9 |"
+SP11_FILE = " sox -t wav /data/rec1.wav -t wav - speed 1.1 |"  # its last case: a wav file
+# asrdist.corpus.swbd.wav_entry (route 2): asrdist-sph2wav -c N [--speed F] FILE |
+OURS_B_SP = f"asrdist-sph2wav -c 2 --speed 1.1 {SW02001} |"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (S5C_A, SphereChannel(SW02001, 1)),
+    (S5C_B, SphereChannel(SW02001, 2)),
+    (FISHER_B, SphereChannel("/LDC/LDC2004S13/fe_03_p1_sph1/audio/000/fe_03_00001.sph", 2)),
+    (SP09_A, SphereChannel(SW02001, 1, 0.9)),
+    (OURS_B_SP, SphereChannel(SW02001, 2, 1.1)),
+    (f"asrdist-sph2wav -c 1 {SW02001} |", SphereChannel(SW02001, 1)),
+    (f"asrdist-sph2wav --channel=2 {SW02001} | sox -t wav - -t wav - speed 0.9 |",
+     SphereChannel(SW02001, 2, 0.9)),
+    (f"sph2pipe -f wav -p {SW02001} |", SphereChannel(SW02001, 1)),  # no -c: channel 0 read
+    (f"sph2pipe -c 2 -p -f wav {SW02001}|", SphereChannel(SW02001, 2)),  # hand-written order
+])
+def test_sphere_pipes_say_file_channel_and_speed(value, expected):
+    pipe = parse_wav_value(value)
+    assert isinstance(pipe, Pipe) and pipe.sphere == expected
+    assert pipe.ours == value.startswith("asrdist-sph2wav")
+
+
+def test_programs_of_kaldi_pipes():
+    assert parse_wav_value(S5C_A).programs == (SPH2PIPE,)
+    assert parse_wav_value(SP09_A).programs == (SPH2PIPE, "sox")
+    assert parse_wav_value(SP09_A).command == SP09_A.strip()[:-1].strip()
+    # egs/librispeech/s5/local/data_prep.sh: "flac -c -d -s $flac |"
+    assert parse_wav_value("flac -c -d -s /L/84-121123-0000.flac |").programs == ("flac",)
+    mixed = parse_wav_value("LC_ALL=C 2>/dev/null wav-copy ark:/a.ark:16 - | gzip -c|")
+    assert mixed.programs == ("wav-copy", "gzip") and mixed.sphere is None
+
+
+@pytest.mark.parametrize("value", [
+    f"{SPH2PIPE} -f wav -p -c 1 -t 10:20 {SW02001} |",  # a time range: not read in-process
+    f"{SPH2PIPE} -f sph -c 1 {SW02001} |",  # SPHERE out, not wav
+    f"{SPH2PIPE} -f wav -p -c 1 {SW02001} | sox -t wav - -t wav - tempo 0.9 |",
+    f"{SPH2PIPE} -f wav -p -c 1 {SW02001} | sox -t wav - -t wav - speed -1 |",
+    f"{SPH2PIPE} -f wav -p -c 1 {SW02001} > /tmp/x; cat /tmp/x |",
+    "gunzip -c /data/sw02001.sph.gz |",
+    SP11_FILE,
+])
+def test_other_pipes_are_for_the_shell(value):
+    pipe = parse_wav_value(value)
+    assert isinstance(pipe, Pipe) and pipe.sphere is None
+
+
+def test_a_file_is_a_file():
+    assert parse_wav_value("/data/rec1.wav") == WavFile("/data/rec1.wav")
+    assert parse_wav_value(" /data/rec1.flac ") == WavFile("/data/rec1.flac")
+
+
+def test_unparsable_pipe_is_an_error():
+    with pytest.raises(AsrdistError, match="not a shell command"):
+        parse_wav_value("sph2pipe -f wav 'unclosed |")
+
+
+def _executable(folder: Path, name: str, body: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+def test_sph2pipe_read_in_process_only_without_its_programs(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+    assert missing_programs(parse_wav_value(S5C_A)) == [SPH2PIPE]
+    assert audio_source(S5C_A) == SphereChannel(SW02001, 1)
+    assert audio_source(SP09_A) == SphereChannel(SW02001, 1, 0.9)
+    # Kaldi's own tools installed: the pipe runs as Kaldi runs it
+    sph2pipe = _executable(tmp_path / "kaldi", "sph2pipe", "exit 0")
+    _executable(bin_dir, "sox", "exit 0")
+    value = f"{sph2pipe} -f wav -p -c 1 {SW02001} | sox -t wav - -t wav - speed 0.9 |"
+    assert isinstance(audio_source(value), Pipe)
+    # sox missing: the whole pipe is read in-process
+    (bin_dir / "sox").unlink()
+    assert audio_source(value) == SphereChannel(SW02001, 1, 0.9)
+
+
+def test_asrdist_sph2wav_is_always_read_in_process(tmp_path, monkeypatch):
+    _executable(tmp_path, "asrdist-sph2wav", "exit 0")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert audio_source(OURS_B_SP) == SphereChannel(SW02001, 2, 1.1)
+
+
+def test_missing_program_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(AsrdistError, match="needs 'sox', which is not installed"):
+        audio_source(SP11_FILE)
+    with pytest.raises(AsrdistError, match="needs 'flac'"):
+        audio_source("flac -c -d -s /L/84-121123-0000.flac |")
+
+
+def test_read_audio_of_a_file_and_of_a_pipe(tmp_path):
+    samples = (np.random.default_rng(0).standard_normal((800, 2)) * 1000).astype(np.int16)
+    wav = tmp_path / "rec 1.wav"
+    soundfile.write(wav, samples, 8000, "PCM_16")
+    for value in (str(wav), f"cat '{wav}' |"):
+        got, rate = read_audio(audio_source(value))
+        assert rate == 8000
+        np.testing.assert_array_equal(got, samples[:, 0])  # channel 0, as compute-fbank-feats
+
+
+def test_read_audio_errors_name_the_command(tmp_path):
+    with pytest.raises(AsrdistError, match=r"cannot read audio 'cat /no/such\.wav': exit status 1"):
+        read_audio(audio_source("cat /no/such.wav |"))
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"not a wav")
+    with pytest.raises(AsrdistError, match=f"cannot read audio '{bad}'"):
+        read_audio(audio_source(str(bad)))

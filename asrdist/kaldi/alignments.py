@@ -158,12 +158,6 @@ def decode_int32_elements(data: bytes, count: int, offset: int = 0) -> np.ndarra
     return elems["value"]
 
 
-def read_gzip(path: str | os.PathLike) -> bytes:
-    """The whole decompressed content; a truncated or corrupt gzip is one AsrdistError."""
-    with open_gzip(path) as read:
-        return b"".join(iter(lambda: read(1 << 20), b""))
-
-
 @contextlib.contextmanager
 def open_gzip(path: str | os.PathLike) -> Iterator[Callable[[int], bytes]]:
     """A ``read(n)`` over the decompressed content, read as it is asked for; a missing,

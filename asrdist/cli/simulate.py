@@ -50,7 +50,7 @@ log = logging.getLogger(__name__)
 SHARED = ("batch_size", "chunk_len", "seed", "grad_clip", "heldout_utts", "cmvn",
           "layers", "units", "bottleneck", "dropout",
           *(f.name for f in dataclasses.fields(ScheduleOptions)),
-          "momentum", "nesterov", "weight_decay")
+          "momentum", "nesterov", "weight_decay", "noise_scale_every")
 # strategy options of real exchanges only; --slow-learner is the speed model's slow learner
 _EXCHANGE_ONLY = ("exchange_timeout", "distance_every")
 
@@ -118,11 +118,13 @@ def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: A
                    schedule=make(ScheduleOptions, values))
     pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
                           cmvn=values["cmvn"], seed=values["seed"], max_utts=own.max_utts)
-    result = run(pool, spec, speed)
+    noise_every = values["noise_scale_every"]
+    result = run(pool, spec, speed, noise_every)
     with atomic_write(out) as f:
         json.dump({"spec": {**spec.__dict__, "model": spec.model.to_dict(),
                             "schedule": dataclasses.asdict(spec.schedule)},
-                   "records": result.records, "summary": result.summary}, f, indent=1)
+                   "records": result.records, "summary": result.summary,
+                   **({"noise_scale": result.noise} if noise_every else {})}, f, indent=1)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "

@@ -1,7 +1,8 @@
 """adpsgd-fixed, -random, -delay1, -delayavg: asynchronous decentralized parallel SGD.
 
 No global collective in the steady state: each learner only averages pairwise with one ring
-neighbour per exchange, through the communication thread of :mod:`asrdist.parallel.exchange`.
+neighbour per exchange, through its transport's exchange (on processes the communication thread
+of :mod:`asrdist.parallel.exchange`; in the simulator a pair of clock events).
 
 Plain variants (fixed, random ring), Lian et al.'s step for learner i at its step k::
 
@@ -49,11 +50,11 @@ import torch
 from asrdist.options import option
 from asrdist.parallel import rings, rules
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner
+from asrdist.parallel.transport import Exchange
 from asrdist.parallel.weights import unwrap
 
 
@@ -92,7 +93,7 @@ class ADPSGD(DistributedStrategy):
         self.ring, self.seed = chosen.ring, options.seed
         self.late_merge, self.delay1 = chosen.late_merge, chosen.delay_grad
         self.name = f"adpsgd-{variant}"
-        self.engine: PairwiseExchange | None = None
+        self.engine: Exchange | None = None
         self.staging: DeviceStaging | None = None  # made in wrap_model: the model's device
         self.merged = 0  # exchanges merged into this learner's weights
         self._resume_round = 0
@@ -119,24 +120,13 @@ class ADPSGD(DistributedStrategy):
         if not self.multi:
             return model
         ranks = self._ring_ranks()
-        group = make_exchange_group(ranks, self.timeout_s)
         self.staging = DeviceStaging(model)
-        index = self._ring_index()
-        if index is not None and len(ranks) > 1:
-            n = len(ranks)
-            weights, ready = self.staging.snapshot(model)
-            self.engine = PairwiseExchange(
-                group=group,
-                ranks=ranks,
-                index=index,
-                weights=weights,
-                ready=ready,
-                alloc=self.staging.host_zeros,
-                partner_of=lambda r: rings.partner(self.ring, index, n, r, self.seed),
-                timeout_s=self.timeout_s,
-                rank=self.rank,
-                start_round=self._resume_round,
-            )
+        index, n = self._ring_index(), len(ranks)
+        on_ring = index is not None and n > 1
+        weights, ready = self.staging.snapshot(model) if on_ring else (None, None)
+        self.engine = self.comm.pairwise(
+            ranks, index, weights, ready, self.staging.host_zeros,
+            lambda r: rings.partner(self.ring, index, n, r, self.seed), self._resume_round)
         self._start_distance(model)
         return model
 
@@ -145,12 +135,10 @@ class ADPSGD(DistributedStrategy):
         delta, count = None, 0
         eng = self.engine
         if eng is not None and eng.active and eng.in_flight:
-            with self._waiting():
-                delta, count = eng.wait(), 1
+            delta, count = eng.wait(), 1
         elif eng is not None and not eng.active:
             delta, count = eng.take_pending()
-        with self._waiting():
-            delta, count = self._sync_node(model, delta, count)
+        delta, count = self._sync_node(model, delta, count)
         if delta is not None:
             assert self.staging is not None
             self.staging.add(model, delta)
@@ -169,19 +157,19 @@ class ADPSGD(DistributedStrategy):
                 self.engine.start(snapshot, ready)
             else:
                 self.engine.publish(snapshot, ready)
-        self._begin_compute()
+        self.comm.compute_begins()
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:
         if not self.multi:
             return
-        self._end_compute()
+        self.comm.compute_ends()
         if not self.late_merge:
             self._merge(model)
         if self._delay is not None:
             self._delay.swap(list(unwrap(model).parameters()))
         stale = self._staleness_rule.at_apply(self.merged)
         if stale is not None:
-            self._record_staleness(stale)
+            self.comm.note_staleness(stale)
 
     def sync(self, model: torch.nn.Module) -> None:
         """Merge the exchanges in flight (all learners of a node call it at the same step)."""

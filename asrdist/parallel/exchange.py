@@ -31,6 +31,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 
 import torch
@@ -65,7 +66,7 @@ class PairwiseExchange:
     ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange;
     ``weights`` (flat) are what a passive learner serves until its first ``publish``; ``ready``
     and ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a GPU model's pinned
-    buffers, :mod:`asrdist.parallel.staging`).
+    buffers, :mod:`asrdist.parallel.staging`); ``blocked`` wraps the compute thread's wait.
     """
 
     def __init__(
@@ -81,6 +82,7 @@ class PairwiseExchange:
         timeout_s: float,
         rank: int,
         start_round: int = 0,
+        blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
     ) -> None:
         self.group, self.ranks, self.index = group, ranks, index
         self.n = len(ranks)
@@ -90,6 +92,7 @@ class PairwiseExchange:
         self.round = start_round
         self.exchanges = 0
         self._partner_of = partner_of
+        self._blocked = blocked
         self._lock = threading.Lock()
         self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
@@ -114,16 +117,18 @@ class PairwiseExchange:
         return self._in_flight > 0
 
     def wait(self) -> torch.Tensor:
-        """Active: the delta of the exchange in flight, once it is done."""
-        while True:
-            try:
-                delta = self._results.get(timeout=1.0)
-            except queue.Empty:
-                if not self._thread.is_alive():
-                    raise ExchangeFailure("exchange thread ended unexpectedly") from None
-                continue
-            self._in_flight -= 1
-            return delta
+        """Active: the delta of the exchange in flight, once it is done (inside ``blocked``:
+        the transport's timing and failure naming)."""
+        with self._blocked():
+            while True:
+                try:
+                    delta = self._results.get(timeout=1.0)
+                except queue.Empty:
+                    if not self._thread.is_alive():
+                        raise ExchangeFailure("exchange thread ended unexpectedly") from None
+                    continue
+                self._in_flight -= 1
+                return delta
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """Passive: the weights to serve from now on (the compute thread's latest ones);

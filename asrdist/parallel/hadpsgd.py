@@ -1,7 +1,8 @@
 """hadpsgd: hierarchical ADPSGD (Zhang et al., Interspeech'19).
 
-The learners of one node form a *super-learner*: DistributedDataParallel over the node's group
-allreduces their gradients every step (nccl on GPU, gloo on CPU), so they hold identical weights.
+The learners of one node form a *super-learner*: their transport's gradient mean over the node's
+group (on processes DistributedDataParallel, nccl on GPU, gloo on CPU) allreduces their
+gradients every step, so they hold identical weights.
 The node's first learner (its leader) sits on the ADPSGD ring of super-learners (any ADPSGD
 variant: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the rest of its
 node at the same point of the same step, so the node's copies stay identical.
@@ -14,19 +15,16 @@ machine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from typing import Any
 
 import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
 
+from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, option
 from asrdist.parallel.adpsgd import ADPSGD, VARIANTS, ADPSGDOptions
-from asrdist.parallel.ddp import HookState, allreduce_mean_hook
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import node_groups
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.weights import model_device
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ class HADPSGD(ADPSGD):
         self.learners_per_node = options.learners_per_node
         self.nodes: list[list[int]] = [[0]]
         self._nodes_found = False
-        self._node_group: dist.ProcessGroup | None = None
+        self._node_group: Any = None  # the transport's group of this node
 
     def _ring_ranks(self) -> list[int]:
         return [members[0] for members in self.nodes]
@@ -63,8 +61,10 @@ class HADPSGD(ADPSGD):
             return
         names: list[str] | None = None
         if not self.learners_per_node:
-            names = [""] * self.world_size
-            dist.all_gather_object(names, self.learner.node)
+            names = self.comm.node_names()
+            if names is None:
+                raise AsrdistError("--learners-per-node: needed where the learners have no "
+                                   "launcher's nodes (the simulator)")
         self.nodes = node_groups(self.world_size, self.learners_per_node, names)
         self._nodes_found = True
 
@@ -82,18 +82,13 @@ class HADPSGD(ADPSGD):
         if not self.multi:
             return model
         self._find_nodes()
-        self._node_group, _ = dist.new_subgroups_by_enumeration(
-            self.nodes, timeout=timedelta(seconds=self.timeout_s)
-        )
-        device = model_device(model)
-        ddp = DistributedDataParallel(
-            model, device_ids=[device] if device is not None else None,
-            process_group=self._node_group,
-        )
-        ddp.register_comm_hook(HookState(self.liveness, self._node_group, len(self._my_node())),
-                               allreduce_mean_hook)
-        self._track_ddp(ddp)
-        return super().wrap_model(ddp)
+        self._node_group = self.comm.subgroups(self.nodes)
+        return super().wrap_model(self.comm.gradient_mean(model, self._node_group))
+
+    def after_backward(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi:  # before ADPSGD's merge, which the node then shares
+            self.comm.gradients_averaged(model)
+        super().after_backward(model, step)
 
     def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
                    count: int) -> tuple[torch.Tensor | None, int]:
@@ -102,13 +97,13 @@ class HADPSGD(ADPSGD):
             return delta, count
         device = next(model.parameters()).device
         head = torch.tensor([count], dtype=torch.int64, device=device)
-        dist.broadcast(head, src=members[0], group=self._node_group)
+        self.comm.broadcast_(head, members[0], self._node_group)
         count = int(head.item())
         if count == 0:
             return None, 0
         size = sum(p.numel() for p in model.parameters())
         buf = delta.to(device) if delta is not None else torch.empty(size, device=device)
-        dist.broadcast(buf, src=members[0], group=self._node_group)
+        self.comm.broadcast_(buf, members[0], self._node_group)
         return buf, count
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
 from asrdist.options import NON_NEGATIVE, POSITIVE, option
 from asrdist.parallel.base import DistributedStrategy
@@ -60,16 +59,15 @@ class ModelAveraging(DistributedStrategy):
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
         if self.multi:
-            self._begin_compute()
+            self.comm.compute_begins()
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:
         if self.multi:
-            self._end_compute()
+            self.comm.compute_ends()
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         if self.multi and averaging_due(step, self.avg_period):
-            with self._waiting():
-                average_parameters(iter(list(unwrap(model).parameters())), None)
+            self.comm.average_(list(unwrap(model).parameters()))
             self.averages += 1
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:

@@ -24,20 +24,26 @@ so every caller calls the hooks in the same order::
 ADPSGD merges them into the weights there, so a checkpoint holds them and a resumed run
 continues from the same weights. A strategy with nothing in flight leaves it a no-op.
 
-To add a strategy: write one module with a :class:`Strategy` subclass, a frozen dataclass of
-its options, and one :func:`asrdist.parallel.registry.register` call (see that module). The
-flags, YAML keys and the README's ``--algo`` table come from the registry.
+To add a strategy: write one module with a :class:`Strategy` subclass (usually of
+:class:`asrdist.parallel.base.DistributedStrategy`), a frozen dataclass of its options, and one
+:func:`asrdist.parallel.registry.register` call (see that module). The flags, YAML keys and the
+README's ``--algo`` table come from the registry. A strategy talks to other learners only
+through its transport (:mod:`asrdist.parallel.transport`; ``Learner.transport``), so the same
+module runs on real processes and in the simulator.
 """
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    from asrdist.parallel.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -48,6 +54,9 @@ class Learner:
     world_size: int = 1
     local_rank: int = 0
     node: str = ""  # learners with the same node name share a machine (hadpsgd's super-learner)
+    # how it talks to the others (asrdist.parallel.transport); None: torch.distributed's
+    # default group (asrdist.parallel.processes), the simulator gives its own
+    transport: Transport | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def current(cls) -> Learner:

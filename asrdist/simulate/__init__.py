@@ -1,1 +1,2 @@
-"""Many learners in one process under a discrete-event clock, with the real strategies' rules."""
+"""Many learners in one process under a discrete-event clock, each running its registered
+strategy on the clock's transport."""

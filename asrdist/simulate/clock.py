@@ -18,7 +18,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Any, Union
 
 Wait = Union[float, "Meeting"]
 Process = Generator[Wait, None, None]
@@ -26,12 +26,16 @@ Process = Generator[Wait, None, None]
 
 @dataclass
 class Meeting:
-    """A collective of ``members`` (process ids); ``action`` runs once, when all are there."""
+    """A collective of ``members`` (process ids); ``action`` runs once, when all are there.
+    Each member may leave what it brings in ``payloads`` (its tensors) before it arrives, and
+    the action what all of them get back in ``result``."""
 
     members: tuple[int, ...]
     cost_s: float
     action: Callable[[], float | None] | None = None
     arrived: dict[int, float] = field(default_factory=dict)
+    payloads: dict[int, Any] = field(default_factory=dict)
+    result: Any = None
 
 
 class Clock:

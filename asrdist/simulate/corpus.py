@@ -4,8 +4,8 @@ Real learners each stream their shard from disk; a simulator of 64 learners in o
 reads the corpus once (the same reader, CMVN and chunking as training) and keeps the chunks as
 one tensor. Each epoch the chunks are permuted from ``(seed, epoch)``; step k's global batch is
 the next ``learners x batch`` of them and learner i takes the i-th slice of ``batch``, so N
-learners of batch b see what one learner of batch N*b sees (ssgd's invariant holds on real
-data too).
+learners of batch b see what one learner of batch N*b sees (synchronous SGD's invariant holds
+on real data too).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import torch
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.parallel import registry
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
+from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.run import Result, simulate
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.loss import frame_loss
@@ -21,7 +22,7 @@ from asrdist.train.schedule import ScheduleOptions, make_schedule
 
 @dataclass(frozen=True)
 class RunSpec:
-    algo: str = "ssgd"
+    algo: str  # an --algo
     learners: int = 16
     batch: int = 16  # chunks per learner per step
     epochs: float = 1.0
@@ -42,10 +43,12 @@ class RunSpec:
         return self.learners * self.batch
 
 
-def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None) -> Result:
+def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
+        noise_every: int = 0) -> Result:
     """Simulate ``spec`` on ``pool``: every learner starts from the same weights (seeded as a
     real run's learners are), reads its slice of each global batch, and the learners' mean is
-    evaluated on the held-out chunks ``spec.evals`` times."""
+    evaluated on the held-out chunks ``spec.evals`` times; with ``noise_every``, B_simple is
+    measured every that many steps per learner (``Result.noise``)."""
     per_epoch = pool.steps_per_epoch(spec.global_batch())
     steps = max(1, round(spec.epochs * per_epoch))
     torch.manual_seed(spec.seed)
@@ -63,6 +66,8 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None) -> Resu
         grad_clip=spec.grad_clip,
         eval_fn=lambda m: heldout_figures(m, pool.heldout),
         eval_every=max(1, steps // max(spec.evals, 1)), epoch_steps=per_epoch * spec.learners,
+        noise=NoiseProbe(noise_every, spec.batch, per_epoch * spec.learners)
+        if noise_every else None,
     )
 
 

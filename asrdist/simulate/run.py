@@ -1,5 +1,10 @@
 """Run N simulated learners of one strategy and report what the studies need.
 
+Each learner runs the trainer's own loop with its strategy built from the registry, as a real
+learner does, on the simulator's transport (:mod:`asrdist.simulate.transport`); nothing here
+depends on which strategy it is. The run's time includes the strategy's end (its final
+average), as a real run's does.
+
 The learners' mean (what a real run exports) is evaluated every ``eval_every`` steps per
 learner (counted over all learners, so asynchronous learners at different steps are fine):
 held-out figures from ``eval_fn``, against simulated wall time, steps and epochs, with the
@@ -19,19 +24,26 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
+from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.weights import flat_weights
-from asrdist.simulate.programs import spawn
+from asrdist.simulate.coroutine import Coroutine
+from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.speed import SpeedModel
-from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, average_into, float_tensors
+from asrdist.simulate.transport import SimTransport
+from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tensors
 
 
 @dataclass
 class Result:
     records: list[dict[str, float]]  # one per evaluation
-    learners: list[torch.Tensor]  # each learner's flat weights before the final average
+    learners: list[torch.Tensor]  # each learner's flat weights at the end of its steps
+    # (before the strategy's end: in-flight merges and the final average)
     final: torch.Tensor  # the exported average's flat weights
     summary: dict[str, Any]  # time_s, wait_s (per learner), staleness histogram, ...
+    # (see World.summary)
     history: list[list[torch.Tensor]] = field(default_factory=list)  # per learner, per step
+    start: list[torch.Tensor] = field(default_factory=list)  # each learner's, once wrapped
+    noise: list[dict[str, Any]] = field(default_factory=list)  # B_simple, when measured
 
 
 def simulate(
@@ -48,11 +60,13 @@ def simulate(
     eval_every: int = 0,
     epoch_steps: float = 0.0,
     keep_history: bool = False,
+    noise: NoiseProbe | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
-    ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``loss_fn(i, k, model)``
-    its loss on its shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus)
-    turns steps into epochs in the records."""
+    ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
+    optimizer over the module its strategy wraps, ``loss_fn(i, k, model)`` its loss on its
+    shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus) turns steps
+    into epochs in the records; ``noise`` measures the gradient noise scale."""
     if learners < 1 or steps < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps: need at least one "
                            "learner and no negative steps")
@@ -62,32 +76,79 @@ def simulate(
         raise AsrdistError(f"--slow-learner {missing[0]}: there is no learner {missing[0]} "
                            f"among {learners} (ranks 0..{learners - 1})")
     try:
+        spec = registry.spec(algo)
         opts = registry.make_options(algo, dict(options or {}))
     except ValueError as exc:
         raise AsrdistError(str(exc)) from None
-    sims = []
-    for i in range(learners):
-        model = make_model(i)
-        sims.append(SimLearner(i, model, make_optimizer(model)))
-    world = World(sims, speed, loss_fn, grad_clip, keep_history)
+    if learners > 1 and not spec.multi_learner:  # as the trainer refuses it
+        raise AsrdistError(f"--algo {algo} trains one learner, not {learners}: choose a "
+                           "distributed --algo")
+    sims = [SimLearner(i, make_model(i)) for i in range(learners)]
+    world = World(sims, speed, loss_fn, keep_history)
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
     world.on_step = evaluator.maybe
+    start: list[torch.Tensor] = [torch.empty(0)] * learners
+    before: list[torch.Tensor] = [torch.empty(0)] * learners
     t0 = time.perf_counter()
-    ring = spawn(world, algo, opts, steps)
-    world.clock.run()
-    if ring is not None:
-        ring.leave()
-    before = [flat_weights(s.model) for s in sims]
-    average_into([float_tensors(s.model) for s in sims])
+    turns = []
+    for i in range(learners):
+        comm = SimTransport(world, i)
+        strategy = spec.make(Learner(i, learners, transport=comm), opts)
+        learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before)
+        comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
+        turns.append(comm.turn)
+        world.clock.spawn(i, comm.turn.process())
+    if noise is not None:
+        world.on_step = noise.watch(world, loss_fn, world.on_step)
+    try:
+        world.clock.run()
+    finally:
+        for turn in turns:
+            turn.cancel()
     if eval_fn is not None and (not records or records[-1]["steps"] < steps):
         evaluator.record()
     summary = world.summary()
     summary["host_s"] = time.perf_counter() - t0
-    if ring is not None:
-        summary["exchanges"] = ring.exchanges
     return Result(records, before, flat_weights(sims[0].model), summary,
-                  [s.history for s in sims])
+                  [s.history for s in sims], start,
+                  noise.records if noise is not None else [])
+
+
+@dataclass
+class _Learn:
+    """One simulated learner's program: the trainer's loop (``train_step``, so the strategy's
+    hooks run in the contract's order), with the speed model's compute time spent after the
+    forward pass and its update time after the optimizer step; then the strategy's end."""
+
+    world: World
+    comm: SimTransport
+    strategy: Strategy
+    steps: int
+    make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer]
+    grad_clip: float
+    start: list[torch.Tensor]  # each learner's weights once its strategy wrapped the model
+    before: list[torch.Tensor]  # each learner's weights at the end of its steps
+
+    def __call__(self, turn: Coroutine) -> None:
+        world, comm, i = self.world, self.comm, self.comm.rank
+        model = world.learners[i].model
+        wrapped = self.strategy.wrap_model(model)
+        self.start[i] = flat_weights(model)
+        optimizer = self.make_optimizer(wrapped)
+        optimizer.register_step_post_hook(lambda *_: comm.sleep(world.speed.update_s))
+        for k in range(self.steps):
+            def loss_fn(m: torch.nn.Module, k: int = k) -> torch.Tensor:
+                loss = world.loss_fn(i, k, m)
+                comm.sleep(world.speed.step_s(i, k))
+                return loss
+
+            train_step(self.strategy, wrapped, optimizer, k, loss_fn, self.grad_clip)
+            world.end_step(i)
+        self.before[i] = flat_weights(model)
+        world.steps_done(i)
+        self.strategy.finalize(wrapped)
+        self.strategy.close()
 
 
 class _Evaluator:

@@ -11,7 +11,8 @@ Links: every message pays ``latency_s`` plus its bytes over ``bandwidth`` (bytes
 directions at once); a ring allreduce of n learners pays ``2 (n-1)`` latencies and moves
 ``2 (n-1)/n`` times the tensor over each link (the bandwidth-optimal ring, as NCCL and gloo's
 ring do). Communication never overlaps compute except where the real strategy overlaps it
-(ADPSGD's exchange thread); DDP's overlap of the allreduce with backward is not modelled.
+(the thread of an asynchronous pairwise exchange); DDP's overlap of the allreduce with
+backward is not modelled.
 """
 
 from __future__ import annotations

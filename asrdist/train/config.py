@@ -109,6 +109,11 @@ class TrainConfig:
                                    "epoch)", check=NON_NEGATIVE)
     keep_checkpoints: int = option(2, "checkpoints kept per learner", check=POSITIVE)
     log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE)
+    noise_scale_every: int = option(0, "measure the gradient noise scale B_simple (McCandlish "
+                                    "et al. 2018) every this many steps into metrics.jsonl (0 = "
+                                    "off); each costs a forward and backward of the local batch "
+                                    "and, with learners in lockstep, an allreduce of the "
+                                    "gradient", check=NON_NEGATIVE)
     max_missing_targets: float = option(0.05, "fail when more than this fraction of the "
                                         "utterances has no targets", check=NON_NEGATIVE)
     device: str = option("cpu", "cpu, cuda or cuda:N")

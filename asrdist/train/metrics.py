@@ -1,7 +1,8 @@
 """metrics.jsonl: one JSON record per line, flushed as written, per learner.
 
 Rank 0 writes ``metrics.jsonl``, rank r > 0 ``metrics.rank{r}.jsonl``; every record has
-``kind`` ("start", "train", "heldout"), ``rank``, ``step`` and ``wall_s``.
+``kind`` ("start", "train", "heldout", and "noise" with --noise-scale-every: the gradient
+noise scale, asrdist.train.noise_scale), ``rank``, ``step`` and ``wall_s``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Training curves from run dirs: loss and held-out cross-entropy against wall time and epochs."""
+"""Training curves from run dirs: loss and held-out cross-entropy against wall time and epochs,
+and the gradient noise scale B_simple when a run measured it (--noise-scale-every)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,10 @@ _PANELS = (  # (record kind, y field, x field, title)
     ("train", "loss", "progress", "training loss"),
     ("heldout", "heldout_ce", "progress", "held-out cross-entropy"),
 )
+_NOISE_PANELS = (  # a third column, when some run has noise records
+    ("noise", "b_simple", "wall_s", "noise scale B_simple (chunks)"),
+    ("noise", "b_simple", "progress", "noise scale B_simple (chunks)"),
+)
 _X_LABELS = {"wall_s": "wall time (s)", "progress": "epochs"}
 
 
@@ -37,21 +42,28 @@ def _curves(run: Path) -> list[tuple[str, list[dict]]]:
 def plot_runs(
     runs: list[str | os.PathLike], out: str | os.PathLike, rank0_only: bool = True
 ) -> Path:
-    """Write one PNG of four panels comparing ``runs``; return its path."""
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    for run in runs:
-        for label, records in _curves(Path(run)):
-            if rank0_only and " rank" in label:
-                continue
-            for ax, (kind, y, x, title) in zip(axes.flat, _PANELS, strict=True):
-                points = [(r[x], r[y]) for r in records if r.get("kind") == kind and y in r]
-                if points:
-                    xs, ys = zip(*points, strict=True)
-                    ax.plot(xs, ys, label=label, marker="o" if kind == "heldout" else None,
-                            markersize=3)
-                ax.set_title(title)
-                ax.set_xlabel(_X_LABELS[x])
-                ax.grid(alpha=0.3)
+    """Write one PNG of four panels comparing ``runs`` (six with noise records); return its
+    path."""
+    curves = [(label, records) for run in runs for label, records in _curves(Path(run))
+              if not (rank0_only and " rank" in label)]
+    noise = any(r.get("kind") == "noise" for _, records in curves for r in records)
+    panels = _PANELS
+    if noise:  # row by row: the x axis is wall time in the first row, epochs in the second
+        panels = (*_PANELS[:2], _NOISE_PANELS[0], *_PANELS[2:], _NOISE_PANELS[1])
+    fig, axes = plt.subplots(2, 3 if noise else 2, figsize=(16 if noise else 11, 8))
+    for label, records in curves:
+        for ax, (kind, y, x, title) in zip(axes.flat, panels, strict=True):
+            points = [(r[x], r[y]) for r in records
+                      if r.get("kind") == kind and r.get(y) is not None]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, label=label, marker="o" if kind == "heldout" else None,
+                        markersize=3)
+            ax.set_title(title)
+            if kind == "noise":
+                ax.set_yscale("log")
+            ax.set_xlabel(_X_LABELS[x])
+            ax.grid(alpha=0.3)
     for ax in axes.flat:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)

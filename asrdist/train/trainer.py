@@ -58,6 +58,7 @@ from asrdist.train.evaluate import evaluate
 from asrdist.train.interval import Interval
 from asrdist.train.loss import frame_loss
 from asrdist.train.metrics import MetricsWriter, metrics_path
+from asrdist.train.noise_scale import NoiseProbe
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
@@ -89,6 +90,7 @@ class TrainResult:
 NOT_FINGERPRINTED = frozenset({
     "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
     "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
+    "noise_scale_every",  # measured on a copy of the model, the random state put back
 })
 
 
@@ -225,6 +227,7 @@ class _Run:
         self.identity = identity
         self.changed: dict[str, list[Any]] = {}  # options a --resume-allow let change
         self.resume_state = self._find_resume_state()
+        self.noise = self._make_noise_probe()
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -238,8 +241,20 @@ class _Run:
         masks = make_spec_augment(self.cfg.mask_options())
         return augments + ([masks] if masks is not None else [])
 
+    def _make_noise_probe(self) -> NoiseProbe | None:
+        """--noise-scale-every: across the learners when all step together, else on halves of
+        this learner's batch."""
+        if not self.cfg.noise_scale_every:
+            return None
+        with torch.random.fork_rng(devices=[]):  # its initial weights draw no training's
+            twin = build_model(self.cfg.model_config(), self.input_dim, self.corpus.num_pdfs)
+        across = self.world_size > 1 and len(self.lockstep_group) == self.world_size
+        return NoiseProbe(twin.to(self.device), self.cfg.noise_scale_every, across,
+                          self.world_size, self.device)
+
     def _find_resume_state(self) -> dict[str, Any] | None:
         group, period = self.strategy.lockstep()
+        self.lockstep_group = group
         self.preemption.attach(group, period)
         mine = survey(self.out, self.rank, group)
         everyone = gather(mine, self.rank, self.world_size)
@@ -324,6 +339,8 @@ class _Run:
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
         self.frames, self.wall_before = s["frames"], s["wall_s"]
         self.interval = Interval.from_state(s["interval"], self.device)
+        if self.noise is not None and s.get("noise_scale") is not None:
+            self.noise.load_state_dict(s["noise_scale"])
         log.info("resuming %s at step %d (epoch %d)", self.out, self.step, self.epoch + 1)
 
     # -- the loop -------------------------------------------------------------------------
@@ -424,6 +441,8 @@ class _Run:
                 lr = self.schedule.lr_at(self.step, self.epoch)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
+                if self.noise is not None and self.noise.due(self.step):
+                    self._measure_noise(x, y)
                 loss = train_step(self.strategy, wrapped, optimizer, self.step,
                                   partial(self._loss, x=x, y=y), cfg.grad_clip)
                 now = time.monotonic()
@@ -453,6 +472,16 @@ class _Run:
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
             return frame_loss(model, x, y)
+
+    def _measure_noise(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """A ``noise`` record: B_simple at this step's weights and batch (before the step)."""
+        assert self.noise is not None
+        t0 = time.monotonic()
+        found = self.noise.measure(self.model, x, y, self._loss)  # reads back: a device sync
+        if found is not None:
+            self.metrics.write("noise", step=self.step, epoch=self.epoch + 1,
+                               progress=self._progress(), wall_s=self._wall(),
+                               frames=self.frames, measure_s=time.monotonic() - t0, **found)
 
     def _log_train(self, lr: float, seconds: float, bar: Progress) -> None:
         """Write a train record (the one read of the loss from the device) and start a new
@@ -548,6 +577,7 @@ class _Run:
             "model_config": self.cfg.model_config().to_dict(),
             "world_size": self.world_size,
             "run": self.identity,
+            "noise_scale": self.noise.state_dict() if self.noise is not None else None,
         }
         save_checkpoint(self.out, self.rank, self.step, state, self.cfg.keep_checkpoints)
 

@@ -8,7 +8,16 @@ import json
 import pytest
 
 from asrdist.errors import AsrdistError
-from bench.projection import ASSUMPTIONS, network_calibration, project, step_time
+from bench.projection import (
+    ASSUMPTIONS,
+    CALIBRATION,
+    calibrated_t_frame,
+    implied_factor,
+    network_calibration,
+    project,
+    step_time,
+    study1_limits,
+)
 
 NET = {"swap_efficiency": 0.5, "hidden": {"ssgd": 0.25, "adpsgd-fixed": 0.8,
                                           "adpsgd-random": 0.8, "adpsgd-delay1": 0.9,
@@ -68,3 +77,51 @@ def test_network_calibration_errors_name_the_file(tmp_path):
                                 "rows": []}))
     with pytest.raises(AsrdistError, match="'fast'"):
         network_calibration(path)
+
+
+def test_calibrated_time_per_frame_is_one_week_over_16_epochs_of_swb2000():
+    # by hand: 7 days = 604,800 s over 1975 h x 3600 s x 100 frames/s x 16 epochs
+    assert calibrated_t_frame(CALIBRATION, ASSUMPTIONS) == pytest.approx(
+        604_800 / (1975 * 3600 * 100 * 16))
+
+
+def test_implied_factor_reproduces_the_p100_hours():
+    f = implied_factor(T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS, CALIBRATION, {})
+    rows = project(T_FRAME * f * CALIBRATION["p100_slowdown"], MODEL_BYTES, NET, ASSUMPTIONS)
+    got = next(r["total_h"] for r in rows if (r["gpus"], r["algo"]) == (16, "adpsgd-fixed"))
+    assert got == pytest.approx(CALIBRATION["p100_hours"], rel=1e-6)
+
+
+STUDY1 = """## Study 1: large batch (simulator)
+
+Single-learner baseline at batch 16: CE 2.0537 (lr 0.0125).
+
+| strategy | learners | B=64 (4x) | B=256 (16x) | largest B within 2 % |
+|---|---|---|---|---|
+| ssgd | 16 | 2.0 (lr 0.025) | 2.4 (lr 0.1) | 64 |
+| adpsgd-fixed | 16 | 2.0 (lr 0.025) | 2.0 (lr 0.1) | 256 |
+| adpsgd-fixed | 64 | - | 2.3 (lr 0.1) | none |
+| hadpsgd | 16 | 2.4 (lr 0.025) | 2.5 (lr 0.1) | none |
+
+| strategy | seeds | mean | sd |
+|---|---|---|---|
+| ssgd | 3 | 2.9103 | 0.0227 |
+
+## Study 2
+| ssgd | 16 | 1 | 4096 |
+"""
+
+
+def test_study1_limits_are_multiples_of_its_baseline(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    path.write_text(STUDY1)
+    assert study1_limits(path) == {"ssgd": 4, "adpsgd-fixed": 16, "hadpsgd": None}
+    assert study1_limits(tmp_path / "missing.md") == {}
+
+
+def test_study1_limits_replace_the_papers_batches():
+    caps = {"ssgd": 4 * 256, "adpsgd-fixed": 16 * 256}
+    rows = {(r["gpus"], r["algo"]): r["batch"]
+            for r in project(T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS, caps)}
+    assert rows[(16, "ssgd")] == 1024 and rows[(64, "adpsgd-fixed")] == 4096
+    assert rows[(64, "hadpsgd")] == ASSUMPTIONS["batch_adpsgd"]

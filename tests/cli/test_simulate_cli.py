@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from asrdist.parallel.registry import PLUGINS_ENV
 from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
 
@@ -33,6 +34,37 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
     assert len(report["summary"]["wait_s"]) == 4
     assert report["summary"]["staleness"]
     assert "ce=" in res.stdout
+
+
+def test_a_plugin_strategy_is_simulated_as_it_is_trained(corpus, tmp_path, monkeypatch):
+    """test_toy_strategy's strategy, loaded as asrdist-train loads it (ASRDIST_STRATEGIES),
+    with its own option: nothing of it is in the simulator."""
+    data, targets = corpus
+    out = tmp_path / "sim.json"
+    monkeypatch.setenv(PLUGINS_ENV, "tests.parallel.test_toy_strategy")
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "toy-average", "--learners", "3", "-O", "toy_every=2",
+                  "--batch-size", "4", "--epochs", "2", "--heldout-utts", "4", "--units", "16",
+                  "--lr", "0.2", "--latency", "0.2", "--chunk-len", "5", "--layers", "1",
+                  "--grad-clip", "5", "--lr-scaling", "none")
+    assert res.returncode == 0, res.stderr
+    records = json.loads(out.read_text())["records"]
+    assert records[-1]["heldout_ce"] < records[0]["heldout_ce"]
+    assert records[0]["dist_to_mean"] > 0  # the learners drift apart between averages
+    assert records[-1]["dist_to_mean"] == pytest.approx(0.0, abs=1e-6)  # the exported mean
+
+
+def test_noise_scale_records(corpus, tmp_path):
+    data, targets = corpus
+    out = tmp_path / "sim.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "ssgd", "--learners", "2", "--batch-size", "4", "--epochs", "1",
+                  "--heldout-utts", "4", "--units", "8", "--layers", "1", "--chunk-len", "5",
+                  "--noise-scale-every", "2")
+    assert res.returncode == 0, res.stderr
+    noise = json.loads(out.read_text())["noise_scale"]
+    assert len(noise) >= 2 and noise[0]["steps"] == 0 and noise[1]["steps"] == 2
+    assert all((r["b_small"], r["b_big"]) == (4, 8) and "epochs" in r for r in noise)
 
 
 def test_bad_strategy_option_is_one_line(corpus, tmp_path):

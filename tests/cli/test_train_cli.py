@@ -137,14 +137,14 @@ def _strategy(corpus, tmp_path, **options):
 def test_strategy_options_reach_the_strategy(corpus, tmp_path):
     ma = _strategy(corpus, tmp_path, algo="ma", avg_period=3, exchange_timeout=7.0,
                    distance_every=0.0, slow_learner="0:3", hadpsgd_variant="random")
-    assert (ma.avg_period, ma.timeout_s, ma._distance_every_s) == (3, 7.0, 0.0)
-    assert ma._slow.factor == 3.0  # this process is learner 0
+    assert (ma.avg_period, ma.comm.timeout_s, ma.comm._distance_every_s) == (3, 7.0, 0.0)
+    assert ma.comm._slow.factor == 3.0  # this process is learner 0
     ada = _strategy(corpus, tmp_path, algo="adpsgd-random", seed=5)
-    assert (ada.ring, ada.delay1, ada.seed, ada.timeout_s) == ("random", False, 5, 120.0)
+    assert (ada.ring, ada.delay1, ada.seed, ada.comm.timeout_s) == ("random", False, 5, 120.0)
     had = _strategy(corpus, tmp_path, algo="hadpsgd", learners_per_node=2,
                     hadpsgd_variant="delay1", seed=4)
     assert (had.learners_per_node, had.ring, had.delay1, had.seed) == (2, "fixed", True, 4)
-    assert (had.name, had.timeout_s) == ("hadpsgd-delay1", 120.0)
+    assert (had.name, had.comm.timeout_s) == ("hadpsgd-delay1", 120.0)
 
 
 @pytest.mark.parametrize(("flags", "world", "message"), [

@@ -1,5 +1,7 @@
 """A strategy from outside asrdist: one module (this one) and one register() call, then trained
-by 2 learners through the real asrdist-train, its option given as a flag.
+by 2 learners through the real asrdist-train, its option given as a flag. It talks to the
+other learners only through its transport (``self.comm``), so the simulator runs it too
+(tests/simulate/test_run.py), with no change anywhere else.
 
 The learners are separate processes started like torchrun's workers; they find the strategy
 through ``ASRDIST_STRATEGIES`` (they import this module). conftest imports it too, so the
@@ -19,11 +21,11 @@ from typing import Any
 import torch
 import yaml
 from click.testing import CliRunner
-from torch.distributed.algorithms.model_averaging.utils import average_parameters
 
+from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.options import CommonOptions, option, require
 from asrdist.parallel.registry import PLUGINS_ENV, StrategySpec, register
-from asrdist.parallel.strategy import Learner, Strategy
+from asrdist.parallel.strategy import Learner
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -37,19 +39,15 @@ class ToyOptions(CommonOptions):
         require(self.toy_every >= 1, "toy_every", self.toy_every, "be positive")
 
 
-class ToyAveraging(Strategy):
+class ToyAveraging(DistributedStrategy):
     """Average all weights every ``toy_every`` steps; counts its hook calls for the test."""
 
     name = "toy-average"
 
     def __init__(self, learner: Learner, options: ToyOptions) -> None:
-        self.learner, self.every = learner, options.toy_every
+        super().__init__(learner, options)
+        self.every = options.toy_every
         self.calls: Counter[str] = Counter()
-
-    def _average(self, model: torch.nn.Module) -> None:
-        if self.learner.world_size > 1:
-            average_parameters(iter(list(model.parameters())), None)
-            self.calls["averages"] += 1
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         self.calls["wrap_model"] += 1
@@ -63,14 +61,15 @@ class ToyAveraging(Strategy):
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         self.calls["after_step"] += 1
-        if (step + 1) % self.every == 0:
-            self._average(model)
+        if (step + 1) % self.every == 0 and self.multi:
+            self.comm.average_(list(model.parameters()))
+            self.calls["averages"] += 1
 
     def sync(self, model: torch.nn.Module) -> None:
         self.calls["sync"] += 1
 
-    def finalize(self, model: torch.nn.Module) -> None:
-        self._average(model)
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        return tuple(range(self.world_size)), self.every
 
     def metrics(self) -> dict[str, Any]:
         return {"toy_every": self.every, **{f"toy_{k}": v for k, v in self.calls.items()}}

@@ -1,5 +1,13 @@
 """The simulator against the real learner processes where both are deterministic, and against
-plain SGD and the ring schedule's averaging matrices."""
+plain SGD, the outer optimizers' definitions and the ring schedule's averaging matrices.
+
+The simulator has no code of its own per strategy: each learner runs its registered strategy
+on the clock's transport. So every registered strategy (test_toy_strategy's plugin included,
+which tests.parallel.conftest registers) is run here with several learners, and every one is
+checked against real processes: the synchronous ones step by step, the asynchronous ones at
+lr = 0 with one active learner (the order of exchanges is then the ring schedule's whatever
+the timing).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +16,28 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import rings
+from asrdist.parallel import registry, rings
 from asrdist.parallel.registry import algo_names
 from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model
 from tests.parallel.conftest import ok, run_learners
-from tests.parallel.test_strategies import plain_sgd
+from tests.parallel.test_outer import _bmuf_reference, _diloco_reference
+from tests.parallel.test_strategies import blocks_reference, plain_sgd
+
+MULTI = [name for name, spec in registry.specs().items() if spec.multi_learner]
+SYNCHRONOUS = [  # (algo, learners, options): every learner at every step, any timing
+    ("ssgd", 2, {}), ("ssgd", 4, {}), ("ma", 2, {"avg_period": 3}), ("ma", 3, {"avg_period": 2}),
+    ("bmuf", 3, {"avg_period": 2}), ("bmuf", 2, {"avg_period": 3, "bmuf_nesterov": False}),
+    ("diloco", 3, {"avg_period": 2}), ("toy-average", 3, {"toy_every": 2}),
+]
+ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
+    ("adpsgd-fixed", 3, {}), ("adpsgd-random", 3, {}), ("adpsgd-delay1", 3, {}),
+    ("adpsgd-delayavg", 3, {}),
+    ("hadpsgd", 6, {"learners_per_node": 2, "hadpsgd_variant": "random"}),
+    ("hadpsgd", 6, {"learners_per_node": 2, "hadpsgd_variant": "delay1"}),
+]
 
 
 def mse(i: int, k: int, model: torch.nn.Module, size: int = 8) -> torch.Tensor:
@@ -37,9 +59,37 @@ def test_one_learner_is_plain_sgd_bit_for_bit(algo):
     assert res.summary["time_s"] > 0 and res.summary["wait_s"] == [0.0]
 
 
-@pytest.mark.parametrize("algo,n,options", [
-    ("ssgd", 2, {}), ("ssgd", 4, {}), ("ma", 2, {"avg_period": 3}), ("ma", 3, {"avg_period": 2}),
-])
+def test_every_registered_strategy_is_checked_against_real_processes():
+    """A strategy registered without a case here (a new one, a plugin) fails this test."""
+    assert set(MULTI) == {algo for algo, _, _ in SYNCHRONOUS + ASYNCHRONOUS}
+
+
+def _node_options(algo: str, n: int) -> dict[str, int]:
+    """Learners per node, for a strategy that takes it: the simulator has no launcher's nodes."""
+    return {"learners_per_node": n // 2} if "learners_per_node" in registry.options_of(algo) \
+        else {}
+
+
+@pytest.mark.parametrize("algo", MULTI)
+def test_every_registered_strategy_runs_with_several_learners_and_keeps_their_mean(algo):
+    """lr = 0: averaging of any kind keeps the mean of the weights the learners start from
+    (once wrapped: a gradient-averaging group starts from its first member's), and the run
+    exports it; every learner takes every step, and the clock moves."""
+    n, steps = 4, 7
+    sim = simulate(algo, n, steps, make_model, sgd(0.0), mse, options=_node_options(algo, n),
+                   speed=SpeedModel(jitter=0.5, latency_s=0.05), keep_history=True)
+    mean = torch.stack(sim.start).mean(0)
+    torch.testing.assert_close(sim.final, mean, rtol=0, atol=1e-6)
+    assert [len(h) for h in sim.history] == [steps] * n
+    assert sim.summary["time_s"] >= steps
+
+
+def test_a_strategy_that_refuses_several_learners_is_refused():
+    with pytest.raises(AsrdistError, match="--algo single trains one learner, not 2"):
+        simulate("single", 2, 1, make_model, sgd(0.1), mse)
+
+
+@pytest.mark.parametrize("algo,n,options", SYNCHRONOUS)
 def test_synchronous_strategies_agree_with_real_processes(tmp_path, algo, n, options):
     real = ok(run_learners({"algo": algo, "lr": 0.1, "momentum": 0.9, "steps": 7,
                             "options": options, "history": True}, n, tmp_path))
@@ -54,25 +104,50 @@ def test_synchronous_strategies_agree_with_real_processes(tmp_path, algo, n, opt
     torch.testing.assert_close(sim.final, real[0]["final"], rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("algo", ["adpsgd-fixed", "adpsgd-random", "adpsgd-delay1",
-                                  "adpsgd-delayavg"])
-def test_adpsgd_lr0_same_consensus_rounds_as_real_processes(tmp_path, algo):
-    """Three learners: one active learner, so the order of exchanges is the ring schedule's
-    whatever the timing; its weights after every step are the real one's."""
+@pytest.mark.parametrize("algo,n,options", ASYNCHRONOUS)
+def test_asynchronous_lr0_same_consensus_rounds_as_real_processes(tmp_path, algo, n, options):
+    """One active learner on the ring (three learners, or three super-learners), so the order
+    of exchanges is the ring schedule's whatever the timing; the active learner's weights after
+    every step are the real one's, and so is the exported mean."""
     steps = 9
+    options = {"seed": 3, **options}
     real = ok(run_learners({"algo": algo, "lr": 0.0, "steps": steps, "init": "rank",
-                            "compute_s": 0.002, "history": True, "options": {"seed": 3}},
-                           3, tmp_path))
-    sim = simulate(algo, 3, steps, make_model, sgd(0.0), mse, options={"seed": 3},
+                            "compute_s": 0.002, "history": True, "options": options},
+                           n, tmp_path))
+    sim = simulate(algo, n, steps, make_model, sgd(0.0), mse, options=options,
                    speed=SpeedModel(jitter=0.5, latency_s=0.3), keep_history=True)
-    start = torch.stack([flat_weights(make_model(i)) for i in range(3)])
-    moved = [not torch.allclose(sim.history[1][k], sim.history[1][k + 1]) for k in range(3)]
+    active = n // 3  # ring member 1: learner 1, or the leader of the second node
+    moved = [not torch.allclose(sim.history[active][k], sim.history[active][k + 1])
+             for k in range(3)]
     assert any(moved)  # exchanges did change the active learner's weights
+    for r in range(n):
+        torch.testing.assert_close(sim.start[r], real[r]["history"][0], rtol=0, atol=0)
     for k in range(steps):
-        torch.testing.assert_close(sim.history[1][k], real[1]["history"][k + 1], rtol=0,
-                                   atol=1e-6)
-    torch.testing.assert_close(sim.final, start.mean(0), rtol=0, atol=1e-6)
+        torch.testing.assert_close(sim.history[active][k], real[active]["history"][k + 1],
+                                   rtol=0, atol=1e-6)
+    torch.testing.assert_close(sim.final, torch.stack(sim.start).mean(0), rtol=0, atol=1e-6)
     torch.testing.assert_close(real[0]["final"], sim.final, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo,n,options,outer", [
+    ("bmuf", 3, {}, _bmuf_reference(3, 2 / 3, 1.0, True)),
+    ("bmuf", 4, {"bmuf_momentum": 0.75, "bmuf_lr": 0.8, "bmuf_nesterov": False},
+     _bmuf_reference(4, 0.75, 0.8, False)),
+    ("diloco", 3, {}, _diloco_reference(0.7, 0.9)),
+    ("diloco", 4, {"diloco_lr": 0.5, "diloco_momentum": 0.5}, _diloco_reference(0.5, 0.5)),
+])
+def test_outer_optimizers_follow_their_definition(algo, n, options, outer):
+    """bmuf and diloco with several learners: the plain reference loop of their definition
+    (ma's blocks, then ``outer(start, mean)`` as the next start), two blocks and a half."""
+    k, steps = 3, 8
+    sim = simulate(algo, n, steps, lambda i: make_model(0), sgd(0.1, 0.5), mse,
+                   options={"avg_period": k, **options},
+                   speed=SpeedModel(jitter=0.5, latency_s=0.01))
+    refs = blocks_reference(steps, k, n, outer)
+    for r in range(n):
+        torch.testing.assert_close(sim.learners[r], refs[r], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sim.final, torch.stack(refs).mean(0), rtol=1e-5, atol=1e-6)
+    assert not torch.equal(sim.learners[0], sim.learners[1])  # the last block is local
 
 
 @pytest.mark.parametrize("kind", ["fixed", "random"])

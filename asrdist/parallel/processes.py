@@ -1,0 +1,189 @@
+"""The transport of real learner processes: torch.distributed (gloo on CPU, nccl on GPU, under
+any launcher), with what a learner process needs beside its collectives, each from its own
+module: liveness and fail-stop (health), slow-learner injection (slow), timing metrics
+(timing), the sampled distance to the learners' mean (distance), DDP and its reducers' release
+(ddp), ADPSGD's exchange thread (exchange).
+
+With one learner (a world of one) nothing here communicates, so a strategy reduces to the
+trainer's plain SGD.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.model_averaging.utils import average_parameters
+from torch.nn.parallel import DistributedDataParallel
+
+from asrdist.errors import first_line
+from asrdist.parallel.average import average_tensors
+from asrdist.parallel.ddp import HookState, allreduce_mean_hook, release_reducer
+from asrdist.parallel.distance import DistanceMonitor
+from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel.health import STORE_LOST, Liveness, abort
+from asrdist.parallel.options import CommonOptions
+from asrdist.parallel.rules import Ready
+from asrdist.parallel.slow import SlowDown
+from asrdist.parallel.strategy import Learner
+from asrdist.parallel.timing import StepTimes
+from asrdist.parallel.transport import Transport
+from asrdist.parallel.weights import model_device
+
+
+def connect(learner: Learner, options: CommonOptions) -> Transport:
+    """The transport of ``learner``: the one it came with (the simulator's), else
+    torch.distributed's default group, with ``options`` (timeout, slow learner, distance)."""
+    if learner.transport is not None:
+        return learner.transport
+    return ProcessTransport(learner, options)
+
+
+class ProcessTransport(Transport):
+    """torch.distributed's default group (initialised when the world has more than one
+    learner). A failed collective ends the job, naming the lost learner."""
+
+    def __init__(self, learner: Learner, options: CommonOptions) -> None:
+        self.rank, self.world_size, self.node = learner.rank, learner.world_size, learner.node
+        self.timeout_s = options.exchange_timeout
+        self._slow = SlowDown.of_learner(options.slow_learner, self.rank)
+        self._distance_every_s = options.distance_every
+        multi = self.world_size > 1
+        self.liveness = Liveness(self.rank, self.world_size, self.timeout_s) if multi else None
+        self._distance: DistanceMonitor | None = None
+        self._ddps: list[weakref.ref[DistributedDataParallel]] = []
+        self._times = StepTimes()
+
+    @contextmanager
+    def _blocked(self) -> Iterator[None]:
+        """Time spent blocked on communication; a failed collective ends the job, named."""
+        with self._times.waiting():
+            try:
+                yield
+            except RuntimeError as exc:
+                assert self.liveness is not None
+                self.liveness.end_job(exc)
+
+    # -- around the step --------------------------------------------------------------------------
+
+    def compute_begins(self) -> None:
+        if self.liveness is not None:
+            self.liveness.progress()
+        self._slow.start()
+        self._times.begin_compute()
+
+    def compute_ends(self) -> None:
+        if self.liveness is not None:
+            self.liveness.progress()
+        self._times.end_compute(self._slow.stop())
+
+    def note_staleness(self, value: int) -> None:
+        self._times.staleness(value)
+
+    def watch_distance(self, read: Callable[[], torch.Tensor]) -> None:
+        if self.world_size > 1 and self._distance_every_s > 0:
+            self._distance = DistanceMonitor(read, self._distance_every_s, self.timeout_s)
+
+    def metrics(self) -> dict[str, Any]:
+        """:class:`asrdist.parallel.timing.StepTimes`' figures, and the last sampled
+        distance to the learners' mean."""
+        out = self._times.report()
+        if self._distance is not None and self._distance.last is not None:
+            out["dist_to_mean"] = self._distance.last
+        return out
+
+    # -- groups and collectives ---------------------------------------------------------------
+
+    def subgroups(self, partition: list[list[int]]) -> Any:
+        group, _ = dist.new_subgroups_by_enumeration(
+            partition, timeout=timedelta(seconds=self.timeout_s))
+        return group
+
+    def node_names(self) -> list[str] | None:
+        names = [""] * self.world_size
+        dist.all_gather_object(names, self.node)
+        return names
+
+    def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
+        with self._blocked():
+            average_parameters(iter(list(tensors)), group)
+
+    def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
+        with self._blocked():
+            average_tensors(tensors, self.world_size)
+
+    def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
+        with self._blocked():
+            dist.broadcast(tensor, src=src, group=group)
+
+    def any_(self, flag: bool) -> bool:
+        value = torch.tensor([1.0 if flag else 0.0])
+        with self._blocked():
+            dist.all_reduce(value, op=dist.ReduceOp.MAX)
+        return value.item() > 0
+
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
+        """DistributedDataParallel over ``group``, its allreduce hook naming a lost learner;
+        its reducer is released in :meth:`close`."""
+        assert self.liveness is not None
+        device = model_device(model)
+        ddp = DistributedDataParallel(model, device_ids=[device] if device is not None else None,
+                                      process_group=group)
+        size = self.world_size if group is None else dist.get_world_size(group)
+        ddp.register_comm_hook(HookState(self.liveness, group, size), allreduce_mean_hook)
+        self._ddps.append(weakref.ref(ddp))  # weak: a wrapper gone needs no release
+        return ddp
+
+    def gradients_averaged(self, model: torch.nn.Module) -> None:
+        """Nothing left to do: DDP's reducer averaged them during backward."""
+
+    def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
+                 ready: Ready, alloc: Callable[[int], torch.Tensor],
+                 partner_of: Callable[[int], int], start_round: int) -> PairwiseExchange | None:
+        """:class:`~asrdist.parallel.exchange.PairwiseExchange` over a gloo group of its own."""
+        group = make_exchange_group(ranks, self.timeout_s)
+        if index is None or weights is None or len(ranks) < 2:
+            return None
+        return PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
+                                ready=ready, alloc=alloc, partner_of=partner_of,
+                                timeout_s=self.timeout_s, rank=self.rank,
+                                start_round=start_round, blocked=self._blocked)
+
+    # -- leaving ---------------------------------------------------------------------------------
+
+    def wait_all_finished(self) -> None:
+        assert self.liveness is not None
+        try:
+            self.liveness.wait_all_finished()
+        except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+            abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
+
+    def stop_services(self) -> None:
+        if self._distance is not None:
+            self._distance.stop()
+            self._distance = None
+        if self.liveness is not None:
+            self.liveness.stop()
+
+    def abandon(self) -> None:
+        """The distance thread, whose next collective waits for the others' next sample, is
+        told to stop but not waited for."""
+        if self._distance is not None:
+            self._distance.stop(wait=False)
+            self._distance = None
+
+    def close(self) -> None:
+        """Stop the threads and release the DDP reducers (see
+        :func:`asrdist.parallel.ddp.release_reducer`); call it before
+        ``destroy_process_group``."""
+        self.stop_services()
+        for ref in self._ddps:
+            ddp = ref()
+            if ddp is not None:
+                release_reducer(ddp)
+        self._ddps = []

@@ -1,0 +1,159 @@
+"""What a strategy does with the other learners, as one small interface with two transports.
+
+A strategy's maths and the order of its steps live once, in its module: it calls a
+:class:`Transport` wherever it talks to other learners. Real learner processes get
+:class:`asrdist.parallel.processes.ProcessTransport` (torch.distributed: gloo or nccl, and the
+liveness, slow-down and timing a process needs); the many-learner simulator gets its own, in
+:mod:`asrdist.simulate.transport`, where a collective is a meeting on the simulated clock and a
+pairwise exchange a pair of clock events timed by the speed model. Neither side knows any
+strategy by name, so a strategy registered from outside asrdist (``ASRDIST_STRATEGIES``) is
+simulated as it is trained.
+
+Why plain blocking calls, not a step that yields requests (a generator per hook): a strategy
+reads as the straight-line code it is on processes, its hooks keep the
+:mod:`asrdist.parallel.strategy` contract every caller already drives with ``train_step``, and
+the process path runs exactly the torch.distributed calls it ran before, with no driver loop in
+between (no slower, not one bit different). Blocking is then the transport's business: the
+simulator runs each learner's ``train_step`` loop as a coroutine on a thread of its own that
+only runs when the clock hands it the turn (:mod:`asrdist.simulate.coroutine`), so a blocking
+call there is a wait on the clock.
+
+Collectives follow torch.distributed's rule: every member of ``group`` (None: all learners)
+calls the same collectives in the same order; that order is what matches them, on both sides.
+A group is whatever :meth:`Transport.subgroups` returned; strategies pass it back untouched.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from asrdist.parallel.rules import Ready
+
+
+class Exchange(Protocol):
+    """One ring member's side of ADPSGD's pairwise averaging (see
+    :mod:`asrdist.parallel.exchange` for the protocol): an *active* member starts one exchange
+    per step and waits for its delta; a *passive* one serves whoever asks and hands over the
+    deltas it accumulated. ``round`` and ``exchanges`` are resume state."""
+
+    active: bool
+    round: int
+    exchanges: int
+
+    @property
+    def in_flight(self) -> bool: ...
+
+    def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None: ...
+
+    def wait(self) -> torch.Tensor: ...
+
+    def publish(self, weights: torch.Tensor, ready: Ready = None) -> None: ...
+
+    def take_pending(self) -> tuple[torch.Tensor | None, int]: ...
+
+    def finish(self) -> None: ...
+
+
+class Transport(ABC):
+    """The few things strategies do with other learners. In-place methods end in ``_``;
+    blocking ones count as time spent waiting on communication (the processes'
+    ``comm_wait_s``, the simulator's ``wait_s``)."""
+
+    rank: int
+    world_size: int
+
+    # -- around the step: bookkeeping, no communication -------------------------------------
+
+    @abstractmethod
+    def compute_begins(self) -> None:
+        """The gradient computation of a step starts (before_step)."""
+
+    @abstractmethod
+    def compute_ends(self) -> None:
+        """It ended (after_backward)."""
+
+    @abstractmethod
+    def note_staleness(self, value: int) -> None:
+        """The staleness of the gradient about to be applied."""
+
+    @abstractmethod
+    def watch_distance(self, read: Callable[[], torch.Tensor]) -> None:
+        """Sample this learner's distance to the learners' mean of ``read()`` (flat weights)
+        from now on, where the transport does so."""
+
+    @abstractmethod
+    def metrics(self) -> dict[str, Any]:
+        """The transport's figures since the previous call (times, distance to the mean)."""
+
+    # -- groups and collectives ---------------------------------------------------------------
+
+    @abstractmethod
+    def subgroups(self, partition: list[list[int]]) -> Any:
+        """Split the learners into ``partition`` (every learner calls it with the same one);
+        returns the group this learner is in."""
+
+    @abstractmethod
+    def node_names(self) -> list[str] | None:
+        """Every learner's node name (a collective), or None where there are no nodes."""
+
+    @abstractmethod
+    def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
+        """Replace ``tensors`` by their mean over ``group``, each learner's share divided
+        before the sum (torch's ``average_parameters``)."""
+
+    @abstractmethod
+    def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
+        """Replace ``tensors`` by their mean over all learners, summed and then divided in
+        one flat allreduce (the exported average)."""
+
+    @abstractmethod
+    def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
+        """Copy learner ``src``'s ``tensor`` into every member's."""
+
+    @abstractmethod
+    def any_(self, flag: bool) -> bool:
+        """Whether ``flag`` is set on any learner."""
+
+    @abstractmethod
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
+        """Give every member of ``group`` its first member's weights and average the
+        members' gradients every step; returns the module to train (processes: a
+        DistributedDataParallel wrapper, which averages during backward)."""
+
+    @abstractmethod
+    def gradients_averaged(self, model: torch.nn.Module) -> None:
+        """After backward, before the optimizer: the gradients of :meth:`gradient_mean`'s
+        ``model`` are the group's mean once this returns."""
+
+    @abstractmethod
+    def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
+                 ready: Ready, alloc: Callable[[int], torch.Tensor],
+                 partner_of: Callable[[int], int], start_round: int) -> Exchange | None:
+        """ADPSGD's exchange among ring members ``ranks`` (every learner calls it); this
+        learner is member ``index`` (None: not on the ring). ``weights`` are a passive
+        member's until its first publish (None off the ring), ``partner_of(round)`` an
+        active one's partner, and ``ready``/``alloc`` as for
+        :class:`~asrdist.parallel.rules.PassiveBook`. None for a learner with no exchange to
+        make."""
+
+    # -- leaving ---------------------------------------------------------------------------------
+
+    @abstractmethod
+    def wait_all_finished(self) -> None:
+        """Wait until every learner has finished its steps."""
+
+    @abstractmethod
+    def stop_services(self) -> None:
+        """Stop what runs beside the steps (liveness, distance sampling): the run is over."""
+
+    @abstractmethod
+    def abandon(self) -> None:
+        """This learner ends for an error: let go of whatever would wait on another."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release threads and what holds process groups."""

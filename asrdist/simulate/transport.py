@@ -1,0 +1,268 @@
+"""The simulator's transport (:class:`asrdist.parallel.transport.Transport`): what a strategy
+does with other learners, on the simulated clock. It knows no strategy; every strategy's own
+hooks run on it.
+
+- A collective is a clock :class:`~asrdist.simulate.clock.Meeting` of its group, matched as
+  torch.distributed matches them (the k-th call on a group by each member); each member brings
+  its tensors, the last to arrive computes the result into all of them, and all leave
+  when the speed model's cost has passed: a ring allreduce for an average, one message for a
+  broadcast (DDP's broadcast of the first member's weights at wrap time included), nothing
+  for a barrier.
+- The asynchronous pairwise exchange (a communication thread on processes) is a pair of
+  clock events per exchange: the passive side swaps what it serves at the time it starts
+  serving (in arrival order: a passive asked twice serves in turn), and both deltas land when
+  the transfer ends, so the order of exchanges and the staleness follow from the speed model.
+  The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
+  real exchange.
+- Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``; the
+  bookkeeping of processes (liveness, slow-down, timing, distance sampling) has nothing to do
+  here (the speed model's slow learners and the run's own distance to the mean replace it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from asrdist.errors import AsrdistError
+from asrdist.parallel import rings
+from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
+from asrdist.parallel.transport import Transport
+from asrdist.simulate.clock import Meeting, Wait
+from asrdist.simulate.coroutine import Coroutine
+from asrdist.simulate.world import World, average_into
+
+
+def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class SimTransport(Transport):
+    """Learner ``rank`` of ``world``; :attr:`turn` (the coroutine its program runs in) is set
+    before it runs."""
+
+    def __init__(self, world: World, rank: int) -> None:
+        self.world, self.rank, self.world_size = world, rank, world.n
+        self.turn: Coroutine | None = None
+        self._calls: Counter[tuple[int, ...]] = Counter()
+        self._grad_group: tuple[int, ...] | None = None
+
+    # -- the clock ---------------------------------------------------------------------------------
+
+    def wait(self, what: Wait) -> None:
+        """Give the turn back until ``what`` (a time, a meeting)."""
+        assert self.turn is not None
+        self.turn.wait(what)
+
+    def sleep(self, seconds: float) -> None:
+        """Spend ``seconds`` of simulated time (computing: not counted as waiting)."""
+        self.wait(self.world.clock.now + seconds)
+
+    def _members(self, group: Any) -> tuple[int, ...]:
+        return tuple(range(self.world_size)) if group is None else tuple(group)
+
+    def _meet(self, members: tuple[int, ...], cost_s: float, payload: Any,
+              action: Callable[[Meeting], float | None]) -> Meeting:
+        """This learner's next collective on ``members``, bringing ``payload``."""
+        self._calls[members] += 1
+        meeting = self.world.meeting((members, self._calls[members]), members, cost_s, action)
+        meeting.payloads[self.rank] = payload
+        self.wait(meeting)
+        return meeting
+
+    # -- around the step: nothing to do (the clock keeps the time) ---------------------------------
+
+    def compute_begins(self) -> None:
+        pass
+
+    def compute_ends(self) -> None:
+        pass
+
+    def note_staleness(self, value: int) -> None:
+        self.world.staleness[value] += 1
+
+    def watch_distance(self, read: Callable[[], torch.Tensor]) -> None:
+        """The run measures the distance itself, at every evaluation."""
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
+    # -- groups and collectives ---------------------------------------------------------------
+
+    def subgroups(self, partition: list[list[int]]) -> Any:
+        return next(tuple(m) for m in partition if self.rank in m)
+
+    def node_names(self) -> list[str] | None:
+        return None  # no launcher, no nodes
+
+    def _mean(self, tensors: Sequence[torch.Tensor], members: tuple[int, ...]) -> None:
+        tensors = list(tensors)
+        cost = self.world.speed.allreduce_s(_nbytes(tensors), len(members))
+
+        def mean(m: Meeting) -> None:
+            average_into([m.payloads[r] for r in members])
+
+        self._meet(members, cost, tensors, mean)
+
+    def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
+        self._mean(tensors, self._members(group))
+
+    def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
+        self._mean(tensors, self._members(None))
+
+    def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
+        self._broadcast([tensor], src, self._members(group))
+
+    def _broadcast(self, tensors: list[torch.Tensor], src: int,
+                   members: tuple[int, ...]) -> None:
+        cost = self.world.speed.send_s(_nbytes(tensors)) if len(members) > 1 else 0.0
+
+        def copy(m: Meeting) -> None:
+            with torch.no_grad():
+                for r in members:
+                    if r != src:
+                        for t, s in zip(m.payloads[r], m.payloads[src], strict=True):
+                            t.copy_(s)
+
+        self._meet(members, cost, tensors, copy)
+
+    def any_(self, flag: bool) -> bool:
+        members = self._members(None)
+
+        def either(m: Meeting) -> None:
+            m.result = any(m.payloads.values())
+
+        return bool(self._meet(members, self.world.speed.allreduce_s(4, len(members)), flag,
+                               either).result)
+
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
+        members = self._members(group)
+        self._broadcast(list(model.parameters()), members[0], members)
+        self._grad_group = members
+        return model
+
+    def gradients_averaged(self, model: torch.nn.Module) -> None:
+        if self._grad_group is None:
+            return
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if len(grads) < len(list(model.parameters())):  # as DistributedDataParallel refuses it
+            raise AsrdistError("a parameter got no gradient: a gradient mean needs every "
+                               "parameter in the loss")
+        self._mean(grads, self._grad_group)
+
+    def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
+                 ready: Ready, alloc: Callable[[int], torch.Tensor],
+                 partner_of: Callable[[int], int], start_round: int) -> SimExchange | None:
+        """A collective of all learners, as the exchange group's creation is on processes:
+        once it is held, every passive member's book is there to be asked."""
+        member = index if weights is not None and len(ranks) > 1 else None
+        book = None
+        if member is not None and not rings.is_active(member):
+            assert weights is not None
+            book = PassiveBook(weights, ready, alloc)
+
+        def make_ring(m: Meeting) -> None:
+            m.result = SimRing(len(ranks))
+            for i, b in m.payloads.values():
+                if b is not None:
+                    m.result.books[i] = b
+            if self.world.exchanges is None:
+                self.world.exchanges = 0
+
+        ring = self._meet(self._members(None), 0.0, (member, book), make_ring).result
+        if member is None:
+            return None
+        return SimExchange(self, ring, member, partner_of, start_round)
+
+    # -- leaving ---------------------------------------------------------------------------------
+
+    def wait_all_finished(self) -> None:
+        self._meet(self._members(None), 0.0, None, lambda m: None)
+
+    def stop_services(self) -> None:
+        pass
+
+    def abandon(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class SimRing:
+    """What the members of one ring share: the passive members' books, and when each passive
+    member is done serving what it was asked so far."""
+
+    size: int
+    books: dict[int, PassiveBook] = field(default_factory=dict)
+    free_at: dict[int, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Slot:
+    done: float
+    delta: torch.Tensor | None = None
+
+
+class SimExchange:
+    """One ring member's side (see :class:`asrdist.parallel.transport.Exchange`)."""
+
+    def __init__(self, comm: SimTransport, ring: SimRing, index: int,
+                 partner_of: Callable[[int], int], start_round: int) -> None:
+        self.comm, self.ring, self.index = comm, ring, index
+        self.active = rings.is_active(index)
+        self.round, self.exchanges = start_round, 0
+        self._partner_of = partner_of
+        self._slot: _Slot | None = None
+
+    @property
+    def in_flight(self) -> bool:
+        return self._slot is not None
+
+    def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None:
+        """Send ``snapshot`` to this round's partner: served when the partner is free, both
+        deltas known then, the partner's landing when the transfer ends."""
+        if ready is not None:
+            ready()
+        world, clock = self.comm.world, self.comm.world.clock
+        peer = self._partner_of(self.round)
+        self.round += 1
+        self.exchanges += 1
+        assert world.exchanges is not None
+        world.exchanges += 1
+        begin = max(clock.now, self.ring.free_at.get(peer, 0.0))
+        done = begin + world.speed.send_s(snapshot.numel() * snapshot.element_size())
+        self.ring.free_at[peer] = done
+        slot = self._slot = _Slot(done)
+        book = self.ring.books[peer]
+
+        def serve() -> None:
+            mine = book.current()
+            to_passive = half_difference_(snapshot.clone(), mine)
+            slot.delta = half_difference_(mine, snapshot)
+            clock.at(done, lambda: book.receive(to_passive))
+
+        clock.at(begin, serve)
+
+    def wait(self) -> torch.Tensor:
+        slot, self._slot = self._slot, None
+        assert slot is not None
+        clock = self.comm.world.clock
+        while slot.delta is None or slot.done > clock.now:
+            self.comm.wait(clock.wait_until(self.comm.rank, slot.done))
+        return slot.delta
+
+    def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
+        self.ring.books[self.index].publish(weights, ready)
+
+    def take_pending(self) -> tuple[torch.Tensor | None, int]:
+        return self.ring.books[self.index].take()
+
+    def finish(self) -> None:
+        """Nothing in flight: every learner met at ``wait_all_finished`` after merging its
+        own, and the passive sides' deltas landed by then."""

@@ -20,6 +20,8 @@ the N x D products stay in float32 on X's device. Written from the header's deri
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -29,6 +31,31 @@ DELTA = 1e-5  # floor of rho and d relative to the largest sqrt(c): bounds round
 INITIAL_UPDATES = 10  # calls that always update the subspace before update_period applies
 CONDITION_LIMIT = 1e6  # beyond this condition number of C, re-orthogonalise R
 ORTHO_TOLERANCE = 1e-3  # largest |R R^T - I| element left alone
+
+
+def norm_ratio(traces: torch.Tensor) -> torch.Tensor:
+    """The product of the gammas = sqrt(tr(X X^T) / tr(X_hat X_hat^T)) of the rows of
+    ``traces`` (K x 2: [tr(X X^T), tr(X_hat X_hat^T)] each, as
+    :meth:`OnlineNaturalGradient.precondition_traces` gives them); a row with a zero trace
+    (all-zero input) counts as gamma 1. A 0-d tensor on the traces' device: no host sync."""
+    ok = (traces > 0).all(dim=1)
+    return torch.where(ok, traces[:, 0] / traces[:, 1], 1.0).prod().sqrt()
+
+
+@contextmanager
+def single_threaded() -> Iterator[None]:
+    """Run the R x R float64 algebra on one thread: an eigendecomposition of 80 x 80 is
+    too small to share, and on a machine busy with other jobs two threads made it 50x
+    slower than one (each waits at every barrier for the other to be scheduled)."""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def orthonormal_start(rank: int, dim: int) -> torch.Tensor:
@@ -81,19 +108,25 @@ class OnlineNaturalGradient:
     def precondition(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(X_hat, gamma) for the float32 rows ``x`` (N x D); the gradient direction is
         gamma * X_hat. Updates the estimate when this call is an update call."""
+        x_hat, traces = self.precondition_traces(x)
+        return x_hat, norm_ratio(traces[None])
+
+    def precondition_traces(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(X_hat, [tr(X X^T), tr(X_hat X_hat^T)]): the traces give gamma
+        (:func:`norm_ratio`), left as one tensor so that a caller with several
+        preconditioners makes all their gammas in one go."""
         n, dim = x.shape
+        flat = x.reshape(-1)
+        tr_xx = flat.dot(flat)
         if dim == 1 or min(self.rank, dim - 1) == 0:
-            return x, torch.ones((), device=x.device)
+            return x, torch.stack([tr_xx, tr_xx])
         if self.t == 0:
             self._initialise(x)
-        tr_xx = (x * x).sum()
         updating = self.t <= INITIAL_UPDATES or (self.t - INITIAL_UPDATES) % self.update_period == 0
         x_hat = self._apply(x, tr_xx, updating)
         self.t += 1
-        tr_hat = (x_hat * x_hat).sum()
-        ok = (tr_xx > 0) & (tr_hat > 0)
-        gamma = torch.where(ok, (tr_xx / torch.where(ok, tr_hat, 1.0)).sqrt(), 1.0)
-        return x_hat, gamma
+        flat_hat = x_hat.reshape(-1)
+        return x_hat, torch.stack([tr_xx, flat_hat.dot(flat_hat)])
 
     def _initialise(self, x0: torch.Tensor) -> None:
         """Kaldi's start: a fixed orthonormal R with tiny d and rho, then 3 update steps on
@@ -104,7 +137,8 @@ class OnlineNaturalGradient:
         self.d = torch.full((self.rank,), EPSILON, dtype=torch.float64)
         e0 = 1.0 / (2.0 + (dim + self.rank) * self.alpha / dim)
         self.W = (orthonormal_start(self.rank, dim) * math.sqrt(e0)).float().to(x0.device)
-        tr_xx = (x0 * x0).sum()
+        flat = x0.reshape(-1)
+        tr_xx = flat.dot(flat)
         for _ in range(1 if x0.shape[0] <= self.rank else 3):
             self._apply(x0, tr_xx, updating=True)
 
@@ -115,17 +149,31 @@ class OnlineNaturalGradient:
         h = x @ w.T
         x_hat = torch.addmm(x, h, w, alpha=-1.0)
         if updating:
-            self._update(x, h, float(tr_xx))
+            self._update(x, h, tr_xx)
         return x_hat
 
-    def _update(self, x: torch.Tensor, h: torch.Tensor, tr_xx: float) -> None:
+    def _update(self, x: torch.Tensor, h: torch.Tensor, tr_xx: torch.Tensor) -> None:
         assert self.W is not None
         n, dim = x.shape
-        rank, w, d, rho = self.rank, self.W, self.d, self.rho
-        eta = self.eta(n)
+        w = self.W
         j = h.T @ x  # R x D
-        k = (j @ j.T).double().cpu()
-        ell = (h.T @ h).double().cpu()
+        k_ell = torch.stack([j @ j.T, h.T @ h]).double().cpu()  # K = J J^T, L = H^T H
+        with single_threaded():
+            a, b_coeff, sqrt_e1, reorthogonalise = self._step(n, dim, float(tr_xx), *k_ell)
+        # W_{t+1} = A B, B = J + (1-eta)/(eta/N) (D + rho) W
+        w1 = a.to(w) @ torch.addcmul(j, b_coeff.to(w)[:, None], w)
+        if reorthogonalise:
+            with single_threaded():
+                w1 = self._reorthogonalise(w1, sqrt_e1)
+        self.W = w1
+
+    def _step(self, n: int, dim: int, tr_xx: float, k: torch.Tensor,
+              ell: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, bool]:
+        """The R x R part of the update (float64, CPU): sets d and rho to their t+1 values
+        and gives A = (eta/N) E1^.5 C^-.5 U^T E^-.5, the coefficient of W in B, E1^.5, and
+        whether R_{t+1} must be re-orthogonalised."""
+        rank, d, rho = self.rank, self.d, self.rho
+        eta = self.eta(n)
         inv_sqrt_e = self.e(d, rho, dim).rsqrt()
         z = self._z(n, eta, rho, d, inv_sqrt_e, k, ell)
         z_scale = max(1.0, float(z.trace()))
@@ -143,13 +191,10 @@ class OnlineNaturalGradient:
         rho1 = max(rho1, floor)
         d1 = (sqrt_c - rho1).clamp(min=floor)
         sqrt_e1 = self.e(d1, rho1, dim).sqrt()
-        # W_{t+1} = A B, A = (eta/N) E1^.5 C^-.5 U^T E^-.5, B = J + (1-eta)/(eta/N) (D + rho) W
         a = (eta / n) * (sqrt_e1 / sqrt_c)[:, None] * u.T * inv_sqrt_e[None, :]
-        b_coeff = ((1.0 - eta) / (eta / n) * (d + rho)).to(w)
-        w1 = a.to(w) @ (j + b_coeff[:, None] * w)
-        if must_reorthogonalise:
-            w1 = self._reorthogonalise(w1, sqrt_e1)
-        self.W, self.d, self.rho = w1, d1, rho1
+        b_coeff = (1.0 - eta) / (eta / n) * (d + rho)
+        self.d, self.rho = d1, rho1
+        return a, b_coeff, sqrt_e1, must_reorthogonalise
 
     @staticmethod
     def _z(n: int, eta: float, rho: float, d: torch.Tensor, inv_sqrt_e: torch.Tensor,

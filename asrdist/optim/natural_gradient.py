@@ -108,58 +108,74 @@ class OnlineNaturalGradient:
     def precondition(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(X_hat, gamma) for the float32 rows ``x`` (N x D); the gradient direction is
         gamma * X_hat. Updates the estimate when this call is an update call."""
-        x_hat, traces = self.precondition_traces(x)
+        x_hat, _, traces = self.precondition_traces(x)
         return x_hat, norm_ratio(traces[None])
 
-    def precondition_traces(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(X_hat, [tr(X X^T), tr(X_hat X_hat^T)]): the traces give gamma
-        (:func:`norm_ratio`), left as one tensor so that a caller with several
-        preconditioners makes all their gammas in one go."""
-        n, dim = x.shape
+    def precondition_traces(self, x: torch.Tensor, ones_column: bool = False
+                            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(X_hat, its last column or None, [tr(X X^T), tr(X_hat X_hat^T)]).
+
+        With ``ones_column`` the rows are ``[x, 1]`` (an affine layer's input with the
+        column of its bias) without that matrix being made: X_hat comes as its first D
+        columns (contiguous, for the weight gradient's product) and its last column. The
+        traces give gamma (:func:`norm_ratio`), left as one tensor so that a caller with
+        several preconditioners makes all their gammas in one go."""
+        n = x.shape[0]
+        dim = x.shape[1] + ones_column
         flat = x.reshape(-1)
-        tr_xx = flat.dot(flat)
+        tr_xx = flat.dot(flat) + n if ones_column else flat.dot(flat)
         if dim == 1 or min(self.rank, dim - 1) == 0:
-            return x, torch.stack([tr_xx, tr_xx])
+            last = x.new_ones(n) if ones_column else None
+            return x, last, torch.stack([tr_xx, tr_xx])
         if self.t == 0:
-            self._initialise(x)
+            self._initialise(x, ones_column, tr_xx)
         updating = self.t <= INITIAL_UPDATES or (self.t - INITIAL_UPDATES) % self.update_period == 0
-        x_hat = self._apply(x, tr_xx, updating)
+        x_hat, last = self._apply(x, ones_column, tr_xx, updating)
         self.t += 1
         flat_hat = x_hat.reshape(-1)
-        return x_hat, torch.stack([tr_xx, flat_hat.dot(flat_hat)])
+        tr_hat = flat_hat.dot(flat_hat) if last is None else flat_hat.dot(flat_hat) + last.dot(last)
+        return x_hat, last, torch.stack([tr_xx, tr_hat])
 
-    def _initialise(self, x0: torch.Tensor) -> None:
+    def _initialise(self, x0: torch.Tensor, ones_column: bool, tr_xx: torch.Tensor) -> None:
         """Kaldi's start: a fixed orthonormal R with tiny d and rho, then 3 update steps on
         the first minibatch (1 when it has no more rows than the rank)."""
-        dim = x0.shape[1]
+        dim = x0.shape[1] + ones_column
         self.rank = min(self.rank, dim - 1)
         self.rho = EPSILON
         self.d = torch.full((self.rank,), EPSILON, dtype=torch.float64)
         e0 = 1.0 / (2.0 + (dim + self.rank) * self.alpha / dim)
         self.W = (orthonormal_start(self.rank, dim) * math.sqrt(e0)).float().to(x0.device)
-        flat = x0.reshape(-1)
-        tr_xx = flat.dot(flat)
         for _ in range(1 if x0.shape[0] <= self.rank else 3):
-            self._apply(x0, tr_xx, updating=True)
+            self._apply(x0, ones_column, tr_xx, updating=True)
 
-    def _apply(self, x: torch.Tensor, tr_xx: torch.Tensor, updating: bool) -> torch.Tensor:
-        """X_hat = X - X W^T W; on an update call also the step W, d, rho -> t+1."""
+    def _apply(self, x: torch.Tensor, ones_column: bool, tr_xx: torch.Tensor,
+               updating: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """X_hat = X - X W^T W (as its first columns and last one when X is [x, 1]); on an
+        update call also the step W, d, rho -> t+1."""
         assert self.W is not None
         w = self.W
-        h = x @ w.T
-        x_hat = torch.addmm(x, h, w, alpha=-1.0)
+        if ones_column:
+            w_x, w_1 = w[:, :-1], w[:, -1]
+            h = torch.addmm(w_1, x, w_x.T)  # [x, 1] W^T
+            x_hat, last = torch.addmm(x, h, w_x, alpha=-1.0), 1.0 - h @ w_1
+        else:
+            h = x @ w.T
+            x_hat, last = torch.addmm(x, h, w, alpha=-1.0), None
         if updating:
-            self._update(x, h, tr_xx)
-        return x_hat
+            j = h.T @ x  # J = H^T X, R x D
+            if ones_column:
+                j = torch.cat([j, h.sum(dim=0)[:, None]], dim=1)
+            self._update(x.shape[0], h, j, tr_xx)
+        return x_hat, last
 
-    def _update(self, x: torch.Tensor, h: torch.Tensor, tr_xx: torch.Tensor) -> None:
+    def _update(self, n: int, h: torch.Tensor, j: torch.Tensor, tr_xx: torch.Tensor) -> None:
+        """W, d, rho -> t+1 from H = X W^T and J = H^T X."""
         assert self.W is not None
-        n, dim = x.shape
         w = self.W
-        j = h.T @ x  # R x D
         k_ell = torch.stack([j @ j.T, h.T @ h]).double().cpu()  # K = J J^T, L = H^T H
         with single_threaded():
-            a, b_coeff, sqrt_e1, reorthogonalise = self._step(n, dim, float(tr_xx), *k_ell)
+            a, b_coeff, sqrt_e1, reorthogonalise = self._step(n, w.shape[1], float(tr_xx),
+                                                              *k_ell)
         # W_{t+1} = A B, B = J + (1-eta)/(eta/N) (D + rho) W
         w1 = a.to(w) @ torch.addcmul(j, b_coeff.to(w)[:, None], w)
         if reorthogonalise:

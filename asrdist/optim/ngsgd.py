@@ -93,15 +93,13 @@ class _AffineNG:
         x, self.x = self.x, None
         weight, has_bias = self.layer.weight, self.layer.bias is not None
         x_in = x.reshape(-1, x.shape[-1]).float()
-        if has_bias:
-            x_in = torch.cat([x_in, x_in.new_ones(len(x_in), 1)], dim=1)
         x_out = grad_out.reshape(-1, grad_out.shape[-1]).float()
         with torch.autocast(x_in.device.type, enabled=False):
-            in_hat, traces_in = self.pre_in.precondition_traces(x_in)
-            out_hat, traces_out = self.pre_out.precondition_traces(x_out)
+            in_hat, in_hat_1, traces_in = self.pre_in.precondition_traces(x_in, has_bias)
+            out_hat, _, traces_out = self.pre_out.precondition_traces(x_out)
             scale = norm_ratio(torch.stack([traces_in, traces_out]))  # gamma_in gamma_out
-            grad_w = out_hat.T.mm(in_hat[:, :weight.shape[1]]).mul_(scale)
-            grad_b = out_hat.T.mv(in_hat[:, -1]).mul_(scale) if has_bias else None
+            grad_w = out_hat.T.mm(in_hat).mul_(scale)
+            grad_b = None if in_hat_1 is None else out_hat.T.mv(in_hat_1).mul_(scale)
         return grad_w.to(weight.dtype), None if grad_b is None else grad_b.to(weight.dtype)
 
     def state_dict(self) -> dict[str, Any]:

@@ -13,8 +13,11 @@ multiplies X by the inverse of the smoothed ``G = F + alpha/D tr(F) I`` through 
 The subspace follows T = eta S + (1 - eta) F (S = X^T X / N, eta = 1 - exp(-N / history))
 with one power-iteration step, on every call for the first 10 calls, then every
 ``update_period`` calls. The R x R algebra (eigendecomposition, floors, re-orthogonalising
-by Cholesky when C's condition number passes 1e6) runs in float64 on the CPU, as in Kaldi;
-the N x D products stay in float32 on X's device. Written from the header's derivation.
+by Cholesky when C's condition number passes 1e6) runs in float64 on the CPU, on one
+thread, as in Kaldi; the N x D products stay in float32 on X's device, and the traces that
+give gamma stay there too (no host sync outside an update call). An affine layer's input
+with its bias column, [X, 1], is taken without that matrix being made. Written from the
+header's derivation.
 """
 
 from __future__ import annotations

@@ -8,14 +8,20 @@ gradient becomes
 
     [grad W, grad b] = gamma_in gamma_out * X_out_hat^T [X_in, 1]_hat
 
-The replacement happens in the parameters' gradient hooks, during backward and before the
-gradient is accumulated: a strategy that averages gradients (ssgd's DDP buckets, hadpsgd)
-averages the preconditioned ones, clipping and momentum see them, and every ``--algo`` works
-unchanged. The preconditioners run in float32 whatever the autocast dtype of the forward.
+The gradient is made once, directly: NGSGD replaces each layer's forward by a custom
+autograd function (``_NaturalGradientLinear``) whose backward preconditions the recorded
+input and the incoming output derivative and forms the weight and bias gradients from them,
+as Kaldi's component does; no plain weight gradient is computed (the hooks of an earlier
+version let autograd make one and threw it away). The input's gradient is the plain one.
+The gradients reach the parameters as autograd's own, before they are accumulated: a
+strategy that averages gradients (ssgd's DDP buckets, hadpsgd) averages the preconditioned
+ones, clipping and momentum see them, and every ``--algo`` works unchanged. The
+preconditioners run in float32 whatever the autocast dtype of the forward. One backward
+per forward, as training does: a layer's input is kept from its forward to its backward.
 
 What is not preconditioned: ``nn.LSTM``'s input and recurrent transforms (their per-step
-gate derivatives are inside the fused kernel and never reach a hook); they get plain SGD,
-while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine layers only,
+gate derivatives are inside the fused kernel, out of reach of an affine function); they get
+plain SGD, while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine layers only,
 so all of it is preconditioned.
 """
 

@@ -212,3 +212,13 @@ def test_the_direct_gradient_equals_the_hook_way_over_update_and_apply_only_step
             torch.testing.assert_close(state.layer.bias.grad, bias, rtol=1e-4, atol=1e-6)
         opt.step()
     assert opt.layers[0].pre_in.t == 16 and opt.layers[-1].pre_out.t == 16
+
+
+def test_a_second_backward_through_one_forward_is_refused():
+    model = _dnn()
+    NGSGD(model, SMALL, lr=0.1)
+    x, y = _batch(0)
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    loss.backward(retain_graph=True)
+    with pytest.raises(AsrdistError, match="second backward"):
+        loss.backward()

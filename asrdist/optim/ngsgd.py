@@ -21,8 +21,8 @@ per forward, as training does: a layer's input is kept from its forward to its b
 
 What is not preconditioned: ``nn.LSTM``'s input and recurrent transforms (their per-step
 gate derivatives are inside the fused kernel, out of reach of an affine function); they get
-plain SGD, while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine layers only,
-so all of it is preconditioned.
+plain SGD, while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine
+layers only, so all of it is preconditioned.
 """
 
 from __future__ import annotations

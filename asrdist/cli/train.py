@@ -53,6 +53,11 @@ def _field_options() -> list[click.Option]:
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
     """The --algo strategy with the options it takes; other strategy options set to a
     non-default value are ignored with a warning (a config file may serve several --algo)."""
+    if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
+        raise AsrdistError(
+            f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
+            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
+            "or hadpsgd")
     try:
         options, ignored = config.options_for(config.algo)
         if ignored:

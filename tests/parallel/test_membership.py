@@ -3,11 +3,17 @@ it and the step it left at, and finish with their own average (no hang: bounded 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 
 import pytest
 import torch
+from click.testing import CliRunner
 
+from asrdist.cli.train import main as train_main
+from asrdist.testing import make_corpus
+from tests.parallel.cli_learners import join_learners, start_learners, train_records, when_training
 from tests.parallel.conftest import run_learners
 
 TIMEOUT_S = 5.0
@@ -51,3 +57,41 @@ def test_killed_learner_is_dropped_and_the_others_finish(tmp_path, algo, options
     _survivors_averaged(run.results, survivors)
     exchanges = [run.results[r]["metrics"]["exchanges"] for r in survivors]  # type: ignore
     assert exchanges[0] > 0  # learner 0 is on the ring (hadpsgd: the leader of node 0)
+
+
+TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
+        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=50",
+        "--max-steps=120", "--checkpoint-every=40", "--exchange-timeout=5",
+        "--distance-every=0", "--keep-checkpoints=1"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
+
+
+def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):
+    out = tmp_path / "run"
+    procs = start_learners(corpus, out, "adpsgd-random", *TINY, "--elastic", world=4)
+    when_training(out, procs, 20)
+    os.kill(procs[2].pid, signal.SIGKILL)
+    codes = join_learners(procs, out, limit=120)
+    errs = [(out / f"err{r}.txt").read_text() for r in range(4)]
+    assert codes == [0, 0, -9, 0], [e[-1500:] for e in errs]
+    lines = [ln for e in errs for ln in e.splitlines() if "learner 2 left at step" in ln]
+    assert len(lines) == 1, errs
+    assert "going on with learners [0, 1, 3]" in lines[0]
+    for r in (0, 1, 3):
+        assert train_records(out, r)[-1]["step"] == 120
+    final = torch.load(out / "final.pt", weights_only=False)
+    assert final  # written by learner 0 after the survivors' average
+
+
+def test_elastic_is_refused_by_fail_stop_strategies(corpus, tmp_path):
+    data, targets = corpus
+    result = CliRunner().invoke(train_main, [
+        "--data", str(data), "--targets", str(targets), "--out", str(tmp_path / "run"),
+        "--algo", "ssgd", "--elastic", *TINY])
+    assert result.exit_code != 0
+    assert "--elastic: --algo ssgd is fail-stop" in result.output
+    assert not (tmp_path / "run" / "final.pt").exists()

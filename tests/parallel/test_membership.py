@@ -6,13 +6,16 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 import pytest
 import torch
 from click.testing import CliRunner
 
 from asrdist.cli.train import main as train_main
+from asrdist.parallel.preempt import STOPPED_STATUS
 from asrdist.testing import make_corpus
+from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import join_learners, start_learners, train_records, when_training
 from tests.parallel.conftest import run_learners
 
@@ -95,3 +98,37 @@ def test_elastic_is_refused_by_fail_stop_strategies(corpus, tmp_path):
     assert result.exit_code != 0
     assert "--elastic: --algo ssgd is fail-stop" in result.output
     assert not (tmp_path / "run" / "final.pt").exists()
+
+
+def _wait_for(what: str, ok, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {limit} s")
+        time.sleep(0.05)
+
+
+def test_elastic_run_stops_on_a_signal_and_resumes_with_whoever_is_launched(corpus, tmp_path):
+    out = tmp_path / "run"
+    longer = [*TINY, "--elastic", "--max-steps=100000"]
+    procs = start_learners(corpus, out, "adpsgd-random", *longer, world=4)
+    when_training(out, procs, 10)
+    os.kill(procs[2].pid, signal.SIGKILL)
+    _wait_for("departure line", lambda: any(
+        "learner 2 left at step" in (out / f"err{r}.txt").read_text() for r in (0, 1, 3)))
+    os.kill(procs[0].pid, signal.SIGTERM)  # announced to the survivors through the store
+    codes = join_learners(procs, out, limit=120)
+    errs = [(out / f"err{r}.txt").read_text() for r in range(4)]
+    assert codes == [STOPPED_STATUS, STOPPED_STATUS, -9, STOPPED_STATUS], errs
+    stopped = {r: train_records(out, r)[-1]["step"] for r in (0, 1, 3)}
+    # three learners launched: ranks 0 and 1 go on from their checkpoints, rank 2 from the
+    # lost learner's (none: it starts afresh); learner 3's files are not read
+    again = start_learners(corpus, out, "adpsgd-random", *TINY, "--elastic", "--resume",
+                           f"--max-steps={max(stopped.values()) + 30}", world=3)
+    codes = join_learners(again, out, limit=120)
+    errs = [(out / f"err{r}.txt").read_text() for r in range(3)]
+    assert codes == [0, 0, 0], [e[-1500:] for e in errs]
+    for r in (0, 1):
+        starts = [x for x in read_metrics(metrics_path(out, r)) if x["kind"] == "start"]
+        assert starts[-1]["resumed"] and starts[-1]["step"] == stopped[r]
+    assert (out / "final.pt").is_file()

@@ -30,8 +30,8 @@ from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish
 
 STEPS = 300
-ARGS = ["--algo=adpsgd-random", "--elastic", "--layers=1", "--units=64", "--chunk-len=10",
-        "--batch-size=4", "--shuffle-buffer=16", "--heldout-utts=8", "--lr-ref-batch=8",
+ARGS = ["--algo=adpsgd-random", "--elastic", "--layers=2", "--units=256", "--chunk-len=20",
+        "--batch-size=8", "--shuffle-buffer=16", "--heldout-utts=8", "--lr-ref-batch=8",
         "--log-every=5", "--epochs=1000", f"--max-steps={STEPS}", "--checkpoint-every=100",
         "--exchange-timeout=10", "--distance-every=0"]
 KILLED = 2

@@ -115,6 +115,8 @@ class ADPSGD(DistributedStrategy):
         self.elastic = bool(getattr(self.comm, "elastic", False))
         self._ring_now: list[int] | None = None  # the ring the exchange was built for
         self._past_exchanges = 0  # made on rings retired since (elastic)
+        self._retired: list[Exchange] = []  # their threads, joined before the process ends
+        self._timeout_s = options.exchange_timeout
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -165,6 +167,7 @@ class ADPSGD(DistributedStrategy):
         old = self.engine
         if old is not None:
             old.retire()
+            self._retired.append(old)
             self._resume_round = old.round
             self._past_exchanges += old.exchanges
         self._build_ring(model, self._resume_round)
@@ -237,6 +240,9 @@ class ADPSGD(DistributedStrategy):
     def _before_final_average(self, model: torch.nn.Module) -> None:
         if self.engine is not None:
             self.engine.finish()
+        for old in self._retired:  # they leave once their ring's members have retired it
+            old.join(self._timeout_s)
+        self._retired = []
         self._merge(model)
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 
@@ -76,7 +76,8 @@ class PairwiseExchange:
     and ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a GPU model's pinned
     buffers, :mod:`asrdist.parallel.staging`); ``blocked`` wraps the compute thread's wait.
     ``group`` ranks are ring indices (``ranks`` sorted). Elastic: ``lose(rank, why)`` drops a
-    learner whose exchange failed, and ``changed()`` says whether the ring lost a member.
+    learner whose exchange failed; ``left`` holds the learners dropped so far (by rank, kept up
+    to date by the liveness thread).
     """
 
     def __init__(
@@ -94,7 +95,7 @@ class PairwiseExchange:
         start_round: int = 0,
         blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
         lose: Callable[[int, str], None] | None = None,
-        changed: Callable[[], bool] = lambda: False,
+        left: Mapping[int, int] | None = None,
     ) -> None:
         self.group, self.ranks, self.index = group, ranks, index
         self.n = len(ranks)
@@ -105,7 +106,8 @@ class PairwiseExchange:
         self.exchanges = 0
         self._partner_of = partner_of
         self._blocked = blocked
-        self._lose, self._changed = lose, changed  # elastic: drop a lost peer; ring changed?
+        self._lose = lose  # elastic: drops a lost peer
+        self._left: Mapping[int, int] = left if left is not None else {}  # elastic: dropped
         self._retired = False
         self._lock = threading.Lock()
         self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
@@ -150,17 +152,21 @@ class PairwiseExchange:
                 self._in_flight -= 1
                 return delta
 
-    @property
-    def broken(self) -> bool:
-        """Elastic: the thread ended on a lost peer (no more exchanges on this ring)."""
-        return not self._thread.is_alive() and not self._retired
+    def _changed(self) -> bool:
+        return any(r in self._left for r in self.ranks)
 
     def retire(self) -> None:
-        """Elastic: a new ring replaces this one; the thread leaves at its next message or
-        timeout, silently (not waited for)."""
+        """Elastic: a new ring replaces this one. An active thread tells the passive members
+        still there it is done (as at the end of a run) and leaves; a passive one leaves once
+        every active member still there has; a failure on the way is silent. Join it with
+        :meth:`join` before the process ends (no thread may be left waiting in gloo)."""
         self._retired = True
         if self.active:
             self._jobs.put(None)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the thread to leave."""
+        self._thread.join(timeout_s)
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """Passive: the weights to serve from now on (the compute thread's latest ones);
@@ -221,10 +227,10 @@ class PairwiseExchange:
                 for p in rings.passives(self.n):
                     self._header(KIND_PING, p)
                 continue
-            if job is None and self._retired:
-                return
             if job is None:
                 for p in rings.passives(self.n):
+                    if self.ranks[p] in self._left:
+                        continue
                     self._header(KIND_DONE, p)
                 return
             snapshot, ready = job
@@ -247,13 +253,11 @@ class PairwiseExchange:
         pending_actives = set(rings.actives(self.n))
         heard = {a: time.monotonic() for a in pending_actives}
         hdr = torch.empty(3, dtype=torch.int64)
-        while pending_actives:
+        while pending_actives - self._gone():
             work = self.group.recv_anysource([hdr], TAG_HEADER)
             silent = min(pending_actives, key=heard.__getitem__)
             self._peer = silent
             _wait(work, self.timeout_s, f"no exchange or heartbeat from {self._member(silent)}")
-            if self._retired:
-                return
             kind, sender = int(hdr[0]), int(hdr[1])
             now = time.monotonic()
             heard[sender] = now
@@ -261,13 +265,17 @@ class PairwiseExchange:
                 pending_actives.discard(sender)
             elif kind == KIND_EXCHANGE:
                 self._serve(sender)
-            for a in pending_actives:
+            for a in pending_actives - self._gone():
                 if now - heard[a] > self.timeout_s:
                     self._peer = a
                     raise ExchangeFailure(
                         f"no exchange or heartbeat from {self._member(a)} for "
                         f"{self.timeout_s:.0f} s"
                     )
+
+    def _gone(self) -> set[int]:
+        """Ring members dropped (elastic; none otherwise)."""
+        return {i for i, r in enumerate(self.ranks) if r in self._left}
 
     def _serve(self, sender: int) -> None:
         self._peer = sender

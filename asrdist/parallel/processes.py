@@ -198,15 +198,14 @@ class ProcessTransport(Transport):
                                   ready=ready, alloc=alloc, partner_of=partner_of,
                                   timeout_s=self.timeout_s, rank=self.rank,
                                   start_round=start_round, blocked=self._blocked,
-                                  **self._elastic_hooks(ranks))
+                                  **self._elastic_hooks())
         return engine
 
-    def _elastic_hooks(self, ranks: list[int]) -> dict[str, Any]:
+    def _elastic_hooks(self) -> dict[str, Any]:
         """Elastic: how an exchange drops a lost peer and sees its ring lose a member."""
         if self.membership is None or self.liveness is None:
             return {}
-        left = self.membership.left  # kept up to date by the liveness thread
-        return {"lose": self.liveness.drop, "changed": lambda: any(r in left for r in ranks)}
+        return {"lose": self.liveness.drop, "left": self.membership.left}
 
     def _ring_group(self, ranks: list[int]) -> Any:
         """Elastic: the ring's group, made by its members; None if a member is lost while it

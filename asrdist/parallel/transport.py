@@ -59,6 +59,8 @@ class Exchange(Protocol):
 
     def retire(self) -> None: ...
 
+    def join(self, timeout_s: float) -> None: ...
+
 
 class Transport(ABC):
     """The few things strategies do with other learners. In-place methods end in ``_``;

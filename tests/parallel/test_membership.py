@@ -81,6 +81,7 @@ def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):
     codes = join_learners(procs, out, limit=120)
     errs = [(out / f"err{r}.txt").read_text() for r in range(4)]
     assert codes == [0, 0, -9, 0], [e[-1500:] for e in errs]
+    assert not any("terminate called" in e for e in errs), errs  # no thread left in gloo
     lines = [ln for e in errs for ln in e.splitlines() if "learner 2 left at step" in ln]
     assert len(lines) == 1, errs
     assert "going on with learners [0, 1, 3]" in lines[0]

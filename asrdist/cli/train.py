@@ -69,15 +69,16 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
 
 def _warn_launcher_not_elastic(config: TrainConfig, denv: launch.DistEnv | None) -> None:
     """--elastic survives a lost learner only where the launcher lets the others run on:
-    srun with --no-kill --kill-on-bad-exit=0 (local/slurm/train.sbatch), mpiexec through
-    asrdist's supervisor (asrdist.parallel.supervise), or learners started by hand; torchrun's
-    agent ends every learner when one dies."""
+    srun with --no-kill --kill-on-bad-exit=0 (local/slurm/train.sbatch), or learners started
+    by hand; torchrun's agent and mpiexec end every learner when one dies."""
     if not config.option("elastic") or denv is None or denv.world_size < 2:
         return
-    if "TORCHELASTIC_RUN_ID" in os.environ:
-        log.warning("--elastic under torchrun: its agent ends every learner when one dies, so "
-                    "a lost learner still ends the run; launch with srun "
-                    "(local/slurm/train.sbatch) or mpiexec for an elastic run")
+    name = "mpiexec" if denv.launcher == "mpi" else \
+        "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else None
+    if name is not None:
+        log.warning("--elastic under %s: it ends every learner when one dies, so a lost "
+                    "learner still ends the run; launch with srun (local/slurm/train.sbatch) "
+                    "for an elastic run", name)
 
 
 def _check_torchrun() -> None:
@@ -106,7 +107,7 @@ def main(config_path: str | None, **flags: Any) -> None:
     if denv is not None and denv.launcher == "torchrun":
         _check_torchrun()
     _warn_launcher_not_elastic(config, denv)
-    supervise_under_mpiexec(denv, signals, early, bool(config.option("elastic")))
+    supervise_under_mpiexec(denv, signals, early)
     preemption = Preemption(signals, early)
     validate_for_world(config, denv.world_size if denv is not None else 1)
     learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"))

@@ -6,11 +6,6 @@ the learner as its child (same command and environment, the PMI connection inher
 waits: a learner killed by a signal (SIGKILL, the OOM killer) is named by its supervisor in
 one line before mpiexec ends the job. Stop signals sent to the supervisor are passed on. The
 child dies with its supervisor (PR_SET_PDEATHSIG), so mpiexec's clean-up leaves no orphan.
-
-Elastic runs (``--elastic``): the supervisor of a learner killed by a signal names it and
-exits 0, the one status on which mpiexec (MPICH's hydra) lets the other ranks run on, so the
-survivors drop it and finish. A learner that exits with an error still ends the job (its
-status goes on), so a run that fails everywhere does not look like a success.
 """
 
 from __future__ import annotations
@@ -40,7 +35,7 @@ def _die_with_supervisor() -> None:
 
 
 def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
-                    early: signal.Signals | None = None, elastic: bool = False) -> int:
+                    early: signal.Signals | None = None) -> int:
     """Run this same command as the learner; return its exit status, naming a death by signal.
     ``early``: a stop signal this process got while starting, passed on at once."""
     child = subprocess.Popen([sys.executable, *sys.argv],
@@ -54,10 +49,6 @@ def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
     if code >= 0:
         return code
     name = signal.Signals(-code).name
-    if elastic:
-        say(f"asrdist: learner {rank}: killed by {name} (pid {child.pid}); --elastic: its "
-            "supervisor exits 0 so that mpiexec lets the others go on without it")
-        return 0
     say(f"asrdist: learner {rank}: killed by {name} (pid {child.pid}); mpiexec ends the "
         "others (the PID and rank in its BAD TERMINATION banner may be another learner's "
         "supervisor: this line names the learner lost)")
@@ -65,10 +56,10 @@ def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
 
 
 def supervise_under_mpiexec(denv: DistEnv | None, forwarded: Sequence[signal.Signals],
-                            early: signal.Signals | None = None, elastic: bool = False) -> None:
+                            early: signal.Signals | None = None) -> None:
     """Where mpiexec started several learners, make this process their supervisor: it runs the
     learner as its child and exits with its status; in that child, die with the supervisor."""
     if _supervised():
         _die_with_supervisor()
     elif denv is not None and denv.launcher == "mpi" and denv.world_size > 1:
-        sys.exit(_run_supervised(denv.rank, forwarded, early, elastic))
+        sys.exit(_run_supervised(denv.rank, forwarded, early))

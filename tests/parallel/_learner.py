@@ -111,6 +111,10 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     for step in range(start, sc["steps"]):
         if step == sc.get("kill_at") and rank == sc.get("kill_rank"):
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == sc.get("freeze_at") and rank == sc.get("freeze_rank"):  # the test wakes it
+            with open(os.path.join(out, "frozen.pid"), "w") as f:
+                f.write(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGSTOP)
         x, y = batch(step, rank, sc.get("batch", 8), sc.get("same_data", False))
         train_step(strategy, wrapped, opt, step,
                    lambda m, x=x, y=y: torch.nn.functional.mse_loss(m(x), y))

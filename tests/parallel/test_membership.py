@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 
 import pytest
@@ -133,3 +134,31 @@ def test_elastic_run_stops_on_a_signal_and_resumes_with_whoever_is_launched(corp
         starts = [x for x in read_metrics(metrics_path(out, r)) if x["kind"] == "start"]
         assert starts[-1]["resumed"] and starts[-1]["step"] == stopped[r]
     assert (out / "final.pt").is_file()
+
+
+def test_a_frozen_learner_is_dropped_after_the_timeout_and_ends_when_it_wakes(tmp_path):
+    """SIGSTOP: no process gone, only silence; the survivors drop it after the timeout and
+    finish; woken once dropped, it finds itself dropped and ends."""
+    sc = {"algo": "adpsgd-random", "lr": 0.05, "steps": STEPS, "compute_s": 0.01,
+          "timeout_s": TIMEOUT_S, "freeze_at": KILL_AT, "freeze_rank": 1,
+          "record_average": True, "options": {"elastic": True}}
+
+    def wake_once_dropped() -> None:  # while the others run (learner 0 hosts the store)
+        deadline = time.monotonic() + 80
+        while time.monotonic() < deadline and not any(
+                "learner 1 left at step" in (tmp_path / f"err{r}.txt").read_text()
+                for r in (0, 2, 3) if (tmp_path / f"err{r}.txt").exists()):
+            time.sleep(0.05)
+        os.kill(int((tmp_path / "frozen.pid").read_text()), signal.SIGCONT)
+
+    waker = threading.Thread(target=wake_once_dropped, daemon=True)
+    waker.start()
+    run = run_learners(sc, 4, tmp_path, timeout=90)
+    waker.join()
+    for r in (0, 2, 3):
+        assert run.codes[r] == 0, f"learner {r} exited {run.codes[r]}:\n{run.stderr[r][-3000:]}"
+    assert run.codes[1] == 1, run.stderr[1][-2000:]
+    assert "dropped from the run at step" in run.stderr[1], run.stderr[1][-2000:]
+    log = "".join(run.stderr)
+    assert len(re.findall(r"learner 1 left at step \d+ ", log)) == 1, log[-3000:]
+    _survivors_averaged(run.results, [0, 2, 3])

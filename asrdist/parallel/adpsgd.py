@@ -40,12 +40,13 @@ snapshot a gradient was computed on and that gradient's application.
 
 Elastic runs (``--elastic``, real processes; :mod:`asrdist.parallel.membership`): a learner
 that dies or freezes past ``--exchange-timeout`` is dropped by the survivors. At its next step
-boundary every survivor sees the ring lose a member: it merges what its exchange finished,
-retires that exchange and builds the ring again over the survivors, numbered in rank order
-(roles from :mod:`asrdist.parallel.rings` over those positions: a learner may turn from active
-to passive), the round counter going on. Every survivor computes the same ring from the same
-sorted list, so the fixed ring re-forms its bipartite pairs and the random ring draws over the
-survivors with no further message. The run ends with the survivors' average.
+boundary every survivor sees the ring lose a member: it retires its exchange (what that one
+still receives is merged at the next merge) and builds the ring again over the survivors,
+numbered in rank order (roles from :mod:`asrdist.parallel.rings` over those positions: a
+learner may turn from active to passive), the round counter going on. Every survivor computes
+the same ring from the same sorted list, so the fixed ring re-forms its bipartite pairs and the
+random ring draws over the survivors with no further message. The run ends with the
+survivors' average.
 """
 
 from __future__ import annotations
@@ -159,11 +160,12 @@ class ADPSGD(DistributedStrategy):
             lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round)
 
     def _follow_membership(self, model: torch.nn.Module) -> None:
-        """Elastic: after a departure, merge what the exchange finished, retire it and build
-        the ring over the survivors (same round counter)."""
+        """Elastic: after a departure, retire the exchange and build the ring over the
+        survivors (same round counter). Called where nothing is in flight; what a retired
+        passive exchange still receives is merged with the next merge (no collective here:
+        the learners of a hadpsgd node may see the departure at different steps)."""
         if not self.elastic or self._ring_ranks() == self._ring_now:
             return
-        self._merge(model)
         old = self.engine
         if old is not None:
             old.retire()
@@ -181,6 +183,10 @@ class ADPSGD(DistributedStrategy):
             count = int(delta is not None)
         elif eng is not None and not eng.active:
             delta, count = eng.take_pending()
+        for old in self._retired:  # elastic: passive ones may still have served exchanges
+            got, n = old.take_pending() if not old.active else (None, 0)
+            if got is not None:
+                delta, count = (got if delta is None else delta + got), count + n
         delta, count = self._sync_node(model, delta, count)
         if delta is not None:
             assert self.staging is not None
@@ -242,8 +248,8 @@ class ADPSGD(DistributedStrategy):
             self.engine.finish()
         for old in self._retired:  # they leave once their ring's members have retired it
             old.join(self._timeout_s)
-        self._retired = []
         self._merge(model)
+        self._retired = []
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """This learner alone: asynchronous learners stop and resume at their own steps."""

@@ -27,10 +27,11 @@ process with a message naming the peer (fail-stop, see :mod:`asrdist.parallel.he
 Elastic runs (``lose`` given): a failed or timed-out exchange drops the peer instead
 (:meth:`asrdist.parallel.health.Liveness.drop`) and ends only this thread; the strategy then
 builds a new exchange over the survivors and *retires* this one (:meth:`retire`): a retired
-thread leaves at its next message or timeout without a word, so an exchange of the old ring
-that the new one left unanswered drops nobody. An exchange in flight at the change may be
-merged on one side only (the passive side's delta is dropped with its book): a small step
-off the learners' mean, once per departure.
+active thread sends DONE to the passive members still there and leaves, a retired passive
+one serves until every active member still there has sent it DONE (its deltas are merged
+with the strategy's next merge), and a failure on a retired ring drops nobody. An active
+learner waiting for an exchange with a dropped peer gives it up (that peer may have merged
+its side: a small step off the learners' mean, once per departure).
 """
 
 from __future__ import annotations

@@ -194,12 +194,11 @@ class ProcessTransport(Transport):
             group = self._ring_group(ranks)
             if group is None:
                 return None
-        engine = PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
-                                  ready=ready, alloc=alloc, partner_of=partner_of,
-                                  timeout_s=self.timeout_s, rank=self.rank,
-                                  start_round=start_round, blocked=self._blocked,
-                                  **self._elastic_hooks())
-        return engine
+        return PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
+                                ready=ready, alloc=alloc, partner_of=partner_of,
+                                timeout_s=self.timeout_s, rank=self.rank,
+                                start_round=start_round, blocked=self._blocked,
+                                **self._elastic_hooks())
 
     def _elastic_hooks(self) -> dict[str, Any]:
         """Elastic: how an exchange drops a lost peer and sees its ring lose a member."""

@@ -13,6 +13,10 @@ import pytest
 from asrdist.models.final import load_final
 from asrdist.train.metrics import read_metrics
 
+# a whole recipe runs in each test (on 2 busy cores, minutes); its subprocess has its own
+# timeout, so a hang still fails
+pytestmark = pytest.mark.timeout(900)
+
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "mini"
 
 

@@ -21,6 +21,10 @@ from asrdist.kaldi.data_dir import read_table
 from tests.corpus.ldc_fixture import make_ldc_tree
 from tests.recipes.kaldi_swbd_system import make_kaldi_system
 
+# a whole recipe runs in each test (on 2 busy cores, minutes); its subprocess has its own
+# timeout, so a hang still fails
+pytestmark = pytest.mark.timeout(1200)
+
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 SPEED = "0.9 1.0 1.1"
 TINY = """model: blstm

@@ -62,7 +62,7 @@ def simulate(
     epoch_steps: float = 0.0,
     keep_history: bool = False,
     noise: NoiseProbe | None = None,
-    together: int = 64,
+    together: int | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
@@ -71,8 +71,9 @@ def simulate(
     into epochs in the records; ``noise`` measures the gradient noise scale. With a
     :class:`~asrdist.simulate.batched.FrameLoss`, up to ``together`` learners' forward and
     backward passes are computed as one (:mod:`asrdist.simulate.batched`); 0: each learner's
-    on its own."""
-    if learners < 1 or steps < 0 or together < 0:
+    on its own; None: 64 on a GPU, 0 on a CPU (where one learner's step already keeps the
+    core busy and the batched one is slower: bench/RESULTS.md, "Simulator cost")."""
+    if learners < 1 or steps < 0 or (together or 0) < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps, {together} together: "
                            "need at least one learner and no negative counts")
     speed = speed or SpeedModel()
@@ -90,6 +91,8 @@ def simulate(
                            "distributed --algo")
     sims = [SimLearner(i, make_model(i)) for i in range(learners)]
     world = World(sims, speed, loss_fn, keep_history)
+    if together is None:
+        together = 64 if _on_gpu(sims[0].model) else 0
     batcher = Batcher(loss_fn, together) if together > 0 else None
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
@@ -120,6 +123,10 @@ def simulate(
     return Result(records, before, flat_weights(sims[0].model), summary,
                   [s.history for s in sims], start,
                   noise.records if noise is not None else [])
+
+
+def _on_gpu(model: torch.nn.Module) -> bool:
+    return any(p.device.type != "cpu" for p in model.parameters())
 
 
 @dataclass

@@ -105,15 +105,14 @@ def _lstm_layer(x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor,
     the input products of all time steps in one batched product, then the recurrence."""
     g, batch, steps, _ = x.shape
     units = w_hh.shape[2]
-    projected = _affine(x, w_ih, bias)  # (G, batch, time, 4H)
+    projected = _affine(x, w_ih, bias).unbind(2)  # (G, batch, 4H) per time step
     w_hh_t = w_hh.transpose(1, 2)
     h = x.new_zeros(g, batch, units)
     c = x.new_zeros(g, batch, units)
     outputs = []
-    for step in range(steps):
-        gates = torch.baddbmm(projected[:, :, step], h, w_hh_t)
-        sig = torch.sigmoid(gates[..., :2 * units])
-        c = sig[..., units:] * c + sig[..., :units] * torch.tanh(gates[..., 2 * units:3 * units])
-        h = torch.sigmoid(gates[..., 3 * units:]) * torch.tanh(c)
+    for step in range(steps):  # split and unbind: one gradient node each, not one per slice
+        i, f, cell, o = torch.baddbmm(projected[step], h, w_hh_t).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(cell)
+        h = torch.sigmoid(o) * torch.tanh(c)
         outputs.append(h)
     return torch.stack(outputs, dim=2)

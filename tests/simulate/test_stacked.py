@@ -41,18 +41,18 @@ def test_losses_gradients_and_updates_equal_separate_models(name):
     x, y = _batches(models[0])
     names = [n for n, _ in models[0].named_parameters()]
     stacked = [torch.stack([p.detach() for p in ps]).requires_grad_()
-               for ps in zip(*[m.parameters() for m in models])]
-    losses = stacked_frame_loss(models[0], dict(zip(names, stacked)), x, y)
+               for ps in zip(*[m.parameters() for m in models], strict=True)]
+    losses = stacked_frame_loss(models[0], dict(zip(names, stacked, strict=True)), x, y)
     losses.sum().backward()
     for g, model in enumerate(models):
         loss = frame_loss(model, x[g], y[g])
         loss.backward()
         torch.testing.assert_close(losses[g], loss, rtol=1e-5, atol=1e-6)
-        for p, s in zip(model.parameters(), stacked):
+        for p, s in zip(model.parameters(), stacked, strict=True):
             torch.testing.assert_close(s.grad[g], p.grad, rtol=1e-4, atol=1e-6)
         before = [p.detach().clone() for p in model.parameters()]
         torch.optim.SGD(model.parameters(), lr=0.5).step()
-        for p, s, w in zip(model.parameters(), stacked, before):
+        for p, s, w in zip(model.parameters(), stacked, before, strict=True):
             torch.testing.assert_close(w - 0.5 * s.grad[g], p.detach(), rtol=1e-4, atol=1e-6)
 
 

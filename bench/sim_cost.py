@@ -98,15 +98,15 @@ def run_all(algos: list[str], learners: list[int], steps: int, batch: int, layer
 
 
 def table(rows: list[dict]) -> list[str]:
-    """Per row: seconds per simulated step, as a multiple of 1 learner's in the same mode
-    and of the same N one at a time, and memory."""
-    base = {(r["algo"], r["mode"]): r["s_per_step"] for r in rows if r["n"] == 1}
+    """Per row: seconds per simulated step, as a multiple of 1 learner's (one at a time: the
+    simulator as it was) and of the same N one at a time, and memory."""
+    base = {r["algo"]: r["s_per_step"] for r in rows if r["n"] == 1 and r["mode"] == "one"}
     alone = {(r["algo"], r["n"]): r["s_per_step"] for r in rows if r["mode"] == "one"}
     lines = ["| strategy | learners | computed | host s / simulated step | x 1 learner | "
              "x one at a time | peak MB (host) | peak MB (GPU) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        one_n = base.get((r["algo"], r["mode"]))
+        one_n = base.get(r["algo"])
         ratio = f"{r['s_per_step'] / one_n:.1f}" if one_n else "-"
         versus = alone.get((r["algo"], r["n"]))
         speedup = f"{r['s_per_step'] / versus:.2f}" if versus else "-"

@@ -96,3 +96,29 @@ def test_a_loss_it_cannot_batch_is_computed_at_once_on_the_learners_model():
     assert calls == [(0, 3, model)]  # computed when the learner started, as before
     pending.loss().backward()
     assert model.weight.grad is not None
+
+
+@pytest.mark.cuda
+def test_on_a_gpu_learners_are_computed_together_and_agree_with_the_cpu(monkeypatch):
+    sizes: list[int] = []
+    evaluate = batched._evaluate
+    monkeypatch.setattr(batched, "_evaluate", lambda members: (sizes.append(len(members)),
+                                                               evaluate(members)))
+    torch.manual_seed(0)
+    init = build_model(CONFIG, DIM, PDFS)
+    data = _data(4, 3)
+
+    def run(device: str, together: int | None):
+        def make_model(i: int) -> torch.nn.Module:
+            model = build_model(CONFIG, DIM, PDFS)
+            model.load_state_dict(init.state_dict())
+            return model.to(device)
+
+        loss = FrameLoss(lambda i, k: tuple(t.to(device) for t in data.batch(i, k)))
+        return simulate("adpsgd-random", 4, 3, make_model,
+                        lambda m: torch.optim.SGD(m.parameters(), lr=0.3, momentum=0.5), loss,
+                        speed=SpeedModel(jitter=0.5), together=together)
+
+    gpu, cpu = run("cuda", None), run("cpu", 0)  # the default on a GPU: together
+    assert sum(sizes) == 4 * 3 and max(sizes) > 1
+    torch.testing.assert_close(gpu.final.cpu(), cpu.final, rtol=1e-3, atol=1e-4)

@@ -77,7 +77,7 @@ class Pending:
                 assert self.batcher is not None
                 self.batcher.evaluate()
             assert self.value is not None
-            params = [p for p in self.model.parameters()]
+            params = list(self.model.parameters())
             self._loss = _Deferred.apply(self.value, self.grads, *params)
             self.weights = self.batch = None
         return self._loss

@@ -7,7 +7,7 @@ Each (strategy, N, mode) runs in its own process (so its peak memory is its own)
 features of the recipe's shapes: the cost does not depend on their values. Torch on one
 thread, as asrdist-simulate runs by default; ``--device cuda`` puts the models on a GPU.
 
-    .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 16]
+    .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 8]
         [--device cpu] [--out bench/RESULTS.md]   # replaces its section there
 """
 
@@ -123,7 +123,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--units", type=int, default=128)
-    ap.add_argument("--together", type=int, default=16,
+    ap.add_argument("--together", type=int, default=8,
                     help="learners computed at once in the 'together' rows")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)

@@ -71,10 +71,10 @@ def simulate(
     into epochs in the records; ``noise`` measures the gradient noise scale. With a
     :class:`~asrdist.simulate.batched.FrameLoss`, up to ``together`` learners' forward and
     backward passes are computed as one (:mod:`asrdist.simulate.batched`); 0: each learner's
-    on its own; None: 64 on a GPU; on a CPU, 16 for more than 16 learners, else 0 (one
-    learner's step already keeps the core busy, and computed together it is slower, until the
-    memory of many learners' steps in flight at once costs more: bench/RESULTS.md,
-    "Simulator cost")."""
+    on its own; None: 64 on a GPU; on a CPU, 8 for more than 16 learners, else 0 (one
+    learner's step already keeps a core busy, so together is no faster there; but one at a
+    time, every computing learner's forward graph is held through its compute time, and
+    together keeps a fraction of that memory: bench/RESULTS.md, "Simulator cost")."""
     if learners < 1 or steps < 0 or (together or 0) < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps, {together} together: "
                            "need at least one learner and no negative counts")
@@ -94,7 +94,7 @@ def simulate(
     sims = [SimLearner(i, make_model(i)) for i in range(learners)]
     world = World(sims, speed, loss_fn, keep_history)
     if together is None:
-        together = 64 if _on_gpu(sims[0].model) else 16 if learners > 16 else 0
+        together = 64 if _on_gpu(sims[0].model) else 8 if learners > 16 else 0
     batcher = Batcher(loss_fn, together) if together > 0 else None
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)

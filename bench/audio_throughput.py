@@ -4,7 +4,7 @@ in x real time per core (seconds of utterance audio made into features / CPU sec
 The data is made here: two-channel 8 kHz conversations (turns of harmonic "voiced" sound with
 a syllable envelope over line noise, each side silent while the other talks), mu-law and
 shorten-compressed as the LDC ships Switchboard (the fixture's writer,
-tests/corpus/sphere_writer.py); segments of 4-6 s covering each side, as Kaldi ids; and
+asrdist/testing/sphere_writer.py); segments of 4-6 s covering each side, as Kaldi ids; and
 wav.scp as Kaldi writes it (s5c's ``sph2pipe -f wav -p -c N FILE |``, with
 perturb_data_dir_speed.sh's ``| sox -t wav - -t wav - speed F |`` for the 0.9 and 1.1 copies),
 its sph2pipe not installed, so asrdist reads the pipes in-process. Rows, each make_features
@@ -43,8 +43,8 @@ from asrdist.data.features import FeatureOptions, compute_features, make_extract
 from asrdist.kaldi.data_dir import c_sorted, read_table
 from asrdist.kaldi.segments import segment_samples
 from asrdist.kaldi.sphere import change_speed, read_sphere, sphere_channel
+from asrdist.testing.sphere_writer import write_sphere
 from bench.results import REPO, publish
-from tests.corpus.sphere_writer import write_sphere
 
 RATE = 8000
 SPEEDS = (0.9, 1.0, 1.1)

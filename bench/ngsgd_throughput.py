@@ -1,6 +1,6 @@
 """Throughput of NG-SGD against plain SGD on the same model and the very same batches.
 
-    python -m bench.ngsgd_throughput [--steps 60] [--device cpu] [--out RESULTS.md]
+    python -m bench.ngsgd_throughput [--steps 60] [--device cpu] [--threads N] [--out RESULTS.md]
 
 Models: Su & Chen's sigmoid DNN of recipes/mini/conf/train_dnn_suchen.yaml (every layer
 affine, so all of it preconditioned) and the mini recipe's BLSTM (only its output layer is
@@ -96,8 +96,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60, help="timed steps")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int,
+                        help="torch intra-op threads (default: torch's own choice); 1 keeps "
+                             "a machine shared with other jobs from stalling both optimizers "
+                             "at every parallel region")
     parser.add_argument("--out", help="markdown file whose section to replace")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rows = measure(MODELS, args.steps, torch.device(args.device))
     threads = torch.get_num_threads()
     publish([
@@ -109,7 +115,7 @@ def main() -> None:
         "frames/s (1 - ratio is the overhead).",
         "",
         f"Command: `.venv/bin/python -m bench.ngsgd_throughput --steps {args.steps} "
-        f"--device {args.device}`",
+        f"--device {args.device}{f' --threads {args.threads}' if args.threads else ''}`",
         "",
         *TABLE_HEAD,
         *rows,

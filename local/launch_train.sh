@@ -33,7 +33,12 @@ if [ "$launcher" = auto ]; then
   fi
 fi
 case "$launcher" in
-  srun) exec srun --ntasks "$learners" "$cmd" "$@" ;;  # asrdist ends a failed job itself
+  srun)  # asrdist ends a failed job itself; --elastic: srun must let the survivors go on
+    keep_going=()
+    for arg in "$@"; do
+      if [ "$arg" = "--elastic" ]; then keep_going=(--no-kill --kill-on-bad-exit=0); fi
+    done
+    exec srun --ntasks "$learners" ${keep_going[@]+"${keep_going[@]}"} "$cmd" "$@" ;;
   mpiexec) exec mpiexec -n "$learners" "$cmd" "$@" ;;
   torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v "$cmd")" "$@" ;;
   *) echo "$0: --launcher $launcher: choose auto, srun, mpiexec, torchrun or none" >&2; exit 1 ;;

@@ -33,7 +33,9 @@ def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_d
     """Map ALI_DIR's transition-ids to pdf-ids for the utterances of FEATS_SCP into OUT_DIR.
 
     Writes OUT_DIR/pdf.ark + pdf.scp (int32 vectors, one pdf-id per feature frame), num_pdfs,
-    pdf_counts and report.txt; prints the report. A rerun skips an OUT_DIR done with the same
+    pdf_counts and report.txt; prints the report. One streamed pass: memory does not grow with
+    the corpus; disk takes pdf.ark (5 bytes a frame) and, while it runs, a scratch index in
+    OUT_DIR (about 150 bytes an utterance). A rerun skips an OUT_DIR done with the same
     options and inputs (FEATS_SCP; ALI_DIR's num_jobs, ali.*.gz, final.mdl) and redoes it
     otherwise.
     """

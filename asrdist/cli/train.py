@@ -53,6 +53,11 @@ def _field_options() -> list[click.Option]:
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
     """The --algo strategy with the options it takes; other strategy options set to a
     non-default value are ignored with a warning (a config file may serve several --algo)."""
+    if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
+        raise AsrdistError(
+            f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
+            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
+            "or hadpsgd")
     try:
         options, ignored = config.options_for(config.algo)
         if ignored:
@@ -60,6 +65,20 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         return registry.spec(config.algo).make(learner or Learner(), options)
     except (ValueError, TypeError) as e:
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
+
+
+def _warn_launcher_not_elastic(config: TrainConfig, denv: launch.DistEnv | None) -> None:
+    """--elastic survives a lost learner only where the launcher lets the others run on:
+    srun with --no-kill --kill-on-bad-exit=0 (local/slurm/train.sbatch), or learners started
+    by hand; torchrun's agent and mpiexec end every learner when one dies."""
+    if not config.option("elastic") or denv is None or denv.world_size < 2:
+        return
+    name = "mpiexec" if denv.launcher == "mpi" else \
+        "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else None
+    if name is not None:
+        log.warning("--elastic under %s: it ends every learner when one dies, so a lost "
+                    "learner still ends the run; launch with srun (local/slurm/train.sbatch) "
+                    "for an elastic run", name)
 
 
 def _check_torchrun() -> None:
@@ -87,6 +106,7 @@ def main(config_path: str | None, **flags: Any) -> None:
     denv = launch.detect_env()
     if denv is not None and denv.launcher == "torchrun":
         _check_torchrun()
+    _warn_launcher_not_elastic(config, denv)
     supervise_under_mpiexec(denv, signals, early)
     preemption = Preemption(signals, early)
     validate_for_world(config, denv.world_size if denv is not None else 1)

@@ -5,8 +5,9 @@ transition-id to its pdf-id like ``ali-to-pdf``, matches each alignment to its f
 (Kaldi tolerates a frame or two of difference: pad with the last pdf or truncate; anything
 larger is an error naming the utterance), and writes ``pdf.ark``/``pdf.scp`` (int32 vectors
 readable with kaldiio.load_scp), ``num_pdfs``, ``pdf_counts`` (for priors) and a report.
-Outputs are written atomically after every check passed, then a done marker; a rerun with the
-same options and inputs skips (asrdist.stage).
+One streamed pass: pdf.ark is filled in the alignments' order, pdf.scp lists the utterances
+in feats.scp's order. Outputs are written atomically after every check passed, pdf.scp last,
+then a done marker; a rerun with the same options and inputs skips (asrdist.stage).
 """
 
 from __future__ import annotations
@@ -15,23 +16,20 @@ import json
 import logging
 import os
 import shutil
-import subprocess
+import tempfile
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
+from asrdist.data.ali_to_pdf import ali_to_pdf_beside
+from asrdist.data.utt_index import UtteranceIndex
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.kaldi.alignments import (
-    alignment_files,
-    parse_int32_ark,
-    read_alignments,
-    read_gzip,
-    write_int32_ark,
-)
-from asrdist.kaldi.data_dir import frame_counts, read_table
+from asrdist.kaldi.alignments import alignment_files, read_alignments, write_int32_ark
+from asrdist.kaldi.data_dir import matrix_rows
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 from asrdist.progress import track
 from asrdist.stage import Skipped, check_done
@@ -40,6 +38,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "ingest_ali"
 OUTPUTS = ("pdf.ark", "pdf.scp", "num_pdfs", "pdf_counts", "report.txt", "report.json")
+COUNT_BATCH = 1 << 18  # pdfs per bincount (1 MiB of int32)
 
 
 @dataclass
@@ -101,9 +100,6 @@ class IngestReport:
         return cls(**data)
 
 
-# ---- inputs ---------------------------------------------------------------------------------
-
-
 # ---- mapping --------------------------------------------------------------------------------
 
 
@@ -134,28 +130,33 @@ def fit_length(pdfs: np.ndarray, num_frames: int, tolerance: int, utt: str) -> n
     return pdfs
 
 
-def cross_check_ali_to_pdf(
-    exe: str, model: Path, ali_file: Path, ours: dict[str, np.ndarray]
-) -> None:
-    """Compare our map with Kaldi's ``ali-to-pdf`` on one archive (before length fixes)."""
-    proc = subprocess.run(
-        [exe, str(model), "ark:-", "ark,t:-"],
-        input=read_gzip(ali_file),
-        capture_output=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        raise AsrdistError(f"{ali_file}: ali-to-pdf failed: {' '.join(err)}")
-    for utt, pdfs in parse_int32_ark(proc.stdout, f"ali-to-pdf output for {ali_file}"):
-        if utt in ours and not np.array_equal(ours[utt], pdfs):
-            raise AsrdistError(
-                f"{ali_file}: utterance {utt}: pdf-ids differ from ali-to-pdf's "
-                "(transition model parsing disagrees with Kaldi)"
-            )
-
-
 # ---- the stage ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tally:
+    """What the pass over the alignments counted (its size does not grow with the corpus)."""
+
+    counts: np.ndarray  # frames per pdf, after the length fixes
+    mismatch: Counter[int] = field(default_factory=Counter)
+    num_aligned: int = 0
+    num_without_features: int = 0
+    _pending: list[np.ndarray] = field(default_factory=list)  # pdfs not counted yet
+    _pending_frames: int = 0
+
+    def add(self, pdfs: np.ndarray) -> None:
+        """Count ``pdfs`` (a batch of utterances at a time: one bincount per utterance would
+        allocate a num_pdfs array for each of millions)."""
+        self.num_aligned += 1
+        self._pending.append(pdfs)
+        self._pending_frames += pdfs.size
+        if self._pending_frames >= COUNT_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._pending:
+            self.counts += np.bincount(np.concatenate(self._pending), minlength=self.counts.size)
+            self._pending, self._pending_frames = [], 0
 
 
 def ingest_alignments(
@@ -170,6 +171,11 @@ def ingest_alignments(
     Skipped when ``out_dir`` is done with the same options and inputs
     (asrdist.stage): feats_scp and the alignment dir's num_jobs, ali.*.gz and final.mdl, not
     the rest of it (a decode dir inside it must not redo ingestion).
+
+    Streamed: each alignment is read, mapped, fitted to its features' length and appended to
+    pdf.ark as it comes; what is kept per utterance (its frame count, where its targets went)
+    is in an SQLite file in ``out_dir`` (asrdist.data.utt_index), so memory stays flat however
+    large the corpus.
     """
     ali_dir, feats_scp, out_dir = Path(ali_dir), Path(feats_scp), Path(out_dir)
     inputs = [feats_scp, ali_dir / "num_jobs", ali_dir / "final.mdl",
@@ -182,74 +188,113 @@ def ingest_alignments(
         raise AsrdistError(f"--tolerance must be >= 0, got {tolerance}")
     if not 0.0 <= max_missing_fraction <= 1.0:
         raise AsrdistError(f"--max-missing must be in [0, 1], got {max_missing_fraction}")
-    for name in OUTPUTS:  # leftovers of an interrupted run must not look complete
-        (out_dir / name).unlink(missing_ok=True)
+    _remove_leftovers(out_dir)
 
     files = alignment_files(ali_dir)
     model = ali_dir / "final.mdl"
     info = read_transition_model(model)
-    scp = read_table(feats_scp, require_value=True)
-    if not scp:
-        raise AsrdistError(f"{feats_scp}: empty")
-    frames = frame_counts(scp, feats_scp.parent / "utt2num_frames")
-    ali_to_pdf = shutil.which("ali-to-pdf")
-
-    raw: dict[str, np.ndarray] = {}
-    for ali_file in track(files, "reading alignments", "job"):
-        job = {}
-        for utt, tids in read_alignments(ali_file):
-            if utt in raw or utt in job:
-                raise AsrdistError(f"{ali_file}: utterance {utt} aligned more than once")
-            job[utt] = map_to_pdfs(tids, info, utt, ali_file)
-        if ali_to_pdf:
-            cross_check_ali_to_pdf(ali_to_pdf, model, ali_file, job)
-        raw.update(job)
-
-    targets: dict[str, np.ndarray] = {}
-    mismatch: Counter[int] = Counter()
-    for utt in track(scp, "matching lengths", "utt"):
-        if utt in raw:
-            mismatch[int(raw[utt].size - frames[utt])] += 1
-            targets[utt] = fit_length(raw[utt], frames[utt], tolerance, utt)
-    missing = len(scp) - len(targets)
-    if missing / len(scp) > max_missing_fraction:
-        raise AsrdistError(
-            f"{ali_dir}: {missing} of {len(scp)} utterances in {feats_scp} have no alignment "
-            f"({100.0 * missing / len(scp):.1f}% > --max-missing {max_missing_fraction:g})"
-        )
-    if not targets:
-        raise AsrdistError(f"{ali_dir}: no alignment matches an utterance of {feats_scp}")
-
-    counts = np.bincount(np.concatenate(list(targets.values())), minlength=info.num_pdfs)
-    report = IngestReport(
-        ali_dir=str(ali_dir),
-        feats_scp=str(feats_scp),
-        num_utterances=len(scp),
-        num_aligned=len(targets),
-        num_missing=missing,
-        num_without_features=sum(1 for utt in raw if utt not in scp),
-        total_frames=int(counts.sum()),
-        num_pdfs=info.num_pdfs,
-        mismatch_histogram=dict(sorted(mismatch.items())),
-        pdf_count_min=int(counts.min()),
-        pdf_count_median=float(np.median(counts)),
-        pdf_count_max=int(counts.max()),
-        zero_count_pdfs=np.flatnonzero(counts == 0).tolist(),
-        cross_checked_with_ali_to_pdf=ali_to_pdf is not None,
-    )
-    _write_outputs(out_dir, targets, counts, report)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, index_path = tempfile.mkstemp(dir=out_dir, prefix=f".{STAGE}.index.", suffix=".sqlite")
+    os.close(fd)
+    index = UtteranceIndex(index_path)
+    try:
+        report = _ingest(ali_dir, feats_scp, out_dir, files, info, index, tolerance,
+                         max_missing_fraction)
+    finally:
+        index.close()
+        os.unlink(index_path)
     check.mark_done()
     return report
 
 
-def _write_outputs(
-    out_dir: Path, targets: dict[str, np.ndarray], counts: np.ndarray, report: IngestReport
-) -> None:
+def _remove_leftovers(out_dir: Path) -> None:
+    """Outputs of an earlier run, and the scratch files of a killed one, must not stay: a
+    killed run leaves an index and temporary files that atomic writes never renamed."""
+    for name in OUTPUTS:
+        (out_dir / name).unlink(missing_ok=True)
+    if out_dir.is_dir():
+        for pattern in (f".{STAGE}.index.*.sqlite", *(f".{name}.*.tmp" for name in OUTPUTS)):
+            for leftover in out_dir.glob(pattern):
+                leftover.unlink(missing_ok=True)
+
+
+def _ingest(
+    ali_dir: Path, feats_scp: Path, out_dir: Path, files: list[Path], info: TransitionInfo,
+    index: UtteranceIndex, tolerance: int, max_missing_fraction: float,
+) -> IngestReport:
+    arks: dict[str, IO[bytes]] = {}
+    try:
+        num_utts = index.load_features(feats_scp, lambda utt, rx: matrix_rows(utt, rx, arks))
+    finally:
+        for ark in arks.values():
+            ark.close()
+    if not num_utts:
+        raise AsrdistError(f"{feats_scp}: empty")
+    model = ali_dir / "final.mdl"
     ark = (out_dir / "pdf.ark").resolve()
-    with atomic_write(ark, "wb") as f:
-        offsets = write_int32_ark(f, targets.items())
-    with atomic_write(out_dir / "pdf.scp") as f:
-        f.writelines(f"{utt} {ark}:{offset}\n" for utt, offset in offsets)
+    with atomic_write(ark, "wb") as f:  # removed unless every check below passes
+        tally = _Tally(np.zeros(info.num_pdfs, dtype=np.int64))
+        for ali_file in track(files, "reading alignments", "job"):
+            _ingest_archive(f, ali_file, model, info, index, tolerance, tally)
+        tally.flush()
+        missing = index.num_missing()
+        if missing / num_utts > max_missing_fraction:
+            raise AsrdistError(
+                f"{ali_dir}: {missing} of {num_utts} utterances in {feats_scp} have no "
+                f"alignment ({100.0 * missing / num_utts:.1f}% > --max-missing "
+                f"{max_missing_fraction:g})"
+            )
+        if not tally.num_aligned:
+            raise AsrdistError(f"{ali_dir}: no alignment matches an utterance of {feats_scp}")
+
+    counts = tally.counts
+    report = IngestReport(
+        ali_dir=str(ali_dir),
+        feats_scp=str(feats_scp),
+        num_utterances=num_utts,
+        num_aligned=tally.num_aligned,
+        num_missing=missing,
+        num_without_features=tally.num_without_features,
+        total_frames=int(counts.sum()),
+        num_pdfs=info.num_pdfs,
+        mismatch_histogram=dict(sorted(tally.mismatch.items())),
+        pdf_count_min=int(counts.min()),
+        pdf_count_median=float(np.median(counts)),
+        pdf_count_max=int(counts.max()),
+        zero_count_pdfs=np.flatnonzero(counts == 0).tolist(),
+        cross_checked_with_ali_to_pdf=shutil.which("ali-to-pdf") is not None,
+    )
+    _write_outputs(out_dir, ark, index, counts, report)
+    return report
+
+
+def _ingest_archive(
+    f: IO[bytes], ali_file: Path, model: Path, info: TransitionInfo, index: UtteranceIndex,
+    tolerance: int, tally: _Tally,
+) -> None:
+    """Map, check and append to ``f`` the targets of every alignment in ``ali_file``."""
+    with ali_to_pdf_beside(model, ali_file) as kaldi:
+        for utt, tids in read_alignments(ali_file):
+            pdfs = map_to_pdfs(tids, info, utt, ali_file)
+            if kaldi is not None:
+                kaldi.compare(utt, pdfs)  # before the length fix, as ali-to-pdf writes them
+            frames = index.claim(utt, ali_file)
+            if frames is None:
+                tally.num_without_features += 1
+                continue
+            tally.mismatch[int(pdfs.size - frames)] += 1
+            fitted = fit_length(pdfs, frames, tolerance, utt)
+            tally.add(fitted)
+            [(_, offset)] = write_int32_ark(f, [(utt, fitted)])
+            index.place(utt, offset)
+        if kaldi is not None:
+            kaldi.finish()
+
+
+def _write_outputs(
+    out_dir: Path, ark: Path, index: UtteranceIndex, counts: np.ndarray, report: IngestReport
+) -> None:
+    """Everything after pdf.ark; pdf.scp (what the trainer reads) last, then the done marker."""
     with atomic_write(out_dir / "num_pdfs") as f:
         f.write(f"{report.num_pdfs}\n")
     with atomic_write(out_dir / "pdf_counts") as f:
@@ -258,6 +303,8 @@ def _write_outputs(
         f.write(report.to_text())
     with atomic_write(out_dir / "report.json") as f:
         json.dump(asdict(report), f, indent=1)
+    with atomic_write(out_dir / "pdf.scp") as f:
+        f.writelines(f"{utt} {ark}:{offset}\n" for utt, offset in index.placed())
 
 
 def read_pdf_counts(out_dir: str | os.PathLike, num_pdfs: int | None = None) -> np.ndarray:

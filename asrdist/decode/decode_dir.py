@@ -2,17 +2,23 @@
 
 Each job loads the graph, the transition model and the acoustic scorer once, scores each of
 its utterances once and searches it with every decoding variant (the main setting and the
-score_<lmwt>_<wip> sweep points).
+score_<lmwt>_<wip> sweep points). With several insertion penalties a job holds one graph, not
+one per penalty (:mod:`asrdist.decode.word_penalty`): it scores a batch of utterances (up to
+SCORE_BUFFER bytes of scores), then searches the batch with every variant of one penalty
+before it changes the graph to the next penalty.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import numpy as np
 
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import (
@@ -21,11 +27,11 @@ from asrdist.decode.decoder import (
     Hypothesis,
     check_compatible,
     max_input_label,
-    with_word_penalty,
 )
 from asrdist.decode.graph import read_fst
 from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
+from asrdist.decode.word_penalty import PenaltyGraph
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.jobs import LOCAL, Runner, deal
@@ -36,6 +42,7 @@ from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
 STAGE = "decode"
+SCORE_BUFFER = 256 << 20  # bytes of scores a job keeps to search them under every penalty
 
 
 @dataclass(frozen=True)
@@ -100,24 +107,26 @@ class _Worker:
 
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
-        trans = read_transition_model(job.trans_mdl)
-        hclg = read_fst(graph_dir / "HCLG.fst")
+        self.trans = read_transition_model(job.trans_mdl)
         words = read_symbols(graph_dir / "words.txt")
         self.id2word = {i: w for w, i in words.items()}
         real = [i for w, i in words.items()
                 if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
-        graphs = {wip: with_word_penalty(hclg, real, wip) for wip in {v.wip for v in job.variants}}
-        # one search per distinct (acwt, wip): the main setting is usually a sweep point too
-        self.decoders = {
-            (acwt, wip): Decoder(graphs[wip], trans, DecodeOptions(
-                acwt, job.opts.beam, job.opts.max_active, job.opts.min_active))
-            for acwt, wip in {(v.acwt, v.wip) for v in job.variants}
-        }
+        self.opts = job.opts
+        self.wips = sorted({v.wip for v in job.variants})
+        self.wip: float | None = None
+        self.graph = self.penalties = None
+        self.decoders: dict[float, Decoder] = {}
+        if self.wips == [0.0]:
+            self.graph = read_fst(graph_dir / "HCLG.fst")
+        else:
+            self._scratch = tempfile.TemporaryDirectory(prefix="asrdist-decode-")
+            self.penalties = PenaltyGraph(graph_dir / "HCLG.fst", real, self._scratch.name)
         lexicon = graph_dir / "phones" / "align_lexicon.int"
         self.aligner = None
         if lexicon.is_file():
             rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
-            self.aligner = WordAligner(trans, rows)
+            self.aligner = WordAligner(self.trans, rows)
         self.shift = frame_shift(job.data_dir)
         if job.loglikes is not None:
             self.scorer = LoglikeScorer(job.loglikes)
@@ -127,30 +136,72 @@ class _Worker:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
 
+    def _use(self, wip: float) -> None:
+        """Decoders (one per acoustic scale of ``wip``'s variants) over the graph of ``wip``;
+        the previous penalty's graph is let go before the next is read."""
+        if wip == self.wip:
+            return
+        self.decoders = {}
+        if self.penalties is not None:
+            self.graph = None
+            self.graph = self.penalties.load(wip)
+        self.decoders = {
+            acwt: Decoder(self.graph, self.trans, DecodeOptions(
+                acwt, self.opts.beam, self.opts.max_active, self.opts.min_active))
+            for acwt in sorted({v.acwt for v in self.variants if v.wip == wip})}
+        self.wip = wip
+
+    def _search(self, wip: float, batch: list[tuple[str, np.ndarray]],
+                hyps: dict[str, dict[tuple[float, float], Hypothesis | None]]) -> None:
+        """Search every utterance of ``batch`` with every variant of penalty ``wip`` (in a
+        method of its own: no local name may keep a decoder, and so a graph, alive after)."""
+        self._use(wip)
+        for utt, scores in batch:
+            for acwt, decoder in self.decoders.items():
+                hyps[utt][acwt, wip] = decoder.decode(scores)
+
+    def _batches(self, utts: Sequence[str]) -> Iterator[list[tuple[str, np.ndarray]]]:
+        """Scored utterances, one at a time under one penalty, else up to SCORE_BUFFER bytes."""
+        batch, size = [], 0
+        for utt, scores in self.scorer.scores(list(utts)):
+            batch.append((utt, scores))
+            size += scores.nbytes
+            if len(self.wips) == 1 or size >= SCORE_BUFFER:
+                yield batch
+                batch, size = [], 0
+        if batch:
+            yield batch
+
     def run(self, utts: Sequence[str]) -> Iterator[UttResult]:
-        """Score each utterance once, then search it with every variant."""
+        """Score each utterance once, then search it with every variant, penalty by penalty."""
         words = self.id2word
         start = time.perf_counter()
-        for utt, scores in self.scorer.scores(list(utts)):
-            result = UttResult({v.name: {} for v in self.variants},
-                               {v.name: [] for v in self.variants}, scores.shape[0], 0.0, [], [],
-                               [])
-            hyps = {key: decoder.decode(scores) for key, decoder in self.decoders.items()}
-            for v in self.variants:
-                hyp = hyps[v.acwt, v.wip]
-                if hyp is None:
-                    if v.name is None:
-                        result.failed.append(utt)
-                        result.log.append(f"WARNING: {utt}: no path survived the beam")
-                    continue
-                result.texts[v.name][utt] = [words[w] for w in hyp.words]
-                if v.name is None:
-                    self._main_outputs(utt, hyp, scores.shape[0], result)
-                else:
-                    result.ctm[v.name] += self._ctm(utt, hyp) or []
+        for batch in self._batches(utts):
+            hyps: dict[str, dict[tuple[float, float], Hypothesis | None]] = {
+                utt: {} for utt, _ in batch}
+            # begin with the graph in hand: one graph change fewer per batch
+            for wip in self.wips if self.wip != self.wips[-1] else self.wips[::-1]:
+                self._search(wip, batch, hyps)
             now = time.perf_counter()
-            result.seconds, start = now - start, now
-            yield result
+            frames = sum(scores.shape[0] for _, scores in batch)
+            for utt, scores in batch:
+                result = UttResult({v.name: {} for v in self.variants},
+                                   {v.name: [] for v in self.variants}, scores.shape[0],
+                                   (now - start) * scores.shape[0] / max(frames, 1), [], [], [])
+                for v in self.variants:
+                    hyp = hyps[utt][v.acwt, v.wip]
+                    if hyp is None:
+                        if v.name is None:
+                            result.failed.append(utt)
+                            result.log.append(f"WARNING: {utt}: no path survived the beam")
+                        continue
+                    result.texts[v.name][utt] = [words[w] for w in hyp.words]
+                    if v.name is None:
+                        self._main_outputs(utt, hyp, scores.shape[0], result)
+                    else:
+                        result.ctm[v.name] += self._ctm(utt, hyp) or []
+                yield result
+            start = now
 
     def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: UttResult) -> None:
         words = self.id2word

@@ -4,13 +4,12 @@ The decoder is kaldi-hmm-gmm's FasterDecoder (Kaldi's beam search, with beam / m
 min-active) fed through DecodableCtc, which reads column ``tid - 1`` of a frames x
 transition-ids matrix: each pdf score is scaled by the acoustic scale and copied to the
 columns of its transition-ids (decode-faster-mapped's mapping). A word insertion penalty is
-applied by composing HCLG with a one-state loop that charges it on every word, which is what
-Kaldi's lattice-add-penalty does to a lattice's best path.
+put on the graph's word arcs (:mod:`asrdist.decode.word_penalty`), which is what Kaldi's
+lattice-add-penalty does to a lattice's best path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
@@ -88,22 +87,6 @@ def check_compatible(hclg_max_tid: int, graph_num_pdfs: int | None, trans: Trans
 def expand_to_tids(pdf_scores: np.ndarray, tid_to_pdf: np.ndarray, acwt: float) -> np.ndarray:
     """frames x transition-ids matrix of scaled scores (column t-1 for transition-id t)."""
     return np.ascontiguousarray(acwt * pdf_scores[:, tid_to_pdf[1:]], dtype=np.float32)
-
-
-def with_word_penalty(hclg: kaldifst.StdFst, word_ids: Sequence[int],
-                      penalty: float) -> kaldifst.StdFst:
-    """HCLG with ``penalty`` added to the cost of every output word."""
-    if penalty == 0.0:
-        return hclg
-    loop = kaldifst.StdVectorFst()
-    state = loop.add_state()
-    loop.start = state
-    loop.set_final(state, 0.0)
-    for w in sorted(word_ids):
-        loop.add_arc(state, kaldifst.StdArc(w, w, penalty, state))
-    out = kaldifst.compose(hclg, loop, match_side="right")
-    kaldifst.arcsort(out, sort_type="ilabel")
-    return out
 
 
 class Decoder:

@@ -56,8 +56,9 @@ def _parse_rule(line: str, where: str) -> Rule:
     return rule
 
 
-def read_glm(path: str | os.PathLike, input_type: str, purpose: str) -> list[Rule]:
-    """The rules of a GLM file that csrfilt.sh applies to ``input_type`` data for ``purpose``."""
+def read_glm(path: str | os.PathLike, input_type: str, purpose: str) -> Glm:
+    """The rules of a GLM file that csrfilt.sh applies to ``input_type`` data for ``purpose``,
+    compiled."""
     try:
         lines = open(path, encoding="latin-1").read().splitlines()
     except OSError as e:
@@ -75,37 +76,74 @@ def read_glm(path: str | os.PathLike, input_type: str, purpose: str) -> list[Rul
         rules.append(_parse_rule(body, f"{path}:{n}"))
     if not lines:
         raise AsrdistError(f"--glm {path}: the GLM file is empty")
-    return rules
+    return Glm(rules)
 
 
-def apply_rules(text: str, rules: list[Rule]) -> str:
-    """rfilter1: first matching rule at each cursor position, contexts read from the input."""
-    upper = text.upper()
-    keyed = [(r.source.upper(), r.left.upper(), r.right.upper(), r.target) for r in rules]
-    out, i = [], 0
-    while i < len(text):
-        for source, left, right, target in keyed:
-            if (upper.startswith(source, i) and i >= len(left)
-                    and upper[i - len(left):i] == left
-                    and upper.startswith(right, i + len(source))):
-                out.append(target)
-                i += len(source)
-                break
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
+class Glm:
+    """A GLM's rules compiled once into one regular expression, and the texts filtered so far.
+
+    rfilter1 tries the rules in file order at each cursor position; a regex alternation tries
+    its branches in order too, so one alternation of ``SOURCE(?<=LEFT SOURCE)(?=RIGHT)`` per
+    rule finds, from the leftmost position where any rule fits, the rule rfilter1 would fire.
+    Branches are grouped by the first letter of their source (two rules with different first
+    letters never fit at one position, so the order that matters is kept), which lets the
+    regex engine skip a group on one character instead of trying every rule. A sweep filters
+    the same ctm words again and again: each distinct text is filtered once.
+    """
+
+    def __init__(self, rules: list[Rule]):
+        groups: dict[str, list[Rule]] = {}
+        for rule in rules:
+            groups.setdefault(rule.source.upper()[0], []).append(rule)
+        branches, self._targets = [], []
+        for first, members in groups.items():
+            alts = []
+            for rule in members:
+                source = rule.source.upper()
+                alt = re.escape(source[1:])
+                if rule.left:
+                    alt += f"(?<={re.escape(rule.left.upper() + source)})"
+                if rule.right:
+                    alt += f"(?={re.escape(rule.right.upper())})"
+                alts.append(alt + "()")
+                self._targets.append(rule.target)
+            branches.append(f"{re.escape(first)}(?:{'|'.join(alts)})")
+        self._pattern = re.compile("|".join(branches)) if branches else None
+        self._filtered: dict[tuple[str, str], str] = {}
+
+    def apply(self, text: str) -> str:
+        """rfilter1: first matching rule at each cursor position, contexts read from the input."""
+        if self._pattern is None:
+            return text
+        out, last = [], 0
+        for m in self._pattern.finditer(text.upper()):
+            out.append(text[last:m.start()])
+            out.append(self._targets[m.lastindex - 1])
+            last = m.end()
+        out.append(text[last:])
+        return "".join(out)
+
+    def filter(self, text: str, pad: str = "") -> str:
+        """:func:`filter_text`, once per distinct (text, pad)."""
+        key = (text, pad)
+        if key not in self._filtered:
+            self._filtered[key] = _filter(text, self, pad)
+        return self._filtered[key]
 
 
-def filter_text(text: str, rules: list[Rule], pad: str = "") -> str:
+def filter_text(text: str, glm: Glm, pad: str = "") -> str:
     """csrfilt.sh -dh on one text field: up-case, GLM, hyphen split, optional-deletion groups.
 
     ``pad`` is the space csrfilt leaves around the field before adding its own: one for an stm
     text (cut from a padded line), none for a ctm word; a rule's context may see it.
     """
+    return glm.filter(text, pad)
+
+
+def _filter(text: str, glm: Glm, pad: str) -> str:
     text = re.sub(r"[ \t]+", " ", text.translate(_UPPER).strip())
     text = " " + pad + text.replace("(", "( ").replace(")", " )") + pad + " "
-    text = apply_rules(text, rules)
+    text = glm.apply(text)
     text = _HYPHEN.sub(r"\1 ", text)
     while True:
         text, n = _OPT_DEL_GROUP.subn(r"\1) ( \2", text, count=1)

@@ -15,14 +15,19 @@ and sclite aligns them with ``-D -F``. This module repeats sclite's steps so tha
   (a substitution wins ties, a deletion must be strictly cheaper than an insertion);
 - ``-D``: a deleted ``(word)`` counts as correct; ``-F``: a fragment ``dal-`` or ``-las``
   matches any word that it begins or ends.
+
+A sweep (score_sclite.sh: every LM weight x penalty, each for the set and its two subsets)
+reads and filters the stm once (:class:`Reference`), aligns each channel once for the set and
+both subsets, and aligns a segment again only when its hypothesis differs from one seen at
+another sweep point.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +35,7 @@ import numpy as np
 
 from asrdist.decode.align_text import ErrorCounts
 from asrdist.decode.ctm import AcronymMap, write_recording_ctm
-from asrdist.decode.glm import Rule, filter_text, read_glm
+from asrdist.decode.glm import Glm, filter_text, read_glm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.recipes import S5C
@@ -99,7 +104,7 @@ def _read_lines(path: str | os.PathLike, option: str, what: str) -> list[str]:
         raise AsrdistError(f"{option} {path}: cannot read the {what} ({e.strerror})") from e
 
 
-def read_stm(path: str | os.PathLike, rules: list[Rule]) -> list[Segment]:
+def read_stm(path: str | os.PathLike, glm: Glm) -> list[Segment]:
     """Segments of an stm (``file chan spkr t1 t2 [<labels>] text``), filtered and sorted."""
     segments = []
     for n, line in enumerate(_read_lines(path, "--stm", "stm file"), 1):
@@ -116,30 +121,38 @@ def read_stm(path: str | os.PathLike, rules: list[Rule]) -> list[Segment]:
         text = fields[5:]
         if text and text[0].startswith("<") and text[0].endswith(">"):
             text = text[1:]
-        text = filter_text(" ".join(text), rules, pad=" ")
+        text = filter_text(" ".join(text), glm, pad=" ")
         segments.append(Segment(file, chan, f32(t1), f32(t2), text))
     if not segments:
         raise AsrdistError(f"--stm {path}: no segments (expected LDC stm lines)")
     return sorted(segments, key=lambda s: (s.file, s.chan, s.t1))
 
 
-def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
-    """csrfilt's ctm step: a word the GLM mapped to several words or alternatives is split,
-    its duration shared equally and the times printed with three decimals."""
-    t1, dur = fields[2], fields[3]
+@functools.lru_cache(maxsize=1 << 16)
+def _ctm_word_sets(word: str, conf: str | None) -> tuple[tuple[str, ...], ...] | None:
+    """The alternatives (word sequences) csrfilt makes of a filtered ctm word and its
+    confidence; None when the word stays one token with its own times."""
     parts = re.sub(r"([{}])", r" \1 ", word).split()
-    conf = fields[5:6]
-    if len(parts) == 1 and not conf:
-        return [HypToken([[(parts[0], float(t1), float(dur))]])]
-    data = parts + conf
+    if len(parts) == 1 and conf is None:
+        return None
+    data = parts + ([] if conf is None else [conf])
     if re.fullmatch(r"[0-9.-]*", data[-1]):
         data = data[:-1]
     sets = " ".join(data).split("/")
     while sets and sets[-1] == "":
         sets.pop()
+    return tuple(tuple(chunk.replace("{", "").replace("}", "").split()) for chunk in sets)
+
+
+def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
+    """csrfilt's ctm step: a word the GLM mapped to several words or alternatives is split,
+    its duration shared equally and the times printed with three decimals."""
+    t1, dur = fields[2], fields[3]
+    sets = _ctm_word_sets(word, fields[5] if len(fields) > 5 else None)
+    if sets is None:
+        return [HypToken([[(word, float(t1), float(dur))]])]
     alternatives: Alternatives = []
-    for chunk in sets:
-        words = chunk.replace("{", "").replace("}", "").split()
+    for words in sets:
         share = float(dur) / len(words)
         alternatives.append([(w, float(f"{float(t1) + share * i:.3f}"), float(f"{share:.3f}"))
                              for i, w in enumerate(words)])
@@ -148,7 +161,7 @@ def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
     return [HypToken(alternatives)]
 
 
-def read_ctm(path: str | os.PathLike, rules: list[Rule]) -> dict[tuple[str, str], list[HypToken]]:
+def read_ctm(path: str | os.PathLike, glm: Glm) -> dict[tuple[str, str], list[HypToken]]:
     """Hypothesis tokens per (file, channel) of a ctm (``file chan start dur word [conf]``)."""
     rows = []
     for n, line in enumerate(_read_lines(path, "CTM", "ctm file"), 1):
@@ -164,7 +177,7 @@ def read_ctm(path: str | os.PathLike, rules: list[Rule]) -> dict[tuple[str, str]
     rows.sort(key=lambda f: (f[0], f[1], float(f[2])))
     tokens: dict[tuple[str, str], list[HypToken]] = {}
     for fields in rows:
-        word = filter_text(fields[4], rules)
+        word = filter_text(fields[4], glm)
         if word:
             tokens.setdefault((fields[0], fields[1]), []).extend(_expand_ctm_word(fields, word))
     return tokens
@@ -246,6 +259,7 @@ def words_equal(ref: str, hyp: str) -> bool:
     return a == b
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _cost(ref: str | None, hyp: str | None) -> np.float32:
     if ref is None and hyp is None:
         raise AsrdistError("internal: cost of two empty words")
@@ -259,45 +273,104 @@ def _cost(ref: str | None, hyp: str | None) -> np.float32:
     return ZERO if words_equal(ref, hyp) else SUB
 
 
-def _best(cands: list[tuple[np.float32, int, int]]) -> tuple[np.float32, int, int]:
-    """The first candidate with the least cost (sclite keeps the first strict minimum)."""
-    best = cands[0]
-    for c in cands[1:]:
-        if c[0] < best[0]:
-            best = c
+def _least(costs: list, preds: list[int]) -> int:
+    """The first of ``preds`` with the least cost (sclite keeps the first strict minimum)."""
+    best = preds[0]
+    for p in preds[1:]:
+        if costs[p] < costs[best]:
+            best = p
     return best
 
 
 def align(ref: _Network, hyp: _Network) -> ErrorCounts:
-    """sclite's network DP and back-trace; the counts of one sentence."""
-    na, nb = len(ref.words), len(hyp.words)
-    cost = [[ZERO] * nb for _ in range(na)]
+    """sclite's network DP and back-trace; the counts of one sentence.
+
+    Without an ``@`` arc every cost is a small whole number, which Python floats add exactly
+    as sclite's C floats do; with one, the sums are float32, rounded as sclite rounds them.
+    """
+    rw, hw, rpreds, hpreds = ref.words, hyp.words, ref.preds, hyp.preds
+    na, nb = len(rw), len(hw)
+    num = np.float32 if "@" in rw or "@" in hw else float
+    zero = num(0.0)
+    dcost = [zero] + [num(_cost(w, None)) for w in rw[1:]]
+    icost = [zero] + [num(_cost(None, w)) for w in hw[1:]]
+    cost = [[zero] * nb for _ in range(na)]
     back = [[(-1, -1)] * nb for _ in range(na)]
+    top = cost[0]
     for b in range(1, nb):
-        d, _, pb = _best([(cost[0][p], 0, p) for p in hyp.preds[b]])
-        cost[0][b], back[0][b] = d + _cost(None, hyp.words[b]), (0, pb)
+        p = _least(top, hpreds[b])
+        top[b], back[0][b] = top[p] + icost[b], (0, p)
+    column = [row[0] for row in cost]
     for a in range(1, na):
-        d, pa, _ = _best([(cost[p][0], p, 0) for p in ref.preds[a]])
-        cost[a][0], back[a][0] = d + _cost(ref.words[a], None), (pa, 0)
-    for a in range(1, na):
-        wa = ref.words[a]
+        p = _least(column, rpreds[a])
+        column[a] = cost[a][0] = column[p] + dcost[a]
+        back[a][0] = (p, 0)
+    hplain = [_plain(w) for w in hw]
+    sub_cost = num(SUB)
+    linear = all(p == [k - 1] for k, p in enumerate(rpreds[1:], 1)) and all(
+        p == [k - 1] for k, p in enumerate(hpreds[1:], 1))
+    for a in range(1, na if linear else 1):  # plain sequences: one way into every cell
+        wa, dc, row, brow, up = rw[a], dcost[a], cost[a], back[a], cost[a - 1]
+        plain_a = _plain(wa)
         for b in range(1, nb):
-            wb = hyp.words[b]
-            ins = _best([(cost[a][p], a, p) for p in hyp.preds[b]])
-            dele = _best([(cost[p][b], p, b) for p in ref.preds[a]])
-            sub = _best([(cost[pa][pb], pa, pb) for pa in ref.preds[a] for pb in hyp.preds[b]])
-            s, d, i = sub[0] + _cost(wa, wb), dele[0] + _cost(wa, None), ins[0] + _cost(None, wb)
-            if s <= d and s <= i:
-                cost[a][b], back[a][b] = s, sub[1:]
-            elif d < i:
-                cost[a][b], back[a][b] = d, dele[1:]
+            wb = hw[b]
+            if wa == wb and wa != "@":
+                sc = zero
+            elif plain_a and hplain[b]:
+                sc = sub_cost
             else:
-                cost[a][b], back[a][b] = i, ins[1:]
-    _, a, b = _best([(cost[pa][pb], pa, pb) for pa in ref.ends for pb in hyp.ends])
+                sc = num(_cost(wa, wb))
+            s, d, i = up[b - 1] + sc, up[b] + dc, row[b - 1] + icost[b]
+            if s <= d and s <= i:
+                row[b], brow[b] = s, (a - 1, b - 1)
+            elif d < i:
+                row[b], brow[b] = d, (a - 1, b)
+            else:
+                row[b], brow[b] = i, (a, b - 1)
+    for a in range(1 if not linear else na, na):
+        wa, dc, rp, row, brow = rw[a], dcost[a], rpreds[a], cost[a], back[a]
+        plain_a, one_pred, up = _plain(wa), len(rp) == 1, cost[rp[0]]
+        for b in range(1, nb):
+            wb, hp = hw[b], hpreds[b]
+            if one_pred and len(hp) == 1:  # a plain sequence: one way into the cell
+                sa = pd = rp[0]
+                sb = pi = hp[0]
+                s0, d0, i0 = up[sb], up[b], row[pi]
+            else:
+                pi = _least(row, hp)
+                pd = rp[0]
+                for p in rp[1:]:
+                    if cost[p][b] < cost[pd][b]:
+                        pd = p
+                sa, sb = rp[0], hp[0]
+                for pa in rp:
+                    prow = cost[pa]
+                    for pb in hp:
+                        if prow[pb] < cost[sa][sb]:
+                            sa, sb = pa, pb
+                s0, d0, i0 = cost[sa][sb], cost[pd][b], row[pi]
+            if wa == wb and wa != "@":
+                sc = zero
+            elif plain_a and hplain[b]:
+                sc = sub_cost
+            else:
+                sc = num(_cost(wa, wb))
+            s, d, i = s0 + sc, d0 + dc, i0 + icost[b]
+            if s <= d and s <= i:
+                row[b], brow[b] = s, (sa, sb)
+            elif d < i:
+                row[b], brow[b] = d, (pd, b)
+            else:
+                row[b], brow[b] = i, (a, pi)
+    a, b = ref.ends[0], hyp.ends[0]
+    for pa in ref.ends:
+        for pb in hyp.ends:
+            if cost[pa][pb] < cost[a][b]:
+                a, b = pa, pb
     corr = sub = dels = ins = 0
     while a > 0 or b > 0:
         pa, pb = back[a][b]
-        wa, wb = ref.words[a], hyp.words[b]
+        wa, wb = rw[a], hw[b]
         if pa == a:  # insertion
             if wb != "@":
                 if _opt_del(wb):  # type: ignore[arg-type]
@@ -311,7 +384,7 @@ def align(ref: _Network, hyp: _Network) -> ErrorCounts:
                 else:
                     dels += 1
         elif not (wa == "@" and wb == "@"):
-            if words_equal(wa, wb):  # type: ignore[arg-type]
+            if wa == wb or words_equal(wa, wb):  # type: ignore[arg-type]
                 corr += 1
             else:
                 sub += 1
@@ -319,6 +392,12 @@ def align(ref: _Network, hyp: _Network) -> ErrorCounts:
     # sclite's word count: an optionally deletable word counts as a correct reference word
     return ErrorCounts(ref_words=corr + sub + dels, corr=corr, sub=sub, dels=dels, ins=ins,
                        sentences=1, sentence_errors=int(sub + dels + ins > 0))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _plain(word: str | None) -> bool:
+    """A word that equals only itself: not ``@``, not optionally deletable, not a fragment."""
+    return word is not None and word != "@" and not _opt_del(word) and not _is_fragment(word)
 
 
 def _hyp_network(tokens: list[HypToken]) -> _Network:
@@ -331,34 +410,79 @@ def _hyp_network(tokens: list[HypToken]) -> _Network:
     return _Network.build(items)
 
 
-def score_channel(segments: list[Segment], tokens: list[HypToken]) -> ErrorCounts:
-    """Share one channel's hypothesis tokens among its segments and align each."""
-    total, cur = ErrorCounts(), 0
-    for k, seg in enumerate(segments):
-        end = len(tokens) if k == len(segments) - 1 else cur
-        while k < len(segments) - 1 and end < len(tokens) and tokens[end].mid < seg.t2:
-            end += 1
-        mine, cur = tokens[cur:end], end
-        if any(tag in seg.text for tag in IGNORE):
-            continue
-        total += align(_Network.build(text_items(seg.text)), _hyp_network(mine))
-    return total
+def _hyp_key(tokens: list[HypToken]) -> tuple:
+    """What of a channel's tokens the alignment sees: their words, not their times."""
+    return tuple(tuple(tuple(w for w, _, _ in alt) for alt in tok.alternatives)
+                 for tok in tokens)
 
 
-def score_ctm(segments: list[Segment], tokens: dict[tuple[str, str], list[HypToken]],
-              keep: Callable[[str], bool] = lambda file: True) -> ErrorCounts:
-    """Sum/Avg counts over the channels whose file id ``keep`` accepts."""
-    channels: dict[tuple[str, str], list[Segment]] = {}
-    for seg in segments:
-        channels.setdefault((seg.file, seg.chan), []).append(seg)
-    extra = sorted(set(tokens) - set(channels))
-    if extra:
-        raise AsrdistError(f"CTM: file {extra[0][0]} channel {extra[0][1]} is not in the stm")
-    total = ErrorCounts()
-    for key, segs in sorted(channels.items()):
-        if keep(key[0]):
-            total += score_channel(segs, tokens.get(key, []))
-    return total
+class Reference:
+    """An stm filtered once with its GLM, and the GLM's ctm rules compiled once, for scoring
+    any number of CTMs (a sweep's points) and subsets against it.
+
+    Alignments are kept by (reference text, hypothesis words): a segment whose hypothesis is
+    the same at another sweep point, or in a subset, is not aligned again.
+    """
+
+    def __init__(self, stm: str | os.PathLike, glm: str | os.PathLike):
+        self.segments = read_stm(stm, read_glm(glm, "stm", "ref"))
+        self.ctm_glm = read_glm(glm, "ctm", "hyp")
+        self.channels: dict[tuple[str, str], list[Segment]] = {}
+        for seg in self.segments:
+            self.channels.setdefault((seg.file, seg.chan), []).append(seg)
+        self.files = {seg.file for seg in self.segments}
+        self._refs = {seg.text: _Network.build(text_items(seg.text)) for seg in self.segments}
+        self._aligned: dict[tuple[str, tuple], ErrorCounts] = {}
+
+    def read_ctm(self, ctm: str | os.PathLike) -> dict[tuple[str, str], list[HypToken]]:
+        """The ctm's tokens per channel, filtered with the GLM's ctm rules."""
+        tokens = read_ctm(ctm, self.ctm_glm)
+        extra = sorted(set(tokens) - set(self.channels))
+        if extra:
+            raise AsrdistError(f"CTM: file {extra[0][0]} channel {extra[0][1]} is not in the stm")
+        return tokens
+
+    def score_channel(self, key: tuple[str, str], tokens: list[HypToken]) -> ErrorCounts:
+        """Share one channel's hypothesis tokens among its segments and align each."""
+        segments = self.channels[key]
+        total, cur = ErrorCounts(), 0
+        for k, seg in enumerate(segments):
+            end = len(tokens) if k == len(segments) - 1 else cur
+            while k < len(segments) - 1 and end < len(tokens) and tokens[end].mid < seg.t2:
+                end += 1
+            mine, cur = tokens[cur:end], end
+            if any(tag in seg.text for tag in IGNORE):
+                continue
+            memo = (seg.text, _hyp_key(mine))
+            if memo not in self._aligned:
+                self._aligned[memo] = align(self._refs[seg.text], _hyp_network(mine))
+            total += self._aligned[memo]
+        return total
+
+    def score(self, tokens: dict[tuple[str, str], list[HypToken]]) -> dict[str, ErrorCounts]:
+        """Sum/Avg counts of the whole set (``""``) and, when the stm holds both, of Kaldi's
+        eval2000 subsets (``".swbd"``, ``".callhm"``); each channel is aligned once."""
+        per_channel = {key: self.score_channel(key, tokens.get(key, []))
+                       for key in sorted(self.channels)}
+        runs = {"": sum(per_channel.values(), ErrorCounts())}
+        for name, drop in SUBSETS.items():
+            if any(f.startswith(drop) for f in self.files) and any(
+                    not f.startswith(drop) for f in self.files):
+                runs[f".{name}"] = sum((c for (file, _), c in per_channel.items()
+                                        if not file.startswith(drop)), ErrorCounts())
+        return runs
+
+    def score_file(self, ctm: str | os.PathLike) -> list[str]:
+        """Score CTM as hubscr.pl does; writes ``CTM.filt.sys`` (and ``CTM.swbd.filt.sys``,
+        ``CTM.callhm.filt.sys`` when the stm holds both subsets) with the Sum/Avg row and
+        returns Kaldi's lines for them."""
+        lines = []
+        for suffix, counts in self.score(self.read_ctm(ctm)).items():
+            path = f"{ctm}{suffix}.filt.sys"
+            with atomic_write(path) as f:
+                f.write(sys_line(counts) + "\n")
+            lines.append(kaldi_line(counts, path))
+        return lines
 
 
 def sys_line(counts: ErrorCounts) -> str:
@@ -375,26 +499,9 @@ def kaldi_line(counts: ErrorCounts, path: str) -> str:
 
 def score_stm_glm_ctm(stm: str | os.PathLike, glm: str | os.PathLike,
                       ctm: str | os.PathLike) -> list[str]:
-    """Score CTM as hubscr.pl does, for the whole set and Kaldi's eval2000 subsets.
-
-    Writes ``CTM.filt.sys`` (and ``CTM.swbd.filt.sys``, ``CTM.callhm.filt.sys`` when the stm
-    holds both subsets) with the Sum/Avg row; returns Kaldi's lines for them.
-    """
-    segments = read_stm(stm, read_glm(glm, "stm", "ref"))
-    tokens = read_ctm(ctm, read_glm(glm, "ctm", "hyp"))
-    runs = [("", score_ctm(segments, tokens))]
-    files = {seg.file for seg in segments}
-    for name, drop in SUBSETS.items():
-        if any(f.startswith(drop) for f in files) and any(not f.startswith(drop) for f in files):
-            runs.append((f".{name}", score_ctm(segments, tokens,
-                                               lambda f, d=drop: not f.startswith(d))))
-    lines = []
-    for suffix, counts in runs:
-        path = f"{ctm}{suffix}.filt.sys"
-        with atomic_write(path) as f:
-            f.write(sys_line(counts) + "\n")
-        lines.append(kaldi_line(counts, path))
-    return lines
+    """Score CTM as hubscr.pl does, for the whole set and Kaldi's eval2000 subsets
+    (:meth:`Reference.score_file`)."""
+    return Reference(stm, glm).score_file(ctm)
 
 
 def _wer(line: str) -> float:
@@ -415,11 +522,12 @@ def score_decode_dir(stm: str | os.PathLike, glm: str | os.PathLike,
     dirs = [d for d in [decode_dir, *sorted(decode_dir.glob("score_*"))] if (d / "ctm").is_file()]
     if not dirs:
         raise AsrdistError(f"{decode_dir}: no ctm (nor score_*/ctm) in the decode dir")
+    reference = Reference(stm, glm)
     lines, best = [], {}
     for d in dirs:
         ctm = write_recording_ctm(d / "ctm", data_dir, d / f"{name}.ctm", recipe,
                                   acronyms)
-        for line in score_stm_glm_ctm(stm, glm, ctm):
+        for line in reference.score_file(ctm):
             lines.append(line)
             subset = line.rsplit("|", 1)[1].strip().rsplit(".filt.sys", 1)[0].rsplit(".", 1)[-1]
             if subset not in best or _wer(line) < _wer(best[subset]):

@@ -8,11 +8,12 @@ reader also accepts text entries (``<key> 1 2 3``) as ``ark,t:`` writes them.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +40,7 @@ def encode_int32_vector(values: np.ndarray) -> bytes:
 
 def _check_key(key: str) -> bytes:
     raw = key.encode("utf-8")
-    if not raw or any(c in raw for c in b" \t\n\r\v\f"):
+    if raw.split() != [raw]:  # empty, or ASCII whitespace in it
         raise ValueError(f"invalid archive key {key!r}: must be non-empty without whitespace")
     return raw
 
@@ -68,41 +69,76 @@ def parse_int32_ark(data: bytes, name: str) -> Iterator[tuple[str, np.ndarray]]:
 
     Raises AsrdistError naming ``name`` and the utterance when an entry is cut or malformed.
     """
-    pos, n = 0, len(data)
-    while True:
-        while pos < n and data[pos] in b" \t\n\r":
-            pos += 1
-        if pos >= n:
-            return
-        space = data.find(b" ", pos)
-        newline = data.find(b"\n", pos)
-        if space < 0 or (0 <= newline < space):
-            raise AsrdistError(
-                f"{name}: truncated or corrupt archive: key without data at byte {pos}"
-            )
-        key = data[pos:space].decode("utf-8", errors="replace")
-        pos = space + 1
-        if data.startswith(b"\0B", pos):
-            pos, values = _parse_binary_vector(data, pos + 2, name, key)
-        else:
-            end = data.find(b"\n", pos)
-            end = n if end < 0 else end
-            try:
-                values = np.asarray([int(w) for w in data[pos:end].split()], dtype=np.int32)
-            except ValueError:
-                raise AsrdistError(
-                    f"{name}: utterance {key}: not an int32 vector (corrupt archive?)"
-                ) from None
-            pos = end + 1
+    pos = 0
+    while (entry := _parse_entry(data, pos, name, final=True)) is not None:
+        pos, key, values = entry
         yield key, values
 
 
-def _parse_binary_vector(data: bytes, pos: int, name: str, key: str) -> tuple[int, np.ndarray]:
+def iter_int32_ark(
+    read: Callable[[int], bytes], name: str, block: int = 1 << 20
+) -> Iterator[tuple[str, np.ndarray]]:
+    """Parse an archive read ``block`` bytes at a time through ``read`` (a file's read): the
+    memory it takes is one block and one entry, whatever the archive's size."""
+    data, pos, final = b"", 0, False
+    while True:
+        entry = _parse_entry(data, pos, name, final)
+        if entry is not None:
+            pos, key, values = entry
+            yield key, values
+        elif final:
+            return
+        else:
+            more = read(block)
+            data, pos, final = data[pos:] + more, 0, not more
+
+
+def _parse_entry(
+    data: bytes, pos: int, name: str, final: bool
+) -> tuple[int, str, np.ndarray] | None:
+    """The entry at ``pos``: (end, key, values); None at the end of ``data`` or, unless
+    ``final`` (nothing follows ``data``), when the entry is not all in it yet."""
+    n = len(data)
+    while pos < n and data[pos] in b" \t\n\r":
+        pos += 1
+    if pos >= n:
+        return None
+    space = data.find(b" ", pos)
+    if space < 0 and not final and data.find(b"\n", pos) < 0:
+        return None
+    if space < 0 or data.find(b"\n", pos, space) >= 0:
+        raise AsrdistError(f"{name}: truncated or corrupt archive: key without data at byte {pos}")
+    key = data[pos:space].decode("utf-8", errors="replace")
+    pos = space + 1
+    if n - pos < 2 and not final:
+        return None
+    if data.startswith(b"\0B", pos):
+        return _parse_binary_vector(data, pos + 2, name, key, final)
+    end = data.find(b"\n", pos)
+    if end < 0 and not final:
+        return None
+    end = n if end < 0 else end
+    try:
+        values = np.asarray([int(w) for w in data[pos:end].split()], dtype=np.int32)
+    except ValueError:
+        raise AsrdistError(
+            f"{name}: utterance {key}: not an int32 vector (corrupt archive?)"
+        ) from None
+    return end + 1, key, values
+
+
+def _parse_binary_vector(
+    data: bytes, pos: int, name: str, key: str, final: bool
+) -> tuple[int, str, np.ndarray] | None:
+    if pos + 5 > len(data) and not final:
+        return None
     if pos + 5 > len(data) or data[pos] != 4:
         raise AsrdistError(f"{name}: utterance {key}: truncated or not an int32 vector")
     (count,) = struct.unpack_from("<i", data, pos + 1)
     pos += 5
     end = pos + 5 * count
+    if count >= 0 and end > len(data) and not final:
+        return None
     if count < 0 or end > len(data):
         raise AsrdistError(
             f"{name}: utterance {key}: truncated archive (vector of {count} elements cut short)"
@@ -110,40 +146,51 @@ def _parse_binary_vector(data: bytes, pos: int, name: str, key: str) -> tuple[in
     values = decode_int32_elements(data, count, pos)
     if values is None:
         raise AsrdistError(f"{name}: utterance {key}: corrupt int32 vector (bad size markers)")
-    return end, values.astype(np.int32)
+    return end, key, values.astype(np.int32)
 
 
 def decode_int32_elements(data: bytes, count: int, offset: int = 0) -> np.ndarray | None:
     """The values of ``count`` holder elements (byte 4, int32) at ``offset`` in ``data``, which
     must hold them all; None when a size byte is not 4 (not an int32 vector)."""
     elems = np.frombuffer(data, dtype=_ELEMENT, count=count, offset=offset)
-    if count and not np.all(elems["size"] == 4):
+    if count and not (elems["size"] == 4).all():
         return None
     return elems["value"]
 
 
-def read_gzip(path: str | os.PathLike) -> bytes:
-    """The whole decompressed content; a truncated or corrupt gzip is one AsrdistError."""
+@contextlib.contextmanager
+def open_gzip(path: str | os.PathLike) -> Iterator[Callable[[int], bytes]]:
+    """A ``read(n)`` over the decompressed content, read as it is asked for; a missing,
+    truncated or corrupt gzip is one AsrdistError naming the file, when it is met."""
+
+    def read(n: int) -> bytes:
+        try:
+            return f.read(n)
+        except (EOFError, OSError, zlib.error) as err:
+            raise AsrdistError(f"{path}: truncated or corrupt gzip file ({err})") from None
+
     try:
-        with gzip.open(path, "rb") as f:
-            return f.read()
+        f = gzip.open(path, "rb")
     except FileNotFoundError:
         raise AsrdistError(f"{path}: alignment file not found") from None
-    except (EOFError, OSError, zlib.error) as err:
-        raise AsrdistError(f"{path}: truncated or corrupt gzip file ({err})") from None
+    with f:
+        yield read
 
 
 def read_alignments(path: str | os.PathLike) -> Iterator[tuple[str, np.ndarray]]:
-    """Iterate (utterance, int32 vector) over a Kaldi archive, gzip'd (``.gz``) or plain."""
+    """Iterate (utterance, int32 vector) over a Kaldi archive, gzip'd (``.gz``) or plain,
+    reading it as it goes (an archive of any size takes one block of memory)."""
     path = Path(path)
     if path.suffix == ".gz":
-        data = read_gzip(path)
-    else:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise AsrdistError(f"{path}: alignment file not found") from None
-    yield from parse_int32_ark(data, str(path))
+        with open_gzip(path) as read:
+            yield from iter_int32_ark(read, str(path))
+        return
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise AsrdistError(f"{path}: alignment file not found") from None
+    with f:
+        yield from iter_int32_ark(f.read, str(path))
 
 
 def read_num_jobs(ali_dir: Path) -> int:

@@ -12,15 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import IO
 
 import kaldiio
 import numpy as np
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import staged_dir
-from asrdist.kaldi.io_funcs import KaldiReader
 
 DATA_DIR_FILES = ("wav.scp", "text", "utt2spk", "spk2utt")
+COMPRESSED = (b"CM", b"CM2", b"CM3")  # Kaldi's CompressedMatrix formats
 
 
 def c_sorted(items: Iterable[str]) -> list[str]:
@@ -146,28 +147,52 @@ def read_num_frames(path: str | os.PathLike) -> dict[str, int]:
     return counts
 
 
-def matrix_rows(utt: str, rxfilename: str) -> int:
-    """Rows of a feature matrix, from its ark header; a whole load only for unusual entries."""
-    path, _, offset = rxfilename.rpartition(":")
-    if not offset.isdigit():
-        path, offset = rxfilename, "0"
-    if not rxfilename.endswith("|") and os.path.isfile(path):
-        with open(path, "rb") as f:
-            f.seek(int(offset))
-            head = f.read(16)
-        reader = KaldiReader(head, path)
-        if reader.binary:
-            try:
-                if reader.read_token() in ("FM", "DM"):
-                    return reader.read_int32()
-            except AsrdistError:
-                pass
+def matrix_rows(utt: str, rxfilename: str, files: dict[str, IO[bytes]] | None = None) -> int:
+    """Rows of a feature matrix, from its ark header (plain or compressed, as make_fbank.sh
+    writes them by default); a whole load only for unusual entries. ``files`` keeps the arks
+    open from one call to the next (millions of utterances; the caller closes them)."""
+    rows = _header_rows(_matrix_head(rxfilename, files))
+    if rows is not None:
+        return rows
     try:
         return int(kaldiio.load_mat(rxfilename).shape[0])
     except Exception as err:  # kaldiio raises many types for a bad entry
         raise AsrdistError(
             f"features of utterance {utt}: cannot read {rxfilename} ({err})"
         ) from None
+
+
+def _matrix_head(rxfilename: str, files: dict[str, IO[bytes]] | None) -> bytes:
+    """The first bytes of the ark entry at ``path:offset``; none for pipes and the like."""
+    path, _, offset = rxfilename.rpartition(":")
+    if not offset.isdigit():
+        path, offset = rxfilename, "0"
+    f = files.get(path) if files is not None else None
+    if f is None:
+        if rxfilename.endswith("|") or not os.path.isfile(path):
+            return b""
+        f = open(path, "rb")
+        if files is None:
+            with f:
+                f.seek(int(offset))
+                return f.read(24)
+        files[path] = f
+    f.seek(int(offset))
+    return f.read(24)
+
+
+def _header_rows(head: bytes) -> int | None:
+    """Rows from a binary matrix header: ``\\0B`` then FM/DM and a 4-byte int32, or a
+    compressed matrix's GlobalHeader (float min, float range, int32 rows, int32 cols)."""
+    if not head.startswith(b"\0B"):
+        return None
+    space = head.find(b" ", 2)
+    token = head[2:space] if space > 0 else b""
+    if token in (b"FM", b"DM") and head[space + 1 : space + 2] == b"\4" and len(head) >= space + 6:
+        return int.from_bytes(head[space + 2 : space + 6], "little", signed=True)
+    if token in COMPRESSED and len(head) >= space + 13:
+        return int.from_bytes(head[space + 9 : space + 13], "little", signed=True)
+    return None
 
 
 def frame_counts(feats: dict[str, str], utt2num_frames: Path) -> dict[str, int]:

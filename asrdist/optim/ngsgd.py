@@ -8,15 +8,21 @@ gradient becomes
 
     [grad W, grad b] = gamma_in gamma_out * X_out_hat^T [X_in, 1]_hat
 
-The replacement happens in the parameters' gradient hooks, during backward and before the
-gradient is accumulated: a strategy that averages gradients (ssgd's DDP buckets, hadpsgd)
-averages the preconditioned ones, clipping and momentum see them, and every ``--algo`` works
-unchanged. The preconditioners run in float32 whatever the autocast dtype of the forward.
+The gradient is made once, directly: NGSGD replaces each layer's forward by a custom
+autograd function (``_NaturalGradientLinear``) whose backward preconditions the recorded
+input and the incoming output derivative and forms the weight and bias gradients from them,
+as Kaldi's component does; no plain weight gradient is computed (the hooks of an earlier
+version let autograd make one and threw it away). The input's gradient is the plain one.
+The gradients reach the parameters as autograd's own, before they are accumulated: a
+strategy that averages gradients (ssgd's DDP buckets, hadpsgd) averages the preconditioned
+ones, clipping and momentum see them, and every ``--algo`` works unchanged. The
+preconditioners run in float32 whatever the autocast dtype of the forward. One backward
+per forward, as training does: a layer's input is kept from its forward to its backward.
 
 What is not preconditioned: ``nn.LSTM``'s input and recurrent transforms (their per-step
-gate derivatives are inside the fused kernel and never reach a hook); they get plain SGD,
-while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine layers only,
-so all of it is preconditioned.
+gate derivatives are inside the fused kernel, out of reach of an affine function); they get
+plain SGD, while the BLSTM's bottleneck and output layers get NG-SGD. The DNN is affine
+layers only, so all of it is preconditioned.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from asrdist.errors import AsrdistError
-from asrdist.optim.natural_gradient import OnlineNaturalGradient
+from asrdist.optim.natural_gradient import OnlineNaturalGradient, norm_ratio
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 
 
@@ -50,8 +57,29 @@ class NGOptions(Options):
                           check=NON_NEGATIVE, name="ng_alpha")
 
 
+class _NaturalGradientLinear(torch.autograd.Function):
+    """``F.linear`` whose backward makes the parameters' gradient from the preconditioned
+    input and output derivative (and nothing else: no plain weight gradient is formed);
+    the input's gradient is the plain one, as the forward is."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                affine: _AffineNG) -> torch.Tensor:
+        ctx.affine = affine
+        ctx.save_for_backward(weight)
+        return F.linear(x, weight, bias)  # under autocast, in its dtype, as nn.Linear
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (weight,) = ctx.saved_tensors
+        grad_x = grad_out.matmul(weight.to(grad_out.dtype)) if ctx.needs_input_grad[0] else None
+        grad_w, grad_b = ctx.affine.gradients(grad_out)
+        return grad_x, grad_w, grad_b, None
+
+
 class _AffineNG:
-    """The two preconditioners of one affine layer and the hooks that feed them."""
+    """The two preconditioners of one affine layer; the layer's forward is replaced by
+    one whose backward gives the preconditioned weight and bias gradients directly."""
 
     def __init__(self, layer: nn.Linear, options: NGOptions) -> None:
         self.layer = layer
@@ -60,47 +88,33 @@ class _AffineNG:
                            options.num_samples_history, options.alpha)
         self.pre_out = make(options.rank_out, options.update_period,
                             options.num_samples_history, options.alpha)
-        self.x: torch.Tensor | None = None
-        self.g: torch.Tensor | None = None
-        self.pending: dict[str, torch.Tensor] = {}
-        self.handles = [layer.register_forward_hook(self._forward)]
-        self.handles.append(layer.weight.register_hook(lambda g: self._grad("weight", g)))
-        if layer.bias is not None:
-            self.handles.append(layer.bias.register_hook(lambda g: self._grad("bias", g)))
+        self.x: torch.Tensor | None = None  # the input of the forward awaiting its backward
+        layer.forward = self.forward  # type: ignore[method-assign]
 
-    def _forward(self, module: nn.Module, inputs: tuple[torch.Tensor, ...],
-                 output: torch.Tensor) -> None:
-        if not (torch.is_grad_enabled() and output.requires_grad):
-            return
-        self.x, self.pending = inputs[0].detach(), {}
-        output.register_hook(self._output_grad)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        layer = self.layer
+        if not (torch.is_grad_enabled() and layer.weight.requires_grad):
+            return F.linear(x, layer.weight, layer.bias)
+        self.x = x.detach()
+        return _NaturalGradientLinear.apply(x, layer.weight, layer.bias, self)
 
-    def _output_grad(self, g: torch.Tensor) -> None:
-        self.g = g.detach()
-
-    def _grad(self, name: str, plain: torch.Tensor) -> torch.Tensor:
-        """The preconditioned gradient of ``name`` (both are made on the first call)."""
-        if not self.pending:
-            if self.x is None or self.g is None:
-                return plain  # a gradient without a recorded forward: leave it alone
-            self.pending = self._preconditioned()
-            self.x = self.g = None
-        return self.pending.pop(name).to(plain.dtype)
-
-    def _preconditioned(self) -> dict[str, torch.Tensor]:
-        assert self.x is not None and self.g is not None
-        x_in = self.x.reshape(-1, self.x.shape[-1]).float()
-        has_bias = self.layer.bias is not None
-        if has_bias:
-            x_in = torch.cat([x_in, x_in.new_ones(len(x_in), 1)], dim=1)
-        x_out = self.g.reshape(-1, self.g.shape[-1]).float()
+    def gradients(self, grad_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(weight, bias) gradients = gamma_in gamma_out X_out_hat^T [X_in, 1]_hat, from the
+        recorded input and the derivative ``grad_out`` of the layer's output."""
+        if self.x is None:
+            raise AsrdistError("--optimizer ngsgd: a second backward through an affine layer "
+                               "without a forward in between is not supported")
+        x, self.x = self.x, None
+        weight, has_bias = self.layer.weight, self.layer.bias is not None
+        x_in = x.reshape(-1, x.shape[-1]).float()
+        x_out = grad_out.reshape(-1, grad_out.shape[-1]).float()
         with torch.autocast(x_in.device.type, enabled=False):
-            in_hat, gamma_in = self.pre_in.precondition(x_in)
-            out_hat, gamma_out = self.pre_out.precondition(x_out)
-            grad = (gamma_in * gamma_out) * (out_hat.T @ in_hat)
-        if has_bias:
-            return {"weight": grad[:, :-1], "bias": grad[:, -1]}
-        return {"weight": grad}
+            in_hat, in_hat_1, traces_in = self.pre_in.precondition_traces(x_in, has_bias)
+            out_hat, _, traces_out = self.pre_out.precondition_traces(x_out)
+            scale = norm_ratio(torch.stack([traces_in, traces_out]))  # gamma_in gamma_out
+            grad_w = out_hat.T.mm(in_hat).mul_(scale)
+            grad_b = None if in_hat_1 is None else out_hat.T.mv(in_hat_1).mul_(scale)
+        return grad_w.to(weight.dtype), None if grad_b is None else grad_b.to(weight.dtype)
 
     def state_dict(self) -> dict[str, Any]:
         return {"in": self.pre_in.state_dict(), "out": self.pre_out.state_dict()}

@@ -37,6 +37,16 @@ and the saved ``merged`` count include it.
 
 Staleness (metric): the number of averaging updates merged into the weights between the
 snapshot a gradient was computed on and that gradient's application.
+
+Elastic runs (``--elastic``, real processes; :mod:`asrdist.parallel.membership`): a learner
+that dies or freezes past ``--exchange-timeout`` is dropped by the survivors. At its next step
+boundary every survivor sees the ring lose a member: it retires its exchange (what that one
+still receives is merged at the next merge) and builds the ring again over the survivors,
+numbered in rank order (roles from :mod:`asrdist.parallel.rings` over those positions: a
+learner may turn from active to passive), the round counter going on. Every survivor computes
+the same ring from the same sorted list, so the fixed ring re-forms its bipartite pairs and the
+random ring draws over the survivors with no further message. The run ends with the
+survivors' average.
 """
 
 from __future__ import annotations
@@ -81,6 +91,9 @@ VARIANTS = {
 @dataclass(frozen=True)
 class ADPSGDOptions(CommonOptions):
     seed: int = option(0, "the run's seed (training option): the random ring's permutations")
+    elastic: bool = option(False, "adpsgd, hadpsgd on real processes: drop a learner (hadpsgd: "
+                           "its node) that dies or is silent past --exchange-timeout and go "
+                           "on with the others; final.pt averages the survivors")
 
 
 class ADPSGD(DistributedStrategy):
@@ -99,15 +112,24 @@ class ADPSGD(DistributedStrategy):
         self._resume_round = 0
         self._staleness_rule = rules.Staleness(1 if self.delay1 else 0)
         self._delay = rules.DelayByOne() if self.delay1 else None
+        # elastic where the transport can drop learners (real processes)
+        self.elastic = bool(getattr(self.comm, "elastic", False))
+        self._ring_now: list[int] | None = None  # the ring the exchange was built for
+        self._past_exchanges = 0  # made on rings retired since (elastic)
+        self._retired: list[Exchange] = []  # their threads, joined before the process ends
+        self._timeout_s = options.exchange_timeout
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
     def _ring_ranks(self) -> list[int]:
-        return list(range(self.world_size))
+        """The learners on the ring, sorted (elastic: those not dropped)."""
+        gone = self.comm.departed()
+        return [r for r in range(self.world_size) if r not in gone]
 
     def _ring_index(self) -> int | None:
         """This learner's position on the ring; None for a learner that does not exchange."""
-        return self.rank
+        ranks = self._ring_ranks()
+        return ranks.index(self.rank) if self.rank in ranks else None
 
     def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
                    count: int) -> tuple[torch.Tensor | None, int]:
@@ -119,25 +141,52 @@ class ADPSGD(DistributedStrategy):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        ranks = self._ring_ranks()
         self.staging = DeviceStaging(model)
+        self._build_ring(model, self._resume_round)
+        self._start_distance(model)
+        return model
+
+    def _build_ring(self, model: torch.nn.Module, start_round: int) -> None:
+        """This learner's exchange on the ring of :meth:`_ring_ranks` (every learner of the
+        ring builds it at once: at the start, and in elastic runs after a departure)."""
+        assert self.staging is not None
+        ranks = self._ring_ranks()
         index, n = self._ring_index(), len(ranks)
         on_ring = index is not None and n > 1
         weights, ready = self.staging.snapshot(model) if on_ring else (None, None)
+        self._ring_now = ranks
         self.engine = self.comm.pairwise(
             ranks, index, weights, ready, self.staging.host_zeros,
-            lambda r: rings.partner(self.ring, index, n, r, self.seed), self._resume_round)
-        self._start_distance(model)
-        return model
+            lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round)
+
+    def _follow_membership(self, model: torch.nn.Module) -> None:
+        """Elastic: after a departure, retire the exchange and build the ring over the
+        survivors (same round counter). Called where nothing is in flight; what a retired
+        passive exchange still receives is merged with the next merge (no collective here:
+        the learners of a hadpsgd node may see the departure at different steps)."""
+        if not self.elastic or self._ring_ranks() == self._ring_now:
+            return
+        old = self.engine
+        if old is not None:
+            old.retire()
+            self._retired.append(old)
+            self._resume_round = old.round
+            self._past_exchanges += old.exchanges
+        self._build_ring(model, self._resume_round)
 
     def _merge(self, model: torch.nn.Module) -> None:
         """Merge finished exchanges into the weights (the active learner waits for its own)."""
         delta, count = None, 0
         eng = self.engine
         if eng is not None and eng.active and eng.in_flight:
-            delta, count = eng.wait(), 1
+            delta = eng.wait()  # None: elastic, the exchange was lost with its peer
+            count = int(delta is not None)
         elif eng is not None and not eng.active:
             delta, count = eng.take_pending()
+        for old in self._retired:  # elastic: passive ones may still have served exchanges
+            got, n = old.take_pending() if not old.active else (None, 0)
+            if got is not None:
+                delta, count = (got if delta is None else delta + got), count + n
         delta, count = self._sync_node(model, delta, count)
         if delta is not None:
             assert self.staging is not None
@@ -149,6 +198,7 @@ class ADPSGD(DistributedStrategy):
             return
         if self.late_merge:
             self._merge(model)
+        self._follow_membership(model)
         self._staleness_rule.snapshot(self.merged)
         if self.engine is not None:
             assert self.staging is not None
@@ -171,6 +221,10 @@ class ADPSGD(DistributedStrategy):
         if stale is not None:
             self.comm.note_staleness(stale)
 
+    def after_step(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi:
+            self.comm.note_step(step + 1)
+
     def sync(self, model: torch.nn.Module) -> None:
         """Merge the exchanges in flight (all learners of a node call it at the same step)."""
         if self.multi:
@@ -180,10 +234,22 @@ class ADPSGD(DistributedStrategy):
         self.sync(model)
         self._finish(model)
 
+    def _wait_all_finished(self, model: torch.nn.Module) -> None:
+        """Elastic: follow the membership while waiting (others may still build a new ring),
+        and once more after: every survivor then leaves on the same ring."""
+        if not self.elastic:
+            super()._wait_all_finished(model)
+            return
+        self.comm.wait_all_finished(between=lambda: self._follow_membership(model))
+        self._follow_membership(model)
+
     def _before_final_average(self, model: torch.nn.Module) -> None:
         if self.engine is not None:
             self.engine.finish()
+        for old in self._retired:  # they leave once their ring's members have retired it
+            old.join(self._timeout_s)
         self._merge(model)
+        self._retired = []
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """This learner alone: asynchronous learners stop and resume at their own steps."""
@@ -191,7 +257,7 @@ class ADPSGD(DistributedStrategy):
 
     def metrics(self) -> dict[str, Any]:
         out = super().metrics()
-        out["exchanges"] = self.engine.exchanges if self.engine is not None else 0
+        out["exchanges"] = self._exchanges()
         out["merged"] = self.merged
         return out
 
@@ -200,12 +266,16 @@ class ADPSGD(DistributedStrategy):
     def state_dict(self) -> dict[str, Any]:
         """The ring's round and counters (after :meth:`sync`, they include its merges)."""
         state: dict[str, Any] = {"merged": self.merged}
-        if self.engine is not None:
-            state["round"] = self.engine.round
-            state["exchanges"] = self.engine.exchanges
+        if self.engine is not None or self._past_exchanges:
+            state["round"] = self.engine.round if self.engine is not None \
+                else self._resume_round
+            state["exchanges"] = self._exchanges()
         if self._delay is not None:
             state["prev_grads"] = self._delay.previous
         return state
+
+    def _exchanges(self) -> int:
+        return self._past_exchanges + (self.engine.exchanges if self.engine is not None else 0)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.merged = int(state.get("merged", 0))

@@ -9,13 +9,18 @@ import torch
 import torch.distributed as dist
 
 
-def average_tensors(tensors: Iterable[torch.Tensor], world_size: int) -> None:
+def average_tensors(tensors: Iterable[torch.Tensor], world_size: int,
+                    group: dist.ProcessGroup | None = None) -> None:
     """Replace ``tensors``, in place, by their mean over all ``world_size`` learners (the
-    default group): summed in one flat allreduce, then divided."""
+    default group, or ``group``: a group made outside torch.distributed's registry, such as an
+    elastic run's survivors, of that size): summed in one flat allreduce, then divided."""
     tensors = list(tensors)
     with torch.no_grad():
         flat = torch.cat([t.detach().reshape(-1) for t in tensors])
-        dist.all_reduce(flat)
+        if group is None:
+            dist.all_reduce(flat)
+        else:
+            group.allreduce([flat]).wait()
         flat /= world_size
         offset = 0
         for t in tensors:

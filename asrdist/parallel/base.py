@@ -40,7 +40,7 @@ class DistributedStrategy(Strategy):
     def _leave_together(self, model: torch.nn.Module) -> None:
         """Wait for every learner to get here, then leave the exchange loop and stop the
         threads (the end of a run, or a preemption stop)."""
-        self.comm.wait_all_finished()
+        self._wait_all_finished(model)
         self._before_final_average(model)
         self.comm.stop_services()
 
@@ -55,6 +55,10 @@ class DistributedStrategy(Strategy):
         module = unwrap(model)
         self.average([*module.parameters(),
                       *(b for b in module.buffers() if torch.is_floating_point(b))])
+
+    def _wait_all_finished(self, model: torch.nn.Module) -> None:
+        """Subclass hook: wait until every learner has finished its steps."""
+        self.comm.wait_all_finished()
 
     def _before_final_average(self, model: torch.nn.Module) -> None:
         """Subclass hook: leave the exchange loop once everyone has finished."""

@@ -23,6 +23,15 @@ receiving DONE from all active learners, so all agree when to stop. While idle, 
 send PING headers, so a passive learner that hears from an active one for ``timeout_s`` knows
 it is gone. Every wait has ``timeout_s``; a failed or timed-out exchange ends the learner's
 process with a message naming the peer (fail-stop, see :mod:`asrdist.parallel.health`).
+
+Elastic runs (``lose`` given): a failed or timed-out exchange drops the peer instead
+(:meth:`asrdist.parallel.health.Liveness.drop`) and ends only this thread; the strategy then
+builds a new exchange over the survivors and *retires* this one (:meth:`retire`): a retired
+active thread sends DONE to the passive members still there and leaves, a retired passive
+one serves until every active member still there has sent it DONE (its deltas are merged
+with the strategy's next merge), and a failure on a retired ring drops nobody. An active
+learner waiting for an exchange with a dropped peer gives it up (that peer may have merged
+its side: a small step off the learners' mean, once per departure).
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 
@@ -67,6 +76,9 @@ class PairwiseExchange:
     ``weights`` (flat) are what a passive learner serves until its first ``publish``; ``ready``
     and ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a GPU model's pinned
     buffers, :mod:`asrdist.parallel.staging`); ``blocked`` wraps the compute thread's wait.
+    ``group`` ranks are ring indices (``ranks`` sorted). Elastic: ``lose(rank, why)`` drops a
+    learner whose exchange failed; ``left`` holds the learners dropped so far (by rank, kept up
+    to date by the liveness thread).
     """
 
     def __init__(
@@ -83,6 +95,8 @@ class PairwiseExchange:
         rank: int,
         start_round: int = 0,
         blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
+        lose: Callable[[int, str], None] | None = None,
+        left: Mapping[int, int] | None = None,
     ) -> None:
         self.group, self.ranks, self.index = group, ranks, index
         self.n = len(ranks)
@@ -93,6 +107,9 @@ class PairwiseExchange:
         self.exchanges = 0
         self._partner_of = partner_of
         self._blocked = blocked
+        self._lose = lose  # elastic: drops a lost peer
+        self._left: Mapping[int, int] = left if left is not None else {}  # elastic: dropped
+        self._retired = False
         self._lock = threading.Lock()
         self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
         self._results: queue.Queue[torch.Tensor] = queue.Queue()
@@ -116,19 +133,41 @@ class PairwiseExchange:
     def in_flight(self) -> bool:
         return self._in_flight > 0
 
-    def wait(self) -> torch.Tensor:
+    def wait(self) -> torch.Tensor | None:
         """Active: the delta of the exchange in flight, once it is done (inside ``blocked``:
-        the transport's timing and failure naming)."""
+        the transport's timing and failure naming). Elastic: None, at once, when the thread
+        ended (its peer was dropped) or the ring lost a member (a new ring will be built)."""
+        poll_s = 1.0 if self._lose is None else 0.05
         with self._blocked():
             while True:
                 try:
-                    delta = self._results.get(timeout=1.0)
+                    delta = self._results.get(timeout=poll_s)
                 except queue.Empty:
-                    if not self._thread.is_alive():
+                    ended = not self._thread.is_alive()
+                    if self._lose is not None and (ended or self._changed()):
+                        self._in_flight = 0
+                        return None
+                    if ended:
                         raise ExchangeFailure("exchange thread ended unexpectedly") from None
                     continue
                 self._in_flight -= 1
                 return delta
+
+    def _changed(self) -> bool:
+        return any(r in self._left for r in self.ranks)
+
+    def retire(self) -> None:
+        """Elastic: a new ring replaces this one. An active thread tells the passive members
+        still there it is done (as at the end of a run) and leaves; a passive one leaves once
+        every active member still there has; a failure on the way is silent. Join it with
+        :meth:`join` before the process ends (no thread may be left waiting in gloo)."""
+        self._retired = True
+        if self.active:
+            self._jobs.put(None)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the thread to leave."""
+        self._thread.join(timeout_s)
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """Passive: the weights to serve from now on (the compute thread's latest ones);
@@ -154,12 +193,22 @@ class PairwiseExchange:
             try:
                 loop()
             except ExchangeFailure as exc:
-                abort(self.rank, f"{exc}; ending the job")
+                self._failed(f"{exc}")
             except RuntimeError as exc:  # gloo may also fail when a transfer is posted
                 peer = "?" if self._peer is None else self._member(self._peer)
-                abort(self.rank, f"exchange with {peer} failed: {first_line(exc)}; ending the job")
+                self._failed(f"exchange with {peer} failed: {first_line(exc)}")
 
         return run
+
+    def _failed(self, why: str) -> None:
+        """Fail-stop: end the job, naming the peer. Elastic: drop the peer (unless this ring
+        was retired meanwhile) and end this thread only."""
+        if self._lose is None:
+            abort(self.rank, f"{why}; ending the job")
+        if self._retired or self._peer is None:
+            return
+        assert self._lose is not None
+        self._lose(self.ranks[self._peer], why)
 
     def _member(self, index: int) -> str:
         return f"learner {self.ranks[index]}"
@@ -167,7 +216,7 @@ class PairwiseExchange:
     def _header(self, kind: int, to: int) -> None:
         self._peer = to
         hdr = torch.tensor([kind, self.index, self.round], dtype=torch.int64)
-        work = dist.isend(hdr, self.ranks[to], group=self.group, tag=TAG_HEADER)
+        work = self.group.send([hdr], to, TAG_HEADER)
         _wait(work, self.timeout_s, f"exchange with {self._member(to)} failed")
 
     def _active_loop(self) -> None:
@@ -181,6 +230,8 @@ class PairwiseExchange:
                 continue
             if job is None:
                 for p in rings.passives(self.n):
+                    if self.ranks[p] in self._left:
+                        continue
                     self._header(KIND_DONE, p)
                 return
             snapshot, ready = job
@@ -190,8 +241,8 @@ class PairwiseExchange:
             peer = self._partner_of(self.round)
             self._header(KIND_EXCHANGE, peer)
             theirs = torch.empty(snapshot.shape, pin_memory=snapshot.is_pinned())
-            send = dist.isend(snapshot, self.ranks[peer], group=self.group, tag=TAG_TO_PASSIVE)
-            recv = dist.irecv(theirs, self.ranks[peer], group=self.group, tag=TAG_TO_ACTIVE)
+            send = self.group.send([snapshot], peer, TAG_TO_PASSIVE)
+            recv = self.group.recv([theirs], peer, TAG_TO_ACTIVE)
             what = f"exchange with {self._member(peer)} failed"
             _wait(send, self.timeout_s, what)
             _wait(recv, self.timeout_s, what)
@@ -203,9 +254,10 @@ class PairwiseExchange:
         pending_actives = set(rings.actives(self.n))
         heard = {a: time.monotonic() for a in pending_actives}
         hdr = torch.empty(3, dtype=torch.int64)
-        while pending_actives:
-            work = dist.irecv(hdr, None, group=self.group, tag=TAG_HEADER)
+        while pending_actives - self._gone():
+            work = self.group.recv_anysource([hdr], TAG_HEADER)
             silent = min(pending_actives, key=heard.__getitem__)
+            self._peer = silent
             _wait(work, self.timeout_s, f"no exchange or heartbeat from {self._member(silent)}")
             kind, sender = int(hdr[0]), int(hdr[1])
             now = time.monotonic()
@@ -214,21 +266,25 @@ class PairwiseExchange:
                 pending_actives.discard(sender)
             elif kind == KIND_EXCHANGE:
                 self._serve(sender)
-            for a in pending_actives:
+            for a in pending_actives - self._gone():
                 if now - heard[a] > self.timeout_s:
+                    self._peer = a
                     raise ExchangeFailure(
                         f"no exchange or heartbeat from {self._member(a)} for "
                         f"{self.timeout_s:.0f} s"
                     )
+
+    def _gone(self) -> set[int]:
+        """Ring members dropped (elastic; none otherwise)."""
+        return {i for i, r in enumerate(self.ranks) if r in self._left}
 
     def _serve(self, sender: int) -> None:
         self._peer = sender
         with self._lock:
             mine = self._book.current()
         theirs = torch.empty_like(mine)
-        peer = self.ranks[sender]
-        recv = dist.irecv(theirs, peer, group=self.group, tag=TAG_TO_PASSIVE)
-        send = dist.isend(mine, peer, group=self.group, tag=TAG_TO_ACTIVE)
+        recv = self.group.recv([theirs], sender, TAG_TO_PASSIVE)
+        send = self.group.send([mine], sender, TAG_TO_ACTIVE)
         what = f"exchange with {self._member(sender)} failed"
         _wait(recv, self.timeout_s, what)
         _wait(send, self.timeout_s, what)
@@ -239,5 +295,8 @@ class PairwiseExchange:
 
 
 def make_exchange_group(ranks: list[int], timeout_s: float) -> dist.ProcessGroup:
-    """A gloo group for the exchange thread alone; every process of the job must call this."""
+    """A gloo group for the exchange thread alone (its ranks are the ring indices: ``ranks``
+    sorted); every process of the job must call this."""
+    if ranks != sorted(ranks):
+        raise ValueError(f"ring ranks {ranks} are not sorted")
     return dist.new_group(ranks=ranks, timeout=timedelta(seconds=timeout_s), backend="gloo")

@@ -7,6 +7,10 @@ The node's first learner (its leader) sits on the ADPSGD ring of super-learners 
 variant: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the rest of its
 node at the same point of the same step, so the node's copies stay identical.
 
+Elastic runs (``--elastic``): a node that loses a learner leaves whole (the others' gradient
+allreduce fails and ends them, so they are dropped too); the ring re-forms over the leaders of
+the remaining nodes, as :mod:`asrdist.parallel.adpsgd` describes.
+
 A node is the launcher's node (``Learner.node``: hostname, Slurm node name);
 ``learners_per_node`` forces groups of consecutive ranks instead, to test several nodes on one
 machine.
@@ -49,7 +53,10 @@ class HADPSGD(ADPSGD):
         self._node_group: Any = None  # the transport's group of this node
 
     def _ring_ranks(self) -> list[int]:
-        return [members[0] for members in self.nodes]
+        """The nodes' leaders (elastic: of the nodes that lost no learner: a node whose
+        learner left leaves whole, its gradient allreduce failing on the others)."""
+        gone = self.comm.departed()
+        return [m[0] for m in self.nodes if not any(r in gone for r in m)]
 
     def _ring_index(self) -> int | None:
         leaders = self._ring_ranks()

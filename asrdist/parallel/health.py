@@ -10,6 +10,11 @@ a full disk) prints its error first and posts it (:func:`fail`); the others' wat
 their next heartbeat and end too, naming it. A learner that is alive but stuck is caught
 by the timeouts of the exchanges and collectives that wait on it, and, at the end, by
 :meth:`Liveness.wait_all_finished`, which also watches each learner's progress counter.
+
+Elastic runs (a :class:`~asrdist.parallel.membership.Membership`): a learner lost in any of
+these ways is dropped instead (one line naming it and the step it had reached), another's
+failure report ends nobody (that learner ends and is dropped), and a learner that finds itself
+dropped (it froze past the timeout) ends. Only the store's loss still ends everyone.
 """
 
 from __future__ import annotations
@@ -19,10 +24,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import torch.distributed as dist
 
 from asrdist.errors import first_line
+from asrdist.parallel.membership import Membership
 from asrdist.progress import say
 
 log = logging.getLogger(__name__)
@@ -138,8 +145,11 @@ def _ended(pid: int) -> bool:
 class Liveness:
     """Heartbeat thread for one learner; see the module docstring."""
 
-    def __init__(self, rank: int, world_size: int, timeout_s: float) -> None:
+    def __init__(self, rank: int, world_size: int, timeout_s: float,
+                 membership: Membership | None = None) -> None:
         self.rank = rank
+        self.membership = membership
+        self.step = 0  # steps done, published with the heartbeat (a departure's step)
         self.world_size = world_size
         self.timeout_s = timeout_s
         self.interval_s = max(0.2, min(5.0, timeout_s / 20))
@@ -150,7 +160,7 @@ class Liveness:
         self._seen: dict[int, tuple[str, float]] = {}  # rank -> (last value, when it changed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="asrdist-liveness", daemon=True)
-        self._store.set(f"hb/{rank}", "0 0")
+        self._store.set(f"hb/{rank}", "0 0 0")
         self._host = socket.gethostname()
         self._store.set(f"pid/{rank}", f"{self._host} {os.getpid()}")
         self._local: dict[int, int] | None = None  # rank -> pid of the learners on this host
@@ -196,11 +206,14 @@ class Liveness:
                 if beat:  # the heartbeat proper: every interval
                     tick += 1
                     last_beat = now
-                    self._store.set(f"hb/{self.rank}", f"{tick} {self._progress}")
+                    self._store.set(f"hb/{self.rank}", f"{tick} {self._progress} {self.step}")
                     values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
                 # another learner's failure report: every second at least, whatever the interval
                 failed = self._store.get("first").decode() if self._store.check(["first"]) \
                     else None
+                if self.membership is not None:
+                    failed = None  # that learner ends, and is dropped like any other
+                    self._check_not_dropped()
                 store_lost_since = None
             except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
                 store_lost_since = store_lost_since or now
@@ -218,7 +231,10 @@ class Liveness:
                 if value is not None and (last is None or last[0].split()[0] != value.split()[0]):
                     self._seen[r] = (value, now)
             lost = sorted((t, r) for r, (_, t) in self._seen.items() if now - t > self.timeout_s)
-            if lost:  # all of them, longest silent first: the first one is the likely cause
+            if lost and self.membership is not None:
+                for t, r in lost:
+                    self.drop(r, f"no heartbeat for {now - t:.0f} s")
+            elif lost:  # all of them, longest silent first: the first one is the likely cause
                 names = ", ".join(f"learner {r} ({now - t:.0f} s)" for t, r in lost)
                 abort(self.rank, f"no heartbeat from {names}: died, was killed or stopped; "
                                  "ending the job")
@@ -228,10 +244,45 @@ class Liveness:
             gone = self.gone_learners()
         except (RuntimeError, OSError):  # the store is gone: the next beat says so
             return
-        if gone:
+        if gone and self.membership is not None:
+            for r, pid in gone:
+                self.drop(r, f"its process {pid} ended")
+        elif gone:
             names = ", ".join(f"learner {r} (pid {pid})" for r, pid in gone)
             abort(self.rank, f"{names} on this host ended without a word: died or was killed; "
                              "ending the job")
+
+    # -- elastic runs ----------------------------------------------------------------------
+
+    def _check_not_dropped(self) -> None:
+        assert self.membership is not None
+        left = self.membership.refresh()
+        for r in left:
+            self._seen.pop(r, None)
+        if self.rank in left:
+            abort(self.rank, f"dropped from the run at step {left[self.rank]} by the other "
+                             f"learners (silent for more than {self.timeout_s:.0f} s); ending",
+                  post=False)
+
+    def last_step(self, rank: int) -> int:
+        """The step learner ``rank`` last published with its heartbeat."""
+        value = self._read(rank)
+        parts = value.split() if value is not None else []
+        return int(parts[2]) if len(parts) > 2 else 0
+
+    def drop(self, rank: int, why: str) -> None:
+        """Elastic: drop learner ``rank`` (not one that finished its steps, nor one already
+        dropped); the learner that records it logs one line."""
+        assert self.membership is not None
+        if rank in self.membership.left or rank == self.rank \
+                or self._store.check([f"done/{rank}"]):
+            return
+        step = self.last_step(rank)
+        if self.membership.drop(rank, step):
+            line = (f"asrdist: learner {rank} left at step {step} (its last heartbeat's; {why}); "
+                    f"going on with learners {self.membership.survivors()}")
+            say(line)
+        self._seen.pop(rank, None)
 
     def stalled_learners(self) -> list[int]:
         """Learners whose heartbeat has not moved for three intervals (likely dead)."""
@@ -256,14 +307,19 @@ class Liveness:
         """A collective or exchange failed: end the job, naming the learner that stopped."""
         abort(self.rank, f"{self.explain(exc)}; ending the job")
 
-    def wait_all_finished(self, poll_s: float = 0.05) -> None:
+    def wait_all_finished(self, poll_s: float = 0.05,
+                          between: Callable[[], None] | None = None) -> None:
         """Announce this learner finished and wait, watching progress, until all have.
 
         A learner still training must keep calling hooks; one whose progress counter stands
-        still for ``timeout_s`` is stuck and ends the job.
+        still for ``timeout_s`` is stuck and ends the job (elastic: is dropped, and the others
+        stop waiting for it; ``between`` runs at every poll meanwhile).
         """
         self._store.set(f"done/{self.rank}", "1")
         self._store.add("finished", 1)
+        if self.membership is not None:
+            self._wait_survivors_finished(poll_s, between)
+            return
         progress_seen: dict[int, tuple[int, float]] = {}
         while self._store.add("finished", 0) < self.world_size:
             now = time.monotonic()
@@ -278,6 +334,32 @@ class Liveness:
                     progress_seen[r] = (prog, now)
                 elif now - progress_seen[r][1] > self.timeout_s:
                     abort(self.rank, f"learner {r} made no progress for {self.timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+    def _wait_survivors_finished(self, poll_s: float,
+                                 between: Callable[[], None] | None) -> None:
+        """Elastic: wait until every learner finished or was dropped."""
+        assert self.membership is not None
+        progress_seen: dict[int, tuple[int, float]] = {}
+        waiting = set(range(self.world_size)) - {self.rank}
+        while True:
+            left = self.membership.refresh()
+            waiting = {r for r in waiting if r not in left
+                       and not self._store.check([f"done/{r}"])}
+            if not waiting:
+                return
+            if between is not None:
+                between()
+            now = time.monotonic()
+            for r in sorted(waiting):
+                value = self._read(r)
+                if value is None:
+                    continue
+                prog = int(value.split()[1])
+                if progress_seen.get(r, (None,))[0] != prog:
+                    progress_seen[r] = (prog, now)
+                elif now - progress_seen[r][1] > self.timeout_s:
+                    self.drop(r, f"no progress for {self.timeout_s:.0f} s")
             time.sleep(poll_s)
 
     def stop(self) -> None:

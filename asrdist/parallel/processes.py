@@ -6,10 +6,16 @@ module: liveness and fail-stop (health), slow-learner injection (slow), timing m
 
 With one learner (a world of one) nothing here communicates, so a strategy reduces to the
 trainer's plain SGD.
+
+Elastic runs (``--elastic``, :mod:`asrdist.parallel.membership`): the exchanges run on gloo
+groups made by the ring's members alone, one per membership (a new one when a member left),
+the final average and the stop flag on a group of the survivors, and the distance to the mean
+is not sampled (its collective needs every learner).
 """
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -27,6 +33,7 @@ from asrdist.parallel.ddp import HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import STORE_LOST, Liveness, abort
+from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
@@ -54,7 +61,13 @@ class ProcessTransport(Transport):
         self._slow = SlowDown.of_learner(options.slow_learner, self.rank)
         self._distance_every_s = options.distance_every
         multi = self.world_size > 1
-        self.liveness = Liveness(self.rank, self.world_size, self.timeout_s) if multi else None
+        # declared by the strategies that can go on without a learner (adpsgd, hadpsgd)
+        self.elastic = multi and bool(getattr(options, "elastic", False))
+        self.membership = Membership(dist.distributed_c10d._get_default_store(),
+                                     self.world_size) if self.elastic else None
+        self.liveness = Liveness(self.rank, self.world_size, self.timeout_s,
+                                 self.membership) if multi else None
+        self._final_group: Any = None  # elastic: the survivors' group, made at the end
         self._distance: DistanceMonitor | None = None
         self._ddps: list[weakref.ref[DistributedDataParallel]] = []
         self._times = StepTimes()
@@ -85,8 +98,15 @@ class ProcessTransport(Transport):
     def note_staleness(self, value: int) -> None:
         self._times.staleness(value)
 
+    def note_step(self, step: int) -> None:
+        if self.liveness is not None:
+            self.liveness.step = step
+
+    def departed(self) -> dict[int, int]:
+        return dict(self.membership.left) if self.membership is not None else {}
+
     def watch_distance(self, read: Callable[[], torch.Tensor]) -> None:
-        if self.world_size > 1 and self._distance_every_s > 0:
+        if self.world_size > 1 and self._distance_every_s > 0 and not self.elastic:
             self._distance = DistanceMonitor(read, self._distance_every_s, self.timeout_s)
 
     def metrics(self) -> dict[str, Any]:
@@ -115,7 +135,21 @@ class ProcessTransport(Transport):
 
     def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
         with self._blocked():
-            average_tensors(tensors, self.world_size)
+            if self.elastic:
+                group, size = self._survivors()
+                average_tensors(tensors, size, group)
+            else:
+                average_tensors(tensors, self.world_size)
+
+    def _survivors(self) -> tuple[Any, int]:
+        """Elastic: the group of the learners that finished (every other one was dropped:
+        call after :meth:`wait_all_finished`), made once, and its size."""
+        assert self.membership is not None
+        if self._final_group is None:
+            ranks = self.membership.survivors()
+            self._final_group = (self.membership.group("final", ranks, self.timeout_s),
+                                 len(ranks))
+        return self._final_group
 
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         with self._blocked():
@@ -124,7 +158,12 @@ class ProcessTransport(Transport):
     def any_(self, flag: bool) -> bool:
         value = torch.tensor([1.0 if flag else 0.0])
         with self._blocked():
-            dist.all_reduce(value, op=dist.ReduceOp.MAX)
+            if self.elastic:
+                opts = dist.AllreduceOptions()
+                opts.reduceOp = dist.ReduceOp.MAX
+                self._survivors()[0].allreduce([value], opts).wait()
+            else:
+                dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return value.item() > 0
 
     def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
@@ -145,21 +184,49 @@ class ProcessTransport(Transport):
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
                  partner_of: Callable[[int], int], start_round: int) -> PairwiseExchange | None:
-        """:class:`~asrdist.parallel.exchange.PairwiseExchange` over a gloo group of its own."""
-        group = make_exchange_group(ranks, self.timeout_s)
+        """:class:`~asrdist.parallel.exchange.PairwiseExchange` over a gloo group of its own
+        (elastic: made by the ring's members alone, and called again for each new ring)."""
+        if not self.elastic:
+            group = make_exchange_group(ranks, self.timeout_s)
         if index is None or weights is None or len(ranks) < 2:
             return None
+        if self.elastic:
+            group = self._ring_group(ranks)
+            if group is None:
+                return None
         return PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
                                 ready=ready, alloc=alloc, partner_of=partner_of,
                                 timeout_s=self.timeout_s, rank=self.rank,
-                                start_round=start_round, blocked=self._blocked)
+                                start_round=start_round, blocked=self._blocked,
+                                **self._elastic_hooks())
+
+    def _elastic_hooks(self) -> dict[str, Any]:
+        """Elastic: how an exchange drops a lost peer and sees its ring lose a member."""
+        if self.membership is None or self.liveness is None:
+            return {}
+        return {"lose": self.liveness.drop, "left": self.membership.left}
+
+    def _ring_group(self, ranks: list[int]) -> Any:
+        """Elastic: the ring's group, made by its members; None if a member is lost while it
+        is made (the caller's ring is out of date: the next step builds the new one)."""
+        assert self.membership is not None and self.liveness is not None
+        try:
+            return self.membership.group("ring", ranks, self.timeout_s)
+        except RuntimeError as exc:  # a member lost: the liveness thread drops it soon
+            deadline = time.monotonic() + self.timeout_s
+            while time.monotonic() < deadline:
+                if any(r in self.membership.refresh() for r in ranks):
+                    return None
+                time.sleep(self.liveness.interval_s)
+            self.liveness.end_job(exc)
+            raise
 
     # -- leaving ---------------------------------------------------------------------------------
 
-    def wait_all_finished(self) -> None:
+    def wait_all_finished(self, between: Callable[[], None] | None = None) -> None:
         assert self.liveness is not None
         try:
-            self.liveness.wait_all_finished()
+            self.liveness.wait_all_finished(between=between)
         except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
             abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
 

@@ -49,13 +49,17 @@ class Exchange(Protocol):
 
     def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None: ...
 
-    def wait(self) -> torch.Tensor: ...
+    def wait(self) -> torch.Tensor | None: ...
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None: ...
 
     def take_pending(self) -> tuple[torch.Tensor | None, int]: ...
 
     def finish(self) -> None: ...
+
+    def retire(self) -> None: ...
+
+    def join(self, timeout_s: float) -> None: ...
 
 
 class Transport(ABC):
@@ -79,6 +83,15 @@ class Transport(ABC):
     @abstractmethod
     def note_staleness(self, value: int) -> None:
         """The staleness of the gradient about to be applied."""
+
+    def note_step(self, step: int) -> None:
+        """The steps this learner has done (elastic runs name a departure's step)."""
+        return None
+
+    def departed(self) -> dict[int, int]:
+        """Elastic runs: the learners dropped so far and the step each left at (none where
+        no learner can leave: fail-stop runs, the simulator)."""
+        return {}
 
     @abstractmethod
     def watch_distance(self, read: Callable[[], torch.Tensor]) -> None:
@@ -143,8 +156,9 @@ class Transport(ABC):
     # -- leaving ---------------------------------------------------------------------------------
 
     @abstractmethod
-    def wait_all_finished(self) -> None:
-        """Wait until every learner has finished its steps."""
+    def wait_all_finished(self, between: Callable[[], None] | None = None) -> None:
+        """Wait until every learner has finished its steps (elastic: or was dropped;
+        ``between`` is called while waiting, to follow the ring's membership)."""
 
     @abstractmethod
     def stop_services(self) -> None:

@@ -277,7 +277,11 @@ class _Run:
             )
         if state["model_config"] != self.cfg.model_config().to_dict():
             raise AsrdistError(f"the model options differ from the checkpoint's in {self.out}")
-        if state["world_size"] != self.world_size:
+        if state["world_size"] != self.world_size and self.cfg.option("elastic"):
+            log.warning("%s was trained by %d learner(s); --elastic: going on with %d, each "
+                        "from its own rank's checkpoint", self.out, state["world_size"],
+                        self.world_size)
+        elif state["world_size"] != self.world_size:
             raise AsrdistError(
                 f"{self.out} was trained by {state['world_size']} learner(s); resume it with "
                 f"as many, not {self.world_size}"

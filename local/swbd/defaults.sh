@@ -32,8 +32,11 @@ algo=adpsgd-random  # any asrdist-train --algo
 learners=1          # learner processes (one per GPU)
 launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), srun, mpiexec, none
 device=auto         # cuda, cpu or auto
-lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep (Kaldi's score_sclite.sh: 5..17)
-wips="0.0 0.5 1.0"  # word insertion penalties of the sweep
+lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep, one search each: 6 of the 13
+                    # that s5c's and fisher_swbd's local/score_sclite.sh rescore their lattices
+                    # with (every integer 5..17, min_lmwt/max_lmwt; 5..20 before Kaldi's 2016
+                    # change); --lmwts "$(seq -s ' ' 5 17)" for all of them
+wips="0.0 0.5 1.0"  # word insertion penalties of the sweep: score_sclite.sh's word_ins_penalty
 acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: your system's
                     # data/local/dict_nosp/acronyms.map beside --test-data, else stage 0's);
                     # swbd2000 (fisher_swbd) uses none

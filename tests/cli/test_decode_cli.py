@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from asrdist.decode import decode_dir
 from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
 from asrdist.decode.decoder import DecodeOptions
 from asrdist.decode.graph import make_graph
@@ -88,12 +89,32 @@ def test_the_main_setting_shares_its_search_with_the_same_sweep_point(system, tm
     job = DecodeJob(str(system.root / "graph"), str(system.mono / "final.mdl"), str(data), None,
                     str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
     worker = _Worker(job)
-    assert sorted(worker.decoders) == [(0.1, 0.0), (0.2, 0.0)]
     results = list(worker.run(sorted(SENTENCES)))
+    assert sorted(worker.decoders) == [0.1, 0.2]  # the penalty's searches: one per scale
     texts = {v.name: {u: w for r in results for u, w in r.texts[v.name].items()}
              for v in variants}
     assert texts[None] == texts["10_0.0"]
     assert {u: " ".join(w) for u, w in texts["5_0.0"].items()} == SENTENCES
+
+
+def test_penalties_give_the_same_texts_in_batches_of_any_size(system, tmp_path, monkeypatch):
+    data = tmp_path / "test_mfcc"
+    write_test_data(system, data, SENTENCES, "gmm")
+    variants = (Variant(None, 0.1), *(Variant(f"10_{w:.1f}", 0.1, w) for w in (0.0, 4.0, -4.0)),
+                Variant("5_4.0", 0.2, 4.0))
+    job = DecodeJob(str(system.root / "graph"), str(system.mono / "final.mdl"), str(data), None,
+                    str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
+
+    def texts(buffer: int) -> dict:
+        monkeypatch.setattr(decode_dir, "SCORE_BUFFER", buffer)
+        results = list(_Worker(job).run(sorted(SENTENCES)))
+        assert [r.ctm[None][0].split()[0] for r in results] == sorted(SENTENCES)
+        return {v.name: {u: w for r in results for u, w in r.texts[v.name].items()}
+                for v in variants}
+
+    one_at_a_time = texts(1)  # the graph goes 0 -> 4 -> -4, back, and forth per utterance
+    assert texts(1 << 30) == one_at_a_time  # all four utterances under each penalty in turn
+    assert one_at_a_time[None] == one_at_a_time["10_0.0"]
 
 
 def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):

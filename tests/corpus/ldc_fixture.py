@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.corpus.espeak import synthesize
-from tests.corpus.sphere_writer import write_sphere
+from asrdist.testing.sphere_writer import write_sphere
 
 RATE = 8000
 VOICES = {"A": "en-us+m1", "B": "en-us+f2"}

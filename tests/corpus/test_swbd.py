@@ -15,9 +15,9 @@ from asrdist.kaldi.data_dir import read_table
 from asrdist.kaldi.recipes import FISHER_SWBD
 from asrdist.kaldi.sphere import change_speed, read_sphere
 from asrdist.stage import Skipped
+from asrdist.testing.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import make_ldc_tree
-from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from asrdist.kaldi.data_dir import c_sorted, read_table
 from asrdist.kaldi.sphere import change_speed, read_sphere
 from asrdist.kaldi.wav_scp import SPEED_WARNING
 from asrdist.stage import Skipped
-from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
+from asrdist.testing.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 
 
 @pytest.mark.parametrize("n", [400, 401, 559, 560, 16000, 22222])

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import gzip
 import os
+import signal
 import stat
+import subprocess
 import sys
+import time
 
 import kaldi_hmm_gmm as khg  # noqa: I001  (must be imported before anything loading kaldifst)
 import kaldiio
@@ -181,29 +184,46 @@ def test_final_mdl_that_is_not_one_is_named(tmp_path):
     d.assert_nothing_complete()
 
 
-def _fake_ali_to_pdf(bin_dir, wrong: bool) -> None:
-    """An ``ali-to-pdf`` stand-in: maps with our reader, or deliberately wrongly."""
+def _fake_ali_to_pdf(bin_dir, mode: str = "agrees") -> None:
+    """An ``ali-to-pdf`` stand-in: maps with our reader ("agrees") or off by one
+    ("disagrees"); fails as Kaldi does, naming nothing we could check ("fails"); or, on its
+    second archive, hangs after one entry with its pid in bin_dir/hung ("hangs")."""
     script = bin_dir / "ali-to-pdf"
     script.write_text(
         f"#!{sys.executable}\n"
-        "import sys\n"
+        "import os, sys, time\n"
         "from asrdist.kaldi.alignments import parse_int32_ark\n"
         "from asrdist.kaldi.transition_model import read_transition_model\n"
+        f"mode, bin_dir = {mode!r}, {str(bin_dir)!r}\n"
+        "if mode == 'fails':\n"
+        "    sys.exit('ERROR (ali-to-pdf[5.5]:main():ali-to-pdf.cc:69) bad model')\n"
+        "second = os.path.exists(bin_dir + '/started')\n"
+        "open(bin_dir + '/started', 'w').close()\n"
         "info = read_transition_model(sys.argv[1])\n"
         "for utt, tids in parse_int32_ark(sys.stdin.buffer.read(), 'stdin'):\n"
-        f"    pdfs = info.tid_to_pdf[tids] + {1 if wrong else 0}\n"
-        "    print(utt, *pdfs.tolist())\n"
+        "    pdfs = info.tid_to_pdf[tids] + (mode == 'disagrees')\n"
+        "    print(utt, *pdfs.tolist(), flush=True)\n"
+        "    if mode == 'hangs' and second:\n"
+        "        with open(bin_dir + '/hung.tmp', 'w') as f:\n"
+        "            f.write(str(os.getpid()))\n"
+        "        os.rename(bin_dir + '/hung.tmp', bin_dir + '/hung')\n"
+        "        time.sleep(600)\n"
     )
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+def _on_path(monkeypatch, tmp_path, mode: str):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake_ali_to_pdf(bin_dir, mode)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
 
 
 @pytest.mark.parametrize("wrong", [False, True], ids=["agrees", "disagrees"])
 def test_optional_ali_to_pdf_cross_check(tmp_path, monkeypatch, wrong):
     d = AliDir(tmp_path)
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    _fake_ali_to_pdf(bin_dir, wrong)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _on_path(monkeypatch, tmp_path, "disagrees" if wrong else "agrees")
     if wrong:
         with pytest.raises(AsrdistError, match=r"pdf-ids differ from ali-to-pdf's"):
             d.run()
@@ -211,3 +231,112 @@ def test_optional_ali_to_pdf_cross_check(tmp_path, monkeypatch, wrong):
     else:
         assert d.run().cross_checked_with_ali_to_pdf
         assert "cross-checked with ali-to-pdf: yes" in (d.out / "report.txt").read_text()
+
+
+def test_failing_ali_to_pdf_is_named_with_its_error(tmp_path, monkeypatch):
+    d = AliDir(tmp_path)
+    _on_path(monkeypatch, tmp_path, "fails")
+    with pytest.raises(AsrdistError, match=r"ali\.1\.gz: ali-to-pdf failed: ERROR \(ali-to-pdf"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_killed_run_leaves_nothing_that_looks_done_and_a_rerun_cleans_up(tmp_path, monkeypatch):
+    """A real process, SIGKILLed in the middle of the second archive (its first archive's
+    targets written to the unfinished pdf.ark)."""
+    d = AliDir(tmp_path)
+    bin_dir = _on_path(monkeypatch, tmp_path, "hangs")
+    code = ("import sys; from asrdist.data.ingest import ingest_alignments; "
+            "ingest_alignments(*sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(d.ali_dir), str(d.feats_scp),
+                             str(d.out)])
+    try:
+        deadline = time.monotonic() + 60
+        while not (bin_dir / "hung").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "never reached ali.2.gz"
+            time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
+        if (bin_dir / "hung").exists():
+            os.kill(int((bin_dir / "hung").read_text()), signal.SIGKILL)
+    left = sorted(p.name for p in d.out.iterdir())
+    assert not [name for name in left if not name.startswith(".")], left
+    assert ".ingest_ali.done" not in left
+    assert any(name.startswith(".pdf.ark.") and name.endswith(".tmp") for name in left), left
+    assert any(name.startswith(".ingest_ali.index.") for name in left), left
+    with pytest.raises(AsrdistError, match="marked done but report.json is missing"):
+        IngestReport.load(d.out)
+
+    monkeypatch.undo()  # Kaldi's stand-in off PATH again
+    assert d.run().num_aligned == len(UTTS)
+    assert sorted(p.name for p in d.out.iterdir()) == sorted(
+        [*("pdf.ark", "pdf.scp", "num_pdfs", "pdf_counts", "report.txt", "report.json"),
+         ".ingest_ali.done"])
+
+
+def test_pdf_scp_keeps_feats_order_whatever_order_the_alignments_come_in(tmp_path):
+    d = AliDir(tmp_path)
+    lines = d.feats_scp.read_text().splitlines()
+    d.feats_scp.write_text("\n".join(reversed(lines)) + "\n")  # not the archives' order
+    d.run()
+    scp = (d.out / "pdf.scp").read_text().splitlines()
+    assert [line.split()[0] for line in scp] == [line.split()[0] for line in reversed(lines)]
+    targets = kaldiio.load_scp(str(d.out / "pdf.scp"))
+    for utt in UTTS:
+        np.testing.assert_array_equal(targets[utt], d.expected(utt))
+
+
+@pytest.mark.parametrize("name", ["feats.scp", "utt2num_frames"])
+def test_duplicate_feature_utterance_names_the_line(tmp_path, name):
+    d = AliDir(tmp_path)
+    path = d.data_dir / name
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[3]]) + "\n")
+    with pytest.raises(AsrdistError, match=rf"{name}:{len(lines) + 1}: duplicate key {UTTS[3]}$"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+@pytest.mark.parametrize("with_features", [True, False])
+def test_utterance_aligned_twice_is_named(tmp_path, with_features):
+    d = AliDir(tmp_path)
+    utt = UTTS[1] if with_features else "spk9-stray"
+    tids = dict(d.tids)
+    tids[utt] = d.tids[UTTS[1]]
+    write_alignments(d.ali_dir / "ali.1.gz", [(u, t) for u, t in tids.items()
+                                              if not u.startswith("spk2")])
+    write_alignments(d.ali_dir / "ali.2.gz", [(u, t) for u, t in tids.items()
+                                              if u.startswith("spk2") or u == utt])
+    with pytest.raises(AsrdistError, match=rf"ali\.2\.gz: utterance {utt} aligned more than once"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_alignments_without_features_are_counted_and_ignored(tmp_path):
+    d = AliDir(tmp_path)
+    write_alignments(d.ali_dir / "ali.2.gz", [(u, t) for u, t in d.tids.items()
+                                              if u.startswith("spk2")]
+                     + [("spk3-extra", d.tids[UTTS[0]]), ("spk4-extra", d.tids[UTTS[1]])])
+    report = d.run()
+    assert report.num_without_features == 2 and report.num_aligned == len(UTTS)
+    assert "spk3-extra" not in (d.out / "pdf.scp").read_text()
+
+
+def test_frames_of_compressed_features_come_from_their_headers(tmp_path, monkeypatch):
+    """make_fbank.sh's default arks are compressed; no utt2num_frames: every length comes from
+    a matrix header, none from loading a matrix (millions of them at Switchboard's size)."""
+    from asrdist.kaldi import data_dir
+
+    d = AliDir(tmp_path, {UTTS[4]: -1}, utt2num_frames=False)
+    feats = {u: np.ones((n, 3), dtype=np.float32) for u, n in d.frames.items()}
+    kaldiio.save_ark(str(d.data_dir / "feats.ark"), feats, scp=str(d.feats_scp),
+                     compression_method=2)
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("a feature matrix was loaded")
+
+    monkeypatch.setattr(data_dir.kaldiio, "load_mat", no_load)
+    report = d.run()
+    assert report.mismatch_histogram == {-1: 1, 0: 9}
+    assert report.total_frames == sum(d.frames.values())

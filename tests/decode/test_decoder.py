@@ -10,10 +10,10 @@ from asrdist.decode.decoder import (
     Decoder,
     check_compatible,
     max_input_label,
-    with_word_penalty,
 )
 from asrdist.decode.graph import read_fst
 from asrdist.decode.word_align import WordAligner
+from asrdist.decode.word_penalty import PenaltyGraph
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.data_dir import read_symbols
 
@@ -48,14 +48,14 @@ def test_word_timings_follow_the_alignment(tiny_system, tiny_graph):
     assert timed == [(words["dog"], 15, 27), (words["sit"], 42, 27)]
 
 
-def test_word_insertion_penalty_costs_each_word(tiny_system, tiny_graph):
+def test_word_insertion_penalty_costs_each_word(tiny_system, tiny_graph, tmp_path):
     hclg = read_fst(tiny_graph / "HCLG.fst")
     words = read_symbols(tiny_graph / "words.txt")
     real = [i for w, i in words.items() if w in ("cat", "dog", "sat", "sit", "on", "<unk>")]
     scores = _scores(tiny_system, "dog sit")
     plain = Decoder(hclg, tiny_system.trans, DecodeOptions(acwt=1.0)).decode(scores)
-    penalised = Decoder(with_word_penalty(hclg, real, 2.5), tiny_system.trans,
-                        DecodeOptions(acwt=1.0)).decode(scores)
+    penalised = Decoder(PenaltyGraph(tiny_graph / "HCLG.fst", real, tmp_path).load(2.5),
+                        tiny_system.trans, DecodeOptions(acwt=1.0)).decode(scores)
     assert penalised.words == plain.words
     assert penalised.cost == pytest.approx(plain.cost + 5.0, abs=1e-3)
 

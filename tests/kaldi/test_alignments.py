@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.kaldi.alignments import read_alignments, write_alignments
+from asrdist.kaldi.alignments import (
+    iter_int32_ark,
+    parse_int32_ark,
+    read_alignments,
+    write_alignments,
+    write_int32_ark,
+)
 
 ALIS = [
     ("spk1-utt1", np.array([2, 2, 3, 7, 7, 7], dtype=np.int32)),
@@ -76,3 +82,40 @@ def test_failed_write_leaves_no_file(tmp_path):
     with pytest.raises(ValueError, match="invalid archive key"):
         write_alignments(path, [("ok", np.array([1])), ("bad key", np.array([2]))])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("block", [1, 7, 1 << 20])
+def test_streamed_reading_in_any_block_size_equals_whole_reading(block):
+    buf = io.BytesIO()
+    write_int32_ark(buf, ALIS)
+    data = buf.getvalue() + b"u-text 4 5 6\nu-last 7\n"
+    whole = list(parse_int32_ark(data, "x"))
+    streamed = list(iter_int32_ark(io.BytesIO(data).read, "x", block=block))
+    assert [k for k, _ in streamed] == [k for k, _ in whole] == [
+        "spk1-utt1", "spk1-utt2", "spk2-utt1", "u-text", "u-last"]
+    for (_, a), (_, b) in zip(streamed, whole, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("cut", [1, 4, 9, 14])
+def test_streamed_reading_of_a_cut_entry_names_it(cut):
+    buf = io.BytesIO()
+    write_int32_ark(buf, ALIS[:1])
+    data = buf.getvalue()[:-cut]
+    with pytest.raises(AsrdistError, match=r"^x: (utterance spk1-utt1: )?truncated"):
+        list(iter_int32_ark(io.BytesIO(data).read, "x", block=3))
+
+
+def test_gzip_archive_is_read_as_it_goes(tmp_path):
+    """Entries come before the end of the file is read: a cut at the end of a large archive
+    shows after its first entries, not before (the whole archive is never in memory)."""
+    path = tmp_path / "ali.1.gz"
+    many = [(f"u{n:05d}", np.arange(500, dtype=np.int32)) for n in range(2000)]
+    write_alignments(path, many)
+    path.write_bytes(path.read_bytes()[:-30])
+    entries = read_alignments(path)
+    first, values = next(entries)
+    assert first == "u00000"
+    np.testing.assert_array_equal(values, many[0][1])
+    with pytest.raises(AsrdistError, match=r"ali\.1\.gz: truncated or corrupt gzip"):
+        list(entries)

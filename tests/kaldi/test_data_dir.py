@@ -67,3 +67,28 @@ def test_read_table_splits_on_any_whitespace_and_checks_keys(tmp_path: Path):
         read_table(table)
     with pytest.raises(AsrdistError, match="missing file"):
         read_table(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("compression", [None, 1, 2, 3], ids=["FM", "CM2", "CM", "CM2-3"])
+def test_matrix_rows_reads_only_the_header(tmp_path: Path, monkeypatch, compression):
+    import kaldiio
+    import numpy as np
+
+    from asrdist.kaldi import data_dir
+
+    matrices = {"a": np.ones((7, 5), np.float32), "b": np.ones((300, 40), np.float32)}
+    kaldiio.save_ark(str(tmp_path / "f.ark"), matrices, scp=str(tmp_path / "f.scp"),
+                     compression_method=compression)
+    scp = read_table(tmp_path / "f.scp")
+    rows = {u: kaldiio.load_mat(rx).shape[0] for u, rx in scp.items()}
+    assert rows == {"a": 7, "b": 300}
+
+    def no_load(*args, **kwargs):
+        raise AssertionError("matrix loaded to count its rows")
+
+    monkeypatch.setattr(data_dir.kaldiio, "load_mat", no_load)
+    assert {u: data_dir.matrix_rows(u, rx) for u, rx in scp.items()} == rows
+    files: dict = {}  # the ark kept open from one utterance to the next
+    assert {u: data_dir.matrix_rows(u, rx, files) for u, rx in scp.items()} == rows
+    assert list(files) == [str(tmp_path / "f.ark")]
+    files[str(tmp_path / "f.ark")].close()

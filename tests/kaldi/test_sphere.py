@@ -19,7 +19,7 @@ from asrdist.kaldi.sphere import (
     sphere_channel,
     sphere_length,
 )
-from tests.corpus.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
+from asrdist.testing.sphere_writer import mulaw_decode, mulaw_encode, write_sphere
 
 
 def _conversation(n: int = 12345) -> np.ndarray:

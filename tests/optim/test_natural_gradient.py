@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from asrdist.optim.natural_gradient import OnlineNaturalGradient
+from asrdist.optim.natural_gradient import OnlineNaturalGradient, norm_ratio
 
 
 def _stream(seed: int, n: int = 64, dim: int = 30, calls: int = 40) -> list[torch.Tensor]:
@@ -122,3 +122,16 @@ def test_state_dict_round_trip_continues_identically():
         xa, ga = a.precondition(x)
         xb, gb = b.precondition(x)
         assert torch.equal(xa, xb) and torch.equal(ga, gb)
+
+
+def test_an_implicit_ones_column_is_the_same_as_an_appended_one():
+    batches, _ = _stream(7, dim=12)
+    made, implicit = _ng(rank=4, period=3), _ng(rank=4, period=3)
+    for x in batches[:20]:  # initialising, updating and apply-only calls
+        x_hat, gamma = made.precondition(torch.cat([x, torch.ones(len(x), 1)], dim=1))
+        part, last, traces = implicit.precondition_traces(x, ones_column=True)
+        torch.testing.assert_close(part, x_hat[:, :-1], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(last, x_hat[:, -1], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(norm_ratio(traces[None]), gamma, rtol=1e-5, atol=0)
+        torch.testing.assert_close(implicit.W, made.W, rtol=1e-4, atol=1e-5)
+    assert implicit.W.shape == (4, 13)

@@ -158,3 +158,67 @@ def test_cuda_steps_match_the_cpu_steps():
             opt.step()
     for a, b in zip(cpu.parameters(), cuda.parameters(), strict=True):
         torch.testing.assert_close(a, b.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def _old_way_expected(model: nn.Module, opt: NGSGD, x: torch.Tensor, y: torch.Tensor) -> list:
+    """Each preconditioned layer's (weight, bias) gradient for the batch (x, y), computed the
+    way the hook implementation did: the plain backward's layer inputs and output
+    derivatives, preconditioned by copies of the layers' preconditioners as they are now."""
+    copies = [(copy.deepcopy(s.pre_in), copy.deepcopy(s.pre_out)) for s in opt.layers]
+    reference = copy.deepcopy(model)  # the forwards of its layers are the patched ones:
+    linears = [m for m in reference.modules() if isinstance(m, nn.Linear)]
+    for layer in linears:  # back to nn.Linear's own
+        del layer.forward
+    seen: dict[int, dict[str, torch.Tensor]] = {}
+
+    def record(index: int):
+        def hook(module, inputs, output):
+            seen[index] = {"x": inputs[0].detach()}
+            output.register_hook(lambda g: seen[index].update(g=g.detach()))
+        return hook
+
+    for index, layer in enumerate(linears):
+        layer.register_forward_hook(record(index))
+    nn.functional.cross_entropy(reference(x).flatten(0, 1), y.flatten()).backward()
+    expected = []
+    for index, (pre_in, pre_out) in enumerate(copies):
+        x_in = seen[index]["x"].reshape(-1, seen[index]["x"].shape[-1])
+        x_in = torch.cat([x_in, torch.ones(len(x_in), 1)], dim=1)
+        g_out = seen[index]["g"].reshape(-1, seen[index]["g"].shape[-1])
+        in_hat, gamma_in = pre_in.precondition(x_in)
+        out_hat, gamma_out = pre_out.precondition(g_out)
+        grad = gamma_in * gamma_out * (out_hat.T @ in_hat)
+        expected.append((grad[:, :-1], grad[:, -1]))
+    return expected
+
+
+@pytest.mark.parametrize("kind", ["dnn", "blstm"])
+def test_the_direct_gradient_equals_the_hook_way_over_update_and_apply_only_steps(kind):
+    torch.manual_seed(0)
+    if kind == "dnn":
+        model: nn.Module = _dnn()
+        batch = _batch
+    else:
+        model = BLSTM(7, 5, layers=2, units=6, bottleneck=4)
+        batch = lambda seed: _batch(seed, frames=5)  # noqa: E731
+    opt = NGSGD(model, SMALL, lr=0.1, momentum=0.5)
+    for seed in range(16):  # initialising, every-step updates, then every update_period
+        x, y = batch(seed)
+        expected = _old_way_expected(model, opt, x, y)
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten()).backward()
+        for state, (weight, bias) in zip(opt.layers, expected, strict=True):
+            torch.testing.assert_close(state.layer.weight.grad, weight, rtol=1e-4, atol=1e-6)
+            torch.testing.assert_close(state.layer.bias.grad, bias, rtol=1e-4, atol=1e-6)
+        opt.step()
+    assert opt.layers[0].pre_in.t == 16 and opt.layers[-1].pre_out.t == 16
+
+
+def test_a_second_backward_through_one_forward_is_refused():
+    model = _dnn()
+    NGSGD(model, SMALL, lr=0.1)
+    x, y = _batch(0)
+    loss = nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    loss.backward(retain_graph=True)
+    with pytest.raises(AsrdistError, match="second backward"):
+        loss.backward()

@@ -61,6 +61,19 @@ def _instrument(strategy: Strategy, sc: dict, computed: list, applied: list) -> 
     strategy.after_backward = after_backward  # type: ignore[method-assign]
 
 
+def _record_average(strategy: Strategy) -> list[torch.Tensor]:
+    """Wrap the transport's final average: what this learner put in it (flat), in a list."""
+    comm = strategy.comm  # type: ignore[attr-defined]
+    inner, seen = comm.average_all_, []
+
+    def average_all_(tensors: list[torch.Tensor]) -> None:
+        seen.append(torch.cat([t.detach().reshape(-1) for t in tensors]).clone())
+        inner(tensors)
+
+    comm.average_all_ = average_all_
+    return seen
+
+
 def main() -> None:
     run(json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
         sys.argv[5])
@@ -93,10 +106,15 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
         time.sleep(sc.get("late_s", 0.5))
     computed, applied = [], []  # gradients from backward / as handed to the optimizer
     _instrument(strategy, sc, computed, applied)
+    averaged = _record_average(strategy) if sc.get("record_average") else []
     steps = 0
     for step in range(start, sc["steps"]):
         if step == sc.get("kill_at") and rank == sc.get("kill_rank"):
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == sc.get("freeze_at") and rank == sc.get("freeze_rank"):  # the test wakes it
+            with open(os.path.join(out, "frozen.pid"), "w") as f:
+                f.write(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGSTOP)
         x, y = batch(step, rank, sc.get("batch", 8), sc.get("same_data", False))
         train_step(strategy, wrapped, opt, step,
                    lambda m, x=x, y=y: torch.nn.functional.mse_loss(m(x), y))
@@ -113,7 +131,7 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     strategy.close()
     torch.save({"before": before, "final": flat_weights(model), "history": history,
                 "metrics": metrics, "resumed_round": resumed_round,
-                "computed": computed, "applied": applied, "steps": steps,
+                "computed": computed, "applied": applied, "steps": steps, "averaged": averaged,
                 "state": strategy.state_dict()}, os.path.join(out, f"{rank}.pt"))
     if dist.is_initialized():
         dist.destroy_process_group()  # ``wrapped`` (a DDP wrapper for ssgd) is still alive here

@@ -21,8 +21,8 @@ from asrdist.train.metrics import metrics_path, read_metrics
 Main = Callable[[list[str]], None]
 
 
-def _learner(main: Main, args: list[str], rank: int, port: int, err: Path) -> None:
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+def _learner(main: Main, args: list[str], rank: int, port: int, err: Path, world: int) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     fd = os.open(err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     os.dup2(fd, 2)
@@ -31,25 +31,27 @@ def _learner(main: Main, args: list[str], rank: int, port: int, err: Path) -> No
     main(args)
 
 
-def fork_learners(main: Main, args: list[str], out: Path) -> list[multiprocessing.Process]:
-    """Start 2 learners of the command ``main`` (a click command) with ``args``."""
+def fork_learners(main: Main, args: list[str], out: Path,
+                  world: int = 2) -> list[multiprocessing.Process]:
+    """Start ``world`` learners of the command ``main`` (a click command) with ``args``."""
     port = free_port()
     ctx = multiprocessing.get_context("fork")
     out.mkdir(parents=True, exist_ok=True)
-    procs = [ctx.Process(target=_learner, args=(main, args, r, port, out / f"err{r}.txt"))
-             for r in range(2)]
+    procs = [ctx.Process(target=_learner, args=(main, args, r, port, out / f"err{r}.txt", world))
+             for r in range(world)]
     for p in procs:
         p.start()
     return procs
 
 
 def start_learners(corpus: tuple[Path, Path], out: Path, algo: str,
-                   *options: str) -> list[multiprocessing.Process]:
-    """Start 2 learners of ``asrdist-train --algo ALGO OPTIONS`` on ``corpus`` into ``out``."""
+                   *options: str, world: int = 2) -> list[multiprocessing.Process]:
+    """Start ``world`` learners of ``asrdist-train --algo ALGO OPTIONS`` on ``corpus`` into
+    ``out``."""
     data, targets = corpus
     args = ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
             *options]
-    return fork_learners(train_main, args, out)
+    return fork_learners(train_main, args, out, world)
 
 
 def join_learners(procs: list, out: Path, limit: float = 60.0) -> list[int]:

@@ -7,8 +7,9 @@ G sets of small ones, on a CPU or a GPU alike. The math is the models' own (``nn
 order i, f, g, o and zero initial state; the DNN's splice): the result equals G separate
 forward passes to float tolerance, and autograd through it gives each learner its own gradient
 (learners share nothing). What cannot be batched this way (dropout while training: its random
-masks would not be the separate models' ones; modules with hooks, e.g. NG-SGD's) is refused by
-:func:`stackable`, and the caller computes those learners one at a time.
+masks would not be the separate models' ones; modules with hooks or a replaced forward, e.g.
+NG-SGD's) is refused by :func:`stackable`, and the caller computes those learners one at a
+time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def stackable(model: nn.Module) -> bool:
     if type(model) not in (BLSTM, DNN):
         return False
     for m in model.modules():
+        if "forward" in vars(m):  # a forward replaced on the instance (NG-SGD's layers)
+            return False
         if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks
                 or getattr(m, "_backward_pre_hooks", None)):
             return False

@@ -14,7 +14,9 @@ It runs, in one process tree:
 5. NG-SGD against SGD on the device (bench.ngsgd_throughput);
 6. every registered multi-learner strategy as real ``asrdist-train`` processes sharing the
    one device: 2 learners (hadpsgd: 4, two super-learners of 2), backend gloo, since NCCL
-   needs a device per learner.
+   needs a device per learner;
+7. the simulator's learners computed together against one at a time on the device: 1, 16 and
+   64 learners of the mini recipe's BLSTM, host seconds per simulated step (bench.sim_cost).
 
 Without CUDA it says so in one line and runs the same code at a tiny size on the CPU, so the
 test run keeps it working; its figures are then printed, never written into RESULTS.md.
@@ -38,7 +40,7 @@ from asrdist.models.blstm import BLSTM
 from asrdist.parallel import registry
 from asrdist.parallel.launch import BACKEND_ENV, free_port
 from asrdist.train.metrics import metrics_path, read_metrics
-from bench import ngsgd_throughput, staging_cost, train_throughput
+from bench import ngsgd_throughput, sim_cost, staging_cost, train_throughput
 from bench.projection import CHUNK, paper_model
 from bench.results import publish
 
@@ -147,6 +149,16 @@ def ngsgd(size: Size, device: torch.device) -> list[str]:
     return [*ngsgd_throughput.TABLE_HEAD, *rows, ""]
 
 
+def simulator(size: Size, device: torch.device) -> list[str]:
+    if size.name == "gpu":
+        rows = sim_cost.run_all(["ssgd", "adpsgd-random"], [1, 16, 64], steps=3, batch=128,
+                                layers=2, units=128, together=64, device=device.type)
+    else:  # in this process: the smoke test's time is short
+        rows = [sim_cost.one("ssgd", 2, 1, batch=4, layers=1, units=8, together=together,
+                             device=device.type) for together in (0, 2)]
+    return [*sim_cost.table(rows), ""]
+
+
 def learners_of(algo: str) -> tuple[int, list[str]]:
     """How many learners a strategy runs with here, and its extra options."""
     if algo == "hadpsgd":  # two super-learners of two: hierarchical, not adpsgd renamed
@@ -217,7 +229,9 @@ def check(size: Size, device: torch.device, work: Path) -> list[str]:
              ("ADPSGD exchange staging per step", lambda: staging(size, device)),
              ("NG-SGD against SGD", lambda: ngsgd(size, device)),
              ("Every strategy's learners on the one device",
-              lambda: learner_table(size, device, corpus, work / "learners"))]
+              lambda: learner_table(size, device, corpus, work / "learners")),
+             ("Simulated learners together and one at a time",
+              lambda: simulator(size, device))]
     lines = []
     for title, part in parts:
         t0 = time.perf_counter()

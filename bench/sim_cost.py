@@ -1,13 +1,14 @@
-"""What the simulator costs per simulated learner: host seconds per learner-step and resident
-memory, at 16, 64 and 128 learners of the mini recipe's BLSTM (2x128, batch 128 chunks of 21
-frames of 40-dim features, 181 pdfs: recipes/mini/conf/train_blstm.yaml).
+"""What the simulator costs: host seconds per simulated step (every learner's step once) and
+peak memory, at 1, 16 and 64 learners of the mini recipe's BLSTM (2x128, batch 128 chunks of
+21 frames of 40-dim features, 181 pdfs: recipes/mini/conf/train_blstm.yaml), with the learners
+computed one at a time and together (asrdist.simulate.batched, up to ``--together`` at once).
 
-Each (strategy, N) runs in its own process (so its peak memory is its own) on synthetic
+Each (strategy, N, mode) runs in its own process (so its peak memory is its own) on synthetic
 features of the recipe's shapes: the cost does not depend on their values. Torch on one
-thread, as asrdist-simulate runs by default.
+thread, as asrdist-simulate runs by default; ``--device cuda`` puts the models on a GPU.
 
-    .venv/bin/python -m bench.sim_cost [--learners 16 64 128] [--steps 2]
-        [--out bench/RESULTS.md]   # replaces its section there
+    .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 8]
+        [--device cpu] [--out bench/RESULTS.md]   # replaces its section there
 """
 
 from __future__ import annotations
@@ -22,92 +23,136 @@ import time
 import torch
 
 from asrdist.models.build import ModelConfig, build_model
+from asrdist.simulate.batched import FrameLoss
 from asrdist.simulate.run import simulate
-from asrdist.train.loss import frame_loss
 from bench.results import publish
 
 DIM, PDFS, CHUNK = 40, 181, 21
+MODES = {"one": "one at a time", "together": "together"}
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def one(algo: str, n: int, steps: int, batch: int, layers: int, units: int) -> dict:
-    """Simulate ``n`` learners for ``steps`` steps; host time and memory."""
+def one(algo: str, n: int, steps: int, batch: int, layers: int, units: int, together: int,
+        device: str) -> dict:
+    """Simulate ``n`` learners for ``steps`` steps, ``together`` at once (0: one at a time);
+    host time per simulated step from the first learner's first step (after one warm-up
+    step of one learner), and peak memory."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    init = build_model(ModelConfig(layers=layers, units=units), DIM, PDFS)
-    data = torch.randn(8, batch, CHUNK, DIM), torch.randint(0, PDFS, (8, batch, CHUNK))
-    base = _rss_mb()
-    built = {}
+    config = ModelConfig(layers=layers, units=units)
+    init = build_model(config, DIM, PDFS).to(device)
+    data = (torch.randn(8, batch, CHUNK, DIM, device=device),
+            torch.randint(0, PDFS, (8, batch, CHUNK), device=device))
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    base_host, base_gpu = _peak_mb(), torch.cuda.memory_allocated() if cuda else 0
+    started: dict[str, float] = {}
 
     def make_model(i: int) -> torch.nn.Module:
-        m = build_model(ModelConfig(layers=layers, units=units), DIM, PDFS)
+        m = build_model(config, DIM, PDFS).to(device)
         m.load_state_dict(init.state_dict())
         return m
 
-    def loss_fn(i: int, k: int, model: torch.nn.Module) -> torch.Tensor:
-        if "t0" not in built:
-            built["t0"], built["rss_built"] = time.perf_counter(), _rss_mb()
+    def batch_of(i: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        started.setdefault("t0", time.perf_counter())
         j = (i + k) % 8
-        return frame_loss(model, data[0][j], data[1][j])
+        return data[0][j], data[1][j]
 
-    res = simulate(algo, n, steps, make_model,
-                   lambda m: torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9), loss_fn)
-    host = time.perf_counter() - built["t0"]
-    params = sum(p.numel() for p in init.parameters())
-    return {"algo": algo, "n": n, "s_per_learner_step": host / (n * steps),
-            "rss_mb": _rss_mb() - base, "built_mb": built["rss_built"] - base,
-            "params": params, "exchanges": res.summary.get("exchanges", 0)}
+    def sgd(m: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+
+    # one learner's step first: torch's first call of each kernel is not the cost of a step
+    simulate(algo, 1, 1, make_model, sgd, FrameLoss(lambda i, k: (data[0][0], data[1][0])),
+             together=together)
+    started.clear()
+    res = simulate(algo, n, steps, make_model, sgd, FrameLoss(batch_of), together=together)
+    if cuda:
+        torch.cuda.synchronize()
+    host = time.perf_counter() - started["t0"]
+    return {"algo": algo, "n": n, "mode": "together" if together else "one",
+            "s_per_step": host / steps, "peak_mb": _peak_mb() - base_host,
+            "gpu_peak_mb": (torch.cuda.max_memory_allocated() - base_gpu) / 2**20 if cuda
+            else 0.0, "params": sum(p.numel() for p in init.parameters()),
+            "exchanges": res.summary.get("exchanges", 0)}
+
+
+def run_all(algos: list[str], learners: list[int], steps: int, batch: int, layers: int,
+            units: int, together: int, device: str) -> list[dict]:
+    """Every (strategy, N, mode), each in its own process, one mode beside the other."""
+    rows = []
+    for algo in algos:
+        for n in learners:
+            for mode in MODES:
+                cmd = [sys.executable, "-m", "bench.sim_cost", "--one", "--algos", algo,
+                       "--learners", str(n), "--steps", str(steps), "--batch", str(batch),
+                       "--layers", str(layers), "--units", str(units), "--device", device,
+                       "--together", str(together if mode == "together" else 0)]
+                out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+                rows.append(json.loads(out.strip().splitlines()[-1]))
+                print(rows[-1], file=sys.stderr)
+    return rows
+
+
+def table(rows: list[dict]) -> list[str]:
+    """Per row: seconds per simulated step, as a multiple of 1 learner's (one at a time: the
+    simulator as it was) and of the same N one at a time, and memory."""
+    base = {r["algo"]: r["s_per_step"] for r in rows if r["n"] == 1 and r["mode"] == "one"}
+    alone = {(r["algo"], r["n"]): r["s_per_step"] for r in rows if r["mode"] == "one"}
+    lines = ["| strategy | learners | computed | host s / simulated step | x 1 learner | "
+             "x one at a time | peak MB (host) | peak MB (GPU) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        one_n = base.get(r["algo"])
+        ratio = f"{r['s_per_step'] / one_n:.1f}" if one_n else "-"
+        versus = alone.get((r["algo"], r["n"]))
+        speedup = f"{r['s_per_step'] / versus:.2f}" if versus else "-"
+        lines.append(f"| {r['algo']} | {r['n']} | {MODES[r['mode']]} | {r['s_per_step']:.2f} | "
+                     f"{ratio} | {speedup} | {r['peak_mb']:.0f} | {r['gpu_peak_mb']:.0f} |")
+    return lines
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--learners", type=int, nargs="+", default=[16, 64, 128])
+    ap.add_argument("--learners", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--algos", nargs="+", default=["ssgd", "adpsgd-random"])
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--units", type=int, default=128)
+    ap.add_argument("--together", type=int, default=8,
+                    help="learners computed at once in the 'together' rows")
+    ap.add_argument("--device", default="cpu")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.algos[0], args.learners[0], args.steps, args.batch,
-                             args.layers, args.units)))
+                             args.layers, args.units, args.together, args.device)))
         return
-    rows = []
-    for algo in args.algos:
-        for n in args.learners:
-            cmd = [sys.executable, "-m", "bench.sim_cost", "--one", "--algos", algo,
-                   "--learners", str(n), "--steps", str(args.steps), "--batch",
-                   str(args.batch), "--layers", str(args.layers), "--units", str(args.units)]
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-            rows.append(json.loads(out.strip().splitlines()[-1]))
-            print(rows[-1], file=sys.stderr)
+    rows = run_all(args.algos, args.learners, args.steps, args.batch, args.layers, args.units,
+                   args.together, args.device)
     params = rows[0]["params"]
     lines = [
         "## Simulator cost per learner (asrdist-simulate)",
         "",
         "Command: `.venv/bin/python -m bench.sim_cost --learners "
-        f"{' '.join(map(str, args.learners))} --steps {args.steps} --out bench/RESULTS.md`. "
-        "The mini recipe's BLSTM "
+        f"{' '.join(map(str, args.learners))} --steps {args.steps} --together {args.together} "
+        f"--device {args.device} --out bench/RESULTS.md`. The mini recipe's BLSTM "
         f"{args.layers}x{args.units} ({params / 1e6:.2f} M parameters), {args.batch} chunks of "
-        f"{CHUNK} frames per learner-step, synthetic 40-dim features; CPU, torch on 1 thread, on "
-        "the shared 2-core machine (other jobs running: absolute seconds are noisy, compare rows "
-        "of one run). Memory: resident MB the process grew by (models, gradients, momentum, "
-        "ADPSGD's flat snapshots and passive books, the step's activations).",
+        f"{CHUNK} frames per learner-step, synthetic 40-dim features; torch on 1 thread, on "
+        f"{args.device}; each row its own process, the two modes of one N run one after the "
+        "other (on the shared 2-core CPU machine, absolute seconds are noisy: compare the "
+        "ratios). A simulated step is every learner's step once. Memory: the peak resident MB "
+        "(and on a GPU the peak allocated MB) the process grew by once its data was made "
+        "(models, gradients, momentum, ADPSGD's snapshots and books, the step's activations: "
+        "those of up to --together learners at once in the 'together' rows).",
         "",
-        "| strategy | learners | host s / learner-step | s / simulated step of all | "
-        "memory MB | MB / learner |",
-        "|---|---|---|---|---|---|",
+        *table(rows),
     ]
-    for r in rows:
-        lines.append(f"| {r['algo']} | {r['n']} | {r['s_per_learner_step']:.3f} | "
-                     f"{r['s_per_learner_step'] * r['n']:.1f} | {r['rss_mb']:.0f} | "
-                     f"{r['rss_mb'] / r['n']:.2f} |")
     publish(lines, args.out)
 
 

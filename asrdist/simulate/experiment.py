@@ -12,11 +12,11 @@ import torch
 
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.parallel import registry
+from asrdist.simulate.batched import FrameLoss
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
 from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.run import Result, simulate
 from asrdist.simulate.speed import SpeedModel
-from asrdist.train.loss import frame_loss
 from asrdist.train.schedule import ScheduleOptions, make_schedule
 
 
@@ -54,10 +54,7 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
     torch.manual_seed(spec.seed)
     init = build_model(spec.model, pool.input_dim, pool.num_pdfs)
 
-    def loss_fn(i: int, k: int, model: torch.nn.Module) -> torch.Tensor:
-        x, y = pool.batch(i, k, spec.learners, spec.batch, spec.seed)
-        return frame_loss(model, x, y)
-
+    loss_fn = FrameLoss(lambda i, k: pool.batch(i, k, spec.learners, spec.batch, spec.seed))
     return simulate(
         spec.algo, spec.learners, steps,
         make_model=lambda i: copy.deepcopy(init),

@@ -26,6 +26,7 @@ from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
 from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.weights import flat_weights
+from asrdist.simulate.batched import Batcher
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.speed import SpeedModel
@@ -61,15 +62,22 @@ def simulate(
     epoch_steps: float = 0.0,
     keep_history: bool = False,
     noise: NoiseProbe | None = None,
+    together: int | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
     optimizer over the module its strategy wraps, ``loss_fn(i, k, model)`` its loss on its
     shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus) turns steps
-    into epochs in the records; ``noise`` measures the gradient noise scale."""
-    if learners < 1 or steps < 0:
-        raise AsrdistError(f"simulate: {learners} learners, {steps} steps: need at least one "
-                           "learner and no negative steps")
+    into epochs in the records; ``noise`` measures the gradient noise scale. With a
+    :class:`~asrdist.simulate.batched.FrameLoss`, up to ``together`` learners' forward and
+    backward passes are computed as one (:mod:`asrdist.simulate.batched`); 0: each learner's
+    on its own; None: 64 on a GPU; on a CPU, 8 for more than 16 learners, else 0 (one
+    learner's step already keeps a core busy, so together is no faster there; but one at a
+    time, every computing learner's forward graph is held through its compute time, and
+    together keeps a fraction of that memory: bench/RESULTS.md, "Simulator cost")."""
+    if learners < 1 or steps < 0 or (together or 0) < 0:
+        raise AsrdistError(f"simulate: {learners} learners, {steps} steps, {together} together: "
+                           "need at least one learner and no negative counts")
     speed = speed or SpeedModel()
     missing = [r for r in sorted(speed.slow) if r >= learners]
     if missing:  # as CommonOptions.check_world refuses it for real learners
@@ -85,6 +93,9 @@ def simulate(
                            "distributed --algo")
     sims = [SimLearner(i, make_model(i)) for i in range(learners)]
     world = World(sims, speed, loss_fn, keep_history)
+    if together is None:
+        together = 64 if _on_gpu(sims[0].model) else 8 if learners > 16 else 0
+    batcher = Batcher(loss_fn, together) if together > 0 else None
     records: list[dict[str, float]] = []
     evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
     world.on_step = evaluator.maybe
@@ -95,7 +106,8 @@ def simulate(
     for i in range(learners):
         comm = SimTransport(world, i)
         strategy = spec.make(Learner(i, learners, transport=comm), opts)
-        learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before)
+        learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before,
+                       batcher)
         comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
         turns.append(comm.turn)
         world.clock.spawn(i, comm.turn.process())
@@ -115,11 +127,17 @@ def simulate(
                   noise.records if noise is not None else [])
 
 
+def _on_gpu(model: torch.nn.Module) -> bool:
+    return any(p.device.type != "cpu" for p in model.parameters())
+
+
 @dataclass
 class _Learn:
     """One simulated learner's program: the trainer's loop (``train_step``, so the strategy's
     hooks run in the contract's order), with the speed model's compute time spent after the
-    forward pass and its update time after the optimizer step; then the strategy's end."""
+    forward pass starts (its result is needed when that time has passed: the batcher may
+    compute it then, with other learners') and its update time after the optimizer step;
+    then the strategy's end."""
 
     world: World
     comm: SimTransport
@@ -129,6 +147,7 @@ class _Learn:
     grad_clip: float
     start: list[torch.Tensor]  # each learner's weights once its strategy wrapped the model
     before: list[torch.Tensor]  # each learner's weights at the end of its steps
+    batcher: Batcher | None  # computes learners together; None: each on its own
 
     def __call__(self, turn: Coroutine) -> None:
         world, comm, i = self.world, self.comm, self.comm.rank
@@ -139,9 +158,13 @@ class _Learn:
         optimizer.register_step_post_hook(lambda *_: comm.sleep(world.speed.update_s))
         for k in range(self.steps):
             def loss_fn(m: torch.nn.Module, k: int = k) -> torch.Tensor:
-                loss = world.loss_fn(i, k, m)
+                if self.batcher is None:
+                    loss = world.loss_fn(i, k, m)
+                    comm.sleep(world.speed.step_s(i, k))
+                    return loss
+                pending = self.batcher.submit(i, k, m)  # its weights and batch, from now
                 comm.sleep(world.speed.step_s(i, k))
-                return loss
+                return pending.loss()
 
             train_step(self.strategy, wrapped, optimizer, k, loss_fn, self.grad_clip)
             world.end_step(i)

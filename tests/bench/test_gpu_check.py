@@ -22,7 +22,8 @@ def test_gpu_check_runs_every_part_at_tiny_size_and_writes_nothing(tmp_path):
     assert lines[0].startswith("gpu-check: --tiny; running the same checks at tiny size on the CPU")
     for part in ("CUDA tests", "BLSTM forward + backward", "Trainer against a bare loop",
                  "ADPSGD exchange staging per step", "NG-SGD against SGD",
-                 "Every strategy's learners on the one device"):
+                 "Every strategy's learners on the one device",
+                 "Simulated learners together and one at a time"):
         assert f"### {part}" in lines
     assert any(line.startswith("`pytest -m cuda tests`: ") and "FAILED" not in line
                for line in lines)
@@ -36,4 +37,5 @@ def test_gpu_check_runs_every_part_at_tiny_size_and_writes_nothing(tmp_path):
     for algo in names:
         if algo != "single":
             assert rows.get(algo) == "0", algo  # ran to its end as real processes
+    assert any(line.startswith("| ssgd | 2 | together |") for line in lines)
     assert not out.exists()

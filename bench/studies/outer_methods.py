@@ -1,0 +1,156 @@
+"""Study 4: communication-light methods (ma, bmuf, diloco) against ADPSGD and ssgd on a slow
+link: held-out CE against simulated time, 16 and 64 simulated learners at one global batch.
+
+The clock is a paper-size run's: a chunk costs what the paper-size BLSTM's chunk costs on a V100
+(21 frames x 53 us, the projection's calibrated figure), and every message carries the
+paper-size model's 173 MB over the link (the simulator's bandwidth is scaled by the small
+model's bytes over 173 MB, so its messages take the paper-size model's time); the weights that
+train are the studies' small BLSTM. Links: the network study's 1 Gbit/s and 100 Mbit/s, 0.1 ms
+latency per message. Learning rate: ``--lr`` at every step on every learner (RunSpec with no
+schedule: not scaled, no decay), momentum 0.9, grad clip 5 (RunSpec's); the outer optimizers at
+their defaults (bmuf: eta = 1 - 1/N, zeta 1, Nesterov; diloco: outer lr 0.7, Nesterov 0.9).
+
+    .venv/bin/python -m bench.studies.outer_methods --data DIR --targets DIR
+        [--cache DIR] [--max-utts N] [--epochs E] [--periods H ...] [--out bench/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from asrdist.models.build import build_model
+from asrdist.simulate.experiment import RunSpec
+from asrdist.simulate.speed import SpeedModel
+from bench.results import publish
+from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.studies.figure import curves, panels, write_png
+
+PAPER_BYTES = 173e6  # the paper-size BLSTM's float32 weights (43.2 M parameters)
+FRAME_S = 53e-6  # its calibrated V100 forward+backward per training frame (bench.projection)
+LINKS = {"1gbit": 1e9 / 8, "100mbit": 100e6 / 8}  # bytes/s, the network study's tc rates
+LATENCY_S = 1e-4
+PERIODIC = ("ma", "bmuf", "diloco")  # the strategies that take --avg-period
+BASELINES = {"ssgd": {}, "adpsgd-random": {},
+             "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"}}
+
+
+def methods(periods: list[int], diloco_periods: list[int]) -> dict[str, tuple[str, dict]]:
+    """Label -> (algo, options): the baselines, ma and bmuf at every H of ``periods``, diloco
+    at every H of ``diloco_periods``."""
+    out = {name: (name, opts) for name, opts in BASELINES.items()}
+    for algo in PERIODIC:
+        for h in diloco_periods if algo == "diloco" else periods:
+            out[f"{algo} H={h}"] = (algo, {"avg_period": h})
+    return out
+
+
+def speed_model(link_bytes_s: float, small_bytes: int, chunks_per_step: int,
+                chunk_len: int) -> SpeedModel:
+    """The paper-size clock for the small model: its messages last as long as 173 MB's."""
+    return SpeedModel(compute_s=chunks_per_step * chunk_len * FRAME_S, latency_s=LATENCY_S,
+                      bandwidth=link_bytes_s * small_bytes / PAPER_BYTES)
+
+
+def time_to(records: list[dict[str, Any]], ce: float) -> float | None:
+    """Simulated seconds of the first evaluation at or below ``ce`` (None: never)."""
+    return next((r["time_s"] for r in records if r["heldout_ce"] <= ce), None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    corpus_options(ap)
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--global-batch", type=int, default=256)
+    ap.add_argument("--learners", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--periods", type=int, nargs="+", default=[10],
+                    help="H: local steps between averages of ma and bmuf")
+    ap.add_argument("--diloco-periods", type=int, nargs="+", default=[10, 50, 200],
+                    help="H: local steps between averages of diloco")
+    ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--evals", type=int, default=12, help="held-out evaluations per run")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
+    model = small_blstm()
+    net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
+    small_bytes = 4 * sum(p.numel() for p in net.parameters())
+    rows = []
+    for link in args.links:
+        for n in args.learners:
+            batch = args.global_batch // n
+            speed = speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len)
+            for label, (algo, opts) in methods(args.periods, args.diloco_periods).items():
+                spec = RunSpec(algo, n, batch, args.epochs, args.lr, 0.9, model=model,
+                               options=opts, evals=args.evals)
+                res = runner(spec, speed)
+                rows.append({"link": link, "n": n, "label": label, "records": res["records"]})
+                print(link, n, label, round(final_ce(res), 4),
+                      round(res["records"][-1]["time_s"], 1), flush=True)
+    plot(rows, args, REPO / "bench/studies/outer_methods.png")
+    publish(section(args, rows, runner, small_bytes), args.out)
+
+
+def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Any) -> None:
+    keys = [(link, n) for link in args.links for n in args.learners]
+    fig, axes = panels(len(keys), 4.5, 4)
+    for ax, (link, n) in zip(axes, keys, strict=True):
+        series = [(r["label"], [x["time_s"] for x in r["records"]],
+                   [x["heldout_ce"] for x in r["records"]])
+                  for r in rows if (r["link"], r["n"]) == (link, n)]
+        curves(ax, f"{n} learners, {link}", "simulated time (s, log)", series, marker=".")
+        ax.set_xscale("log")
+    axes[0].set_ylabel("held-out CE")
+    axes[-1].legend(fontsize=6)
+    write_png(fig, path)
+
+
+def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner,
+            small_bytes: int) -> list[str]:
+    lines = [
+        "## Study 4: communication-light methods on a slow link (simulator)",
+        "",
+        "Command: `.venv/bin/python -m bench.studies.outer_methods --data DATA --targets TARGETS "
+        f"--max-utts {args.max_utts} --epochs {args.epochs:g} --global-batch {args.global_batch} "
+        f"--learners {' '.join(map(str, args.learners))} --periods "
+        f"{' '.join(map(str, args.periods))} --diloco-periods "
+        f"{' '.join(map(str, args.diloco_periods))} --links {' '.join(args.links)} "
+        f"--lr {args.lr:g} "
+        f"--evals {args.evals} --hours {args.hours} --cache DIR --out bench/RESULTS.md` "
+        f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
+        f"{len(runner.pool.train)} training chunks of {runner.pool.chunk_len} frames, 100 "
+        f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
+        f"({small_bytes / 1e3:.0f} kB), {args.epochs:g} epoch(s) at global batch "
+        f"{args.global_batch} chunks, one seed. lr {args.lr:g} at every step (no scaling, no "
+        "decay), momentum 0.9, grad clip 5; bmuf and diloco at their default outer optimizers; "
+        "hadpsgd super-learners of 4, random ring. Clock: a chunk costs the paper-size BLSTM's "
+        f"V100 time ({FRAME_S * 1e6:.0f} us/frame), a message the time of {PAPER_BYTES / 1e6:.0f}"
+        f" MB over the link plus {LATENCY_S * 1e3:g} ms (see the module's docstring). Plot: "
+        f"`bench/studies/outer_methods.png`. Host time {runner.host_s:.0f} s (runs not in the "
+        "cache) on the shared 2-core machine.",
+        "",
+        "Target CE: the worst final CE among the runs of that link and learner count (every run "
+        "reaches it); 'time to target' is the simulated time of the first evaluation at or "
+        "below it (evaluations are spaced, so it is rounded up to the next one).",
+        "",
+        "| link | learners | method | final CE | simulated time (s) | target CE | "
+        "time to target (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for link in args.links:
+        for n in args.learners:
+            group = [r for r in rows if (r["link"], r["n"]) == (link, n)]
+            target = max(r["records"][-1]["heldout_ce"] for r in group)
+            for r in group:
+                hit = time_to(r["records"], target)
+                lines.append(
+                    f"| {link} | {n} | {r['label']} | {r['records'][-1]['heldout_ce']:.4f} | "
+                    f"{r['records'][-1]['time_s']:.0f} | {target:.4f} | "
+                    f"{'-' if hit is None else f'{hit:.0f}'} |")
+    lines += ["", "![outer methods study](studies/outer_methods.png)"]
+    return lines
+
+
+if __name__ == "__main__":
+    main()

@@ -7,8 +7,9 @@ paper-size model's 173 MB over the link (the simulator's bandwidth is scaled by 
 model's bytes over 173 MB, so its messages take the paper-size model's time); the weights that
 train are the studies' small BLSTM. Links: the network study's 1 Gbit/s and 100 Mbit/s, 0.1 ms
 latency per message. Learning rate: ``--lr`` at every step on every learner (RunSpec with no
-schedule: not scaled, no decay), momentum 0.9, grad clip 5 (RunSpec's); the outer optimizers at
-their defaults (bmuf: eta = 1 - 1/N, zeta 1, Nesterov; diloco: outer lr 0.7, Nesterov 0.9).
+schedule: not scaled, no decay; bmuf also at ``--lr`` / N), momentum 0.9, grad clip 5
+(RunSpec's); the outer optimizers at their defaults (bmuf: eta = 1 - 1/N, zeta 1, Nesterov;
+diloco: outer lr 0.7, Nesterov 0.9).
 
     .venv/bin/python -m bench.studies.outer_methods --data DIR --targets DIR
         [--cache DIR] [--max-utts N] [--epochs E] [--periods H ...] [--out bench/RESULTS.md]
@@ -35,13 +36,17 @@ BASELINES = {"ssgd": {}, "adpsgd-random": {},
              "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"}}
 
 
-def methods(periods: list[int], diloco_periods: list[int]) -> dict[str, tuple[str, dict]]:
-    """Label -> (algo, options): the baselines, ma and bmuf at every H of ``periods``, diloco
-    at every H of ``diloco_periods``."""
-    out = {name: (name, opts) for name, opts in BASELINES.items()}
+def methods(periods: list[int], diloco_periods: list[int]) -> dict[str, tuple[str, dict, bool]]:
+    """Label -> (algo, options, lr over the learners): the baselines, ma and bmuf at every H of
+    ``periods``, diloco at every H of ``diloco_periods``. bmuf runs twice: at ``--lr`` and at
+    ``--lr`` / N, since at its default filter (eta = 1 - 1/N, zeta 1) it steps N times the
+    learners' mean update, their sum, as if every learner's rate were N times larger."""
+    out = {name: (name, opts, False) for name, opts in BASELINES.items()}
     for algo in PERIODIC:
         for h in diloco_periods if algo == "diloco" else periods:
-            out[f"{algo} H={h}"] = (algo, {"avg_period": h})
+            out[f"{algo} H={h}"] = (algo, {"avg_period": h}, False)
+            if algo == "bmuf":
+                out[f"bmuf H={h} lr/N"] = (algo, {"avg_period": h}, True)
     return out
 
 
@@ -81,8 +86,10 @@ def main() -> None:
         for n in args.learners:
             batch = args.global_batch // n
             speed = speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len)
-            for label, (algo, opts) in methods(args.periods, args.diloco_periods).items():
-                spec = RunSpec(algo, n, batch, args.epochs, args.lr, 0.9, model=model,
+            for label, (algo, opts, over_n) in methods(args.periods,
+                                                       args.diloco_periods).items():
+                lr = args.lr / n if over_n else args.lr
+                spec = RunSpec(algo, n, batch, args.epochs, lr, 0.9, model=model,
                                options=opts, evals=args.evals)
                 res = runner(spec, speed)
                 rows.append({"link": link, "n": n, "label": label, "records": res["records"]})
@@ -123,7 +130,8 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
         f"({small_bytes / 1e3:.0f} kB), {args.epochs:g} epoch(s) at global batch "
         f"{args.global_batch} chunks, one seed. lr {args.lr:g} at every step (no scaling, no "
-        "decay), momentum 0.9, grad clip 5; bmuf and diloco at their default outer optimizers; "
+        "decay; bmuf also at lr / N), momentum 0.9, grad clip 5; bmuf and diloco at their "
+        "default outer optimizers; "
         "hadpsgd super-learners of 4, random ring. Clock: a chunk costs the paper-size BLSTM's "
         f"V100 time ({FRAME_S * 1e6:.0f} us/frame), a message the time of {PAPER_BYTES / 1e6:.0f}"
         f" MB over the link plus {LATENCY_S * 1e3:g} ms (see the module's docstring). Plot: "

@@ -6,8 +6,9 @@ from bench.studies.outer_methods import methods, speed_model, time_to
 def test_methods_give_diloco_its_own_periods():
     got = methods([10], [10, 200])
     assert list(got) == ["ssgd", "adpsgd-random", "hadpsgd", "ma H=10", "bmuf H=10",
-                         "diloco H=10", "diloco H=200"]
-    assert got["diloco H=200"] == ("diloco", {"avg_period": 200})
+                         "bmuf H=10 lr/N", "diloco H=10", "diloco H=200"]
+    assert got["diloco H=200"] == ("diloco", {"avg_period": 200}, False)
+    assert got["bmuf H=10 lr/N"] == ("bmuf", {"avg_period": 10}, True)
 
 
 def test_a_message_of_the_small_model_lasts_as_long_as_173_mb_over_the_link():

@@ -12,7 +12,7 @@ schedule: not scaled, no decay; bmuf also at ``--lr`` / N), momentum 0.9, grad c
 diloco: outer lr 0.7, Nesterov 0.9).
 
     .venv/bin/python -m bench.studies.outer_methods --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--epochs E] [--periods H ...] [--out bench/RESULTS.md]
+        [--cache DIR] [--max-utts N] [--epochs E] [--ma-periods H ...] [--out bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ BASELINES = {"ssgd": {}, "adpsgd-random": {},
              "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"}}
 
 
-def methods(periods: list[int], diloco_periods: list[int]) -> dict[str, tuple[str, dict, bool]]:
-    """Label -> (algo, options, lr over the learners): the baselines, ma and bmuf at every H of
-    ``periods``, diloco at every H of ``diloco_periods``. bmuf runs twice: at ``--lr`` and at
+def methods(periods: dict[str, list[int]]) -> dict[str, tuple[str, dict, bool]]:
+    """Label -> (algo, options, lr over the learners): the baselines, then ma, bmuf and diloco
+    at each H of theirs in ``periods``. bmuf runs twice: at ``--lr`` and at
     ``--lr`` / N, since at its default filter (eta = 1 - 1/N, zeta 1) it steps N times the
     learners' mean update, their sum, as if every learner's rate were N times larger."""
     out = {name: (name, opts, False) for name, opts in BASELINES.items()}
     for algo in PERIODIC:
-        for h in diloco_periods if algo == "diloco" else periods:
+        for h in periods[algo]:
             out[f"{algo} H={h}"] = (algo, {"avg_period": h}, False)
             if algo == "bmuf":
                 out[f"bmuf H={h} lr/N"] = (algo, {"avg_period": h}, True)
@@ -68,10 +68,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--global-batch", type=int, default=256)
     ap.add_argument("--learners", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--periods", type=int, nargs="+", default=[10],
-                    help="H: local steps between averages of ma and bmuf")
-    ap.add_argument("--diloco-periods", type=int, nargs="+", default=[10, 50, 200],
-                    help="H: local steps between averages of diloco")
+    for algo, default in (("ma", [10, 50, 200]), ("bmuf", [10]), ("diloco", [10, 50, 200])):
+        ap.add_argument(f"--{algo}-periods", type=int, nargs="+", default=default,
+                        help=f"H: local steps between averages of {algo}")
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations per run")
@@ -81,13 +80,13 @@ def main() -> None:
     model = small_blstm()
     net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
     small_bytes = 4 * sum(p.numel() for p in net.parameters())
+    periods = {algo: getattr(args, f"{algo}_periods") for algo in PERIODIC}
     rows = []
     for link in args.links:
         for n in args.learners:
             batch = args.global_batch // n
             speed = speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len)
-            for label, (algo, opts, over_n) in methods(args.periods,
-                                                       args.diloco_periods).items():
+            for label, (algo, opts, over_n) in methods(periods).items():
                 lr = args.lr / n if over_n else args.lr
                 spec = RunSpec(algo, n, batch, args.epochs, lr, 0.9, model=model,
                                options=opts, evals=args.evals)
@@ -120,9 +119,10 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         "",
         "Command: `.venv/bin/python -m bench.studies.outer_methods --data DATA --targets TARGETS "
         f"--max-utts {args.max_utts} --epochs {args.epochs:g} --global-batch {args.global_batch} "
-        f"--learners {' '.join(map(str, args.learners))} --periods "
-        f"{' '.join(map(str, args.periods))} --diloco-periods "
-        f"{' '.join(map(str, args.diloco_periods))} --links {' '.join(args.links)} "
+        f"--learners {' '.join(map(str, args.learners))} "
+        + "".join(f"--{a}-periods {' '.join(map(str, getattr(args, f'{a}_periods')))} "
+                  for a in PERIODIC)
+        + f"--links {' '.join(args.links)} "
         f"--lr {args.lr:g} "
         f"--evals {args.evals} --hours {args.hours} --cache DIR --out bench/RESULTS.md` "
         f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "

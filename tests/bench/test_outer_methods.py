@@ -3,8 +3,8 @@ import pytest
 from bench.studies.outer_methods import methods, speed_model, time_to
 
 
-def test_methods_give_diloco_its_own_periods():
-    got = methods([10], [10, 200])
+def test_methods_give_each_periodic_strategy_its_own_periods():
+    got = methods({"ma": [10], "bmuf": [10], "diloco": [10, 200]})
     assert list(got) == ["ssgd", "adpsgd-random", "hadpsgd", "ma H=10", "bmuf H=10",
                          "bmuf H=10 lr/N", "diloco H=10", "diloco H=200"]
     assert got["diloco H=200"] == ("diloco", {"avg_period": 200}, False)

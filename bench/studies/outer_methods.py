@@ -18,6 +18,7 @@ diloco: outer lr 0.7, Nesterov 0.9).
 from __future__ import annotations
 
 import argparse
+import statistics
 from typing import Any
 
 from asrdist.models.build import build_model
@@ -75,6 +76,10 @@ def main() -> None:
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--evals", type=int, default=12, help="held-out evaluations per run")
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="seeds of --seed-methods, on the last link (final CE: mean, sd)")
+    ap.add_argument("--seed-methods", nargs="+",
+                    default=["ssgd", "adpsgd-random", "ma H=10", "diloco H=10"])
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
@@ -82,7 +87,7 @@ def main() -> None:
     net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
     small_bytes = 4 * sum(p.numel() for p in net.parameters())
     periods = {algo: getattr(args, f"{algo}_periods") for algo in PERIODIC}
-    rows = []
+    rows, host = [], 0.0
     for link in args.links:
         for n in args.learners:
             batch = args.global_batch // n
@@ -92,12 +97,29 @@ def main() -> None:
                 spec = RunSpec(algo, n, batch, args.epochs, lr, 0.9, model=model,
                                options=opts, evals=args.evals)
                 res = runner(spec, speed)
-                rows.append({"link": link, "n": n, "label": label, "records": res["records"],
-                             "host_s": res["host_s"]})
+                rows.append({"link": link, "n": n, "label": label, "records": res["records"]})
+                host += res["host_s"]
                 print(link, n, label, round(final_ce(res), 4),
                       round(res["records"][-1]["time_s"], 1), flush=True)
+    spread = {}
+    link = args.links[-1]
+    for n in args.learners:
+        speed = speed_model(LINKS[link], small_bytes, args.global_batch // n,
+                            runner.pool.chunk_len)
+        for label in args.seed_methods if args.seeds > 1 else []:
+            algo, opts, over_n = methods(periods)[label]
+            ces = []
+            for seed in range(args.seeds):
+                spec = RunSpec(algo, n, args.global_batch // n, args.epochs,
+                               args.lr / n if over_n else args.lr, 0.9, model=model,
+                               options=opts, evals=args.evals, seed=seed)
+                res = runner(spec, speed)
+                ces.append(final_ce(res))
+                host += res["host_s"] if seed else 0.0
+            spread[n, label] = ces
+            print(link, n, label, "seeds", [round(c, 4) for c in ces], flush=True)
     plot(rows, args, REPO / "bench/studies/outer_methods.png")
-    publish(section(args, rows, runner, small_bytes), args.out)
+    publish(section(args, rows, runner, small_bytes, host, spread), args.out)
 
 
 def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Any) -> None:
@@ -118,7 +140,8 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Any) -> Non
 
 
 def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner,
-            small_bytes: int) -> list[str]:
+            small_bytes: int, host: float, spread: dict[tuple[int, str], list[float]]
+            ) -> list[str]:
     lines = [
         "## Study 4: communication-light methods on a slow link (simulator)",
         "",
@@ -128,20 +151,23 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         + "".join(f"--{a}-periods {' '.join(map(str, getattr(args, f'{a}_periods')))} "
                   for a in PERIODIC)
         + f"--links {' '.join(args.links)} "
-        f"--lr {args.lr:g} "
-        f"--evals {args.evals} --hours {args.hours} --cache DIR --out bench/RESULTS.md` "
+        f"--lr {args.lr:g} --evals {args.evals} --seeds {args.seeds} --hours {args.hours} "
+        "--cache DIR --out bench/RESULTS.md` "
         f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
         f"{len(runner.pool.train)} training chunks of {runner.pool.chunk_len} frames, 100 "
         f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
         f"({small_bytes / 1e3:.0f} kB), {args.epochs:g} epoch(s) at global batch "
-        f"{args.global_batch} chunks, one seed. lr {args.lr:g} at every step (no scaling, no "
+        f"{args.global_batch} chunks, seed 0"
+        + (f" ({args.seeds} seeds in the last table)" if args.seeds > 1 else "")
+        + f". lr {args.lr:g} at every step (no scaling, no "
         "decay; bmuf also at lr / N), momentum 0.9, grad clip 5; bmuf and diloco at their "
         "default outer optimizers; "
         "hadpsgd super-learners of 4, random ring. Clock: a chunk costs the paper-size BLSTM's "
         f"V100 time ({FRAME_S * 1e6:.0f} us/frame), a message the time of {PAPER_BYTES / 1e6:.0f}"
         f" MB over the link plus {LATENCY_S * 1e3:g} ms (see the module's docstring). Plot: "
-        f"`bench/studies/outer_methods.png`. Host time {sum(r['host_s'] for r in rows):.0f} s "
-        f"summed over the {len(rows)} runs (each on one thread; this pass computed "
+        f"`bench/studies/outer_methods.png`. Host time {host:.0f} s summed over the "
+        f"{len(rows) + sum(len(c) - 1 for c in spread.values())} runs (each on one thread; this "
+        "pass computed "
         f"{runner.host_s:.0f} s, the rest came from the cache) on the shared 2-core machine.",
         "",
         "Targets: ssgd's final CE of that link and learner count plus 2 % and plus 15 %; "
@@ -163,6 +189,13 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
                     f"| {link} | {n} | {r['label']} | {r['records'][-1]['heldout_ce']:.4f} | "
                     f"{r['records'][-1]['time_s']:.0f} | "
                     + " | ".join("-" if h is None else f"{h:.0f}" for h in hits) + " |")
+    if spread:
+        lines += ["", f"Seeds ({args.links[-1]}; the synchronous methods' CE does not depend on "
+                  "the link): final held-out CE, mean +- standard deviation", "",
+                  "| learners | method | seeds | mean | sd |", "|---|---|---|---|---|"]
+        for (n, label), ces in spread.items():
+            lines.append(f"| {n} | {label} | {len(ces)} | {statistics.mean(ces):.4f} | "
+                         f"{statistics.stdev(ces):.4f} |")
     lines += ["", "![outer methods study](studies/outer_methods.png)"]
     return lines
 

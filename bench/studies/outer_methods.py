@@ -82,11 +82,14 @@ def main() -> None:
                     default=["ssgd", "adpsgd-random", "ma H=10", "diloco H=10"])
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    periods = {algo: getattr(args, f"{algo}_periods") for algo in PERIODIC}
+    unknown = sorted(set(args.seed_methods) - set(methods(periods)))
+    if unknown:
+        ap.error(f"--seed-methods: {', '.join(unknown)} not among the methods run")
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
     model = small_blstm()
     net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
     small_bytes = 4 * sum(p.numel() for p in net.parameters())
-    periods = {algo: getattr(args, f"{algo}_periods") for algo in PERIODIC}
     rows, host = [], 0.0
     for link in args.links:
         for n in args.learners:

@@ -89,6 +89,8 @@ sim-studies: deps venv
 	  --strategies ssgd ma adpsgd-random adpsgd-delay1 hadpsgd --out bench/RESULTS.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers_sim $(STUDY_ARGS) \
 	  --max-utts 300 --learners 16 64 --evals 6 --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_methods $(STUDY_ARGS) \
+	  --epochs 1 --seeds 2 --hours 0.75 --out bench/RESULTS.md
 
 network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \

@@ -235,3 +235,41 @@ def test_swbd2000_needs_fisher(user, tmp_path):
     proc = run_recipe("swbd2000", *_args(user, tmp_path))
     assert proc.returncode == 1
     assert "--fisher-audio '': required: give LDC2004S13 and LDC2005S13" in proc.stderr
+
+
+def _kaldi_dirs(root: Path) -> list[str]:
+    """Route 1's options over a Kaldi system that has every file the checks look for (empty:
+    nothing runs past the checks in the tests below)."""
+    files = {"data/train_nodup_sp": ("wav.scp", "utt2spk"),
+             "data/eval2000": ("wav.scp", "utt2spk", "stm", "glm"),
+             "data/local/dict_nosp": ("acronyms.map",), "ali": ("final.mdl", "num_jobs",
+                                                                "ali.1.gz"),
+             "graph": ("HCLG.fst", "words.txt")}
+    for folder, names in files.items():
+        (root / folder).mkdir(parents=True)
+        for name in names:
+            (root / folder / name).touch()
+    return ["--train-data", str(root / "data/train_nodup_sp"), "--test-data",
+            str(root / "data/eval2000"), "--ali-dir", str(root / "ali"), "--graph-dir",
+            str(root / "graph"), "--data", str(root / "out"), "--stop-stage", "0"]
+
+
+@pytest.mark.parametrize("recipe", ["swbd300", "swbd2000"])
+def test_route1_needs_no_ldc_option_and_checks_the_dirs_files(recipe, tmp_path):
+    args = _kaldi_dirs(tmp_path)
+    proc = run_recipe(recipe, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "stage 0 (data): your Kaldi data dirs" in proc.stderr
+    (tmp_path / "data/train_nodup_sp/wav.scp").unlink()
+    proc = run_recipe(recipe, *args)
+    assert proc.returncode == 1
+    assert "--train-data " in proc.stderr and "has no wav.scp" in proc.stderr
+    proc = run_recipe(recipe, *args, "--train-feats", str(tmp_path / "data/eval2000"))
+    assert proc.returncode == 1  # the features come from --train-feats: its feats.scp
+    assert "--train-feats " in proc.stderr and "has no feats.scp" in proc.stderr
+
+
+def test_route1_an_acronym_map_that_is_not_there_is_refused(tmp_path):
+    proc = run_recipe("swbd300", *_kaldi_dirs(tmp_path), "--acronyms", str(tmp_path / "nope"))
+    assert proc.returncode == 1
+    assert f"--acronyms '{tmp_path / 'nope'}': no such file" in proc.stderr

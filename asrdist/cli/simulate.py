@@ -51,8 +51,9 @@ SHARED = ("batch_size", "chunk_len", "seed", "grad_clip", "heldout_utts", "cmvn"
           "layers", "units", "bottleneck", "dropout",
           *(f.name for f in dataclasses.fields(ScheduleOptions)),
           "momentum", "nesterov", "weight_decay", "noise_scale_every")
-# strategy options of real exchanges only; --slow-learner is the speed model's slow learner
-_EXCHANGE_ONLY = ("exchange_timeout", "distance_every")
+# strategy options of real processes only (exchanges, membership); --slow-learner is the speed
+# model's slow learner
+_EXCHANGE_ONLY = ("exchange_timeout", "distance_every", "elastic")
 
 
 @dataclass(frozen=True)

@@ -85,3 +85,11 @@ def test_every_training_option_is_declared_once():
             assert (theirs.default, theirs.metadata["help"], theirs.metadata["check"],
                     theirs.type) == (f.default, f.metadata["help"], f.metadata["check"],
                                      f.type), name
+
+
+def test_options_of_real_processes_only_are_not_simulator_flags():
+    """--elastic, --exchange-timeout, --distance-every act on real exchanges: a simulated run
+    would take them and do nothing."""
+    real_only = {"elastic", "exchange_timeout", "distance_every"}
+    assert real_only <= set(_help_records(train.main))
+    assert not real_only & set(_help_records(simulate.main))

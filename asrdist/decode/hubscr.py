@@ -28,6 +28,7 @@ import functools
 import os
 import re
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,19 +98,22 @@ def _round(x: float) -> float:
     return f32(int(x * 10.0 + (0.5 if x > 0.0 else -0.5))) / 10.0
 
 
-def _read_lines(path: str | os.PathLike, option: str, what: str) -> list[str]:
+def _records(path: str | os.PathLike, option: str, what: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of every line of an stm or ctm that is neither blank nor a
+    ``;;`` comment."""
     try:
-        return Path(path).read_text(encoding="latin-1").splitlines()
+        lines = Path(path).read_text(encoding="latin-1").splitlines()
     except OSError as e:
         raise AsrdistError(f"{option} {path}: cannot read the {what} ({e.strerror})") from e
+    for n, line in enumerate(lines, 1):
+        if line.strip() and not line.lstrip().startswith(";;"):
+            yield n, line
 
 
 def read_stm(path: str | os.PathLike, glm: Glm) -> list[Segment]:
     """Segments of an stm (``file chan spkr t1 t2 [<labels>] text``), filtered and sorted."""
     segments = []
-    for n, line in enumerate(_read_lines(path, "--stm", "stm file"), 1):
-        if not line.strip() or line.lstrip().startswith(";;"):
-            continue
+    for n, line in _records(path, "--stm", "stm file"):
         fields = line.split()
         try:
             file, chan, _spkr, t1, t2 = fields[0], fields[1], fields[2], float(fields[3]), float(
@@ -164,9 +168,7 @@ def _expand_ctm_word(fields: list[str], word: str) -> list[HypToken]:
 def read_ctm(path: str | os.PathLike, glm: Glm) -> dict[tuple[str, str], list[HypToken]]:
     """Hypothesis tokens per (file, channel) of a ctm (``file chan start dur word [conf]``)."""
     rows = []
-    for n, line in enumerate(_read_lines(path, "CTM", "ctm file"), 1):
-        if not line.strip() or line.lstrip().startswith(";;"):
-            continue
+    for n, line in _records(path, "CTM", "ctm file"):
         fields = line.split()
         try:
             float(fields[2]), float(fields[3]), fields[4]
@@ -307,27 +309,7 @@ def align(ref: _Network, hyp: _Network) -> ErrorCounts:
         back[a][0] = (p, 0)
     hplain = [_plain(w) for w in hw]
     sub_cost = num(SUB)
-    linear = all(p == [k - 1] for k, p in enumerate(rpreds[1:], 1)) and all(
-        p == [k - 1] for k, p in enumerate(hpreds[1:], 1))
-    for a in range(1, na if linear else 1):  # plain sequences: one way into every cell
-        wa, dc, row, brow, up = rw[a], dcost[a], cost[a], back[a], cost[a - 1]
-        plain_a = _plain(wa)
-        for b in range(1, nb):
-            wb = hw[b]
-            if wa == wb and wa != "@":
-                sc = zero
-            elif plain_a and hplain[b]:
-                sc = sub_cost
-            else:
-                sc = num(_cost(wa, wb))
-            s, d, i = up[b - 1] + sc, up[b] + dc, row[b - 1] + icost[b]
-            if s <= d and s <= i:
-                row[b], brow[b] = s, (a - 1, b - 1)
-            elif d < i:
-                row[b], brow[b] = d, (a - 1, b)
-            else:
-                row[b], brow[b] = i, (a, b - 1)
-    for a in range(1 if not linear else na, na):
+    for a in range(1, na):
         wa, dc, rp, row, brow = rw[a], dcost[a], rpreds[a], cost[a], back[a]
         plain_a, one_pred, up = _plain(wa), len(rp) == 1, cost[rp[0]]
         for b in range(1, nb):

@@ -20,6 +20,7 @@ from it, one copy alive at a time.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -53,6 +54,7 @@ from asrdist.kaldi.wav_scp import (
     Pipe,
     SphereChannel,
     WavFile,
+    Which,
     audio_source,
     read_audio,
 )
@@ -234,11 +236,12 @@ def _items(src: Path) -> list[_Item]:
     """The utterances of ``src``, sorted as Kaldi sorts them; each recording's wav.scp value
     checked (a pipe's programs) before any audio is read."""
     wav = read_table(src / "wav.scp")
+    which = functools.cache(shutil.which)  # this listing's: a few programs, thousands of lines
     if not wav:
         raise AsrdistError(f"{src / 'wav.scp'} is empty: no utterances in {src}")
     segments_path = src / "segments"
     if not segments_path.is_file():
-        return [_Item(utt, wav[utt], _source(wav[utt], utt)) for utt in c_sorted(wav)]
+        return [_Item(utt, wav[utt], _source(wav[utt], utt, which)) for utt in c_sorted(wav)]
     items, sources = [], {}
     for utt, rest in read_table(segments_path).items():
         fields = rest.split()
@@ -250,15 +253,15 @@ def _items(src: Path) -> list[_Item]:
             raise AsrdistError(f"{segments_path}: bad times for {utt}: {rest!r}") from None
         value = wav[fields[0]]
         if value not in sources:
-            sources[value] = _source(value, utt)
+            sources[value] = _source(value, utt, which)
         items.append(_Item(utt, value, sources[value], start, end, segment=True))
     return sorted(items, key=lambda i: i.utt.encode())
 
 
-def _source(value: str, utt: str) -> WavFile | SphereChannel | Pipe:
+def _source(value: str, utt: str, which: Which) -> WavFile | SphereChannel | Pipe:
     """How ``value`` is read; a missing program or audio file stops here, before the work."""
     try:
-        source = audio_source(value)
+        source = audio_source(value, which)
     except AsrdistError as e:
         raise AsrdistError(f"utterance {utt}: {e.message}") from e
     if not isinstance(source, Pipe) and not os.path.isfile(source.path):

@@ -24,6 +24,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -202,20 +203,25 @@ def _positive(text: str) -> float | None:
     return value if value > 0 else None
 
 
-def missing_programs(pipe: Pipe) -> list[str]:
+Which = Callable[[str], str | None]
+
+
+def missing_programs(pipe: Pipe, which: Which = shutil.which) -> list[str]:
     """The programs of ``pipe`` that are not executables (on PATH, or at the path given)."""
-    return [p for p in pipe.programs if shutil.which(p) is None]
+    return [p for p in pipe.programs if which(p) is None]
 
 
-def audio_source(value: str) -> WavFile | SphereChannel | Pipe:
+def audio_source(value: str, which: Which = shutil.which) -> WavFile | SphereChannel | Pipe:
     """How asrdist reads a wav.scp value: a file; a SPHERE channel read in-process (an
     asrdist-sph2wav pipe, or a sph2pipe one with a program missing); or a pipe for the shell.
+    ``which`` finds a program (a caller reading a whole wav.scp passes a cached one: the
+    same few programs recur in every line).
 
     Raises AsrdistError naming the missing program of any other pipe."""
     source = parse_wav_value(value)
     if isinstance(source, WavFile):
         return source
-    missing = missing_programs(source)
+    missing = missing_programs(source, which)
     if source.sphere is not None and (source.ours or missing):
         return source.sphere
     if missing:

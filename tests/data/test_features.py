@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import kaldiio
@@ -291,6 +292,23 @@ def test_kaldi_sph2pipe_pipes_read_in_process(tmp_path: Path, no_kaldi_tools, ca
             read_table(tmp_path / "wav_feats" / name).keys()
     assert (tmp_path / "sph_feats" / "utt2num_frames").read_text() == \
         (tmp_path / "wav_feats" / "utt2num_frames").read_text()
+
+
+def test_each_program_of_the_pipes_is_looked_up_once(tmp_path: Path, no_kaldi_tools,
+                                                     monkeypatch):
+    """12 wav.scp pipes name two programs (sph2pipe, sox): two PATH searches, not one per
+    line (Switchboard's train_nodup_sp has ~15,000 lines and the same two programs)."""
+    sph_dir, _ = _sphere_dirs(tmp_path)
+    looked_up: list[str] = []
+    real_which = shutil.which
+
+    def counting(program: str, *args, **kwargs):
+        looked_up.append(Path(program).name)
+        return real_which(program, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "which", counting)
+    make_features(sph_dir, tmp_path / "feats", FeatureOptions("fbank", sample_rate=8000))
+    assert sorted(looked_up) == ["sox", "sph2pipe"]
 
 
 def test_jobs_get_whole_files(tmp_path: Path, no_kaldi_tools):

@@ -20,6 +20,11 @@ from asrdist.train.metrics import metrics_path, read_metrics
 
 Main = Callable[[list[str]], None]
 
+# asrdist-train options of a model small enough that a test's learners take seconds; each test
+# module adds its own run length, checkpoint and timeout options.
+TINY_MODEL = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
+              "--heldout-utts=2", "--lr-ref-batch=8"]
+
 
 def _learner(main: Main, args: list[str], rank: int, port: int, err: Path, world: int) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),

@@ -16,6 +16,7 @@ import torch
 
 from asrdist.parallel import registry
 from asrdist.parallel.launch import free_port
+from asrdist.testing import make_corpus
 from tests.parallel import (
     _learner,
     test_toy_strategy,  # noqa: F401 - registers the toy before collection
@@ -25,6 +26,12 @@ registry.specs()  # import every strategy module once, before forking
 
 # The first optimizer imports torch._dynamo (seconds): do it once here, not in every learner.
 torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.0)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 16-utterance corpus (data dir, targets) for one test module's learner processes."""
+    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 @dataclass

@@ -16,18 +16,12 @@ import torch
 import yaml
 
 from asrdist.parallel.launch import free_port
-from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
+from tests.parallel.cli_learners import TINY_MODEL
 
 BIN = Path(sys.executable).parent
 TRAIN = str(BIN / "asrdist-train")
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=2", "--epochs=1"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
+TINY = [*TINY_MODEL, "--log-every=2", "--epochs=1"]
 
 
 def _args(corpus, out: Path, algo: str, *extra: str) -> list[str]:

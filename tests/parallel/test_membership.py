@@ -15,9 +15,14 @@ from click.testing import CliRunner
 
 from asrdist.cli.train import main as train_main
 from asrdist.parallel.preempt import STOPPED_STATUS
-from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.parallel.cli_learners import join_learners, start_learners, train_records, when_training
+from tests.parallel.cli_learners import (
+    TINY_MODEL,
+    join_learners,
+    start_learners,
+    train_records,
+    when_training,
+)
 from tests.parallel.conftest import run_learners
 
 TIMEOUT_S = 5.0
@@ -63,15 +68,10 @@ def test_killed_learner_is_dropped_and_the_others_finish(tmp_path, algo, options
     assert exchanges[0] > 0  # learner 0 is on the ring (hadpsgd: the leader of node 0)
 
 
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=50",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=50",
         "--max-steps=120", "--checkpoint-every=40", "--exchange-timeout=5",
         "--distance-every=0", "--keep-checkpoints=1"]
 
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):

@@ -18,20 +18,20 @@ from pathlib import Path
 import pytest
 
 from asrdist.parallel.preempt import STOPPED_STATUS
-from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.parallel.cli_learners import join_learners, start_learners, train_records, when_training
+from tests.parallel.cli_learners import (
+    TINY_MODEL,
+    join_learners,
+    start_learners,
+    train_records,
+    when_training,
+)
 
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=50",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=50",
         "--max-steps=60", "--checkpoint-every=25", "--exchange-timeout=20",
         "--distance-every=0", "--keep-checkpoints=1"]
 
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 def _start(corpus, out: Path, algo: str, *extra: str) -> list:

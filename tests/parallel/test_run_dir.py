@@ -24,21 +24,17 @@ from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
 from asrdist.train.runlock import RunLock
 from tests.parallel.cli_learners import (
+    TINY_MODEL,
     fork_learners,
     join_learners,
     start_learners,
     when_training,
 )
 
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=50",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=50",
         "--checkpoint-every=25", "--exchange-timeout=20", "--distance-every=0",
         "--keep-checkpoints=1"]
 
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 def _errs(out: Path, n: int = 2) -> list[str]:

@@ -13,12 +13,12 @@ import pytest
 from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests import slurm_cluster
+from tests.parallel.cli_learners import TINY_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "local" / "slurm" / "train.sbatch"
 SIZE = ["--nodes=1", "--ntasks-per-node=2", "--cpus-per-task=1", "--gpus-per-node=0"]
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=200",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=200",
         "--max-steps=300", "--checkpoint-every=100", "--exchange-timeout=30",
         "--distance-every=0"]
 

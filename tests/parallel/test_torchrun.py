@@ -16,21 +16,15 @@ import pytest
 
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.preempt import STOPPED_STATUS
-from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path
+from tests.parallel.cli_learners import TINY_MODEL
 
 TRAIN = str(Path(sys.executable).parent / "asrdist-train")
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 WRAPPER = [sys.executable, "-m", "asrdist.cli.torchrun"]
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=1000",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=1000",
         "--checkpoint-every=50"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 def _env() -> dict[str, str]:

@@ -10,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.testing import make_corpus
 from asrdist.train.checkpoint import list_checkpoints, load_checkpoint
 from asrdist.train.metrics import metrics_path, read_metrics
-from tests.parallel.cli_learners import start_learners
+from tests.parallel.cli_learners import TINY_MODEL, start_learners
 from tests.train.corpus import train_losses
 
-TINY = ["--layers=1", "--units=8", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
-        "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=2",
+TINY = [*TINY_MODEL, "--log-every=1", "--epochs=2",
         "--checkpoint-every=3", "--exchange-timeout=30", "--distance-every=0"]
 
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    return make_corpus(tmp_path_factory.mktemp("corpus") / "c", num_utts=16)
 
 
 def _train(corpus, out: Path, algo: str, *extra: str) -> None:

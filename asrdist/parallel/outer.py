@@ -23,6 +23,9 @@ whose result is the next block's start, on every learner alike:
   the base of its ``w = w_g - v``; the paper, as we read it, keeps the model
   ``W(t) = W(t-1) + Delta(t)`` apart from the look-ahead start ``W_g(t)``, which differs from
   the second block on.
+  A consequence of CNTK's form: its Nesterov step ``(1 + eta) * v`` obeys the classic
+  recursion with ``zeta * (1 + eta)``, so ``--bmuf-nesterov`` changes the settled step (by
+  1 + eta) and not the kind of filter; tune zeta with it in mind.
 - ``diloco`` (Douillard et al. 2023, arXiv 2311.08105): G taken as a gradient by an outer SGD
   with Nesterov momentum (torch.optim.SGD's form, dampening 0):
 

@@ -50,6 +50,20 @@ def test_bmuf_classic_two_blocks():
     close(rule.block(t(0.7), t(0.55)), 0.4)
 
 
+def test_bmuf_nesterov_in_cntk_s_form_is_classic_with_zeta_times_one_plus_eta():
+    """CNTK's look-ahead point is the next block's base, so its Nesterov step (1 + eta) * v
+    follows the classic recursion with zeta * (1 + eta): the same starts, block after block.
+    By hand, eta = 0.5: Nesterov's first start is 1.0 - 1.5*0.3 = 0.55; classic with zeta 1.5:
+    v1 = 0.5*1.5*0.6 = 0.45, start 1.0 - 0.45 = 0.55."""
+    nesterov = BlockMomentum(2)
+    classic = BlockMomentum(2, block_lr=1.5, nesterov=False)
+    start = t(1.0)
+    for mean in (0.7, 0.4, 0.35, 0.5):
+        a, b = nesterov.block(start, t(mean)), classic.block(start, t(mean))
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+        start = a
+
+
 def test_bmuf_scale_is_cntk_s_sum_over_learners():
     """eta = 0.75 (not 1 - 1/N): CNTK's increment (1-eta)*zeta*S = 0.25*0.6 = 0.15 gives
     w1 = 0.85; averaging G before the filter (1/N of CNTK's) would give 1 - 0.25*0.3 = 0.925, and

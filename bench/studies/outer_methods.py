@@ -11,11 +11,12 @@ schedule: not scaled, no decay), momentum 0.9, grad clip 5 (RunSpec's); diloco's
 optimizer at its defaults (outer lr 0.7, Nesterov 0.9).
 
 bmuf runs untuned at its default filter (eta = 1 - 1/N, zeta 1, Nesterov) at ``--lr`` and at
-``--lr`` / N, and over a grid (``--bmuf-etas`` x ``--bmuf-lr-mults`` at ``--bmuf-grid-period``,
-on the last link: a synchronous method's weights do not depend on the link) whose inner lr
-makes the filter's steady-state step match ssgd's (:func:`matched_lr`) times each multiplier.
-The grid's best point per learner count is the "tuned" row of every link, also run in the
-classic form and at each H of ``--bmuf-tuned-periods``.
+``--lr`` / N, and over a grid at ``--bmuf-grid-period``, on the last link (a synchronous
+method's weights do not depend on the link). The grid sets the filter's settled block step to
+ssgd's at ``--lr`` times each multiple (:func:`steady_gain`), either by the inner lr
+(``--bmuf-etas`` x ``--bmuf-lr-mults``, zeta 1) or by the block lr zeta (``--bmuf-zeta-etas``
+x ``--bmuf-zeta-mults``, inner lr ``--lr``). Its best point per learner count is the "tuned"
+row of every link, also run in the classic form and at each H of ``--bmuf-tuned-periods``.
 
     .venv/bin/python -m bench.studies.outer_methods --data DIR --targets DIR
         [--cache DIR] [--max-utts N] [--epochs E] [--ma-periods H ...] [--out bench/RESULTS.md]
@@ -88,49 +89,59 @@ def steady_gain(learners: int, eta: float, nesterov: bool) -> float:
     """How many times the block's averaged update G bmuf moves the block's start, per block,
     once its momentum has settled under a constant G (zeta 1, asrdist's CNTK scale): v tends
     to N * G whatever eta (v = eta v + (1 - eta) N G), and the start moves by v (classic) or,
-    the next block starting from w - eta v, by (1 + eta) v (Nesterov)."""
+    the next block starting from w - eta v, by (1 + eta) v (Nesterov). G over a block is
+    about the H steps ssgd would take at the learners' lr (each learner's batch is 1/N of
+    ssgd's; their mean update is over all of it), so a settled step equal to ssgd's takes an
+    inner lr or a zeta of 1 / gain."""
     return learners * ((1.0 + eta) if nesterov else 1.0)
-
-
-def matched_lr(lr: float, learners: int, eta: float, nesterov: bool) -> float:
-    """The inner lr whose settled bmuf step is ssgd's at ``lr``: G over a block is about the
-    H steps ssgd would take at the learners' rate (each learner's batch is 1/N of ssgd's, and
-    their mean update is over all of it), so the outer filter's gain must be undone."""
-    return lr / steady_gain(learners, eta, nesterov)
 
 
 @dataclass(frozen=True)
 class BmufPoint:
-    """One bmuf configuration: H, block momentum (a :func:`eta_token`), the inner lr's
-    multiple of :func:`matched_lr`, and the Nesterov or the classic form."""
+    """One bmuf configuration: H, block momentum (a :func:`eta_token`), ``mult``: its settled
+    block step as a multiple of ssgd's at the base lr, the Nesterov or the classic form, and
+    which knob sets that step: the inner lr (zeta 1, inner lr ``mult`` times the base lr over
+    :func:`steady_gain`) or, ``by_zeta``, the block lr zeta (inner lr the base lr, zeta
+    ``mult`` over the gain)."""
 
     period: int
     eta: str
     mult: float
     nesterov: bool = True
+    by_zeta: bool = False
 
     def label(self) -> str:
         form = "" if self.nesterov else " classic"
-        return f"bmuf H={self.period} eta={self.eta} lr x{self.mult:g}{form}"
+        knob = "zeta" if self.by_zeta else "lr"
+        return f"bmuf H={self.period} eta={self.eta} {knob} x{self.mult:g}{form}"
+
+    def gain(self, learners: int) -> float:
+        """:func:`steady_gain` at zeta 1."""
+        return steady_gain(learners, eta_value(self.eta, learners), self.nesterov)
 
     def lr(self, base_lr: float, learners: int) -> float:
-        return self.mult * matched_lr(base_lr, learners, eta_value(self.eta, learners),
-                                      self.nesterov)
+        return base_lr if self.by_zeta else self.mult * base_lr / self.gain(learners)
 
-    def options(self) -> dict[str, Any]:
+    def zeta(self, learners: int) -> float:
+        return self.mult / self.gain(learners) if self.by_zeta else 1.0
+
+    def options(self, learners: int) -> dict[str, Any]:
         """The strategy's options, the defaults left out (so a default point's runs keep the
         untuned rows' cache keys)."""
         out: dict[str, Any] = {"avg_period": self.period}
         if self.eta != DEFAULT_ETA:
             out["bmuf_momentum"] = float(self.eta)
+        if self.by_zeta:
+            out["bmuf_lr"] = self.zeta(learners)
         if not self.nesterov:
             out["bmuf_nesterov"] = False
         return out
 
 
-def bmuf_grid(etas: list[str], mults: list[float], period: int) -> list[BmufPoint]:
-    """Every (eta, lr multiple) pair at H = ``period``, Nesterov, eta by eta."""
-    return [BmufPoint(period, eta, mult) for eta in etas for mult in mults]
+def bmuf_grid(etas: list[str], mults: list[float], period: int,
+              by_zeta: bool = False) -> list[BmufPoint]:
+    """Every (eta, step multiple) pair at H = ``period``, Nesterov, eta by eta."""
+    return [BmufPoint(period, eta, mult, by_zeta=by_zeta) for eta in etas for mult in mults]
 
 
 def best(results: dict[BmufPoint, float]) -> BmufPoint:
@@ -176,8 +187,14 @@ def parser() -> argparse.ArgumentParser:
                     help=f"the bmuf grid's block momenta, in [0, 1) or {DEFAULT_ETA} "
                     "(none: no grid, no tuned rows)")
     ap.add_argument("--bmuf-lr-mults", type=positive, nargs="+", default=[0.5, 1.0, 2.0],
-                    help="the bmuf grid's inner lr, as multiples of the lr whose settled "
-                    "block step is ssgd's at --lr")
+                    help="the bmuf grid's inner lr (zeta 1), as multiples of the lr whose "
+                    "settled block step is ssgd's at --lr")
+    ap.add_argument("--bmuf-zeta-etas", type=eta_token, nargs="*", default=["0.5", "0.75"],
+                    help="the block momenta of the grid's second part: inner lr --lr, the "
+                    "block lr zeta scaled instead")
+    ap.add_argument("--bmuf-zeta-mults", type=positive, nargs="+", default=[1.0, 2.0, 4.0],
+                    help="its zeta, as multiples of the zeta whose settled block step is "
+                    "ssgd's at --lr")
     ap.add_argument("--bmuf-grid-period", type=int, default=10, help="H of the bmuf grid")
     ap.add_argument("--bmuf-tuned-periods", type=int, nargs="*", default=[50],
                     help="other H at which the grid's best point runs")
@@ -218,16 +235,18 @@ def main() -> None:
     tuned: dict[int, BmufPoint] = {}
     for n in args.learners:
         grid[n] = {}
-        for point in bmuf_grid(args.bmuf_etas, args.bmuf_lr_mults, args.bmuf_grid_period):
+        for point in [*bmuf_grid(args.bmuf_etas, args.bmuf_lr_mults, args.bmuf_grid_period),
+                      *bmuf_grid(args.bmuf_zeta_etas, args.bmuf_zeta_mults,
+                                 args.bmuf_grid_period, by_zeta=True)]:
             grid[n][point] = simulate(args.links[-1], n, "bmuf", point.lr(args.lr, n),
-                                      point.options())
+                                      point.options(n))
             print(args.links[-1], n, point.label(), round(final_ce(grid[n][point]), 4),
                   flush=True)
         if grid[n]:
             tuned[n] = best({point: final_ce(res) for point, res in grid[n].items()})
             classic = replace(tuned[n], nesterov=False)
             grid[n][classic] = simulate(args.links[-1], n, "bmuf", classic.lr(args.lr, n),
-                                        classic.options())
+                                        classic.options(n))
             print(args.links[-1], n, classic.label(), round(final_ce(grid[n][classic]), 4),
                   flush=True)
     rows = []
@@ -239,7 +258,7 @@ def main() -> None:
                 for h in [args.bmuf_grid_period, *args.bmuf_tuned_periods]:
                     point = replace(tuned[n], period=h)
                     todo.append((f"bmuf H={h} tuned", "bmuf", point.lr(args.lr, n),
-                                 point.options()))
+                                 point.options(n)))
             for label, algo, lr, opts in todo:
                 res = simulate(link, n, algo, lr, opts)
                 rows.append({"link": link, "n": n, "label": label, "records": res["records"]})
@@ -292,6 +311,8 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
                   for a in PERIODIC)
         + f"--bmuf-etas {' '.join(args.bmuf_etas)} "
         f"--bmuf-lr-mults {' '.join(f'{m:g}' for m in args.bmuf_lr_mults)} "
+        f"--bmuf-zeta-etas {' '.join(args.bmuf_zeta_etas)} "
+        f"--bmuf-zeta-mults {' '.join(f'{m:g}' for m in args.bmuf_zeta_mults)} "
         f"--bmuf-grid-period {args.bmuf_grid_period} "
         f"--bmuf-tuned-periods {' '.join(map(str, args.bmuf_tuned_periods))} "
         + f"--links {' '.join(args.links)} "
@@ -348,26 +369,30 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
 
 def grid_table(args: argparse.Namespace, grid: dict[int, dict[BmufPoint, dict[str, Any]]],
                tuned: dict[int, BmufPoint]) -> list[str]:
-    """The bmuf grid's rows: each point's inner lr, settled gain and CE (the tuned in bold)."""
+    """The bmuf grid's rows: each point's inner lr, zeta, settled gain and CE (the tuned in
+    bold)."""
     if not tuned:
         return []
     lines = ["", f"bmuf grid ({args.links[-1]}, H = {args.bmuf_grid_period}; bmuf's weights do "
-             "not depend on the link): the inner lr is the multiple times the lr whose settled "
-             f"block step is ssgd's at lr {args.lr:g}, lr / (gain), gain = N (1 + eta) for the "
-             "Nesterov form and N for the classic one (zeta 1; see `matched_lr`); the "
-             "classic row is at the best Nesterov point's eta and multiple. Lowest CE: of the "
+             "not depend on the link). Gain: how many times the block's averaged update the "
+             "filter steps once settled, zeta N (1 + eta) in the Nesterov form, zeta N in the "
+             "classic one (`steady_gain`); step: inner lr x gain, the settled block step's "
+             f"rate, which ssgd takes at lr {args.lr:g}. The first rows set it by the inner lr "
+             "(zeta 1), the next by zeta (inner lr "
+             f"{args.lr:g}); the classic row is at the best Nesterov point. Lowest CE: of the "
              f"run's {args.evals + 1} evaluations.", "",
-             "| learners | eta | form | lr multiple | inner lr | gain | final CE | lowest CE |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| learners | eta | form | inner lr | zeta | gain | step | final CE | lowest CE |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for n, results in grid.items():
         for point, res in results.items():
             eta = eta_value(point.eta, n)
+            gain = point.zeta(n) * point.gain(n)
             ces = [r["heldout_ce"] for r in res["records"]]
             mark = "**" if point == tuned[n] else ""
             lines.append(
                 f"| {n} | {point.eta if point.eta != DEFAULT_ETA else f'1-1/N = {eta:g}'} | "
-                f"{'Nesterov' if point.nesterov else 'classic'} | {point.mult:g} | "
-                f"{point.lr(args.lr, n):.3g} | {steady_gain(n, eta, point.nesterov):g} | "
+                f"{'Nesterov' if point.nesterov else 'classic'} | {point.lr(args.lr, n):.3g} | "
+                f"{point.zeta(n):.3g} | {gain:.3g} | {point.lr(args.lr, n) * gain:.3g} | "
                 f"{mark}{ces[-1]:.4f}{mark} | {min(ces):.4f} |")
     return lines
 

@@ -10,7 +10,6 @@ from bench.studies.outer_methods import (
     eta_token,
     eta_value,
     grid_table,
-    matched_lr,
     methods,
     parser,
     speed_model,
@@ -50,10 +49,12 @@ def test_time_to_is_the_first_evaluation_at_or_below_the_target():
 ARGS = ["--data", "d", "--targets", "t"]
 
 
-def test_the_grid_options_default_to_three_etas_three_multiples_at_h_10_and_h_50():
+def test_the_grid_options_default_to_nine_inner_lr_and_six_zeta_points_at_h_10():
     args = parser().parse_args(ARGS)
     assert args.bmuf_etas == ["0.5", "0.75", "1-1/N"]
     assert args.bmuf_lr_mults == [0.5, 1.0, 2.0]
+    assert args.bmuf_zeta_etas == ["0.5", "0.75"]
+    assert args.bmuf_zeta_mults == [1.0, 2.0, 4.0]
     assert args.bmuf_grid_period == 10
     assert args.bmuf_tuned_periods == [50]
 
@@ -61,9 +62,11 @@ def test_the_grid_options_default_to_three_etas_three_multiples_at_h_10_and_h_50
 def test_grid_options_parse_and_an_empty_eta_list_turns_the_grid_off():
     args = parser().parse_args([*ARGS, "--bmuf-etas", ".50", "1-1/N", "0",
                                 "--bmuf-lr-mults", "1", "4", "--bmuf-grid-period", "50",
-                                "--bmuf-tuned-periods"])
+                                "--bmuf-tuned-periods", "--bmuf-zeta-etas", "0.9",
+                                "--bmuf-zeta-mults", "8"])
     assert args.bmuf_etas == ["0.5", "1-1/N", "0"]
     assert args.bmuf_lr_mults == [1.0, 4.0]
+    assert (args.bmuf_zeta_etas, args.bmuf_zeta_mults) == (["0.9"], [8.0])
     assert args.bmuf_grid_period == 50
     assert args.bmuf_tuned_periods == []
     assert parser().parse_args([*ARGS, "--bmuf-etas"]).bmuf_etas == []
@@ -72,7 +75,9 @@ def test_grid_options_parse_and_an_empty_eta_list_turns_the_grid_off():
 @pytest.mark.parametrize("option, value", [("--bmuf-etas", "1"), ("--bmuf-etas", "-0.1"),
                                            ("--bmuf-etas", "1-1/n"), ("--bmuf-etas", "x"),
                                            ("--bmuf-lr-mults", "0"),
-                                           ("--bmuf-lr-mults", "-2"), ("--bmuf-lr-mults", "a")])
+                                           ("--bmuf-lr-mults", "-2"), ("--bmuf-lr-mults", "a"),
+                                           ("--bmuf-zeta-etas", "1.5"),
+                                           ("--bmuf-zeta-mults", "0")])
 def test_a_bad_grid_value_is_a_usage_error_naming_the_option(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         parser().parse_args([*ARGS, option, value])
@@ -94,8 +99,6 @@ def test_the_settled_gain_by_hand():
     assert steady_gain(16, 0.5, nesterov=False) == 16
     assert steady_gain(16, 0.5, nesterov=True) == 24  # 16 * 1.5
     assert steady_gain(64, 0.984375, nesterov=True) == 127  # 64 * (2 - 1/64)
-    assert matched_lr(0.1, 16, 0.5, nesterov=True) == pytest.approx(0.1 / 24)
-    assert matched_lr(0.1, 64, 0.75, nesterov=False) == pytest.approx(0.1 / 64)
 
 
 @pytest.mark.parametrize("learners, eta, nesterov, gain", [(16, 0.5, True, 24.0),
@@ -115,18 +118,34 @@ def test_the_grid_expands_eta_by_eta_and_its_points_know_their_lr_and_options():
     grid = bmuf_grid(["0.5", "1-1/N"], [0.5, 2.0], 10)
     assert grid == [BmufPoint(10, "0.5", 0.5), BmufPoint(10, "0.5", 2.0),
                     BmufPoint(10, "1-1/N", 0.5), BmufPoint(10, "1-1/N", 2.0)]
+    # the inner lr: the multiple times ssgd's lr over the gain, zeta 1
     assert grid[1].lr(0.1, 16) == pytest.approx(2 * 0.1 / 24)
     assert grid[3].lr(0.1, 64) == pytest.approx(2 * 0.1 / 127)
+    assert grid[3].zeta(64) == 1.0
     assert BmufPoint(10, "0.5", 1.0, nesterov=False).lr(0.1, 16) == pytest.approx(0.1 / 16)
     assert grid[3].label() == "bmuf H=10 eta=1-1/N lr x2"
     assert BmufPoint(50, "0.5", 1.0, False).label() == "bmuf H=50 eta=0.5 lr x1 classic"
     # the default filter's options are the untuned rows' (their cached runs are reused)
-    assert grid[3].options() == methods({"ma": [], "bmuf": [10], "diloco": []})[
+    assert grid[3].options(64) == methods({"ma": [], "bmuf": [10], "diloco": []})[
         "bmuf H=10 untuned"][1]
-    classic = BmufPoint(10, "0.5", 1.0, nesterov=False).options()
+    classic = BmufPoint(10, "0.5", 1.0, nesterov=False).options(16)
     assert classic == {"avg_period": 10, "bmuf_momentum": 0.5, "bmuf_nesterov": False}
     made = registry.make_options("bmuf", classic)
     assert (made.avg_period, made.bmuf_momentum, made.bmuf_nesterov) == (10, 0.5, False)
+
+
+def test_a_zeta_point_keeps_the_inner_lr_and_scales_zeta():
+    point, = bmuf_grid(["0.75"], [4.0], 10, by_zeta=True)
+    assert point.label() == "bmuf H=10 eta=0.75 zeta x4"
+    assert point.lr(0.1, 16) == 0.1
+    assert point.zeta(16) == pytest.approx(4 / 28)  # gain at zeta 1: 16 * 1.75
+    assert point.zeta(64) == pytest.approx(4 / 112)
+    classic = BmufPoint(10, "0.75", 4.0, nesterov=False, by_zeta=True)
+    assert classic.zeta(16) == pytest.approx(4 / 16)
+    options = classic.options(16)
+    assert options == {"avg_period": 10, "bmuf_momentum": 0.75, "bmuf_lr": 0.25,
+                       "bmuf_nesterov": False}
+    assert registry.make_options("bmuf", options).bmuf_lr == 0.25
 
 
 def test_best_is_the_lowest_final_ce_the_first_of_equals():
@@ -137,13 +156,14 @@ def test_best_is_the_lowest_final_ce_the_first_of_equals():
 
 def test_the_grid_table_marks_the_tuned_point():
     args = parser().parse_args([*ARGS, "--evals", "2"])
-    point, other = BmufPoint(10, "1-1/N", 1.0), BmufPoint(10, "0.5", 2.0)
+    point, other = BmufPoint(10, "1-1/N", 1.0), BmufPoint(10, "0.5", 2.0, by_zeta=True)
     grid = {16: {point: {"records": [{"heldout_ce": 3.0}, {"heldout_ce": 2.5},
                                      {"heldout_ce": 2.6}]},
                  other: {"records": [{"heldout_ce": 3.1}, {"heldout_ce": 2.8},
                                      {"heldout_ce": 2.7}]}}}
     lines = grid_table(args, grid, {16: point})
-    assert lines[-2] == ("| 16 | 1-1/N = 0.9375 | Nesterov | 1 | 0.00323 | 31 | **2.6000** | "
-                         "2.5000 |")
-    assert lines[-1] == "| 16 | 0.5 | Nesterov | 2 | 0.00833 | 24 | 2.7000 | 2.7000 |"
+    # lr 0.1 / (16 * 1.9375) = 0.1 / 31; zeta 2 / 24 at lr 0.1: gain 2, step 0.2
+    assert lines[-2] == ("| 16 | 1-1/N = 0.9375 | Nesterov | 0.00323 | 1 | 31 | 0.1 | "
+                         "**2.6000** | 2.5000 |")
+    assert lines[-1] == "| 16 | 0.5 | Nesterov | 0.1 | 0.0833 | 2 | 0.2 | 2.7000 | 2.7000 |"
     assert grid_table(args, {16: {}}, {}) == []

@@ -144,6 +144,13 @@ def bmuf_grid(etas: list[str], mults: list[float], period: int,
     return [BmufPoint(period, eta, mult, by_zeta=by_zeta) for eta in etas for mult in mults]
 
 
+def tuned_periods(args: argparse.Namespace) -> list[int]:
+    """H of the tuned bmuf rows: the grid's and ``--bmuf-tuned-periods`` (none: no grid)."""
+    if not (args.bmuf_etas or args.bmuf_zeta_etas):
+        return []
+    return [args.bmuf_grid_period, *args.bmuf_tuned_periods]
+
+
 def best(results: dict[BmufPoint, float]) -> BmufPoint:
     """The point of lowest final CE (the first of equals)."""
     return min(results, key=lambda point: results[point])
@@ -204,7 +211,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seeds", type=int, default=1,
                     help="seeds of --seed-methods, on the last link (final CE: mean, sd)")
     ap.add_argument("--seed-methods", nargs="+",
-                    default=["ssgd", "adpsgd-random", "ma H=10", "diloco H=10"])
+                    default=["ssgd", "adpsgd-random", "ma H=10", "diloco H=10",
+                             "bmuf H=10 tuned"])
     ap.add_argument("--out", default=None)
     return ap
 
@@ -213,7 +221,8 @@ def main() -> None:
     ap = parser()
     args = ap.parse_args()
     periods = {algo: getattr(args, f"{algo}_periods") for algo in PERIODIC}
-    unknown = sorted(set(args.seed_methods) - set(methods(periods)))
+    tuned_labels = {f"bmuf H={h} tuned" for h in tuned_periods(args)}
+    unknown = sorted(set(args.seed_methods) - set(methods(periods)) - tuned_labels)
     if unknown:
         ap.error(f"--seed-methods: {', '.join(unknown)} not among the methods run")
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
@@ -249,17 +258,19 @@ def main() -> None:
                                         classic.options(n))
             print(args.links[-1], n, classic.label(), round(final_ce(grid[n][classic]), 4),
                   flush=True)
+    def runs_of(n: int) -> dict[str, tuple[str, float, dict]]:
+        """Label -> (algo, lr, options) of the table's rows for ``n`` learners."""
+        out = {label: (algo, args.lr / n if over_n else args.lr, opts)
+               for label, (algo, opts, over_n) in methods(periods).items()}
+        for h in tuned_periods(args):
+            point = replace(tuned[n], period=h)
+            out[f"bmuf H={h} tuned"] = ("bmuf", point.lr(args.lr, n), point.options(n))
+        return out
+
     rows = []
     for link in args.links:
         for n in args.learners:
-            todo = [(label, algo, args.lr / n if over_n else args.lr, opts)
-                    for label, (algo, opts, over_n) in methods(periods).items()]
-            if n in tuned:
-                for h in [args.bmuf_grid_period, *args.bmuf_tuned_periods]:
-                    point = replace(tuned[n], period=h)
-                    todo.append((f"bmuf H={h} tuned", "bmuf", point.lr(args.lr, n),
-                                 point.options(n)))
-            for label, algo, lr, opts in todo:
+            for label, (algo, lr, opts) in runs_of(n).items():
                 res = simulate(link, n, algo, lr, opts)
                 rows.append({"link": link, "n": n, "label": label, "records": res["records"]})
                 print(link, n, label, round(final_ce(res), 4),
@@ -267,9 +278,8 @@ def main() -> None:
     spread = {}
     for n in args.learners:
         for label in args.seed_methods if args.seeds > 1 else []:
-            algo, opts, over_n = methods(periods)[label]
-            ces = [final_ce(simulate(args.links[-1], n, algo,
-                                     args.lr / n if over_n else args.lr, opts, seed))
+            algo, lr, opts = runs_of(n)[label]
+            ces = [final_ce(simulate(args.links[-1], n, algo, lr, opts, seed))
                    for seed in range(args.seeds)]
             spread[n, label] = ces
             print(args.links[-1], n, label, "seeds", [round(c, 4) for c in ces], flush=True)

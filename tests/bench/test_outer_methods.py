@@ -1,3 +1,5 @@
+import sys
+
 import pytest
 import torch
 
@@ -10,11 +12,13 @@ from bench.studies.outer_methods import (
     eta_token,
     eta_value,
     grid_table,
+    main,
     methods,
     parser,
     speed_model,
     steady_gain,
     time_to,
+    tuned_periods,
 )
 
 
@@ -167,3 +171,22 @@ def test_the_grid_table_marks_the_tuned_point():
                          "**2.6000** | 2.5000 |")
     assert lines[-1] == "| 16 | 0.5 | Nesterov | 0.1 | 0.0833 | 2 | 0.2 | 2.7000 | 2.7000 |"
     assert grid_table(args, {16: {}}, {}) == []
+
+
+def test_the_tuned_rows_run_at_the_grid_period_and_the_tuned_periods_or_not_without_a_grid():
+    assert tuned_periods(parser().parse_args(ARGS)) == [10, 50]
+    assert tuned_periods(parser().parse_args([*ARGS, "--bmuf-zeta-etas"])) == [10, 50]
+    assert tuned_periods(parser().parse_args([*ARGS, "--bmuf-etas", "--bmuf-zeta-etas"])) == []
+
+
+@pytest.mark.parametrize("extra", [["--seed-methods", "bmuf H=20 tuned"],
+                                   ["--seed-methods", "bmuf H=10 tuned", "--bmuf-etas",
+                                    "--bmuf-zeta-etas"]])
+def test_a_seed_method_that_is_not_run_is_a_usage_error_before_the_corpus_loads(
+        extra, monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(sys, "argv", ["outer_methods", "--data", str(tmp_path / "none"),
+                                      "--targets", str(tmp_path / "none"), *extra])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    assert "--seed-methods: bmuf H=" in capsys.readouterr().err

@@ -337,7 +337,10 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         + f". lr {args.lr:g} at every step (no scaling, no "
         "decay), momentum 0.9, grad clip 5; diloco at its default outer optimizer; bmuf "
         "untuned (default filter eta = 1 - 1/N, zeta 1, Nesterov; at lr and at lr / N) and "
-        "tuned (the grid's best point below, per learner count); "
+        "tuned (the grid's best point below, per learner count"
+        + "".join(f"; {n} learners: eta {point.eta}, inner lr {point.lr(args.lr, n):.3g}, zeta "
+                  f"{point.zeta(n):.3g}" for n, point in tuned.items())
+        + "); "
         "hadpsgd super-learners of 4, random ring. Clock: a chunk costs the paper-size BLSTM's "
         f"V100 time ({FRAME_S * 1e6:.0f} us/frame), a message the time of {PAPER_BYTES / 1e6:.0f}"
         f" MB over the link plus {LATENCY_S * 1e3:g} ms (see the module's docstring). Plot: "

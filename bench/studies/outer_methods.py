@@ -179,6 +179,17 @@ def positive(text: str) -> float:
     return value
 
 
+def period(text: str) -> int:
+    """A ``--bmuf-grid-period`` or ``--bmuf-tuned-periods`` value: local steps, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: a number of local steps, at least 1")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus_options(ap)
@@ -202,8 +213,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--bmuf-zeta-mults", type=positive, nargs="+", default=[1.0, 2.0, 4.0],
                     help="its zeta, as multiples of the zeta whose settled block step is "
                     "ssgd's at --lr")
-    ap.add_argument("--bmuf-grid-period", type=int, default=10, help="H of the bmuf grid")
-    ap.add_argument("--bmuf-tuned-periods", type=int, nargs="*", default=[50],
+    ap.add_argument("--bmuf-grid-period", type=period, default=10, help="H of the bmuf grid")
+    ap.add_argument("--bmuf-tuned-periods", type=period, nargs="*", default=[50],
                     help="other H at which the grid's best point runs")
     ap.add_argument("--links", nargs="+", default=list(LINKS), choices=LINKS)
     ap.add_argument("--lr", type=float, default=0.1)

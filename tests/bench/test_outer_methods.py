@@ -81,7 +81,9 @@ def test_grid_options_parse_and_an_empty_eta_list_turns_the_grid_off():
                                            ("--bmuf-lr-mults", "0"),
                                            ("--bmuf-lr-mults", "-2"), ("--bmuf-lr-mults", "a"),
                                            ("--bmuf-zeta-etas", "1.5"),
-                                           ("--bmuf-zeta-mults", "0")])
+                                           ("--bmuf-zeta-mults", "0"),
+                                           ("--bmuf-grid-period", "0"),
+                                           ("--bmuf-tuned-periods", "2.5")])
 def test_a_bad_grid_value_is_a_usage_error_naming_the_option(option, value, capsys):
     with pytest.raises(SystemExit) as exc:
         parser().parse_args([*ARGS, option, value])

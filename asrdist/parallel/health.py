@@ -29,6 +29,7 @@ from collections.abc import Callable
 import torch.distributed as dist
 
 from asrdist.errors import first_line
+from asrdist.parallel import storehost
 from asrdist.parallel.membership import Membership
 from asrdist.progress import say
 
@@ -95,12 +96,16 @@ def fail(rank: int, message: str) -> None:
 
 REPORT_POLL_S = 1.0  # how often every learner looks for another's failure report
 
-STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
+def lost_store() -> str:
+    """What losing the rendezvous store means, where this learner's store lives."""
+    if storehost.in_use():
+        return "lost the rendezvous store (its own process, asrdist-store, ended)"
+    return "lost learner 0 (it hosts the rendezvous store)"
 
 
 def store_lost(exc: BaseException) -> bool:
-    """Whether a store call failed because its host, learner 0, is gone (the client never
-    reconnects: a closed connection is final)."""
+    """Whether a store call failed because its host (learner 0, or an elastic run's store
+    process) is gone (the client never reconnects: a closed connection is final)."""
     return isinstance(exc, dist.DistNetworkError)
 
 
@@ -217,9 +222,10 @@ class Liveness:
                 store_lost_since = None
             except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
                 store_lost_since = store_lost_since or now
-                if self.rank != 0 and (store_lost(exc) or
-                                       now - store_lost_since > min(self.timeout_s, 3.0)):
-                    abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
+                hosted_here = self.rank == 0 and not storehost.in_use()
+                if not hosted_here and (store_lost(exc) or
+                                        now - store_lost_since > min(self.timeout_s, 3.0)):
+                    abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
                 continue
             if failed is not None and not failed.startswith(f"learner {self.rank}:"):
                 abort(self.rank, "another learner failed; ending the job")

@@ -2,7 +2,8 @@
 
 Every learner's heartbeat thread bumps its own counter in torch.distributed's TCP store and
 watches everyone else's. A learner whose counter stops moving for ``timeout_s`` died or was
-stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone. Either
+stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone, or in
+an elastic run the store's own process (:mod:`asrdist.parallel.storehost`). Either
 way the watcher prints one line naming the lost learner and ends its own process (fail-stop), so
 the whole job ends within the timeout whatever its main thread is blocked in; checkpoints are
 written atomically, so nothing half-written is left. A learner that fails on its own (bad input,
@@ -14,7 +15,8 @@ by the timeouts of the exchanges and collectives that wait on it, and, at the en
 Elastic runs (a :class:`~asrdist.parallel.membership.Membership`): a learner lost in any of
 these ways is dropped instead (one line naming it and the step it had reached), another's
 failure report ends nobody (that learner ends and is dropped), and a learner that finds itself
-dropped (it froze past the timeout) ends. Only the store's loss still ends everyone.
+dropped (it froze past the timeout) ends, learner 0 as any other. Only the store's loss still
+ends everyone.
 """
 
 from __future__ import annotations

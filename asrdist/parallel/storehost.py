@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import select
 import signal
@@ -79,7 +80,9 @@ def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = N
 
 def _detach(keep: int) -> None:
     """Put signals back to their default actions, drop every inherited file but stderr and
-    ``keep``, and take the name :data:`NAME`."""
+    ``keep``, and take the name :data:`NAME`. The objects inherited are never collected: one
+    holding a file would close its descriptor, by then perhaps the store's socket."""
+    gc.freeze()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
     with contextlib.suppress(ValueError):

@@ -44,7 +44,9 @@ def _survivors_averaged(results: list[dict | None], survivors: list[int]) -> Non
     ("adpsgd-random", {}, 0, [0]),  # learner 0, which started the store process
     ("adpsgd-fixed", {}, 1, [1]),   # an active learner lost: learner 3 turns active
     ("hadpsgd", {"learners_per_node": 2}, 3, [2, 3]),  # learner 3's node leaves whole
-])
+    ("hadpsgd", {"learners_per_node": 2}, 0, [0, 1]),  # node 0 leaves: learner 2 exports
+], ids=["random-lose-2", "random-lose-0", "fixed-lose-1", "hadpsgd-lose-node-1",
+        "hadpsgd-lose-node-0"])
 def test_killed_learner_is_dropped_and_the_others_finish(tmp_path, algo, options, killed, gone):
     sc = {"algo": algo, "lr": 0.05, "steps": STEPS, "compute_s": 0.01, "timeout_s": TIMEOUT_S,
           "kill_at": KILL_AT, "kill_rank": killed, "record_average": True,

@@ -77,7 +77,7 @@ class DistributedStrategy(Strategy):
 
     def leader(self) -> int:
         gone = self.comm.departed()
-        return min(r for r in range(self.world_size) if r not in gone)
+        return min((r for r in range(self.world_size) if r not in gone), default=self.rank)
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """All learners, every step (ssgd; ma overrides the period)."""

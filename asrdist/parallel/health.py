@@ -98,6 +98,7 @@ def fail(rank: int, message: str) -> None:
 
 REPORT_POLL_S = 1.0  # how often every learner looks for another's failure report
 
+
 def lost_store() -> str:
     """What losing the rendezvous store means, where this learner's store lives."""
     if storehost.in_use():
@@ -222,7 +223,7 @@ class Liveness:
                     failed = None  # that learner ends, and is dropped like any other
                     self._check_not_dropped()
                 store_lost_since = None
-            except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+            except (RuntimeError, OSError) as exc:  # the store's process is gone, or hung
                 store_lost_since = store_lost_since or now
                 hosted_here = self.rank == 0 and not storehost.in_use()
                 if not hosted_here and (store_lost(exc) or

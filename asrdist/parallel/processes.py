@@ -237,7 +237,7 @@ class ProcessTransport(Transport):
         assert self.liveness is not None
         try:
             self.liveness.wait_all_finished(between=between)
-        except (RuntimeError, OSError) as exc:  # the store is gone (learner 0's process)
+        except (RuntimeError, OSError) as exc:  # the store is gone with its process
             abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
 
     def stop_services(self) -> None:

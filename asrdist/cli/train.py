@@ -53,11 +53,7 @@ def _field_options() -> list[click.Option]:
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
     """The --algo strategy with the options it takes; other strategy options set to a
     non-default value are ignored with a warning (a config file may serve several --algo)."""
-    if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
-        raise AsrdistError(
-            f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
-            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
-            "or hadpsgd")
+    _elastic(config)
     try:
         options, ignored = config.options_for(config.algo)
         if ignored:
@@ -65,6 +61,16 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         return registry.spec(config.algo).make(learner or Learner(), options)
     except (ValueError, TypeError) as e:
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
+
+
+def _elastic(config: TrainConfig) -> bool:
+    """Whether the run is elastic; AsrdistError for --elastic with a fail-stop strategy."""
+    if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
+        raise AsrdistError(
+            f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
+            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
+            "or hadpsgd")
+    return bool(config.option("elastic"))
 
 
 def _warn_launcher_not_elastic(config: TrainConfig, denv: launch.DistEnv | None) -> None:
@@ -110,7 +116,8 @@ def main(config_path: str | None, **flags: Any) -> None:
     supervise_under_mpiexec(denv, signals, early)
     preemption = Preemption(signals, early)
     validate_for_world(config, denv.world_size if denv is not None else 1)
-    learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"))
+    learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"),
+                                               _elastic(config))
     strategy = make_strategy(config, learner)
     with failure_policy(learner, preemption):
         result = train(config, strategy, learner.rank, learner.world_size, preemption)

@@ -50,7 +50,8 @@ class DistributedStrategy(Strategy):
         if not self.multi:
             return
         self._leave_together(model)
-        if self.comm.any_(False):  # also keeps learner 0, the store's host, until all have left
+        # also keeps learner 0 until all have left where it hosts the store (fail-stop runs)
+        if self.comm.any_(False):
             raise StoppedEarly("another learner's stop signal")
         module = unwrap(model)
         self.average([*module.parameters(),
@@ -73,6 +74,10 @@ class DistributedStrategy(Strategy):
 
     def finalize(self, model: torch.nn.Module) -> None:
         self._finish(model)
+
+    def leader(self) -> int:
+        gone = self.comm.departed()
+        return min((r for r in range(self.world_size) if r not in gone), default=self.rank)
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """All learners, every step (ssgd; ma overrides the period)."""

@@ -43,7 +43,7 @@ def failure_policy(learner: Learner, preemption: Preemption | None = None) -> It
 def _end_job(rank: int, exc: Exception) -> None:
     """End this learner (and so the job) for ``exc``; never returns."""
     if health.store_lost(exc):
-        health.abort(rank, f"{health.STORE_LOST}: {first_line(exc)}", post=False)
+        health.abort(rank, f"{health.lost_store()}: {first_line(exc)}", post=False)
     message = exc.message if isinstance(exc, AsrdistError) \
         else f"{type(exc).__name__}: {first_line(exc)}"
     other = health.other_report(rank)

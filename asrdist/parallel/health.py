@@ -2,7 +2,8 @@
 
 Every learner's heartbeat thread bumps its own counter in torch.distributed's TCP store and
 watches everyone else's. A learner whose counter stops moving for ``timeout_s`` died or was
-stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone. Either
+stopped; the store itself becoming unreachable means learner 0 (which hosts it) is gone, or in
+an elastic run the store's own process (:mod:`asrdist.parallel.storehost`). Either
 way the watcher prints one line naming the lost learner and ends its own process (fail-stop), so
 the whole job ends within the timeout whatever its main thread is blocked in; checkpoints are
 written atomically, so nothing half-written is left. A learner that fails on its own (bad input,
@@ -14,7 +15,8 @@ by the timeouts of the exchanges and collectives that wait on it, and, at the en
 Elastic runs (a :class:`~asrdist.parallel.membership.Membership`): a learner lost in any of
 these ways is dropped instead (one line naming it and the step it had reached), another's
 failure report ends nobody (that learner ends and is dropped), and a learner that finds itself
-dropped (it froze past the timeout) ends. Only the store's loss still ends everyone.
+dropped (it froze past the timeout) ends, learner 0 as any other. Only the store's loss still
+ends everyone.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable
 import torch.distributed as dist
 
 from asrdist.errors import first_line
+from asrdist.parallel import storehost
 from asrdist.parallel.membership import Membership
 from asrdist.progress import say
 
@@ -95,12 +98,17 @@ def fail(rank: int, message: str) -> None:
 
 REPORT_POLL_S = 1.0  # how often every learner looks for another's failure report
 
-STORE_LOST = "lost learner 0 (it hosts the rendezvous store)"
+
+def lost_store() -> str:
+    """What losing the rendezvous store means, where this learner's store lives."""
+    if storehost.in_use():
+        return "lost the rendezvous store (its own process, asrdist-store, ended)"
+    return "lost learner 0 (it hosts the rendezvous store)"
 
 
 def store_lost(exc: BaseException) -> bool:
-    """Whether a store call failed because its host, learner 0, is gone (the client never
-    reconnects: a closed connection is final)."""
+    """Whether a store call failed because its host (learner 0, or an elastic run's store
+    process) is gone (the client never reconnects: a closed connection is final)."""
     return isinstance(exc, dist.DistNetworkError)
 
 
@@ -215,11 +223,12 @@ class Liveness:
                     failed = None  # that learner ends, and is dropped like any other
                     self._check_not_dropped()
                 store_lost_since = None
-            except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
+            except (RuntimeError, OSError) as exc:  # the store's process is gone, or hung
                 store_lost_since = store_lost_since or now
-                if self.rank != 0 and (store_lost(exc) or
-                                       now - store_lost_since > min(self.timeout_s, 3.0)):
-                    abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
+                hosted_here = self.rank == 0 and not storehost.in_use()
+                if not hosted_here and (store_lost(exc) or
+                                        now - store_lost_since > min(self.timeout_s, 3.0)):
+                    abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
                 continue
             if failed is not None and not failed.startswith(f"learner {self.rank}:"):
                 abort(self.rank, "another learner failed; ending the job")

@@ -7,7 +7,9 @@ of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec).
 when CUDA is available, gloo otherwise, or as ``ASRDIST_BACKEND`` says (gloo where learners
 share a GPU, which NCCL refuses, or where a cluster's NCCL is broken). A missing variable is
 reported at once, by name, rather than as a rendezvous that waits until its timeout. Each
-learner takes the GPU of its local rank (:func:`select_device`).
+learner takes the GPU of its local rank (:func:`select_device`). The store lives in learner 0's
+process, except in elastic runs, where learner 0 forks a process of its own for it
+(:mod:`asrdist.parallel.storehost`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel import storehost
 from asrdist.parallel.strategy import Learner
 
 log = logging.getLogger(__name__)
@@ -168,10 +171,12 @@ def init_from_env(
     backend: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
+    elastic: bool = False,
 ) -> DistEnv:
     """Detect the launcher, rendezvous, and initialise torch.distributed's default group.
 
     ``timeout_s`` bounds the rendezvous and is the default group's timeout (every collective).
+    ``elastic``: the store is served by a process of its own (:func:`rendezvous`).
     Raises AsrdistError, naming the variable, when no launcher or an incomplete one is found.
     """
     denv = detect_env(env)
@@ -192,27 +197,47 @@ def init_from_env(
             "nccl" if torch.cuda.is_available() else "gloo")
     if backend not in BACKENDS:
         raise AsrdistError(f"{BACKEND_ENV}={backend!r}: use one of {', '.join(BACKENDS)}")
-    if backend == "nccl":
-        select_device("cuda", denv.local_rank)
     log.info(
-        "learner %d/%d (local %d, node %s, pid %d) via %s: rendezvous at %s:%d, backend %s",
+        "learner %d/%d (local %d, node %s, pid %d) via %s: rendezvous at %s:%d, backend %s%s",
         denv.rank, denv.world_size, denv.local_rank, denv.node, os.getpid(), denv.launcher,
-        denv.master_addr, denv.master_port, backend,
+        denv.master_addr, denv.master_port, backend, ", elastic" if elastic else "",
     )
+    rendezvous(backend, denv.master_addr, denv.master_port, denv.rank, denv.world_size,
+               timeout_s, elastic, denv.local_rank)
+    return denv
+
+
+def rendezvous(backend: str, addr: str, port: int, rank: int, world_size: int,
+               timeout_s: float, elastic: bool = False, local_rank: int = 0) -> None:
+    """Initialise torch.distributed's default group through the TCP store at ``addr:port``.
+
+    Fail-stop runs: the store lives in learner 0's process (``tcp://`` rendezvous). Elastic
+    runs: learner 0 first forks the store's own process there, and every learner connects to
+    it as a client (:mod:`asrdist.parallel.storehost`), so that losing learner 0 loses no store.
+    nccl: the learner's GPU is chosen after the fork (a forked CUDA context is unusable).
+    """
     try:
+        store = None
+        if elastic:
+            if rank == 0:
+                pid = storehost.start(port, world_size, timeout_s)
+                log.info("rendezvous store: process %d (%s) on port %d", pid,
+                         storehost.NAME.decode(), port)
+            store = storehost.connect(addr, port, timeout_s)
+        if backend == "nccl":
+            select_device("cuda", local_rank)
         dist.init_process_group(
             backend,
-            init_method=f"tcp://{denv.master_addr}:{denv.master_port}",
-            rank=denv.rank,
-            world_size=denv.world_size,
+            init_method=None if elastic else f"tcp://{addr}:{port}",
+            store=store,
+            rank=rank,
+            world_size=world_size,
             timeout=timedelta(seconds=timeout_s),
         )
     except (RuntimeError, ValueError) as exc:
         raise AsrdistError(
-            f"rendezvous of learner {denv.rank} at {denv.master_addr}:{denv.master_port} "
-            f"failed: {first_line(exc)}"
+            f"rendezvous of learner {rank} at {addr}:{port} failed: {first_line(exc)}"
         ) from exc
-    return denv
 
 
 def select_device(requested: str, local_rank: int) -> str:
@@ -226,16 +251,16 @@ def select_device(requested: str, local_rank: int) -> str:
     return f"cuda:{index}"
 
 
-def join_world(device: str, timeout_s: float) -> tuple[Learner, str]:
+def join_world(device: str, timeout_s: float, elastic: bool = False) -> tuple[Learner, str]:
     """This process as a learner, and its device (:func:`select_device`).
 
     One learner, without any process group, unless a launcher says world size > 1; then
     torch.distributed is initialised here (:func:`init_from_env`, every collective bounded by
-    ``timeout_s``).
+    ``timeout_s``; ``elastic``: the run goes on without a lost learner, learner 0 included).
     """
     denv = detect_env()
     if denv is None or denv.world_size <= 1:
         return Learner(node=denv.node if denv else socket.gethostname()), device
-    denv = init_from_env(timeout_s=timeout_s)
+    denv = init_from_env(timeout_s=timeout_s, elastic=elastic)
     learner = Learner(denv.rank, denv.world_size, denv.local_rank, denv.node)
     return learner, select_device(device, denv.local_rank)

@@ -11,9 +11,10 @@ message is needed to agree on the pairing.
 
 A learner that has announced it finished its steps is never dropped: it takes part in the
 final average, and the survivors' list is the same on every learner once all have finished.
-The store lives in learner 0's process (env:// and tcp:// rendezvous), so learner 0 cannot
-leave: if it dies, the others end as in a fail-stop run (say so where elastic runs are
-described).
+Learner 0 can leave like any other: an elastic run's store is served by a process of its own
+(:mod:`asrdist.parallel.storehost`, which also reads these keys to know when the run is over),
+and the lowest survivor takes over what learner 0 does at the end (writing final.pt:
+:meth:`asrdist.parallel.strategy.Strategy.leader`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ _PREFIX = "asrdist/elastic/"
 class Membership:
     """The departures of a run of ``world_size`` learners, in ``store`` (the default group's).
 
-    ``drop`` and ``refresh`` talk to the store (learner 0's process): callers on a thread that
+    ``drop`` and ``refresh`` talk to the store (another process): callers on a thread that
     must not fail for it catch ``RuntimeError``/``OSError`` (the liveness thread does, and ends
     the learner with the store lost).
     """

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
-from asrdist.parallel.health import STORE_LOST, abort
+from asrdist.parallel.health import abort, lost_store
 from asrdist.progress import say
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ class Preemption:
         try:
             return self._reached(completed)
         except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
-            abort(dist.get_rank(), f"{STORE_LOST}: {first_line(exc)}", post=False)
+            abort(dist.get_rank(), f"{lost_store()}: {first_line(exc)}", post=False)
             raise  # not reached: abort ends the process
 
     def _reached(self, completed: int) -> bool:

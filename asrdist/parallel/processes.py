@@ -10,7 +10,9 @@ trainer's plain SGD.
 Elastic runs (``--elastic``, :mod:`asrdist.parallel.membership`): the exchanges run on gloo
 groups made by the ring's members alone, one per membership (a new one when a member left),
 the final average and the stop flag on a group of the survivors, and the distance to the mean
-is not sampled (its collective needs every learner).
+is not sampled (its collective needs every learner). Their store is served by a process of its
+own (:mod:`asrdist.parallel.storehost`), told at :meth:`ProcessTransport.close` that this
+learner is done with it.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ from torch.distributed.algorithms.model_averaging.utils import average_parameter
 from torch.nn.parallel import DistributedDataParallel
 
 from asrdist.errors import first_line
+from asrdist.parallel import storehost
 from asrdist.parallel.average import average_tensors
 from asrdist.parallel.ddp import HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
-from asrdist.parallel.health import STORE_LOST, Liveness, abort
+from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.rules import Ready
@@ -63,14 +66,21 @@ class ProcessTransport(Transport):
         multi = self.world_size > 1
         # declared by the strategies that can go on without a learner (adpsgd, hadpsgd)
         self.elastic = multi and bool(getattr(options, "elastic", False))
-        self.membership = Membership(dist.distributed_c10d._get_default_store(),
-                                     self.world_size) if self.elastic else None
+        self.membership = Membership(self._departures_store(), self.world_size) \
+            if self.elastic else None
         self.liveness = Liveness(self.rank, self.world_size, self.timeout_s,
                                  self.membership) if multi else None
         self._final_group: Any = None  # elastic: the survivors' group, made at the end
         self._distance: DistanceMonitor | None = None
         self._ddps: list[weakref.ref[DistributedDataParallel]] = []
         self._times = StepTimes()
+
+    @staticmethod
+    def _departures_store() -> dist.Store:
+        """The store process's connection, where it reads the departures; else (learner 0
+        hosts the store) the default group's store."""
+        store = storehost.client()
+        return store if store is not None else dist.distributed_c10d._get_default_store()
 
     @contextmanager
     def _blocked(self) -> Iterator[None]:
@@ -227,8 +237,8 @@ class ProcessTransport(Transport):
         assert self.liveness is not None
         try:
             self.liveness.wait_all_finished(between=between)
-        except (RuntimeError, OSError) as exc:  # the store lives in learner 0's process
-            abort(self.rank, f"{STORE_LOST}: {first_line(exc)}", post=False)
+        except (RuntimeError, OSError) as exc:  # the store is gone with its process
+            abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
 
     def stop_services(self) -> None:
         if self._distance is not None:
@@ -254,3 +264,5 @@ class ProcessTransport(Transport):
             if ddp is not None:
                 release_reducer(ddp)
         self._ddps = []
+        if self.elastic:  # its last use of the store: the store process ends once every
+            storehost.leave(self.rank)  # learner closed or left

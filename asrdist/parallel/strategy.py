@@ -98,6 +98,12 @@ class Strategy:
         """Per-learner figures for metrics.jsonl (communication wait, exchanges, ...)."""
         return {}
 
+    def leader(self) -> int:
+        """The learner that writes the run's shared outputs (final.pt, the progress bar):
+        learner 0, or in an elastic run the lowest one not dropped (as far as this learner
+        knows; after :meth:`finalize` every survivor names the same)."""
+        return 0
+
     def state_dict(self) -> dict[str, Any]:
         """Strategy state for ``--resume`` (ring-schedule state, ...); no side effects."""
         return {}

@@ -1,6 +1,8 @@
 """metrics.jsonl: one JSON record per line, flushed as written, per learner.
 
-Rank 0 writes ``metrics.jsonl``, rank r > 0 ``metrics.rank{r}.jsonl``; every record has
+Rank 0 writes ``metrics.jsonl``, rank r > 0 ``metrics.rank{r}.jsonl`` (an elastic run that
+lost learner 0: metrics.jsonl ends there, and the held-out figures of the exported average are
+in the exporting survivor's file); every record has
 ``kind`` ("start", "train", "heldout", and "noise" with --noise-scale-every: the gradient
 noise scale, asrdist.train.noise_scale), ``rank``, ``step`` and ``wall_s``.
 """

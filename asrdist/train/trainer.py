@@ -75,7 +75,8 @@ Batch = tuple[torch.Tensor, torch.Tensor, int]  # features, targets, labelled fr
 
 @dataclass
 class TrainResult:
-    """What a run produced; ``final`` is None on learners other than rank 0, and on all when
+    """What a run produced; ``final`` is None on learners other than the exporter (learner 0,
+    or the lowest survivor of an elastic run that lost it), and on all when
     a signal stopped the run (``stopped_by`` names it) after its checkpoint."""
 
     out: Path
@@ -381,9 +382,11 @@ class _Run:
                 self.strategy.finalize(wrapped)
             except StoppedEarly as e:  # done, but others were stopped: no average to export
                 return TrainResult(self.out, None, self.step, heldout, str(e))
-            if self.rank == 0 and self.world_size > 1:  # the figures of the exported average
+            # learner 0, or the lowest survivor of an elastic run that lost it
+            exporter = self.rank == self.strategy.leader()
+            if exporter and self.world_size > 1:  # the figures of the exported average
                 heldout = self._heldout_of_average()
-            final = self._export() if self.rank == 0 else None
+            final = self._export() if exporter else None
             return TrainResult(self.out, final, self.step, heldout)
         finally:
             self.metrics.close()
@@ -433,7 +436,7 @@ class _Run:
             background=self.device.type == "cuda",
         )
         bar = progress(num_steps, f"epoch {self.epoch + 1}/{cfg.epochs}", "step",
-                       initial=self.step_in_epoch, enabled=self.rank == 0)
+                       initial=self.step_in_epoch, enabled=self.rank == self.strategy.leader())
         interval_t0 = time.monotonic()
         try:
             while self.step_in_epoch < num_steps:

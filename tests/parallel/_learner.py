@@ -13,11 +13,11 @@ import os
 import signal
 import sys
 import time
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from asrdist.parallel.launch import rendezvous
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.weights import flat_weights
@@ -82,9 +82,9 @@ def main() -> None:
 def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     """One learner of scenario ``sc``."""
     timeout = sc.get("timeout_s", 30.0)
-    if world > 1 or sc.get("init_world_1"):
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=timedelta(seconds=timeout))
+    if world > 1 or sc.get("init_world_1"):  # elastic: the store in a process of its own
+        rendezvous("gloo", "127.0.0.1", port, rank, world, timeout,
+                   elastic=sc.get("options", {}).get("elastic", False))
     strategy = make_strategy(sc["algo"], Learner.current(), exchange_timeout=timeout,
                              distance_every=sc.get("dist_s", 0), **sc.get("options", {}))
     model = make_model(rank if sc.get("init") == "rank" else 0)

@@ -96,6 +96,32 @@ def _hang(procs: list, out: Path, message: str) -> None:
     pytest.fail(message + stacks)
 
 
+def running_stores() -> set[int]:
+    """Pids of the elastic runs' store processes (named asrdist-store) running now; a zombie
+    (ended, not yet reaped) does not count."""
+    found = set()
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:  # ended meanwhile
+            continue
+        name, rest = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 1 :]
+        if name == "asrdist-store" and rest.split()[0] not in ("Z", "X"):
+            found.add(int(entry))
+    return found
+
+
+def stores_end(before: set[int], limit: float = 10.0) -> None:
+    """Wait until every store process started since ``before`` was read has ended."""
+    deadline = time.monotonic() + limit
+    while running_stores() - before:
+        if time.monotonic() > deadline:
+            pytest.fail(f"store process(es) {sorted(running_stores() - before)} still run "
+                        f"{limit} s after the run")
+        time.sleep(0.1)
+
+
 def ok(run: Run) -> list[dict]:
     """The results, after checking every learner exited 0."""
     for r, (code, err) in enumerate(zip(run.codes, run.stderr, strict=True)):

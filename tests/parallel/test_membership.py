@@ -23,7 +23,7 @@ from tests.parallel.cli_learners import (
     train_records,
     when_training,
 )
-from tests.parallel.conftest import run_learners
+from tests.parallel.conftest import run_learners, running_stores, stores_end
 
 TIMEOUT_S = 5.0
 STEPS, KILL_AT = 300, 30
@@ -41,14 +41,19 @@ def _survivors_averaged(results: list[dict | None], survivors: list[int]) -> Non
 
 @pytest.mark.parametrize(("algo", "options", "killed", "gone"), [
     ("adpsgd-random", {}, 2, [2]),
+    ("adpsgd-random", {}, 0, [0]),  # learner 0, which started the store process
     ("adpsgd-fixed", {}, 1, [1]),   # an active learner lost: learner 3 turns active
     ("hadpsgd", {"learners_per_node": 2}, 3, [2, 3]),  # learner 3's node leaves whole
-])
+    ("hadpsgd", {"learners_per_node": 2}, 0, [0, 1]),  # node 0 leaves: learner 2 exports
+], ids=["random-lose-2", "random-lose-0", "fixed-lose-1", "hadpsgd-lose-node-1",
+        "hadpsgd-lose-node-0"])
 def test_killed_learner_is_dropped_and_the_others_finish(tmp_path, algo, options, killed, gone):
     sc = {"algo": algo, "lr": 0.05, "steps": STEPS, "compute_s": 0.01, "timeout_s": TIMEOUT_S,
           "kill_at": KILL_AT, "kill_rank": killed, "record_average": True,
           "options": {"elastic": True, **options}}
+    stores = running_stores()
     run = run_learners(sc, 4, tmp_path, timeout=90)
+    stores_end(stores)  # the survivors closed, the lost one was dropped
     survivors = [r for r in range(4) if r not in gone]
     assert run.codes[killed] == -9
     for r in survivors:
@@ -65,7 +70,17 @@ def test_killed_learner_is_dropped_and_the_others_finish(tmp_path, algo, options
             assert KILL_AT - 30 <= int(lines[0][0]) <= KILL_AT, lines
     _survivors_averaged(run.results, survivors)
     exchanges = [run.results[r]["metrics"]["exchanges"] for r in survivors]  # type: ignore
-    assert exchanges[0] > 0  # learner 0 is on the ring (hadpsgd: the leader of node 0)
+    assert exchanges[0] > 0  # the lowest survivor is on the ring (hadpsgd: node 0's leader)
+
+
+def test_an_elastic_run_leaves_no_store_process(tmp_path):
+    """Every learner closes: the store process ends then, not after its idle bound (30 s)."""
+    sc = {"algo": "adpsgd-random", "lr": 0.05, "steps": 50, "timeout_s": TIMEOUT_S,
+          "options": {"elastic": True}}
+    stores = running_stores()
+    run = run_learners(sc, 2, tmp_path, timeout=60)
+    assert run.codes == [0, 0], run.stderr
+    stores_end(stores, limit=10.0)
 
 
 TINY = [*TINY_MODEL, "--log-every=1", "--epochs=50",
@@ -90,6 +105,29 @@ def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):
         assert train_records(out, r)[-1]["step"] == 120
     final = torch.load(out / "final.pt", weights_only=False)
     assert final  # written by learner 0 after the survivors' average
+
+
+def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus, tmp_path):
+    out = tmp_path / "run"
+    stores = running_stores()
+    procs = start_learners(corpus, out, "adpsgd-random", *TINY, "--elastic", world=4)
+    when_training(out, procs, 20)
+    os.kill(procs[0].pid, signal.SIGKILL)
+    codes = join_learners(procs, out, limit=120)
+    errs = [(out / f"err{r}.txt").read_text() for r in range(4)]
+    assert codes == [-9, 0, 0, 0], [e[-1500:] for e in errs]
+    lines = [ln for e in errs for ln in e.splitlines() if "learner 0 left at step" in ln]
+    assert len(lines) == 1, errs
+    assert "going on with learners [1, 2, 3]" in lines[0]
+    for r in (1, 2, 3):
+        assert train_records(out, r)[-1]["step"] == 120
+    final = torch.load(out / "final.pt", weights_only=False)  # learner 1 wrote it
+    assert final["steps"] == 120 and final["world_size"] == 4, final.keys()
+    assert str(out / "final.pt") in errs[1] and str(out / "final.pt") not in errs[2] + errs[3]
+    averaged = [x for x in read_metrics(metrics_path(out, 1)) if x.get("final")]
+    assert len(averaged) == 1  # the held-out figures of the exported average, in its file
+    assert train_records(out, 0)[-1]["step"] < 120  # metrics.jsonl ends where learner 0 did
+    stores_end(stores)
 
 
 def test_elastic_is_refused_by_fail_stop_strategies(corpus, tmp_path):

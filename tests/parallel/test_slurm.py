@@ -4,6 +4,9 @@ lost, from nothing but the template's own settings (only its size is overridden 
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -14,6 +17,7 @@ from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests import slurm_cluster
 from tests.parallel.cli_learners import TINY_MODEL
+from tests.parallel.conftest import running_stores, stores_end
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "local" / "slurm" / "train.sbatch"
@@ -80,3 +84,28 @@ def test_preempted_and_requeued_sbatch_job_finishes_with_no_work_lost(cluster, t
     for stop in (starts[1][0], starts[2][0]):  # each resumed at the step it stopped at
         assert stop > 0 and train.count(stop) == 1 and train[train.index(stop) + 1] == stop + 1
     assert train[-1] == 300 and cluster.job_state(job)[1] == 2
+
+
+def test_elastic_sbatch_job_goes_on_without_learner_0(cluster, tmp_path):
+    """srun with --no-kill --kill-on-bad-exit=0 (the template's, under --elastic) lets learner
+    1 go on when learner 0's task is SIGKILLed; it exports final.pt, and the store process
+    learner 0 started is gone once the job ended."""
+    data, targets = make_corpus(tmp_path / "corpus", num_utts=16)
+    out, log = tmp_path / "run", tmp_path / "job.log"
+    stores = running_stores()
+    job = cluster.run("sbatch", "--parsable", *SIZE, f"--output={log}", f"--chdir={tmp_path}",
+                      "--no-requeue", str(TEMPLATE), "--data", str(data), "--targets",
+                      str(targets), "--out", str(out), "--algo", "adpsgd-random", "--elastic",
+                      *TINY, "--exchange-timeout=5").strip()
+    _wait("learners training", lambda: _last_step(out) >= 20, log)
+    pid = re.search(r"learner 0/2 \(.*pid (\d+)\)", log.read_text())
+    assert pid, log.read_text()[-3000:]
+    os.kill(int(pid.group(1)), signal.SIGKILL)
+    _wait("the job ended", lambda: cluster.job_state(job)[0] not in ("RUNNING", "PENDING",
+                                                                      "COMPLETING"), log)
+    text = log.read_text()
+    assert "learner 0 left at step" in text and "going on with learners [1]" in text, text[-3000:]
+    assert (out / "final.pt").is_file(), text[-3000:]
+    steps = [r["step"] for r in read_metrics(metrics_path(out, 1)) if r["kind"] == "train"]
+    assert steps[-1] == 300
+    stores_end(stores)

@@ -1,0 +1,197 @@
+"""Elastic runs: the rendezvous store in a process of its own, so that learner 0 can leave too.
+
+torch.distributed's TCP store normally lives in learner 0's process; when learner 0 dies the
+others lose it (the heartbeats, the departures and the stop flag are in it) and end. Under
+``--elastic`` learner 0 instead forks a small process that serves the store at
+MASTER_ADDR:MASTER_PORT (:func:`start`), and every learner, learner 0 included, connects to it
+as a client (:func:`connect`). The store process is detached: a session of its own (a SIGKILL
+of learner 0, or a signal to its process group, does not reach it), no file of the learner's
+held open but stderr (not the run dir's lock), named ``asrdist-store`` (``ps -e``). It is
+forked, not started as a new interpreter: importing torch again would take seconds.
+
+It never outlives the run. It ends
+- once every learner has left for good: closed its transport (:func:`leave`, after its last
+  use of the store) or been dropped by the others (:mod:`asrdist.parallel.membership`);
+- when no learner has renewed its lease for ``idle_s``: a thread in each learner renews it
+  every second on a connection of its own for as long as the process lives, so this happens
+  only when every learner died without a word (the whole job killed, or fail-stop ends);
+- at start, when no learner connects within the rendezvous timeout and ``idle_s``.
+It counts its polls (one a second) instead of reading the clock: a job suspended whole
+(SIGSTOP to every process, as Slurm's suspend) and resumed does not find its store gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import select
+import signal
+import threading
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel.membership import Membership
+
+NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
+_PREFIX = "asrdist/store/"
+POLL_S = 1.0  # the store process's poll, and the learners' lease renewal
+IDLE_MIN_S = 30.0
+
+
+def idle_bound(timeout_s: float) -> float:
+    """How long the store waits for a lease renewal: a learner whose lease thread is silent
+    that long is frozen, and the others drop it after ``timeout_s`` anyway."""
+    return max(IDLE_MIN_S, timeout_s)
+
+
+def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = None) -> int:
+    """Fork the store process serving ``port`` for ``world_size`` learners (learner 0 calls
+    it before connecting); its pid, once it listens. AsrdistError if it cannot listen.
+    ``idle_s``: see the module docstring (default :func:`idle_bound`)."""
+    idle_s = idle_bound(timeout_s) if idle_s is None else idle_s
+    read_fd, write_fd = os.pipe()
+    child = os.fork()
+    if child == 0:  # a child that forks the store process and exits: no zombie left to reap
+        try:
+            os.close(read_fd)
+            os.setsid()
+            if os.fork() == 0:
+                _serve(port, world_size, write_fd, idle_s, timeout_s)
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(child, 0)
+    try:
+        ready, _, _ = select.select([read_fd], [], [], timeout_s)
+        answer = os.read(read_fd, 4096).decode(errors="replace") if ready else ""
+    finally:
+        os.close(read_fd)
+    if not answer.startswith("ready "):
+        why = answer.removeprefix("error ") if ready else f"no answer in {timeout_s:.0f} s"
+        raise AsrdistError(f"--elastic: the rendezvous store process for port {port} did not "
+                           f"start: {why or 'it ended without a word'}")
+    return int(answer.split()[1])
+
+
+def _detach(keep: int) -> None:
+    """Put signals back to their default actions, drop every inherited file but stderr and
+    ``keep``, and take the name :data:`NAME`. The objects inherited are never collected: one
+    holding a file would close its descriptor, by then perhaps the store's socket."""
+    gc.freeze()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(ValueError):
+        signal.set_wakeup_fd(-1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    limit = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
+    os.closerange(3, keep)
+    os.closerange(keep + 1, limit)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(15, NAME, 0, 0, 0)  # PR_SET_NAME (Linux)
+
+
+def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
+           timeout_s: float) -> None:
+    """The store process: serve until the run has ended (see the module docstring); never
+    returns."""
+    _detach(ready_fd)
+    try:
+        store = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=timeout_s),
+                              wait_for_workers=False)
+    except (RuntimeError, OSError) as exc:
+        why = first_line(exc).strip("'")  # torch's message comes quoted
+        os.write(ready_fd, f"error {why}".encode())
+        os._exit(1)
+    os.write(ready_fd, f"ready {os.getpid()}".encode())
+    os.close(ready_fd)
+    ours = dist.PrefixStore(_PREFIX, store)
+    membership = Membership(store, world_size)
+    still, last, started = 0, 0, False
+    while True:
+        time.sleep(POLL_S)
+        try:
+            lease = ours.add("lease", 0)
+            left = membership.refresh()
+            if all(r in left or ours.check([f"closed/{r}"]) for r in range(world_size)):
+                break
+        except (RuntimeError, OSError):  # its own server failed: nothing left to serve
+            break
+        if lease != last:
+            still, last, started = 0, lease, True
+            continue
+        still += 1
+        if still * POLL_S >= (idle_s if started else timeout_s + idle_s):
+            break
+    os._exit(0)
+
+
+class _Lease:
+    """A thread renewing this learner's lease every second, on a connection of its own (the
+    default group's connection may be held for a long wait by another thread)."""
+
+    def __init__(self, addr: str, port: int, timeout_s: float) -> None:
+        self._addr, self._port, self._timeout_s = addr, port, timeout_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="asrdist-store-lease",
+                                        daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            store = dist.PrefixStore(_PREFIX, dist.TCPStore(
+                self._addr, self._port, None, False, timedelta(seconds=self._timeout_s)))
+            while True:
+                store.add("lease", 1)
+                if self._stop.wait(POLL_S):
+                    return
+        except (RuntimeError, OSError):  # the store is gone: the liveness thread says so
+            return
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self._timeout_s)
+
+
+_client: dist.TCPStore | None = None
+_lease: _Lease | None = None
+
+
+def connect(addr: str, port: int, timeout_s: float) -> dist.TCPStore:
+    """A client of the store process at ``addr:port`` (waits for it up to ``timeout_s``), and
+    this learner's lease on it."""
+    global _client, _lease
+    _client = dist.TCPStore(addr, port, None, False, timedelta(seconds=timeout_s))
+    _lease = _Lease(addr, port, timeout_s)
+    return _client
+
+
+def client() -> dist.TCPStore | None:
+    """This learner's connection to the store process; None where there is none (learner 0
+    hosts the store). Departures are recorded here, where the store process reads them
+    (torch.distributed's default store adds a prefix of its own to every key)."""
+    return _client
+
+
+def in_use() -> bool:
+    """Whether this learner's store is served by a store process (not by learner 0)."""
+    return _client is not None
+
+
+def leave(rank: int) -> None:
+    """Tell the store process that learner ``rank`` is done with it (closed its transport,
+    its last use of the store) and stop the lease; this process then has no connection to
+    it. Nothing where no store process is in use."""
+    global _client, _lease
+    if _client is None or _lease is None:
+        return
+    with contextlib.suppress(RuntimeError, OSError):  # gone already: nothing to tell
+        dist.PrefixStore(_PREFIX, _client).set(f"closed/{rank}", "1")
+    _lease.stop()
+    _client = _lease = None

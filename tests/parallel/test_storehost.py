@@ -1,0 +1,90 @@
+"""The elastic runs' store process, with real processes: it serves, lives apart from the
+learner that started it, and ends on each of its rules (every learner closed or dropped, no
+lease renewed, nobody connected), leaving nothing behind."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from datetime import timedelta
+
+import pytest
+import torch.distributed as dist
+
+from asrdist.errors import AsrdistError
+from asrdist.parallel import storehost
+from asrdist.parallel.launch import free_port
+from asrdist.parallel.membership import Membership
+from tests.parallel.conftest import running_stores
+
+
+def _ends(pid: int, within: float) -> float:
+    """Seconds until store process ``pid`` ended; fails after ``within``."""
+    t0 = time.monotonic()
+    while pid in running_stores():
+        if time.monotonic() - t0 > within:
+            os.kill(pid, 9)
+            pytest.fail(f"the store process still runs after {within} s")
+        time.sleep(0.05)
+    return time.monotonic() - t0
+
+
+def _client(port: int) -> dist.TCPStore:
+    return dist.TCPStore("127.0.0.1", port, None, False, timedelta(seconds=10))
+
+
+def test_the_store_serves_apart_and_ends_once_every_learner_closed_or_left(tmp_path):
+    held = open(tmp_path / "lock", "w")  # a file the starting learner holds open (a run lock)
+    port = free_port()
+    pid = storehost.start(port, 3, timeout_s=10.0)
+    try:
+        assert pid in running_stores()  # named asrdist-store
+        assert os.getsid(pid) != os.getsid(0)  # a session of its own
+        files = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        assert str(tmp_path / "lock") not in files
+        storehost.connect("127.0.0.1", port, 10.0)
+        storehost.leave(0)
+        assert not storehost.in_use()
+        other = _client(port)
+        other.set("some/key", "v")  # it serves: another client reads what one wrote
+        assert _client(port).get("some/key") == b"v"
+        Membership(other, 3).drop(1, 7)  # learner 1 dropped by the others
+        time.sleep(3 * storehost.POLL_S)
+        assert pid in running_stores(), "ended while learner 2 was still in the run"
+        storehost.connect("127.0.0.1", port, 10.0)
+        storehost.leave(2)
+        assert _ends(pid, 5.0) < 5.0
+    finally:
+        held.close()
+        if pid in running_stores():
+            os.kill(pid, 9)
+
+
+def test_the_store_ends_when_no_learner_renews_its_lease():
+    port = free_port()
+    pid = storehost.start(port, 2, timeout_s=10.0, idle_s=3.0)
+    try:
+        storehost.connect("127.0.0.1", port, 10.0)  # renews its lease every second
+        time.sleep(6.0)
+        assert pid in running_stores(), "ended while a learner renewed its lease"
+        storehost.leave(0)  # learner 1 never closes nor is dropped: only the idle rule is left
+        waited = _ends(pid, 12.0)
+        assert waited >= 2.0, f"ended {waited:.1f} s after the last lease: before its bound"
+    finally:
+        if pid in running_stores():
+            os.kill(pid, 9)
+
+
+def test_the_store_ends_when_no_learner_connects():
+    pid = storehost.start(free_port(), 2, timeout_s=1.0, idle_s=1.0)
+    _ends(pid, 10.0)
+
+
+def test_a_port_in_use_is_one_line_naming_it():
+    with socket.socket() as s:
+        s.bind(("", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(AsrdistError, match=rf"store process for port {port} did not start"):
+            storehost.start(port, 2, timeout_s=5.0)

@@ -14,10 +14,15 @@ step, the reference), adpsgd-random (a swap every step, behind compute), ma / bm
 Communication: a step's wait is its time less its compute (timed alone before the run); the
 exchange alone per step is the probe's figure for what the method sends in a step (the
 averaging methods': one allreduce of 4 over H steps); hidden = 1 - wait / alone, as in the
-network study. Root only (namespaces, tc).
+network study. Root only (namespaces, tc), except with ``--loopback``: the same runs on
+127.0.0.1 with no link between nodes, for choosing the outer optimizers' settings cheaply
+(with ``--sim-compute-ms 0`` and ``--only``; the synchronous methods train the same weights
+whatever the link).
 
     .venv/bin/python -m bench.studies.outer_network --rates 100mbit --steps 200 \\
         --out bench/RESULTS.md
+    .venv/bin/python -m bench.studies.outer_network --loopback --sim-compute-ms 0 \\
+        --only "bmuf H=10" --bmuf-block-lr 0.25
 """
 
 from __future__ import annotations
@@ -41,9 +46,11 @@ STUDIES = Path(__file__).resolve().parent
 SKIP = 2  # warm-up steps left out of the step time
 
 
-def methods(periods: list[int], ma_periods: list[int]) -> dict[str, tuple[str, int]]:
+def methods(periods: list[int], ma_periods: list[int],
+            only: list[str] | None = None) -> dict[str, tuple[str, int]]:
     """label -> (strategy, H): ssgd and adpsgd-random, then ma at ``ma_periods`` and bmuf and
-    diloco at ``periods`` (H = 1 for the two that exchange every step)."""
+    diloco at ``periods`` (H = 1 for the two that exchange every step); just the labels of
+    ``only`` when given."""
     for h in [*periods, *ma_periods]:
         if h < 1:
             raise AsrdistError(f"bench.studies.outer_network: --periods / --ma-periods: {h} "
@@ -52,6 +59,12 @@ def methods(periods: list[int], ma_periods: list[int]) -> dict[str, tuple[str, i
     out.update({f"ma H={h}": ("ma", h) for h in ma_periods})
     for algo in ("bmuf", "diloco"):
         out.update({f"{algo} H={h}": (algo, h) for h in periods})
+    if only:
+        unknown = [label for label in only if label not in out]
+        if unknown:
+            raise AsrdistError(f"bench.studies.outer_network: --only {unknown[0]!r}: not one "
+                               f"of {', '.join(out)}")
+        out = {label: run for label, run in out.items() if label in only}
     return out
 
 
@@ -127,46 +140,61 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--input-rank", type=int, default=16)
     ap.add_argument("--lr", type=float, default=0.03, help="the learners' lr (momentum 0.9)")
-    ap.add_argument("--bmuf-inner-lr", type=float, default=0.0075,
-                    help="bmuf's learners' lr (its block momentum multiplies the step)")
+    ap.add_argument("--bmuf-inner-lr", type=float, help="bmuf's learners' lr (default: --lr)")
     ap.add_argument("--bmuf-momentum", type=float, default=-1.0, help="eta (-1: 1 - 1/N)")
-    ap.add_argument("--bmuf-block-lr", type=float, default=1.0, help="zeta")
-    ap.add_argument("--diloco-lr", type=float, default=0.7)
+    ap.add_argument("--bmuf-block-lr", type=float, default=0.25,
+                    help="zeta; 1/N: the steady-state block step is ma's (CNTK's 1 is N times "
+                         "it and diverged here)")
+    ap.add_argument("--diloco-lr", type=float, default=0.35,
+                    help="outer lr (the paper's 0.7 oscillated here at H = 10)")
     ap.add_argument("--diloco-momentum", type=float, default=0.9)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--probe-reps", type=int, default=3)
+    ap.add_argument("--only", nargs="+", help="run just these methods (labels as in the table)")
+    ap.add_argument("--loopback", action="store_true",
+                    help="all learners on 127.0.0.1, no namespaces or rate limit (no root)")
     ap.add_argument("--out", help="RESULTS.md to write the section into")
     args = ap.parse_args(argv)
+    if args.bmuf_inner_lr is None:
+        args.bmuf_inner_lr = args.lr
     if args.steps <= SKIP:
         raise AsrdistError(f"bench.studies.outer_network: --steps {args.steps}: more than "
                            f"{SKIP} (the warm-up steps left out) are needed")
     if args.eval_every < 1:
         raise AsrdistError(f"bench.studies.outer_network: --eval-every {args.eval_every}: "
                            "the curves need an evaluation every so many steps (>= 1)")
+    if args.loopback and args.out:
+        raise AsrdistError("bench.studies.outer_network: --loopback with --out: a run without "
+                           "the link is for tuning and writes no section")
     return args
 
 
 def main() -> None:
     args = parse_args()
-    runs = methods(args.periods, args.ma_periods)
-    if os.geteuid() != 0:
-        raise AsrdistError("bench.studies.outer_network: network namespaces and tc need root")
-    rates = args.rates.split(",")
+    runs = methods(args.periods, args.ma_periods, args.only)
     size = learner.numel(config("ssgd", 1, args))
-    if not netns_up():
-        raise AsrdistError("bench.studies.outer_network: cannot create the network namespaces")
+    if args.loopback:
+        rates, where = ["loopback"], {"addr": "127.0.0.1", "setup": None}
+    else:
+        if os.geteuid() != 0:
+            raise AsrdistError("bench.studies.outer_network: network namespaces and tc need "
+                               "root (--loopback runs without them)")
+        rates, where = args.rates.split(","), {"addr": NS_ADDR[0], "setup": enter_node}
+        if not netns_up():
+            raise AsrdistError("bench.studies.outer_network: cannot create the network "
+                               "namespaces")
     rows, probes, loads = [], {}, []
     try:
         for rate in rates:
-            limit(rate)
-            got = launch(probe, LEARNERS, size, args.probe_reps, addr=NS_ADDR[0],
-                         setup=enter_node)
+            if not args.loopback:
+                limit(rate)
+            got = launch(probe, LEARNERS, size, args.probe_reps, **where)
             probes[rate] = {k: max(r[k] for r in got) for k in got[0]}
             print(f"-- {rate}: {json.dumps(probes[rate])}", file=sys.stderr, flush=True)
             for label, (algo, period) in runs.items():
                 loads.append(os.getloadavg()[0])
-                res = launch(learner.run, LEARNERS, config(algo, period, args),
-                             addr=NS_ADDR[0], setup=enter_node, timeout_s=1800)
+                res = launch(learner.run, LEARNERS, config(algo, period, args), **where,
+                             timeout_s=1800)
                 rows.append({"rate": rate, **summarise(label, algo, period, res,
                                                        probes[rate])})
                 r = rows[-1]
@@ -174,7 +202,11 @@ def main() -> None:
                       f"{r['final_ce']:.3f} at {r['final_s']:.0f} s", file=sys.stderr,
                       flush=True)
     finally:
-        netns_down()
+        if not args.loopback:
+            netns_down()
+    if args.loopback:  # a tuning run: its table only, the study's files stay as they are
+        publish(section(args, rows, probes, loads, size * 4 / 1e6), None)
+        return
     with atomic_write(STUDIES / "outer_network.json") as f:
         json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "loads": loads,
                    "args": vars(args)}, f, indent=1)
@@ -187,13 +219,15 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
     """The RESULTS.md section of a finished study."""
     cmd = (f".venv/bin/python -m bench.studies.outer_network --rates {args.rates} "
            f"--steps {args.steps} --periods {' '.join(map(str, args.periods))} "
-           f"--ma-periods {' '.join(map(str, args.ma_periods))} "
-           f"--sim-compute-ms {args.sim_compute_ms:g} --batch {args.batch} "
+           f"--ma-periods{''.join(f' {h}' for h in args.ma_periods)} "
+           f"--sim-compute-ms {args.sim_compute_ms:g} --width {args.width} --batch {args.batch} "
            f"--input-rank {args.input_rank} --lr {args.lr:g} "
            f"--bmuf-inner-lr {args.bmuf_inner_lr:g} --bmuf-momentum {args.bmuf_momentum:g} "
            f"--bmuf-block-lr {args.bmuf_block_lr:g} --diloco-lr {args.diloco_lr:g} "
-           f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every} "
-           "--out bench/RESULTS.md")
+           f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every}")
+    if args.only:
+        cmd += " --only " + " ".join(f'"{label}"' for label in args.only)
+    cmd += " --loopback" if args.loopback else " --out bench/RESULTS.md"
     eta = "1 - 1/N = 0.75" if args.bmuf_momentum == -1 else f"{args.bmuf_momentum:g}"
     lines = [
         "## Outer optimizers on a real slow link: BMUF and DiLoCo against ADPSGD "

@@ -15,6 +15,12 @@ def test_methods_run_the_references_then_each_averaging_method_at_its_periods():
     assert list(methods([20], [])) == ["ssgd", "adpsgd-random", "bmuf H=20", "diloco H=20"]
 
 
+def test_only_keeps_the_named_methods_and_names_an_unknown_one():
+    assert list(methods([10, 50], [10], ["bmuf H=50", "ssgd"])) == ["ssgd", "bmuf H=50"]
+    with pytest.raises(AsrdistError, match="--only 'bmuf H=20': not one of ssgd, "):
+        methods([10], [], ["bmuf H=20"])
+
+
 def test_a_period_below_one_is_a_one_line_error_naming_the_option():
     with pytest.raises(AsrdistError, match="--periods / --ma-periods: 0"):
         methods([10, 0], [10])
@@ -38,11 +44,13 @@ def test_bmuf_and_diloco_get_their_own_options_and_bmuf_its_inner_lr():
     assert diloco.lr == 0.03
     assert diloco.options == {"avg_period": 50, "diloco_lr": 0.4, "diloco_momentum": 0.9}
     assert config("adpsgd-random", 1, args).options == {}
+    assert config("bmuf", 10, parse_args(["--lr", "0.05"])).lr == 0.05  # default: --lr
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "2"], "--steps 2"),
     (["--eval-every", "0"], "--eval-every 0"),
+    (["--loopback", "--out", "R.md"], "--loopback with --out"),
 ])
 def test_bad_arguments_are_one_line_errors_naming_the_option(argv, message):
     with pytest.raises(AsrdistError, match=message):

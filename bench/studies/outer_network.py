@@ -94,7 +94,9 @@ def summarise(label: str, algo: str, period: int, results: list[dict],
               p: dict[str, float]) -> dict[str, Any]:
     """One run's figures, means over the learners: compute and step time (steps after the
     first ``SKIP``), the wait and what of the exchange it hid, steps of all learners per
-    second, the final average's CE, and learner 0's CE curve ending with that average."""
+    second at the mean pace and over the whole run (until the last learner's last step: the
+    learners of an asynchronous run may end far apart), the final average's CE, and learner
+    0's CE curve ending with that average."""
     compute = sum(r["compute_s"] for r in results) / len(results)
     step = sum(sum(r["step_s"][SKIP:]) / len(r["step_s"][SKIP:])
                for r in results) / len(results)
@@ -102,10 +104,12 @@ def summarise(label: str, algo: str, period: int, results: list[dict],
     alone = exchange_alone(algo, p, period)
     lead = results[0]
     final_s = max(r["final_s"] for r in results)
+    done_s = max(r["done_s"] for r in results)
     curve = [(t, ce) for t, _, ce in lead["evals"]] + [(final_s, lead["final_ce"])]
     return {"label": label, "algo": algo, "period": period, "compute_s": compute,
             "step_s": step, "wait_s": wait, "alone_s": alone,
             "hidden": min(1.0, max(0.0, 1 - wait / alone)), "steps_s": len(results) / step,
+            "done_s": done_s, "run_steps_s": sum(len(r["step_s"]) for r in results) / done_s,
             "final_s": final_s, "final_ce": lead["final_ce"], "curve": curve,
             "steps_curve": [(s, ce) for _, s, ce in lead["evals"]]}
 
@@ -149,6 +153,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="outer lr (the paper's 0.7 oscillated here at H = 10)")
     ap.add_argument("--diloco-momentum", type=float, default=0.9)
     ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--target-ce", type=float, default=2.0,
+                    help="a held-out CE whose time to reach the table gives")
     ap.add_argument("--probe-reps", type=int, default=3)
     ap.add_argument("--only", nargs="+", help="run just these methods (labels as in the table)")
     ap.add_argument("--loopback", action="store_true",
@@ -224,7 +230,8 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
            f"--input-rank {args.input_rank} --lr {args.lr:g} "
            f"--bmuf-inner-lr {args.bmuf_inner_lr:g} --bmuf-momentum {args.bmuf_momentum:g} "
            f"--bmuf-block-lr {args.bmuf_block_lr:g} --diloco-lr {args.diloco_lr:g} "
-           f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every}")
+           f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every} "
+           f"--target-ce {args.target_ce:g}")
     if args.only:
         cmd += " --only " + " ".join(f'"{label}"' for label in args.only)
     cmd += " --loopback" if args.loopback else " --out bench/RESULTS.md"
@@ -247,12 +254,15 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
         "step - compute; exchange alone per step = what the method sends in a step, timed "
         "with nothing else running (ssgd: an allreduce of 4; adpsgd: mean of a cross-link and "
         "a same-node swap; ma / bmuf / diloco: an allreduce of 4 divided by H); hidden = "
-        "1 - wait / alone. Steps/s = steps of all 4 learners per second. Final CE = the final "
+        "1 - wait / alone. Steps/s: of all 4 learners, at the mean step time (mean pace) and "
+        "over the run (all steps by the end of the last learner's last step; asynchronous "
+        "learners may end far apart). Final CE = the final "
         "average of the 4 learners on 1024 held-out samples, at equal steps; the curve is "
         f"learner 0's own weights every {args.eval_every} steps (snapshots evaluated after the "
-        "run, so the evaluations cost the run nothing), then that final average. 'Time to "
-        "adpsgd's CE' = wall time of the first point of the curve at or below adpsgd-random's "
-        "final CE of that rate ('-': never). 2 CPU cores shared with other jobs (1-minute "
+        "run, so the evaluations cost the run nothing), then that final average. 'Time to' "
+        "a CE = wall time of the first point of the curve at or below it: ssgd's and "
+        "adpsgd-random's final CE of that rate, and a fixed level ('-': never). 2 CPU "
+        "cores shared with other jobs (1-minute "
         f"load average {min(loads):.1f} to {max(loads):.1f} at the runs' starts): the sleeps "
         "are exact, the real compute and gloo's copies are not.", "",
         f"Command (root): `{cmd}` (`make outer-network`)", "",
@@ -261,18 +271,25 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
             f"{p['swap_node'] * 1000:.0f}, allreduce of 4 {p['allreduce_all'] * 1000:.0f}"
             for rate, p in probes.items()), "",
         "| link | method | compute (ms) | step (ms) | wait (ms) | exchange alone per step (ms) "
-        "| hidden | steps/s (all) | final CE | wall time (s) | time to adpsgd's CE (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| hidden | steps/s (all, mean pace) | steps/s (all, whole run) | final CE "
+        "| final average at (s) | time to ssgd's CE (s) | time to adpsgd's CE (s) "
+        f"| time to CE {args.target_ce:g} (s) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+
+    def reached(r: dict, algo: str | None) -> str:
+        ref = next((x["final_ce"] for x in rows if x["rate"] == r["rate"] and
+                    x["algo"] == algo), None) if algo else args.target_ce
+        t = None if ref is None else time_to(r["curve"], ref)
+        return "-" if t is None else f"{t:.0f}"
+
     for r in rows:
-        ref = next((x["final_ce"] for x in rows
-                    if x["rate"] == r["rate"] and x["algo"] == "adpsgd-random"), None)
-        reached = None if ref is None else time_to(r["curve"], ref)
         lines.append(f"| {r['rate']} | {r['label']} | {r['compute_s'] * 1000:.0f} | "
                      f"{r['step_s'] * 1000:.0f} | {r['wait_s'] * 1000:.0f} | "
                      f"{r['alone_s'] * 1000:.0f} | {r['hidden']:.0%} | {r['steps_s']:.2f} | "
-                     f"{r['final_ce']:.3f} | {r['final_s']:.0f} | "
-                     f"{'-' if reached is None else f'{reached:.0f}'} |")
+                     f"{r['run_steps_s']:.2f} | {r['final_ce']:.3f} | {r['final_s']:.0f} | "
+                     f"{reached(r, 'ssgd')} | {reached(r, 'adpsgd-random')} | "
+                     f"{reached(r, None)} |")
     lines += ["", "![outer optimizers on a slow link](studies/outer_network.png)"]
     return lines
 

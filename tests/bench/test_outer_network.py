@@ -57,9 +57,10 @@ def test_bad_arguments_are_one_line_errors_naming_the_option(argv, message):
         parse_args(argv)
 
 
-def _learner(compute_s, step_s, final_s, evals=(), final_ce=0.0):
+def _learner(compute_s, step_s, final_s, evals=(), final_ce=0.0, done_s=None):
     return {"compute_s": compute_s, "step_s": step_s, "final_s": final_s,
-            "evals": list(evals), "final_ce": final_ce}
+            "done_s": final_s if done_s is None else done_s, "evals": list(evals),
+            "final_ce": final_ce}
 
 
 def test_summary_of_a_block_method_by_hand():
@@ -67,8 +68,8 @@ def test_summary_of_a_block_method_by_hand():
     # first 2: learner 0 (0.4 + 0.4 + 1.0) / 3 = 0.6, learner 1 (0.5 + 0.5 + 0.8) / 3 = 0.6;
     # compute (0.35 + 0.45) / 2 = 0.4; wait 0.2: nothing hidden; 2 learners / 0.6 s.
     results = [_learner(0.35, [9.0, 9.0, 0.4, 0.4, 1.0], 7.0,
-                        [(0.0, 0, 3.5), (4.0, 5, 2.0)], final_ce=1.8),
-               _learner(0.45, [9.0, 9.0, 0.5, 0.5, 0.8], 7.5)]
+                        [(0.0, 0, 3.5), (4.0, 5, 2.0)], final_ce=1.8, done_s=4.5),
+               _learner(0.45, [9.0, 9.0, 0.5, 0.5, 0.8], 7.5, done_s=5.0)]
     s = summarise("bmuf H=10", "bmuf", 10, results, PROBE)
     assert s["compute_s"] == pytest.approx(0.4)
     assert s["step_s"] == pytest.approx(0.6)
@@ -77,16 +78,22 @@ def test_summary_of_a_block_method_by_hand():
     assert s["hidden"] == pytest.approx(0.0)
     assert s["steps_s"] == pytest.approx(2 / 0.6)
     assert s["final_s"] == 7.5  # the last learner's
+    assert s["done_s"] == 5.0
+    assert s["run_steps_s"] == pytest.approx(10 / 5.0)  # 2 x 5 steps by the last one's end
     assert s["curve"] == [(0.0, 3.5), (4.0, 2.0), (7.5, 1.8)]
     assert s["steps_curve"] == [(0, 3.5), (5, 2.0)]
 
 
 def test_summary_of_a_swap_method_by_hand():
-    # adpsgd: alone (2.8 + 0.2) / 2 = 1.5 s; step 0.7, compute 0.4: waits 0.3, hides 80 %
-    results = [_learner(0.4, [5.0, 5.0, 0.7, 0.7], 3.0)]
+    # adpsgd: alone (2.8 + 0.2) / 2 = 1.5 s; steps 0.7 and 0.5 (mean 0.6), compute 0.4 and
+    # 0.2 (mean 0.3): waits 0.3, hides 80 %. Learner 0 ends at 4 s, learner 1 at 16 s: the
+    # mean pace is 2 / 0.6 steps/s, the run 8 steps in 16 s.
+    results = [_learner(0.4, [0.7, 0.7, 0.7, 0.7], 4.5, done_s=4.0),
+               _learner(0.2, [0.5, 0.5, 0.5, 0.5], 16.5, done_s=16.0)]
     s = summarise("adpsgd-random", "adpsgd-random", 1, results, PROBE)
     assert s["hidden"] == pytest.approx(0.8)
-    assert s["steps_s"] == pytest.approx(1 / 0.7)
+    assert s["steps_s"] == pytest.approx(2 / 0.6)
+    assert s["run_steps_s"] == pytest.approx(0.5)
 
 
 def test_time_to_is_the_first_point_at_or_below_the_target():

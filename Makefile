@@ -8,8 +8,8 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study faults studies sim-studies network stragglers projection \
-  staging-cost gpu-check clean
+.PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network \
+  stragglers projection staging-cost gpu-check clean
 
 all: test
 
@@ -95,6 +95,12 @@ sim-studies: deps venv
 network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \
 	  --steps 20 --out bench/RESULTS.md
+
+# Issue 23: bmuf and diloco against adpsgd-random and ssgd on the network study's namespaces
+# at 100 Mbit (root; about 25 minutes).
+outer-network: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_network --rates 100mbit \
+	  --steps 200 --out bench/RESULTS.md
 
 stragglers: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers --steps 100 \

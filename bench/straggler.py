@@ -55,8 +55,9 @@ def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: t
 
 
 def launch(fn: Callable[..., Any], n: int, *args: Any, addr: str = "127.0.0.1",
-           setup: Callable[[int], None] | None = None) -> list[Any]:
-    """Run ``fn(rank, n, *args)`` in ``n`` forked learner processes; their results by rank.
+           setup: Callable[[int], None] | None = None, timeout_s: float = 600) -> list[Any]:
+    """Run ``fn(rank, n, *args)`` in ``n`` forked learner processes; their results by rank
+    (each within ``timeout_s`` of the start).
 
     ``setup(rank)`` runs in each child before the rendezvous at ``addr`` (e.g. entering a
     network namespace)."""
@@ -67,7 +68,7 @@ def launch(fn: Callable[..., Any], n: int, *args: Any, addr: str = "127.0.0.1",
              for r in range(n)]
     for p in procs:
         p.start()
-    out = dict(q.get(timeout=600) for _ in procs)
+    out = dict(q.get(timeout=timeout_s) for _ in procs)
     for p in procs:
         p.join()
         if p.exitcode != 0:

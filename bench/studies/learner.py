@@ -56,6 +56,7 @@ class Config:
     eval_every: int = 0  # learner 0 evaluates its own weights every so many steps (0: never)
     calib_steps: int = 6
     lr: float = 0.02
+    input_rank: int = 0  # inputs drawn in a subspace of this many dimensions (0: all of width)
 
 
 class SimCompute(torch.autograd.Function):
@@ -104,11 +105,19 @@ def numel(cfg: Config) -> int:
     return sum(p.numel() for p in make_model(cfg).parameters())
 
 
-def task(width: int, count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def task(width: int, count: int, seed: int,
+         rank: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``count`` inputs and a fixed linear teacher's labels for them (learnable in a few
-    hundred steps, so the held-out cross-entropy shows progress within a short run)."""
+    hundred steps, so the held-out cross-entropy shows progress within a short run). With
+    ``rank`` > 0 the inputs lie in a fixed random subspace of that many dimensions: the same
+    teacher, a problem of ``rank`` dimensions, learnt in far fewer samples."""
     teacher = torch.randn(width, CLASSES, generator=torch.Generator().manual_seed(1234))
-    x = torch.randn(count, width, generator=torch.Generator().manual_seed(seed))
+    if rank <= 0:
+        x = torch.randn(count, width, generator=torch.Generator().manual_seed(seed))
+    else:
+        basis = torch.randn(rank, width, generator=torch.Generator().manual_seed(4321))
+        z = torch.randn(count, rank, generator=torch.Generator().manual_seed(seed))
+        x = z @ basis / rank ** 0.5  # unit variance per input, as without a subspace
     return x, (x @ teacher).argmax(1)
 
 
@@ -125,7 +134,7 @@ def _run_steps(strategy: Strategy, model: torch.nn.Module, cfg: Config, rank: in
                on_step: Any = None) -> list[float]:
     """Train ``steps`` steps; the seconds each took."""
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=0.9)
-    x, y = task(cfg.width, POOL * cfg.batch, seed=100 + rank)
+    x, y = task(cfg.width, POOL * cfg.batch, seed=100 + rank, rank=cfg.input_rank)
     times = []
     for step in range(steps):
         i = (step % POOL) * cfg.batch
@@ -146,25 +155,35 @@ def run(rank: int, n: int, cfg: Config) -> dict[str, Any]:
     compute_s = statistics.median(alone[1:])  # the first step warms up; median: load spikes
     strategy = make_strategy(cfg.algo, distance_every=0, **cfg.options)
     model = strategy.wrap_model(make_model(cfg, factor))
-    heldout = task(cfg.width, 1024, seed=7)
-    evals: list[tuple[float, int, float]] = []
+    heldout = task(cfg.width, 1024, seed=7, rank=cfg.input_rank)
+    # learner 0's weights every eval_every steps, evaluated after the run: an evaluation
+    # inside it would stall learner 0 (and whoever waits for it) and count as its step time
+    snapshots: list[tuple[float, int, dict[str, torch.Tensor]]] = []
     ends: list[float] = []  # seconds from the common start to the end of each step
     dist.barrier()
     t_start = time.perf_counter()
 
+    def snapshot(m: torch.nn.Module) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in unwrap(m).state_dict().items()}
+
     def on_step(step: int, m: torch.nn.Module) -> None:
         ends.append(time.perf_counter() - t_start)
         if rank == 0 and cfg.eval_every and step % cfg.eval_every == 0:
-            evals.append((time.perf_counter() - t_start, step, heldout_ce(m, heldout)))
+            snapshots.append((time.perf_counter() - t_start, step, snapshot(m)))
 
     if rank == 0 and cfg.eval_every:
-        evals.append((0.0, 0, heldout_ce(model, heldout)))
+        snapshots.append((0.0, 0, snapshot(model)))
     times = _run_steps(strategy, model, cfg, rank, cfg.steps, on_step)
     t_done = time.perf_counter() - t_start
     metrics = strategy.metrics()
     strategy.finalize(model)
     t_final = time.perf_counter() - t_start
     final_ce = heldout_ce(model, heldout)
+    probe = make_model(cfg)
+    evals: list[tuple[float, int, float]] = []
+    for t, step, weights in snapshots:
+        probe.load_state_dict(weights)
+        evals.append((t, step, heldout_ce(probe, heldout)))
     strategy.close()
     return {"compute_s": compute_s, "step_s": times, "ends": ends, "done_s": t_done,
             "final_s": t_final, "metrics": metrics, "evals": evals, "final_ce": final_ce,

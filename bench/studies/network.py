@@ -94,12 +94,18 @@ def probe(rank: int, n: int, numel: int, reps: int) -> dict[str, float]:
     return out
 
 
-def exchange_alone(algo: str, p: dict[str, float]) -> float:
+PERIODIC = ("ma", "bmuf", "diloco")  # an allreduce of the weights every ``period`` steps
+
+
+def exchange_alone(algo: str, p: dict[str, float], period: int = 1) -> float:
     """What one step's communication costs with nothing to hide behind, per strategy: ssgd's
     allreduce over all; an ADPSGD swap (half the 4-ring's pairs cross the link); hadpsgd's
-    node allreduce plus its leaders' swap across."""
+    node allreduce plus its leaders' swap across; the averaging methods' allreduce over all
+    once a block, so ``1 / period`` of it a step."""
     if algo == "ssgd":
         return p["allreduce_all"]
+    if algo in PERIODIC:
+        return p["allreduce_all"] / period
     if algo == "hadpsgd":
         return p["allreduce_node"] + p["swap_cross"]
     return (p["swap_cross"] + p["swap_node"]) / 2

@@ -33,11 +33,21 @@ class Runner:
         self.cache.mkdir(parents=True, exist_ok=True)
         self.host_s = 0.0
 
-    def __call__(self, spec: RunSpec, speed: SpeedModel) -> dict[str, Any]:
-        values = {**dataclasses.asdict(spec), "speed": dataclasses.asdict(speed),
-                  "chunks": len(self.pool.train)}
+    def _values(self, spec: RunSpec, speed: SpeedModel) -> dict[str, Any]:
+        return {**dataclasses.asdict(spec), "speed": dataclasses.asdict(speed),
+                "chunks": len(self.pool.train)}
+
+    def _path(self, values: dict[str, Any]) -> Path:
         key = hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
-        path = self.cache / f"{key}.json"
+        return self.cache / f"{key}.json"
+
+    def cached(self, spec: RunSpec, speed: SpeedModel) -> bool:
+        """Whether ``spec``'s result is in the cache already."""
+        return self._path(self._values(spec, speed)).exists()
+
+    def __call__(self, spec: RunSpec, speed: SpeedModel) -> dict[str, Any]:
+        values = self._values(spec, speed)
+        path = self._path(values)
         if path.exists():
             return json.loads(path.read_text())
         t0 = time.perf_counter()

@@ -195,31 +195,31 @@ def _start(data: str, targets: str, cache: str, max_utts: int) -> None:
     _RUNNER = Runner(data, targets, cache, max_utts)
 
 
-def _one(spec: RunSpec) -> None:
+def _one(job: tuple[RunSpec, int]) -> None:
     assert _RUNNER is not None
-    res = _RUNNER(spec, SPEED)
-    s = spec
+    s, noise_every = job
+    res = _RUNNER(s, SPEED, noise_every)
     print(f"{s.algo} n={s.learners} b={s.batch} lr_ref={s.schedule.lr if s.schedule else '-'} "
           f"seed={s.seed} ce={res['records'][-1]['heldout_ce']:.4f} "
           f"host={res['host_s']:.0f}s", flush=True)
 
 
-def run_all(runner: Runner, args: argparse.Namespace,
-            specs: list[RunSpec]) -> list[dict[str, Any]]:
+def run_all(runner: Runner, args: argparse.Namespace, specs: list[RunSpec],
+            noise_every: int = 0) -> list[dict[str, Any]]:
     """Every spec's result, in order: those not in the cache computed ``--jobs`` at a time
     (the longest first, so the last to finish is a short one: a run costs about its epochs,
-    more at small per-learner batches)."""
+    more at small per-learner batches); with ``noise_every``, B_simple measured too."""
     todo: list[RunSpec] = []
     for s in specs:
-        if s not in todo and not runner.cached(s, SPEED):
+        if s not in todo and not runner.cached(s, SPEED, noise_every):
             todo.append(s)
     todo.sort(key=lambda s: -s.epochs * (1 + 8 / s.batch))
     if todo:
         with ProcessPoolExecutor(args.jobs, initializer=_start,
                                  initargs=(args.data, args.targets, args.cache,
                                            args.max_utts)) as ex:
-            list(ex.map(_one, todo))
-    return [runner(s, SPEED) for s in specs]
+            list(ex.map(_one, [(s, noise_every) for s in todo]))
+    return [runner(s, SPEED, noise_every) for s in specs]
 
 
 class Study:
@@ -228,6 +228,7 @@ class Study:
     def __init__(self, runner: Runner, args: argparse.Namespace) -> None:
         self.runner, self.args = runner, args
         self.results: dict[tuple[Point, float, int], dict[str, Any]] = {}
+        self.noise_host_s = 0.0
 
     def run(self, jobs: list[tuple[Point, float, int]]) -> None:
         jobs = [job for job in dict.fromkeys(jobs) if job not in self.results]
@@ -270,6 +271,17 @@ class Study:
                     if lr is not None and (p, lr, s) not in self.results]
         return out
 
+    def noise(self) -> tuple[Point, list[dict[str, Any]]] | None:
+        """ssgd's B_simple along training at ``--noise-multiple``, best rate, seed 0."""
+        a = self.args
+        p = Point("ssgd", a.learners[0], a.baseline_batch * a.noise_multiple)
+        lr = self.best_lr(p)
+        if not a.noise_every or lr is None:
+            return None
+        res = run_all(self.runner, a, [make_spec(a, p, lr)], a.noise_every)[0]
+        self.noise_host_s = res["host_s"]
+        return p, res["noise"]
+
     def lr_for(self, p: Point) -> float | None:
         """An extra point's rate: the first learner count's best at the same batch, of the
         same strategy, else of ``--lr-from``."""
@@ -306,6 +318,10 @@ def main() -> None:
                     help="run at --few-multiples only, at --lr-from's best rate, one seed")
     ap.add_argument("--few-multiples", type=int, nargs="*", default=[16])
     ap.add_argument("--lr-from", default="adpsgd-random", choices=STRATEGIES)
+    ap.add_argument("--noise-every", type=int, default=0,
+                    help="also run ssgd at --noise-multiple measuring B_simple every this "
+                    "many steps (0: not)")
+    ap.add_argument("--noise-multiple", type=int, default=16)
     ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -326,14 +342,16 @@ def main() -> None:
         study.run(missing)
     extras = [(p, lr, 0) for p in extra_points(args) if (lr := study.lr_for(p)) is not None]
     study.run(extras)
-    plot(study, curve, REPO / "bench/studies/large_batch.png")
-    publish(section(study, runner, curve), args.out)
+    noise = study.noise()
+    plot(study, curve, noise, REPO / "bench/studies/large_batch.png")
+    publish(section(study, runner, curve, noise), args.out)
 
 
 # ---- the section
 
 
-def plot(study: Study, curve: list[float], path) -> None:
+def plot(study: Study, curve: list[float],
+         noise: tuple[Point, list[dict[str, Any]]] | None, path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -341,7 +359,8 @@ def plot(study: Study, curve: list[float], path) -> None:
 
     args = study.args
     base = study.base()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3 if noise else 2, figsize=(16 if noise else 11, 4.2))
+    left, right = axes[0], axes[1]
     for n, marker in zip(args.learners, "os^", strict=False):
         for algo in args.strategies + args.few_strategies:
             pts = sorted(study.by_batch(algo, n).items())
@@ -368,6 +387,20 @@ def plot(study: Study, curve: list[float], path) -> None:
     right.set_xlabel("epochs")
     right.set_ylabel("held-out CE (seed 0, best rate)")
     right.legend(fontsize=6)
+    if noise:
+        p, rows = noise
+        ax = axes[2]
+        pts = [(r["epochs"], r["b_simple"]) for r in rows if r["b_simple"]]
+        ax.semilogy([e for e, _ in pts], [b for _, b in pts], "k-",
+                    label=f"B_simple, {p.algo} {p.learners} x {p.batch // p.learners}")
+        for algo in args.strategies:
+            limit = largest_within(study.by_batch(algo, args.learners[0]), base)
+            if limit:
+                ax.axhline(limit, lw=0.8, ls="--", label=f"{algo}: largest B within 2 %",
+                           color=f"C{args.strategies.index(algo)}")
+        ax.set_xlabel("epochs")
+        ax.set_ylabel("chunks")
+        ax.legend(fontsize=6)
     write_png(fig, path)
 
 
@@ -383,11 +416,12 @@ def cell(study: Study, p: Point) -> str:
     return f"{statistics.mean(ces):.4f} +- {sd(ces):.4f} ({len(ces)} seeds, lr_ref {lr:g}{edge})"
 
 
-def section(study: Study, runner: Runner, curve: list[float]) -> list[str]:
+def section(study: Study, runner: Runner, curve: list[float],
+            noise: tuple[Point, list[dict[str, Any]]] | None) -> list[str]:
     args, b0 = study.args, study.args.baseline_batch
     base = study.base()
     base_p = Point("single", 1, b0)
-    host = sum(r["host_s"] for r in study.results.values())
+    host = sum(r["host_s"] for r in study.results.values()) + study.noise_host_s
     lines = [
         "## Study 1: large batch (simulator)",
         "",
@@ -468,6 +502,32 @@ def section(study: Study, runner: Runner, curve: list[float]) -> list[str]:
                             [b0 * m for m in args.multiples])
         lines += ["", f"Verdict on \"ADPSGD (random ring) takes a 3x larger global batch than "
                   f"SSGD\" at this scale, {n0} learners: **{word}**: {why}."]
+    if noise:
+        lines += noise_lines(study, *noise)
+    return lines
+
+
+def noise_lines(study: Study, p: Point, rows: list[dict[str, Any]]) -> list[str]:
+    """B_simple of this study's model at each epoch's end, beside its largest good batches."""
+    a = study.args
+    limits = {algo: largest_within(study.by_batch(algo, a.learners[0]), study.base())
+              for algo in a.strategies}
+    lines = ["", f"Gradient noise scale of this study's model and corpus: {p.algo}, "
+             f"{p.learners} learners x {p.batch // p.learners} chunks at lr_ref "
+             f"{study.best_lr(p):g}, seed 0, B_simple = tr(Sigma) / |G|^2 measured every "
+             f"{a.noise_every} steps (`asrdist.simulate.noise`: B_small "
+             f"{p.batch // p.learners}, B_big {p.batch}, moving averages of decay 0.9), "
+             "the last measurement of each epoch, beside the largest batches within 2 % ("
+             + ", ".join(f"{k} {v or 'none'}" for k, v in limits.items()) + "):", "",
+             "| epochs | B_simple (chunks) | \\|G\\|^2 (EMA) | tr(Sigma) (EMA) |",
+             "|---|---|---|---|"]
+    for e in range(a.epochs + 1):
+        last = [r for r in rows if r["epochs"] <= e + 1e-9]
+        if last and (e == 0 or last[-1]["epochs"] > e - 1):
+            r = last[-1]
+            b = f"{r['b_simple']:.0f}" if r["b_simple"] else "-"
+            lines.append(f"| {r['epochs']:.2f} | {b} | {r['grad_sq']:.4g} | "
+                         f"{r['trace_sigma']:.4g} |")
     return lines
 
 

@@ -228,7 +228,7 @@ class Study:
     def __init__(self, runner: Runner, args: argparse.Namespace) -> None:
         self.runner, self.args = runner, args
         self.results: dict[tuple[Point, float, int], dict[str, Any]] = {}
-        self.noise_host_s = 0.0
+        self.noise_host_s = self.check_host_s = 0.0
 
     def run(self, jobs: list[tuple[Point, float, int]]) -> None:
         jobs = [job for job in dict.fromkeys(jobs) if job not in self.results]
@@ -282,6 +282,24 @@ class Study:
         self.noise_host_s = res["host_s"]
         return p, res["noise"]
 
+    def longer(self) -> list[tuple[Point, float, float]]:
+        """(point, CE at --epochs, CE at --check-epochs) of the baseline and each swept
+        strategy at --check-multiple, seed 0, best rate: does the verdict hold with more
+        epochs (annealed from the second half of them, as the runs are)?"""
+        a = self.args
+        if not a.check_epochs:
+            return []
+        n0, b0 = a.learners[0], a.baseline_batch
+        points = [Point("single", 1, b0)] + [Point(x, n0, b0 * a.check_multiple)
+                                             for x in a.strategies]
+        jobs = [(p, lr) for p in points if (lr := self.best_lr(p)) is not None]
+        more = argparse.Namespace(**{**vars(a), "epochs": a.check_epochs,
+                                     "anneal_start": a.check_epochs // 2 + 1})
+        got = run_all(self.runner, a, [make_spec(more, p, lr) for p, lr in jobs])
+        self.check_host_s = sum(r["host_s"] for r in got)
+        return [(p, self.ce(p, lr) or math.nan, r["records"][-1]["heldout_ce"])
+                for (p, lr), r in zip(jobs, got, strict=True)]
+
     def lr_for(self, p: Point) -> float | None:
         """An extra point's rate: the first learner count's best at the same batch, of the
         same strategy, else of ``--lr-from``."""
@@ -322,6 +340,10 @@ def main() -> None:
                     help="also run ssgd at --noise-multiple measuring B_simple every this "
                     "many steps (0: not)")
     ap.add_argument("--noise-multiple", type=int, default=16)
+    ap.add_argument("--check-epochs", type=int, default=0,
+                    help="also run the baseline and the swept strategies at --check-multiple "
+                    "for this many epochs (0: not)")
+    ap.add_argument("--check-multiple", type=int, default=16)
     ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -343,8 +365,9 @@ def main() -> None:
     extras = [(p, lr, 0) for p in extra_points(args) if (lr := study.lr_for(p)) is not None]
     study.run(extras)
     noise = study.noise()
+    longer = study.longer()
     plot(study, curve, noise, REPO / "bench/studies/large_batch.png")
-    publish(section(study, runner, curve, noise), args.out)
+    publish(section(study, runner, curve, noise, longer), args.out)
 
 
 # ---- the section
@@ -417,11 +440,13 @@ def cell(study: Study, p: Point) -> str:
 
 
 def section(study: Study, runner: Runner, curve: list[float],
-            noise: tuple[Point, list[dict[str, Any]]] | None) -> list[str]:
+            noise: tuple[Point, list[dict[str, Any]]] | None,
+            longer: list[tuple[Point, float, float]]) -> list[str]:
     args, b0 = study.args, study.args.baseline_batch
     base = study.base()
     base_p = Point("single", 1, b0)
-    host = sum(r["host_s"] for r in study.results.values()) + study.noise_host_s
+    host = (sum(r["host_s"] for r in study.results.values()) + study.noise_host_s
+            + study.check_host_s)
     lines = [
         "## Study 1: large batch (simulator)",
         "",
@@ -502,6 +527,16 @@ def section(study: Study, runner: Runner, curve: list[float],
                             [b0 * m for m in args.multiples])
         lines += ["", f"Verdict on \"ADPSGD (random ring) takes a 3x larger global batch than "
                   f"SSGD\" at this scale, {n0} learners: **{word}**: {why}."]
+    if longer:
+        base_long = longer[0][2]
+        lines += ["", f"Longer runs: {args.check_epochs} epochs (annealed from epoch "
+                  f"{args.check_epochs // 2 + 1}), seed 0, each point's best rate, against "
+                  f"the same runs at {args.epochs} epochs:", "",
+                  f"| strategy | learners | B | CE, {args.epochs} epochs | CE, "
+                  f"{args.check_epochs} epochs | vs baseline at {args.check_epochs} |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {p.algo} | {p.learners} | {p.batch} | {short:.4f} | {long:.4f} | "
+                  f"{long / base_long - 1:+.1%} |" for p, short, long in longer]
     if noise:
         lines += noise_lines(study, *noise)
     return lines

@@ -459,8 +459,14 @@ def section(study: Study, runner: Runner, curve: list[float],
         f"{' '.join(args.strategies)}"
         + (f" --few-strategies {' '.join(args.few_strategies)} --few-multiples "
            f"{' '.join(map(str, args.few_multiples))}" if args.few_strategies else "")
-        + f" --jobs {args.jobs} --cache DIR --out bench/RESULTS.md`. "
-        f"{len(runner.pool.train)} training chunks of 21 frames ({args.hours} h of audio), "
+        + (f" --noise-every {args.noise_every} --noise-multiple {args.noise_multiple}"
+           if args.noise_every else "")
+        + (f" --check-epochs {args.check_epochs} --check-multiple {args.check_multiple}"
+           if args.check_epochs else "")
+        + f" --jobs {args.jobs} --cache DIR --out bench/RESULTS.md` (`recipes/mini/run.sh "
+        f"--stop-stage 3 --hours {args.hours}`: {args.hours} h of clean training speech, "
+        "about four times that after augmentation). "
+        f"{len(runner.pool.train)} training chunks of 21 frames, "
         f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
         f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
         "5, equally fast learners; ma averages every 8 steps, hadpsgd has super-learners of 4 "

@@ -139,9 +139,9 @@ def main() -> None:
     lines += [
         "",
         "Study 1's largest good batches (the largest global batch per strategy whose held-out "
-        "CE stays within 2 % of the single learner's) are to be set beside these figures "
-        "once study 1 is redone at convergence (issue 24, item 2); its present table, at 2 "
-        "epochs, has no batch within 2 % to compare.",
+        "CE stays within 2 % of the single learner's) are set beside the B_simple of study "
+        "1's own model, measured the same way on its SSGD run, in its section (\"Study 1: "
+        "large batch (simulator)\").",
     ]
     publish(lines, args.out)
 

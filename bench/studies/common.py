@@ -33,17 +33,34 @@ class Runner:
         self.cache.mkdir(parents=True, exist_ok=True)
         self.host_s = 0.0
 
-    def __call__(self, spec: RunSpec, speed: SpeedModel) -> dict[str, Any]:
+    def _values(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> dict[str, Any]:
         values = {**dataclasses.asdict(spec), "speed": dataclasses.asdict(speed),
                   "chunks": len(self.pool.train)}
+        if noise_every:  # only then: the runs cached before it keep their keys
+            values["noise_every"] = noise_every
+        return values
+
+    def _path(self, values: dict[str, Any]) -> Path:
         key = hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
-        path = self.cache / f"{key}.json"
+        return self.cache / f"{key}.json"
+
+    def cached(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> bool:
+        """Whether ``spec``'s result is in the cache already."""
+        return self._path(self._values(spec, speed, noise_every)).exists()
+
+    def __call__(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> dict[str, Any]:
+        """The run's records and summary; with ``noise_every``, B_simple measured every that
+        many steps too (``noise``)."""
+        values = self._values(spec, speed, noise_every)
+        path = self._path(values)
         if path.exists():
             return json.loads(path.read_text())
         t0 = time.perf_counter()
-        res = run(self.pool, spec, speed)
+        res = run(self.pool, spec, speed, noise_every)
         out = {"spec": values, "records": res.records, "summary": res.summary,
                "host_s": time.perf_counter() - t0}
+        if noise_every:
+            out["noise"] = res.noise
         self.host_s += out["host_s"]
         with atomic_write(path) as f:
             json.dump(out, f)

@@ -1,145 +1,574 @@
-"""Study 1: how large a global batch each strategy takes before its held-out CE falls more than
-2 % behind the single-learner baseline at equal epochs, on the many-learner simulator.
+"""Study 1 at convergence: the largest global batch each strategy takes before its held-out CE
+falls more than 2 % behind the single-learner baseline, on the many-learner simulator.
 
-Learning-rate rule: linear scaling from the recipe, ``lr = lr_ref x B / 256`` at global batch B
-(lr_ref 0.1, momentum 0.9, conf/train_blstm.yaml); the largest batch also runs at
-``--lr-factors`` times that rule and keeps its best (linear scaling overshoots first there), and
-the baseline gets a sweep of 0.5, 1 and 2, so no strategy loses to a rate tuned for another.
-Per-learner batches below ``--min-batch`` are skipped (they cost the most host time).
-Equally fast learners; ma averages every 8 steps; hadpsgd has super-learners of 4 on a random
-ring.
+Why this shape: at equal (few) epochs a large batch is judged on fewer updates, not on the
+strategy, so every run here trains to the baseline's convergence with the papers' schedule
+(``--lr-schedule ibm``: the rate scaled linearly with the global batch B from ``lr_ref`` at 256
+chunks, a linear warm-up to it over the first epoch, then divided by ``--anneal-factor`` (sqrt
+2) every epoch from ``--anneal-start`` on). The number of epochs comes from the baseline: a
+probe run at its grid's middle rate without annealing, evaluated every epoch, stops improving
+by more than 0.5 % an epoch at epoch E (``--epochs`` may cap it, and says so).
+
+Every (strategy, batch) point of the sweep tries the same three ``lr_ref`` values and keeps its
+best; the points that decide a strategy's verdict (its largest batch within 2 % and the next
+larger one) get ``--seeds`` seeds at that rate, and the rule is applied to the seeds' means.
+More learners (``--learners`` after the first) and the strategies in ``--few-strategies`` run
+at fewer points (``--wide-multiples``, ``--few-multiples``) at the best rate of the first
+learner count (of ``--lr-from`` for the few), one seed. Runs go ``--jobs`` at a time, each in
+its own process, and are cached by spec (``--cache``), so an interrupted study resumes.
 
     .venv/bin/python -m bench.studies.large_batch --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--epochs E] [--out bench/RESULTS.md]
+        [--cache DIR] [--epochs E] [--jobs 2] [--out bench/RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
+from asrdist.train.schedule import ScheduleOptions
 from bench.results import publish
-from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.studies.common import REPO, Runner, corpus_options, small_blstm
 from bench.studies.figure import write_png
 
 STRATEGIES = {
     "ssgd": {}, "ma": {"avg_period": 8}, "adpsgd-fixed": {}, "adpsgd-random": {},
-    "adpsgd-delay1": {}, "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"},
+    "adpsgd-delay1": {}, "adpsgd-delayavg": {},
+    "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"},
 }
 SPEED = SpeedModel(compute_s=1.0, update_s=0.25, latency_s=0.6)
+TOLERANCE = 0.02  # the criterion: within 2 % of the baseline's held-out CE
+PLATEAU = 0.005  # the baseline has converged when an epoch gains no more than 0.5 %
+REF_BATCH = 256
 
 
-def best(runner: Runner, args, algo: str, n: int, global_batch: int, seed: int = 0,
-         factors: list[float] | None = None) -> tuple[float, float]:
-    """(held-out CE, lr) of the best learning rate of the sweep."""
-    out = []
-    top = args.baseline_batch * max(args.multiples)
-    for f in factors or (args.lr_factors if global_batch == top else [1.0]):
-        lr = f * args.lr_ref * global_batch / 256
-        spec = RunSpec(algo, n, global_batch // n, args.epochs, lr, 0.9,
-                       model=small_blstm(), options=STRATEGIES.get(algo, {}), seed=seed,
-                       evals=1)
-        res = runner(spec, SPEED)
-        out.append((final_ce(res), lr))
-        print(algo, n, global_batch, seed, round(lr, 4), round(out[-1][0], 4), flush=True)
-    return min(out)
+@dataclass(frozen=True)
+class Point:
+    algo: str
+    learners: int
+    batch: int  # global batch, chunks
+
+
+def schedule(args: argparse.Namespace, lr_ref: float, anneal: bool = True) -> ScheduleOptions:
+    """The papers' rule; without ``anneal``, a constant rate after the warm-up."""
+    return ScheduleOptions(lr=lr_ref, lr_schedule="ibm", lr_ref_batch=REF_BATCH,
+                           lr_scaling="linear", warmup_epochs=args.warmup_epochs,
+                           anneal_start=args.anneal_start if anneal else 1,
+                           anneal_factor=args.anneal_factor if anneal else 1.0)
+
+
+def make_spec(args: argparse.Namespace, p: Point, lr_ref: float, seed: int = 0,
+              epochs: int | None = None, anneal: bool = True) -> RunSpec:
+    """The run of point ``p`` at ``lr_ref``: evaluated after every epoch."""
+    e = args.epochs if epochs is None else epochs
+    return RunSpec(p.algo, p.learners, p.batch // p.learners, float(e),
+                   lr_ref * p.batch / REF_BATCH, 0.9, model=small_blstm(),
+                   options=STRATEGIES.get(p.algo, {}), seed=seed, evals=e,
+                   schedule=schedule(args, lr_ref, anneal))
+
+
+def probe_point(args: argparse.Namespace) -> tuple[Point, float]:
+    return Point("single", 1, args.baseline_batch), args.lr_refs[len(args.lr_refs) // 2]
+
+
+def converged_epoch(ces: list[float], plateau: float = PLATEAU) -> int:
+    """The epoch (from 1) after which the next one gains no more than ``plateau`` of the CE;
+    all of them when every epoch gains more. ``ces``: held-out CE after each epoch."""
+    for e in range(1, len(ces)):
+        if ces[e] > ces[e - 1] * (1 - plateau):
+            return e
+    return len(ces)
+
+
+def fits(p: Point, min_batch: int) -> bool:
+    return p.batch % p.learners == 0 and p.batch // p.learners >= min_batch
+
+
+def sweep_points(args: argparse.Namespace) -> list[Point]:
+    """The baseline and every swept strategy at every multiple, first learner count."""
+    b0, n0 = args.baseline_batch, args.learners[0]
+    points = [Point("single", 1, b0)]
+    points += [Point(a, n0, b0 * m) for a in args.strategies for m in args.multiples]
+    return [p for p in points if fits(p, 1 if p.algo == "single" else args.min_batch)]
+
+
+def extra_points(args: argparse.Namespace) -> list[Point]:
+    """Points at one rate and one seed: more learners, and the strategies swept less."""
+    b0 = args.baseline_batch
+    points = [Point(a, n, b0 * m) for n in args.learners[1:] for a in args.strategies
+              for m in args.wide_multiples]
+    points += [Point(a, args.learners[0], b0 * m) for a in args.few_strategies
+               for m in args.few_multiples]
+    return [p for p in points if fits(p, args.min_batch)]
+
+
+def within(ces: list[float], base: list[float], tolerance: float = TOLERANCE) -> bool:
+    """The rule: the seeds' mean CE at most ``1 + tolerance`` times the baseline seeds' mean."""
+    return statistics.mean(ces) <= (1 + tolerance) * statistics.mean(base)
+
+
+def clear_of_spread(ces: list[float], base: list[float], tolerance: float = TOLERANCE) -> bool:
+    """Whether the rule's answer holds beyond the seeds' spread: the mean is further from the
+    threshold than the point's and the (scaled) baseline's standard deviations together."""
+    threshold = (1 + tolerance) * statistics.mean(base)
+    spread = sd(ces) + (1 + tolerance) * sd(base)
+    return abs(statistics.mean(ces) - threshold) > spread
+
+
+def sd(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def largest_within(by_batch: dict[int, list[float]], base: list[float],
+                   tolerance: float = TOLERANCE) -> int | None:
+    """The largest batch whose seeds' mean is within the tolerance of the baseline's."""
+    good = [b for b, ces in by_batch.items() if ces and within(ces, base, tolerance)]
+    return max(good) if good else None
+
+
+def deciding_batches(by_batch: dict[int, list[float]], base: list[float],
+                     tolerance: float = TOLERANCE) -> list[int]:
+    """The batches a strategy's verdict rests on: its largest batch within the tolerance and
+    the next larger one tried (the smallest tried when none is within)."""
+    batches = sorted(by_batch)
+    if not batches:
+        return []
+    limit = largest_within(by_batch, base, tolerance)
+    if limit is None:
+        return [batches[0]]
+    larger = [b for b in batches if b > limit]
+    return [limit] + larger[:1]
+
+
+def verdict(ssgd: int | None, adpsgd: int | None, batches: list[int],
+            factor: float = 3.0) -> tuple[str, str]:
+    """("confirmed" | "refuted" | "partly" | "undecided", why) for the claim that ADPSGD takes
+    a ``factor`` times larger global batch than SSGD, from each one's largest batch within 2 %
+    on the grid ``batches``: the true limits lie between a grid point and the next, so the
+    ratio is bracketed, and a limit at the grid's top is only a lower bound."""
+    grid = sorted(batches)
+    top = grid[-1]
+
+    def above(b: int) -> float:
+        larger = [g for g in grid if g > b]
+        return larger[0] if larger else math.inf
+
+    if ssgd is None and adpsgd is None:
+        return "undecided", "neither is within 2 % at any batch tried (the grid starts too high)"
+    if ssgd == top:
+        return "undecided", (f"ssgd is within 2 % at the largest batch tried ({top}): the grid "
+                             "does not reach its limit")
+    if adpsgd is None:
+        return "refuted", (f"ADPSGD is within 2 % at no batch tried, SSGD up to {ssgd} at least")
+    low = adpsgd / (above(ssgd) if ssgd is not None else grid[0])
+    high = above(adpsgd) / ssgd if ssgd is not None else math.inf
+    bracket = f"the ratio of their limits lies between {low:g} and {high:g}"
+    if ssgd is None:
+        if low >= factor:
+            return "confirmed", (f"ADPSGD is within 2 % up to {adpsgd}, SSGD at no batch tried "
+                                 f"({grid[0]} and up): {bracket}")
+        return "undecided", (f"ADPSGD is within 2 % up to {adpsgd}, SSGD at no batch tried: "
+                             f"{bracket}")
+    ratio = adpsgd / ssgd
+    said = f"largest batch within 2 %: ADPSGD {adpsgd}, SSGD {ssgd} ({ratio:g}x; {bracket})"
+    if ratio >= factor:
+        return "confirmed", said
+    if ratio <= 1:
+        return "refuted", said
+    return "partly", said
+
+
+# ---- running
+
+
+_RUNNER: Runner | None = None
+
+
+def _start(data: str, targets: str, cache: str, max_utts: int) -> None:
+    global _RUNNER
+    _RUNNER = Runner(data, targets, cache, max_utts)
+
+
+def _one(job: tuple[RunSpec, int]) -> None:
+    assert _RUNNER is not None
+    s, noise_every = job
+    res = _RUNNER(s, SPEED, noise_every)
+    print(f"{s.algo} n={s.learners} b={s.batch} lr_ref={s.schedule.lr if s.schedule else '-'} "
+          f"seed={s.seed} ce={res['records'][-1]['heldout_ce']:.4f} "
+          f"host={res['host_s']:.0f}s", flush=True)
+
+
+def run_all(runner: Runner, args: argparse.Namespace, specs: list[RunSpec],
+            noise_every: int = 0) -> list[dict[str, Any]]:
+    """Every spec's result, in order: those not in the cache computed ``--jobs`` at a time
+    (the longest first, so the last to finish is a short one: a run costs about its epochs,
+    more at small per-learner batches); with ``noise_every``, B_simple measured too."""
+    todo: list[RunSpec] = []
+    for s in specs:
+        if s not in todo and not runner.cached(s, SPEED, noise_every):
+            todo.append(s)
+    todo.sort(key=lambda s: -s.epochs * (1 + 8 / s.batch))
+    if todo:
+        with ProcessPoolExecutor(args.jobs, initializer=_start,
+                                 initargs=(args.data, args.targets, args.cache,
+                                           args.max_utts)) as ex:
+            list(ex.map(_one, [(s, noise_every) for s in todo]))
+    return [runner(s, SPEED, noise_every) for s in specs]
+
+
+class Study:
+    """The study's runs and what they give: per (point, lr_ref, seed) the held-out CE."""
+
+    def __init__(self, runner: Runner, args: argparse.Namespace) -> None:
+        self.runner, self.args = runner, args
+        self.results: dict[tuple[Point, float, int], dict[str, Any]] = {}
+        self.noise_host_s = self.check_host_s = 0.0
+
+    def run(self, jobs: list[tuple[Point, float, int]]) -> None:
+        jobs = [job for job in dict.fromkeys(jobs) if job not in self.results]
+        got = run_all(self.runner, self.args, [make_spec(self.args, *job) for job in jobs])
+        self.results.update(zip(jobs, got, strict=True))
+
+    def ce(self, p: Point, lr: float, seed: int = 0) -> float | None:
+        res = self.results.get((p, lr, seed))
+        return None if res is None else res["records"][-1]["heldout_ce"]
+
+    def best_lr(self, p: Point) -> float | None:
+        tried = [(ce, lr) for lr in self.args.lr_refs if (ce := self.ce(p, lr)) is not None]
+        return min(tried)[1] if tried else None
+
+    def seeds(self, p: Point) -> list[float]:
+        """The CEs of the point's seeds at its best rate."""
+        lr = self.best_lr(p)
+        if lr is None:
+            return []
+        return [ce for s in range(self.args.seeds) if (ce := self.ce(p, lr, s)) is not None]
+
+    def by_batch(self, algo: str, n: int) -> dict[int, list[float]]:
+        return {p.batch: self.seeds(p) for (p, _, _) in self.results
+                if p.algo == algo and p.learners == n and self.seeds(p)}
+
+    def base(self) -> list[float]:
+        return self.seeds(Point("single", 1, self.args.baseline_batch))
+
+    def missing_seeds(self) -> list[tuple[Point, float, int]]:
+        """Seeds still to run at the baseline and at every swept strategy's deciding
+        batches."""
+        n0, out = self.args.learners[0], []
+        points = [Point("single", 1, self.args.baseline_batch)]
+        for algo in self.args.strategies:
+            points += [Point(algo, n0, b)
+                       for b in deciding_batches(self.by_batch(algo, n0), self.base())]
+        for p in points:
+            lr = self.best_lr(p)
+            out += [(p, lr, s) for s in range(1, self.args.seeds)
+                    if lr is not None and (p, lr, s) not in self.results]
+        return out
+
+    def noise(self) -> tuple[Point, list[dict[str, Any]]] | None:
+        """ssgd's B_simple along training at ``--noise-multiple``, best rate, seed 0."""
+        a = self.args
+        p = Point("ssgd", a.learners[0], a.baseline_batch * a.noise_multiple)
+        lr = self.best_lr(p)
+        if not a.noise_every or lr is None:
+            return None
+        res = run_all(self.runner, a, [make_spec(a, p, lr)], a.noise_every)[0]
+        self.noise_host_s = res["host_s"]
+        return p, res["noise"]
+
+    def longer(self) -> list[tuple[Point, float, float]]:
+        """(point, CE at --epochs, CE at --check-epochs) of the baseline and each swept
+        strategy at --check-multiple, seed 0, best rate: does the verdict hold with more
+        epochs (annealed from the second half of them, as the runs are)?"""
+        a = self.args
+        if not a.check_epochs:
+            return []
+        n0, b0 = a.learners[0], a.baseline_batch
+        points = [Point("single", 1, b0)] + [Point(x, n0, b0 * a.check_multiple)
+                                             for x in a.strategies]
+        jobs = [(p, lr) for p in points if (lr := self.best_lr(p)) is not None]
+        more = argparse.Namespace(**{**vars(a), "epochs": a.check_epochs,
+                                     "anneal_start": a.check_epochs // 2 + 1})
+        got = run_all(self.runner, a, [make_spec(more, p, lr) for p, lr in jobs])
+        self.check_host_s = sum(r["host_s"] for r in got)
+        return [(p, self.ce(p, lr) or math.nan, r["records"][-1]["heldout_ce"])
+                for (p, lr), r in zip(jobs, got, strict=True)]
+
+    def lr_for(self, p: Point) -> float | None:
+        """An extra point's rate: the first learner count's best at the same batch, of the
+        same strategy, else of ``--lr-from``."""
+        for algo in (p.algo, self.args.lr_from):
+            lr = self.best_lr(Point(algo, self.args.learners[0], p.batch))
+            if lr is not None:
+                return lr
+        return None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     corpus_options(ap)
-    ap.add_argument("--epochs", type=float, default=2.0)
+    ap.add_argument("--probe-epochs", type=int, default=12,
+                    help="the baseline's probe run without annealing, evaluated every epoch")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="epochs of every run (0: where the probe stops improving by 0.5 %%)")
+    ap.add_argument("--warmup-epochs", type=float, default=1.0)
+    ap.add_argument("--anneal-start", type=int, default=0,
+                    help="first annealed epoch (0: the second half of the epochs)")
+    ap.add_argument("--anneal-factor", type=float, default=math.sqrt(2))
     ap.add_argument("--baseline-batch", type=int, default=16)
     ap.add_argument("--multiples", type=int, nargs="+", default=[4, 16, 64])
     ap.add_argument("--learners", type=int, nargs="+", default=[16, 64])
-    ap.add_argument("--min-batch", type=int, default=4)
-    ap.add_argument("--lr-ref", type=float, default=0.1)
-    ap.add_argument("--lr-factors", type=float, nargs="+", default=[0.5, 1.0])
-    ap.add_argument("--seeds", type=int, default=2, help="seeds at the largest batch")
-    ap.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
+    ap.add_argument("--wide-multiples", type=int, nargs="*", default=[16, 64],
+                    help="multiples at which the later learner counts run")
+    ap.add_argument("--min-batch", type=int, default=4, help="least per-learner batch")
+    ap.add_argument("--lr-refs", type=float, nargs="+", default=[0.1, 0.2, 0.4],
+                    help="the rate grid, at a global batch of 256 chunks")
+    ap.add_argument("--seeds", type=int, default=3, help="seeds at the deciding points")
+    ap.add_argument("--strategies", nargs="+", default=["ssgd", "adpsgd-random"],
+                    choices=STRATEGIES, help="swept at every multiple and rate")
+    ap.add_argument("--few-strategies", nargs="*", default=[], choices=STRATEGIES,
+                    help="run at --few-multiples only, at --lr-from's best rate, one seed")
+    ap.add_argument("--few-multiples", type=int, nargs="*", default=[16])
+    ap.add_argument("--lr-from", default="adpsgd-random", choices=STRATEGIES)
+    ap.add_argument("--noise-every", type=int, default=0,
+                    help="also run ssgd at --noise-multiple measuring B_simple every this "
+                    "many steps (0: not)")
+    ap.add_argument("--noise-multiple", type=int, default=16)
+    ap.add_argument("--check-epochs", type=int, default=0,
+                    help="also run the baseline and the swept strategies at --check-multiple "
+                    "for this many epochs (0: not)")
+    ap.add_argument("--check-multiple", type=int, default=16)
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
-    b0 = args.baseline_batch
-    base_ce, base_lr = best(runner, args, "single", 1, b0, factors=[0.5, 1.0, 2.0])
-    rows = {}
-    for n in args.learners:  # the first learner count sweeps; the others at the largest batch
-        for algo in args.strategies:
-            for m in args.multiples if n == args.learners[0] else [max(args.multiples)]:
-                if b0 * m >= args.min_batch * n:
-                    rows[algo, n, b0 * m] = best(runner, args, algo, n, b0 * m)
-    top = b0 * max(args.multiples)
-    spread = {}
-    for algo in args.strategies:
-        ces = [rows[algo, args.learners[0], top][0]]
-        for seed in range(1, args.seeds):
-            ces.append(best(runner, args, algo, args.learners[0], top, seed=seed,
-                            factors=[rows[algo, args.learners[0], top][1] * 256 / top
-                                     / args.lr_ref])[0])
-        spread[algo] = ces
-    plot(rows, base_ce, args, REPO / "bench/studies/large_batch.png")
-    publish(section(args, runner, base_ce, base_lr, rows, spread), args.out)
+    probe, probe_lr = probe_point(args)
+    probe_spec = make_spec(args, probe, probe_lr, epochs=args.probe_epochs, anneal=False)
+    study = Study(runner, args)
+    sweep = [(p, lr, 0) for p in sweep_points(args) for lr in args.lr_refs]
+    if args.epochs:  # known: the probe runs beside the sweep
+        args.anneal_start = args.anneal_start or args.epochs // 2 + 1
+        run_all(runner, args, [probe_spec, *[make_spec(args, *job) for job in sweep]])
+    curve = [r["heldout_ce"] for r in run_all(runner, args, [probe_spec])[0]["records"]]
+    args.converged = converged_epoch(curve)
+    args.epochs = args.epochs or args.converged
+    args.anneal_start = args.anneal_start or args.epochs // 2 + 1
+    study.run(sweep)
+    while missing := study.missing_seeds():  # the deciding points move as seeds come in
+        study.run(missing)
+    extras = [(p, lr, 0) for p in extra_points(args) if (lr := study.lr_for(p)) is not None]
+    study.run(extras)
+    noise = study.noise()
+    longer = study.longer()
+    plot(study, curve, noise, REPO / "bench/studies/large_batch.png")
+    publish(section(study, runner, curve, noise, longer), args.out)
 
 
-def plot(rows, base_ce, args, path) -> None:
+# ---- the section
+
+
+def plot(study: Study, curve: list[float],
+         noise: tuple[Point, list[dict[str, Any]]] | None, path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(args.learners), figsize=(5 * len(args.learners), 4),
-                             squeeze=False)
-    for ax, n in zip(axes[0], args.learners, strict=True):
+    args = study.args
+    base = study.base()
+    fig, axes = plt.subplots(1, 3 if noise else 2, figsize=(16 if noise else 11, 4.2))
+    left, right = axes[0], axes[1]
+    for n, marker in zip(args.learners, "os^", strict=False):
+        for algo in args.strategies + args.few_strategies:
+            pts = sorted(study.by_batch(algo, n).items())
+            if not pts:
+                continue
+            left.errorbar([b for b, _ in pts], [statistics.mean(c) for _, c in pts],
+                          yerr=[sd(c) for _, c in pts], marker=marker, capsize=3,
+                          ls="-" if n == args.learners[0] else ":", label=f"{algo}, {n}")
+    left.axhline(statistics.mean(base), color="k", lw=0.8, label="single learner")
+    left.axhline(statistics.mean(base) * (1 + TOLERANCE), color="k", lw=0.8, ls="--",
+                 label="+2 %")
+    left.set_xscale("log", base=2)
+    left.set_xlabel("global batch (chunks)")
+    left.set_ylabel(f"held-out CE after {args.epochs} epochs (mean of seeds)")
+    left.legend(fontsize=6)
+    right.plot(range(1, len(curve) + 1), curve, "k:", label="baseline probe, no annealing")
+    for algo in ["single"] + args.strategies:
+        n = 1 if algo == "single" else args.learners[0]
+        for b in sorted(study.by_batch(algo, n)):
+            p = Point(algo, n, b)
+            res = study.results[(p, study.best_lr(p), 0)]
+            right.plot([r["epochs"] for r in res["records"]],
+                       [r["heldout_ce"] for r in res["records"]], label=f"{algo} B={b}")
+    right.set_xlabel("epochs")
+    right.set_ylabel("held-out CE (seed 0, best rate)")
+    right.legend(fontsize=6)
+    if noise:
+        p, rows = noise
+        ax = axes[2]
+        pts = [(r["epochs"], r["b_simple"]) for r in rows if r["b_simple"]]
+        ax.semilogy([e for e, _ in pts], [b for _, b in pts], "k-",
+                    label=f"B_simple, {p.algo} {p.learners} x {p.batch // p.learners}")
         for algo in args.strategies:
-            pts = sorted((b, ce) for (a, nn, b), (ce, _) in rows.items() if a == algo and nn == n)
-            ax.semilogx([p[0] for p in pts], [p[1] for p in pts], "o-", label=algo, base=2)
-        ax.axhline(base_ce, color="k", lw=0.8, label="single learner")
-        ax.axhline(base_ce * 1.02, color="k", lw=0.8, ls="--", label="+2 %")
-        ax.set_xlabel("global batch (chunks)")
-        ax.set_ylabel(f"held-out CE after {args.epochs} epochs")
-        ax.set_title(f"{n} learners", fontsize=9)
-        ax.legend(fontsize=7)
+            limit = largest_within(study.by_batch(algo, args.learners[0]), base)
+            if limit:
+                ax.axhline(limit, lw=0.8, ls="--", label=f"{algo}: largest B within 2 %",
+                           color=f"C{args.strategies.index(algo)}")
+        ax.set_xlabel("epochs")
+        ax.set_ylabel("chunks")
+        ax.legend(fontsize=6)
     write_png(fig, path)
 
 
-def section(args, runner, base_ce, base_lr, rows, spread) -> list[str]:
-    b0 = args.baseline_batch
+def cell(study: Study, p: Point) -> str:
+    ces, lr = study.seeds(p), study.best_lr(p)
+    if not ces or lr is None:
+        return "-"
+    edge = "" if len(study.args.lr_refs) < 2 or lr not in (
+        min(study.args.lr_refs), max(study.args.lr_refs)) or p.learners != (
+        1 if p.algo == "single" else study.args.learners[0]) else ", edge"
+    if len(ces) == 1:
+        return f"{ces[0]:.4f} (lr_ref {lr:g}{edge})"
+    return f"{statistics.mean(ces):.4f} +- {sd(ces):.4f} ({len(ces)} seeds, lr_ref {lr:g}{edge})"
+
+
+def section(study: Study, runner: Runner, curve: list[float],
+            noise: tuple[Point, list[dict[str, Any]]] | None,
+            longer: list[tuple[Point, float, float]]) -> list[str]:
+    args, b0 = study.args, study.args.baseline_batch
+    base = study.base()
+    base_p = Point("single", 1, b0)
+    host = (sum(r["host_s"] for r in study.results.values()) + study.noise_host_s
+            + study.check_host_s)
     lines = [
         "## Study 1: large batch (simulator)",
         "",
         "Command: `.venv/bin/python -m bench.studies.large_batch --data DATA --targets TARGETS "
-        f"--max-utts {args.max_utts} --epochs {args.epochs} --hours {args.hours} --out "
-        f"bench/RESULTS.md` (`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
-        f"{len(runner.pool.train)} training chunks of 21 frames, 100 held-out utterances, a "
-        f"{small_blstm().layers}x{small_blstm().units} BLSTM, {args.epochs} epochs. lr = "
-        f"factor x {args.lr_ref} x B / 256, factor 1, and {args.lr_factors} at the largest "
-        f"batch (best kept; baseline: 0.5, 1, 2); per-learner batch at least {args.min_batch}. "
-        f"Single-learner baseline at batch {b0}: CE {base_ce:.4f} (lr "
-        f"{base_lr:.3g}). Plot: `bench/studies/large_batch.png`. Host time {runner.host_s:.0f} s "
-        "(runs not in the cache) on the shared 2-core machine.",
+        f"--hours {args.hours} --probe-epochs {args.probe_epochs} --epochs {args.epochs} "
+        f"--multiples {' '.join(map(str, args.multiples))} --learners "
+        f"{' '.join(map(str, args.learners))} --wide-multiples "
+        f"{' '.join(map(str, args.wide_multiples))} --lr-refs "
+        f"{' '.join(f'{x:g}' for x in args.lr_refs)} --seeds {args.seeds} --strategies "
+        f"{' '.join(args.strategies)}"
+        + (f" --few-strategies {' '.join(args.few_strategies)} --few-multiples "
+           f"{' '.join(map(str, args.few_multiples))}" if args.few_strategies else "")
+        + (f" --noise-every {args.noise_every} --noise-multiple {args.noise_multiple}"
+           if args.noise_every else "")
+        + (f" --check-epochs {args.check_epochs} --check-multiple {args.check_multiple}"
+           if args.check_epochs else "")
+        + f" --jobs {args.jobs} --cache DIR --out bench/RESULTS.md` (`recipes/mini/run.sh "
+        f"--stop-stage 3 --hours {args.hours}`: {args.hours} h of clean training speech, "
+        "about four times that after augmentation). "
+        f"{len(runner.pool.train)} training chunks of 21 frames, "
+        f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
+        f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
+        "5, equally fast learners; ma averages every 8 steps, hadpsgd has super-learners of 4 "
+        "on a random ring.",
+        "",
+        f"Schedule (`--lr-schedule ibm`): peak rate lr_ref x B / {REF_BATCH} at global batch "
+        f"B, linear warm-up from lr_ref over {args.warmup_epochs:g} epoch (no warm-up at B <= "
+        f"{REF_BATCH}: it starts at the peak), divided by {args.anneal_factor:.3g} every epoch "
+        f"from epoch {args.anneal_start} on; {args.epochs} epochs. The baseline's probe (one "
+        f"learner, batch {b0}, lr_ref {probe_point(args)[1]:g}, no annealing) stopped "
+        f"improving by more than {PLATEAU:.1%} an epoch after epoch {args.converged} of "
+        f"{args.probe_epochs} (held-out CE per epoch: "
+        + ", ".join(f"{c:.4f}" for c in curve) + ")"
+        + ("" if args.epochs == args.converged else
+           f"; the runs take {args.epochs} epochs, not {args.converged}, to fit the compute "
+           "budget") + ". "
+        f"Each (strategy, batch) point of the sweep tries lr_ref in "
+        f"{{{', '.join(f'{x:g}' for x in args.lr_refs)}}} and keeps the best (', edge': the "
+        "best is at the grid's edge); the baseline and each swept strategy's deciding points "
+        f"(its largest batch within 2 % and the next one) get {args.seeds} seeds at that rate "
+        "(mean +- standard deviation); other cells are one seed. "
+        f"Single-learner baseline at batch {b0}: CE {cell(study, base_p)}. "
+        f"Plot: `bench/studies/large_batch.png`. Host time of the runs {host / 60:.0f} min "
+        f"of one core, {args.jobs} runs at a time on the shared 2-core machine.",
         "",
         "| strategy | learners | " + " | ".join(f"B={b0 * m} ({m}x)" for m in args.multiples)
         + " | largest B within 2 % |",
         "|---|---|" + "---|" * (len(args.multiples) + 1),
     ]
+    verdicts = {}
     for n in args.learners:
-        for algo in args.strategies:
-            cells, ok = [], None
-            for m in args.multiples:
-                got = rows.get((algo, n, b0 * m))
-                cells.append("-" if got is None else f"{got[0]:.4f} (lr {got[1]:.3g})")
-                if got is not None and got[0] <= 1.02 * base_ce:
-                    ok = b0 * m
-            lines.append(f"| {algo} | {n} | " + " | ".join(cells) + f" | {ok or 'none'} |")
-    top = b0 * max(args.multiples)
-    lines += ["", f"Seeds at B={top}, {args.learners[0]} learners (best lr of seed 0): "
-              "mean +- standard deviation of the held-out CE", "",
-              "| strategy | seeds | mean | sd |", "|---|---|---|---|"]
-    for algo, ces in spread.items():
-        sd = statistics.stdev(ces) if len(ces) > 1 else 0.0
-        lines.append(f"| {algo} | {len(ces)} | {statistics.mean(ces):.4f} | {sd:.4f} |")
+        for algo in args.strategies + args.few_strategies:
+            by = study.by_batch(algo, n)
+            if not by:
+                continue
+            cells = [cell(study, Point(algo, n, b0 * m)) for m in args.multiples]
+            limit = largest_within(by, base)
+            swept = n == args.learners[0] and algo in args.strategies
+            if swept:
+                verdicts[algo] = limit
+                last = str(limit) if limit else "none"  # plain: bench.projection reads it
+            else:  # a partial row gives a bound, not a limit
+                last = (f"{limit} of {sorted(by)} tried" if limit else
+                        f"none of {sorted(by)} tried")
+            lines.append(f"| {algo} | {n} | " + " | ".join(cells) + f" | {last} |")
+    lines += ["", "Deciding points against the threshold (baseline mean x 1.02 = "
+              f"{statistics.mean(base) * (1 + TOLERANCE):.4f}; 'beyond the spread': the "
+              "mean is further from it than the point's and the baseline's standard deviations "
+              "together):", "",
+              "| strategy | B | seeds | mean CE | vs baseline | within 2 % | beyond the spread |",
+              "|---|---|---|---|---|---|---|"]
+    n0 = args.learners[0]
+    for algo in args.strategies:
+        by = study.by_batch(algo, n0)
+        for b in deciding_batches(by, base):
+            ces = by[b]
+            lines.append(
+                f"| {algo} | {b} | {len(ces)} | {statistics.mean(ces):.4f} | "
+                f"{statistics.mean(ces) / statistics.mean(base) - 1:+.1%} | "
+                f"{'yes' if within(ces, base) else 'no'} | "
+                f"{'yes' if clear_of_spread(ces, base) else 'no'} |")
+    if "ssgd" in verdicts and "adpsgd-random" in verdicts:
+        word, why = verdict(verdicts["ssgd"], verdicts["adpsgd-random"],
+                            [b0 * m for m in args.multiples])
+        lines += ["", f"Verdict on \"ADPSGD (random ring) takes a 3x larger global batch than "
+                  f"SSGD\" at this scale, {n0} learners: **{word}**: {why}."]
+    if longer:
+        base_long = longer[0][2]
+        lines += ["", f"Longer runs: {args.check_epochs} epochs (annealed from epoch "
+                  f"{args.check_epochs // 2 + 1}), seed 0, each point's best rate, against "
+                  f"the same runs at {args.epochs} epochs:", "",
+                  f"| strategy | learners | B | CE, {args.epochs} epochs | CE, "
+                  f"{args.check_epochs} epochs | vs baseline at {args.check_epochs} |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {p.algo} | {p.learners} | {p.batch} | {short:.4f} | {long:.4f} | "
+                  f"{long / base_long - 1:+.1%} |" for p, short, long in longer]
+    if noise:
+        lines += noise_lines(study, *noise)
+    return lines
+
+
+def noise_lines(study: Study, p: Point, rows: list[dict[str, Any]]) -> list[str]:
+    """B_simple of this study's model at each epoch's end, beside its largest good batches."""
+    a = study.args
+    limits = {algo: largest_within(study.by_batch(algo, a.learners[0]), study.base())
+              for algo in a.strategies}
+    lines = ["", f"Gradient noise scale of this study's model and corpus: {p.algo}, "
+             f"{p.learners} learners x {p.batch // p.learners} chunks at lr_ref "
+             f"{study.best_lr(p):g}, seed 0, B_simple = tr(Sigma) / |G|^2 measured every "
+             f"{a.noise_every} steps (`asrdist.simulate.noise`: B_small "
+             f"{p.batch // p.learners}, B_big {p.batch}, moving averages of decay 0.9), "
+             "the last measurement of each epoch, beside the largest batches within 2 % ("
+             + ", ".join(f"{k} {v or 'none'}" for k, v in limits.items()) + "):", "",
+             "| epochs | B_simple (chunks) | \\|G\\|^2 (EMA) | tr(Sigma) (EMA) |",
+             "|---|---|---|---|"]
+    for e in range(a.epochs + 1):
+        last = [r for r in rows if r["epochs"] <= e + 1e-9]
+        if last and (e == 0 or last[-1]["epochs"] > e - 1):
+            r = last[-1]
+            b = f"{r['b_simple']:.0f}" if r["b_simple"] else "-"
+            lines.append(f"| {r['epochs']:.2f} | {b} | {r['grad_sq']:.4g} | "
+                         f"{r['trace_sigma']:.4g} |")
     return lines
 
 

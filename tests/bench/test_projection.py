@@ -125,3 +125,17 @@ def test_study1_limits_replace_the_papers_batches():
             for r in project(T_FRAME, MODEL_BYTES, NET, ASSUMPTIONS, caps)}
     assert rows[(16, "ssgd")] == 1024 and rows[(64, "adpsgd-fixed")] == 4096
     assert rows[(64, "hadpsgd")] == ASSUMPTIONS["batch_adpsgd"]
+
+
+def test_study1_limits_skip_partial_rows_and_the_deciding_points_table(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    path.write_text(STUDY1.replace("## Study 2", """
+| adpsgd-random | 16 | - | 2.0 (lr_ref 0.2) | 256 of [256] tried |
+
+| strategy | B | seeds | mean CE | vs baseline | within 2 % | beyond the spread |
+|---|---|---|---|---|---|---|
+| ssgd | 256 | 3 | 2.1 | +1.0% | yes | yes |
+
+## Study 2"""))
+    # a row tried at one batch gives a bound, not a limit: the papers' limit stays
+    assert study1_limits(path) == {"ssgd": 4, "adpsgd-fixed": 16, "hadpsgd": None}

@@ -39,6 +39,7 @@ from asrdist.options import (
 from asrdist.parallel import registry
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
+from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 from asrdist.train.schedule import ScheduleOptions
@@ -94,9 +95,12 @@ def _flags() -> list[click.Option]:
               help="ingested alignment dir (asrdist-ingest-ali)")
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="JSON file for the records and the summary")
+@click.option("--export", "export", default=None, type=click.Path(dir_okay=False),
+              help="also write the exported average as a final.pt (for asrdist-decode)")
 @click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
               help="a strategy option, as its flag: -O avg_period=8 is --avg-period 8")
-def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: Any) -> None:
+def main(data: str, targets: str, out: str, export: str | None, options: tuple[str, ...],
+         **flags: Any) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT."""
     values = given_or_default(option_fields(), flags)
@@ -126,6 +130,8 @@ def main(data: str, targets: str, out: str, options: tuple[str, ...], **flags: A
                             "schedule": dataclasses.asdict(spec.schedule)},
                    "records": result.records, "summary": result.summary,
                    **({"noise_scale": result.noise} if noise_every else {})}, f, indent=1)
+    if export is not None:
+        export_final(export, pool, spec, result)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "

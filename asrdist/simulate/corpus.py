@@ -22,6 +22,7 @@ from asrdist.data.dataset import (
     make_chunks,
     split_heldout,
 )
+from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
 from asrdist.train.loss import frame_scores
 
@@ -42,6 +43,8 @@ class ChunkPool:
     num_pdfs: int
     input_dim: int
     chunk_len: int
+    cmvn: str = "none"  # the features' normalisation (what a decoder must apply too)
+    pdf_counts: np.ndarray | None = None  # the alignments' frames per pdf (for the priors)
 
     @classmethod
     def load(cls, data: str | os.PathLike, targets: str | os.PathLike, chunk_len: int = 21,
@@ -59,7 +62,8 @@ class ChunkPool:
             held = _read(reader, held_rows, chunk_len)
         finally:
             reader.close()
-        return cls(train, held, corpus.num_pdfs, int(train.x.shape[-1]), chunk_len)
+        return cls(train, held, corpus.num_pdfs, int(train.x.shape[-1]), chunk_len, cmvn,
+                   read_pdf_counts(targets, corpus.num_pdfs))
 
     def steps_per_epoch(self, global_batch: int) -> int:
         """Steps of ``global_batch`` chunks in one epoch (the remainder is dropped)."""

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from asrdist.models.final import load_final
 from asrdist.parallel.registry import PLUGINS_ENV
 from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
@@ -24,8 +25,11 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
                   "-O", "hadpsgd_variant=delay1", "--batch-size", "4", "--epochs", "2",
                   "--heldout-utts", "4", "--units", "16", "--lr", "0.2", "--jitter", "0.3",
                   "--latency", "0.2", "--chunk-len", "5", "--layers", "1", "--grad-clip", "5",
-                  "--lr-scaling", "none")  # a constant lr: no annealing in 2 epochs
+                  "--lr-scaling", "none",  # a constant lr: no annealing in 2 epochs
+                  "--export", tmp_path / "final.pt")
     assert res.returncode == 0, res.stderr
+    _, exported = load_final(tmp_path / "final.pt")  # as asrdist-decode --model loads it
+    assert (exported.algo, exported.world_size, exported.chunk_len) == ("hadpsgd", 4, 5)
     report = json.loads(out.read_text())
     records = report["records"]
     assert len(records) >= 4 and records[-1]["epochs"] == pytest.approx(2.0)

@@ -16,6 +16,7 @@ from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
+from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,6 +44,17 @@ class Runner:
     def _path(self, values: dict[str, Any]) -> Path:
         key = hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
         return self.cache / f"{key}.json"
+
+    def key(self, spec: RunSpec, speed: SpeedModel) -> str:
+        """The name ``spec``'s result has in the cache."""
+        return self._path(self._values(spec, speed)).stem
+
+    def export(self, spec: RunSpec, speed: SpeedModel, path: str | Path) -> dict[str, Any]:
+        """Run ``spec`` again (a run is the same every time: seeded, one thread) and write its
+        exported average to ``path`` as a final.pt; the run's last held-out record."""
+        res = run(self.pool, spec, speed)
+        export_final(path, self.pool, spec, res)
+        return res.records[-1]
 
     def cached(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> bool:
         """Whether ``spec``'s result is in the cache already."""

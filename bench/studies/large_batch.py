@@ -17,19 +17,30 @@ at fewer points (``--wide-multiples``, ``--few-multiples``) at the best rate of 
 learner count (of ``--lr-from`` for the few), one seed. Runs go ``--jobs`` at a time, each in
 its own process, and are cached by spec (``--cache``), so an interrupted study resumes.
 
+With ``--wer GRAPH TEST_DATA TEST_TEXT``, the baseline and each swept strategy's deciding
+points (seed 0, best rate) are run again with their exported average written as a final.pt,
+decoded over the graph with the mini recipe's LM-weight sweep and scored against the text
+(the word error rates, in ``--cache``/wer, are cached too).
+
     .venv/bin/python -m bench.studies.large_batch --data DIR --targets DIR
-        [--cache DIR] [--epochs E] [--jobs 2] [--out bench/RESULTS.md]
+        [--cache DIR] [--epochs E] [--jobs 2] [--wer GRAPH TEST_DATA TEST_TEXT]
+        [--out bench/RESULTS.md]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from asrdist.decode.decode_dir import decode_data_dir
+from asrdist.decode.score import score_hypotheses
+from asrdist.fsutil import atomic_write
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions
@@ -46,6 +57,9 @@ SPEED = SpeedModel(compute_s=1.0, update_s=0.25, latency_s=0.6)
 TOLERANCE = 0.02  # the criterion: within 2 % of the baseline's held-out CE
 PLATEAU = 0.005  # the baseline has converged when an epoch gains no more than 0.5 %
 REF_BATCH = 256
+# the mini recipe's decoding sweep (recipes/mini/run.sh, stage 6)
+LMWTS = (6.0, 8.0, 10.0, 13.0)
+WIPS = (0.0, 0.5)
 
 
 @dataclass(frozen=True)
@@ -222,6 +236,45 @@ def run_all(runner: Runner, args: argparse.Namespace, specs: list[RunSpec],
     return [runner(s, SPEED, noise_every) for s in specs]
 
 
+@dataclass(frozen=True)
+class WerJob:
+    spec: RunSpec
+    out: str  # the run's final.pt, decode dir and wer.json
+    graph: str
+    test_data: str
+    test_text: str
+
+
+def _wer_one(job: WerJob) -> None:
+    """Run ``job.spec`` again with its export, decode the test data with it and score it;
+    wer.json: the rerun's held-out CE, the best variant of the sweep and its counts."""
+    assert _RUNNER is not None
+    out = Path(job.out)
+    out.mkdir(parents=True, exist_ok=True)
+    last = _RUNNER.export(job.spec, SPEED, out / "final.pt")
+    decode_data_dir(job.graph, job.test_data, out / "decode", nnet=str(out / "final.pt"),
+                    lmwts=LMWTS, wips=WIPS)
+    best = score_hypotheses(job.test_text, out / "decode").best
+    assert best is not None  # a sweep gives variants
+    total = best.result.total
+    with atomic_write(out / "wer.json") as f:
+        json.dump({"heldout_ce": last["heldout_ce"], "best": best.name, "wer": total.wer,
+                   "errors": total.errors, "ref_words": total.ref_words}, f)
+    print(f"{job.spec.algo} b={job.spec.batch} WER {total.wer:.2f} % ({best.name})", flush=True)
+
+
+def run_wers(runner: Runner, args: argparse.Namespace,
+             jobs: list[WerJob]) -> list[dict[str, Any]]:
+    """Every job's wer.json, those not done yet computed ``--jobs`` at a time."""
+    todo = [j for j in jobs if not (Path(j.out) / "wer.json").exists()]
+    if todo:
+        with ProcessPoolExecutor(args.jobs, initializer=_start,
+                                 initargs=(args.data, args.targets, args.cache,
+                                           args.max_utts)) as ex:
+            list(ex.map(_wer_one, todo))
+    return [json.loads((Path(j.out) / "wer.json").read_text()) for j in jobs]
+
+
 class Study:
     """The study's runs and what they give: per (point, lr_ref, seed) the held-out CE."""
 
@@ -300,6 +353,26 @@ class Study:
         return [(p, self.ce(p, lr) or math.nan, r["records"][-1]["heldout_ce"])
                 for (p, lr), r in zip(jobs, got, strict=True)]
 
+    def wers(self) -> list[tuple[Point, float, dict[str, Any]]]:
+        """(point, rate, wer.json) of the baseline and each swept strategy's deciding
+        points, seed 0, best rate, with --wer."""
+        a = self.args
+        if not a.wer:
+            return []
+        points = [Point("single", 1, a.baseline_batch)]
+        for algo in a.strategies:
+            points += [Point(algo, a.learners[0], b)
+                       for b in deciding_batches(self.by_batch(algo, a.learners[0]),
+                                                 self.base())]
+        chosen = [(p, lr) for p in points if (lr := self.best_lr(p)) is not None]
+        jobs = []
+        for p, lr in chosen:
+            spec = make_spec(a, p, lr)
+            out = Path(a.cache) / "wer" / self.runner.key(spec, SPEED)
+            jobs.append(WerJob(spec, str(out), *a.wer))
+        got = run_wers(self.runner, a, jobs)
+        return [(p, lr, w) for (p, lr), w in zip(chosen, got, strict=True)]
+
     def lr_for(self, p: Point) -> float | None:
         """An extra point's rate: the first learner count's best at the same batch, of the
         same strategy, else of ``--lr-from``."""
@@ -344,6 +417,10 @@ def main() -> None:
                     help="also run the baseline and the swept strategies at --check-multiple "
                     "for this many epochs (0: not)")
     ap.add_argument("--check-multiple", type=int, default=16)
+    ap.add_argument("--wer", nargs=3, metavar=("GRAPH", "TEST_DATA", "TEST_TEXT"),
+                    default=None, help="also decode the baseline and the deciding points "
+                    "(seed 0) over GRAPH on TEST_DATA (the features of --data's kind) and "
+                    "score them against TEST_TEXT")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -366,8 +443,9 @@ def main() -> None:
     study.run(extras)
     noise = study.noise()
     longer = study.longer()
+    wers = study.wers()
     plot(study, curve, noise, REPO / "bench/studies/large_batch.png")
-    publish(section(study, runner, curve, noise, longer), args.out)
+    publish(section(study, runner, curve, noise, longer, wers), args.out)
 
 
 # ---- the section
@@ -441,7 +519,8 @@ def cell(study: Study, p: Point) -> str:
 
 def section(study: Study, runner: Runner, curve: list[float],
             noise: tuple[Point, list[dict[str, Any]]] | None,
-            longer: list[tuple[Point, float, float]]) -> list[str]:
+            longer: list[tuple[Point, float, float]],
+            wers: list[tuple[Point, float, dict[str, Any]]] = ()) -> list[str]:
     args, b0 = study.args, study.args.baseline_batch
     base = study.base()
     base_p = Point("single", 1, b0)
@@ -463,6 +542,7 @@ def section(study: Study, runner: Runner, curve: list[float],
            if args.noise_every else "")
         + (f" --check-epochs {args.check_epochs} --check-multiple {args.check_multiple}"
            if args.check_epochs else "")
+        + (" --wer GRAPH TEST_DATA TEST_TEXT" if wers else "")
         + f" --jobs {args.jobs} --cache DIR --out bench/RESULTS.md` (`recipes/mini/run.sh "
         f"--stop-stage 3 --hours {args.hours}`: {args.hours} h of clean training speech, "
         "about four times that after augmentation). "
@@ -543,8 +623,37 @@ def section(study: Study, runner: Runner, curve: list[float],
                   "|---|---|---|---|---|---|"]
         lines += [f"| {p.algo} | {p.learners} | {p.batch} | {short:.4f} | {long:.4f} | "
                   f"{long / base_long - 1:+.1%} |" for p, short, long in longer]
+    if wers:
+        lines += wer_lines(study, wers)
     if noise:
         lines += noise_lines(study, *noise)
+    return lines
+
+
+def wer_lines(study: Study, wers: list[tuple[Point, float, dict[str, Any]]]) -> list[str]:
+    """The word error rates of the deciding points' final models."""
+    a = study.args
+    base_wer = wers[0][2]["wer"]
+    lines = ["", f"Word error rate of the final models (`--wer`): the baseline and each swept "
+             "strategy's deciding points, seed 0, each point's best rate, run again with "
+             "its exported average written as a final.pt (`asrdist.simulate.export`; the "
+             "rerun's held-out CE is the cached run's, checked below), decoded with "
+             "`asrdist-decode` over the mini recipe's graph (its trigram LM) on the recipe's "
+             "test set (GRAPH, TEST_DATA: `recipes/mini/run.sh --hours "
+             f"{a.hours}`'s exp/graph and data/test_mfcc), LM weight in "
+             f"{{{', '.join(f'{x:g}' for x in LMWTS)}}} x word insertion penalty in "
+             f"{{{', '.join(f'{x:g}' for x in WIPS)}}} as the recipe's stage 6, and scored "
+             "with `asrdist-score` against data/test/text: the WER is the best of the sweep "
+             "(as utils/best_wer.sh picks it, so tuned on the test set itself, for every "
+             "model alike); one seed, so differences of a few tenths are within noise.", "",
+             "| strategy | learners | B | lr_ref | CE (cached) | CE (rerun) | WER % | errors "
+             "/ words | best LM weight_penalty | vs baseline |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for p, lr, w in wers:
+        lines.append(f"| {p.algo} | {p.learners} | {p.batch} | {lr:g} | "
+                     f"{study.ce(p, lr) or math.nan:.4f} | {w['heldout_ce']:.4f} | "
+                     f"{w['wer']:.2f} | {w['errors']} / {w['ref_words']} | {w['best']} | "
+                     f"{w['wer'] - base_wer:+.2f} |")
     return lines
 
 

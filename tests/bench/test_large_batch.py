@@ -4,10 +4,12 @@ themselves are the study's job, not a test's)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 from bench.studies.large_batch import (
     Point,
+    Study,
     clear_of_spread,
     converged_epoch,
     deciding_batches,
@@ -16,6 +18,7 @@ from bench.studies.large_batch import (
     make_spec,
     sweep_points,
     verdict,
+    wer_lines,
     within,
 )
 
@@ -122,3 +125,34 @@ def test_verdict_at_the_grid_edges():
     assert verdict(None, 128, GRID)[0] == "undecided"  # ratio > 2 only
     word, why = verdict(64, 1024, GRID)  # adpsgd at the top: a lower bound, inf above
     assert word == "confirmed" and "between 8 and inf" in why
+
+
+class _Keys:
+    """A runner that only names runs (the WER jobs here are done already)."""
+
+    def key(self, spec, speed) -> str:
+        return f"{spec.algo}-{spec.learners}-{spec.batch}-{spec.schedule.lr:g}"
+
+
+def test_wers_are_of_the_baseline_and_the_deciding_points_at_their_best_rate(tmp_path):
+    args = options(lr_refs=[0.1, 0.4], seeds=1, cache=str(tmp_path), hours="0.75",
+                   wer=["graph", "test", "text"])
+    study = Study(_Keys(), args)
+    ces = {(Point("single", 1, 16), 0.1): 2.0, (Point("single", 1, 16), 0.4): 2.1,
+           (Point("ssgd", 16, 64), 0.1): 2.05, (Point("ssgd", 16, 64), 0.4): 2.01,
+           (Point("ssgd", 16, 256), 0.4): 2.03, (Point("ssgd", 16, 1024), 0.4): 2.2,
+           (Point("adpsgd-random", 16, 64), 0.4): 2.5}
+    study.results = {(p, lr, 0): {"records": [{"heldout_ce": ce}]} for (p, lr), ce in ces.items()}
+    want = [("single", 1, 16, 0.1), ("ssgd", 16, 256, 0.4), ("ssgd", 16, 1024, 0.4),
+            ("adpsgd-random", 16, 64, 0.4)]
+    for i, (algo, n, b, lr) in enumerate(want):  # done already: nothing is run
+        out = tmp_path / "wer" / f"{algo}-{n}-{b // n}-{lr:g}"
+        out.mkdir(parents=True)
+        (out / "wer.json").write_text(json.dumps(
+            {"heldout_ce": 2.0, "best": "10_0.0", "wer": 20.0 + i, "errors": 200 + 10 * i,
+             "ref_words": 1000}))
+    got = study.wers()
+    assert [(p.algo, p.learners, p.batch, lr) for p, lr, _ in got] == want
+    rows = [line for line in wer_lines(study, got) if line.startswith("| ssgd | 16 | 1024")]
+    assert rows == ["| ssgd | 16 | 1024 | 0.4 | 2.2000 | 2.0000 | 22.00 | 220 / 1000 | 10_0.0 "
+                    "| +2.00 |"]

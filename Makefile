@@ -78,6 +78,8 @@ studies: network stragglers projection staging-cost
 STUDY_DATA ?= recipes/mini/data/train_fbank
 STUDY_TARGETS ?= recipes/mini/exp/mono_pdf
 STUDY_CACHE ?= /tmp/asrdist-studies
+# Study 1's WER: the recipe's graph, the test features of STUDY_DATA's kind and the test text
+STUDY_WER ?= recipes/mini/exp/graph recipes/mini/data/test_fbank recipes/mini/data/test/text
 STUDY_ARGS = --data $(STUDY_DATA) --targets $(STUDY_TARGETS) --cache $(STUDY_CACHE)
 sim-studies: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.sim_cost --learners 16 64 128 --steps 2 \
@@ -87,7 +89,7 @@ sim-studies: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.large_batch $(STUDY_ARGS) \
 	  --hours 0.75 --epochs 6 --multiples 4 8 16 64 --wide-multiples 64 --strategies ssgd adpsgd-random \
 	  --few-strategies adpsgd-fixed adpsgd-delay1 adpsgd-delayavg hadpsgd ma \
-	  --noise-every 20 --check-epochs 11 --out bench/RESULTS.md
+	  --noise-every 20 --check-epochs 11 --wer $(STUDY_WER) --out bench/RESULTS.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers_sim $(STUDY_ARGS) \
 	  --max-utts 300 --learners 16 64 --evals 6 --out bench/RESULTS.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_methods $(STUDY_ARGS) \

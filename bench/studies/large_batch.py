@@ -640,7 +640,7 @@ def wer_lines(study: Study, wers: list[tuple[Point, float, dict[str, Any]]]) -> 
              "rerun's held-out CE is the cached run's, checked below), decoded with "
              "`asrdist-decode` over the mini recipe's graph (its trigram LM) on the recipe's "
              "test set (GRAPH, TEST_DATA: `recipes/mini/run.sh --hours "
-             f"{a.hours}`'s exp/graph and data/test_mfcc), LM weight in "
+             f"{a.hours}`'s exp/graph and data/{Path(a.wer[1]).name}), LM weight in "
              f"{{{', '.join(f'{x:g}' for x in LMWTS)}}} x word insertion penalty in "
              f"{{{', '.join(f'{x:g}' for x in WIPS)}}} as the recipe's stage 6, and scored "
              "with `asrdist-score` against data/test/text: the WER is the best of the sweep "

@@ -263,6 +263,16 @@ def _wer_one(job: WerJob) -> None:
     print(f"{job.spec.algo} b={job.spec.batch} WER {total.wer:.2f} % ({best.name})", flush=True)
 
 
+def missing_wer_input(graph: str, test_data: str, test_text: str) -> str | None:
+    """What of ``--wer``'s inputs is not there (one line), or None."""
+    needed = [(Path(graph) / "HCLG.fst", "GRAPH"), (Path(graph) / "words.txt", "GRAPH"),
+              (Path(test_data) / "feats.scp", "TEST_DATA"), (Path(test_text), "TEST_TEXT")]
+    for path, what in needed:
+        if not path.is_file():
+            return f"--wer {what}: no file {path}"
+    return None
+
+
 def run_wers(runner: Runner, args: argparse.Namespace,
              jobs: list[WerJob]) -> list[dict[str, Any]]:
     """Every job's wer.json, those not done yet computed ``--jobs`` at a time."""
@@ -424,6 +434,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.wer and (why := missing_wer_input(*args.wer)):
+        ap.error(why)  # before the sweep's hours, not at the first decode
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
     probe, probe_lr = probe_point(args)
     probe_spec = make_spec(args, probe, probe_lr, epochs=args.probe_epochs, anneal=False)

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 
+from bench.studies import large_batch
 from bench.studies.large_batch import (
     Point,
     Study,
@@ -156,3 +157,20 @@ def test_wers_are_of_the_baseline_and_the_deciding_points_at_their_best_rate(tmp
     rows = [line for line in wer_lines(study, got) if line.startswith("| ssgd | 16 | 1024")]
     assert rows == ["| ssgd | 16 | 1024 | 0.4 | 2.2000 | 2.0000 | 22.00 | 220 / 1000 | 10_0.0 "
                     "| +2.00 |"]
+
+
+def test_wer_inputs_missing_are_named_before_the_sweep(tmp_path):
+    graph, data, text = tmp_path / "graph", tmp_path / "test", tmp_path / "text"
+    graph.mkdir()
+    data.mkdir()
+    (graph / "HCLG.fst").write_bytes(b"")
+    assert large_batch.missing_wer_input(str(graph), str(data), str(text)) == \
+        f"--wer GRAPH: no file {graph / 'words.txt'}"
+    (graph / "words.txt").write_text("<eps> 0\n")
+    assert large_batch.missing_wer_input(str(graph), str(data), str(text)) == \
+        f"--wer TEST_DATA: no file {data / 'feats.scp'}"
+    (data / "feats.scp").write_text("")
+    assert large_batch.missing_wer_input(str(graph), str(data), str(text)) == \
+        f"--wer TEST_TEXT: no file {text}"
+    text.write_text("")
+    assert large_batch.missing_wer_input(str(graph), str(data), str(text)) is None

@@ -15,7 +15,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import click
@@ -89,6 +91,18 @@ def _flags() -> list[click.Option]:
     return [click_option(name, f) for name, f in option_fields().items()]
 
 
+def _check_destination(path: str | None, flag_name: str) -> None:
+    """Refuse an output the run could not write at its end before the run, not after it."""
+    if path is None:
+        return
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise click.BadParameter(f"{path}: no directory {parent}", param_hint=flag_name)
+    if not os.access(parent, os.W_OK):
+        raise click.BadParameter(f"{path}: directory {parent} is not writable",
+                                 param_hint=flag_name)
+
+
 @command(cls=derived_command(_flags), show_default=False, max_content_width=100)
 @click.option("--data", required=True, type=click.Path(exists=True), help="Kaldi data dir")
 @click.option("--targets", required=True, type=click.Path(exists=True),
@@ -103,6 +117,8 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
          **flags: Any) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT."""
+    for path, flag_name in ((out, "--out"), (export, "--export")):
+        _check_destination(path, flag_name)
     values = given_or_default(option_fields(), flags)
     try:
         registry.spec(values["algo"])  # before the corpus loads, and before -O is read

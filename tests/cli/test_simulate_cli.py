@@ -135,3 +135,18 @@ def test_a_bad_value_is_refused_as_asrdist_train_refuses_it(corpus, tmp_path, fl
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1] == f"Error: {message}"
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("flag", ["--export", "--out"])
+def test_an_output_in_a_missing_directory_is_refused_before_the_run(corpus, tmp_path, flag):
+    data, targets = corpus
+    outputs = {"--out": tmp_path / "sim.json", "--export": tmp_path / "final.pt",
+               flag: tmp_path / "missing" / "x"}
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--learners", "2",
+                  "--batch-size", "2", "--chunk-len", "5", "--epochs", "0.1",
+                  "--out", outputs["--out"], "--export", outputs["--export"])
+    assert res.returncode == 2
+    assert f"Invalid value for {flag}: {tmp_path / 'missing' / 'x'}: no directory " \
+        f"{tmp_path / 'missing'}" in res.stderr
+    assert "held-out" not in res.stdout + res.stderr  # refused before the corpus loads
+    assert not any(p.exists() for p in outputs.values())

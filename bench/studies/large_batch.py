@@ -48,11 +48,17 @@ from bench.results import publish
 from bench.studies.common import REPO, Runner, corpus_options, small_blstm
 from bench.studies.figure import write_png
 
+PERIOD = 8  # local steps between the averages of ma, bmuf and diloco
 STRATEGIES = {
-    "ssgd": {}, "ma": {"avg_period": 8}, "adpsgd-fixed": {}, "adpsgd-random": {},
+    "ssgd": {}, "ma": {"avg_period": PERIOD}, "adpsgd-fixed": {}, "adpsgd-random": {},
     "adpsgd-delay1": {}, "adpsgd-delayavg": {},
     "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"},
+    "bmuf": {"avg_period": PERIOD}, "diloco": {"avg_period": PERIOD},
 }
+# bmuf's filter as Study 4 tuned it (bench.studies.outer_methods): block momentum 0.5 and a
+# settled block step of twice the averaged update, zeta N (1 + eta) = 2 (its default filter,
+# eta = 1 - 1/N at zeta 1, diverged there); diloco at its default outer optimizer
+BMUF_ETA, BMUF_GAIN = 0.5, 2.0
 SPEED = SpeedModel(compute_s=1.0, update_s=0.25, latency_s=0.6)
 TOLERANCE = 0.02  # the criterion: within 2 % of the baseline's held-out CE
 PLATEAU = 0.005  # the baseline has converged when an epoch gains no more than 0.5 %
@@ -83,8 +89,16 @@ def make_spec(args: argparse.Namespace, p: Point, lr_ref: float, seed: int = 0,
     e = args.epochs if epochs is None else epochs
     return RunSpec(p.algo, p.learners, p.batch // p.learners, float(e),
                    lr_ref * p.batch / REF_BATCH, 0.9, model=small_blstm(),
-                   options=STRATEGIES.get(p.algo, {}), seed=seed, evals=e,
+                   options=strategy_options(p.algo, p.learners), seed=seed, evals=e,
                    schedule=schedule(args, lr_ref, anneal))
+
+
+def strategy_options(algo: str, learners: int) -> dict[str, Any]:
+    """The simulator's options of ``algo`` at ``learners`` (bmuf's block lr depends on it)."""
+    if algo == "bmuf":
+        zeta = BMUF_GAIN / (learners * (1.0 + BMUF_ETA))
+        return {**STRATEGIES[algo], "bmuf_momentum": BMUF_ETA, "bmuf_lr": zeta}
+    return STRATEGIES.get(algo, {})
 
 
 def probe_point(args: argparse.Namespace) -> tuple[Point, float]:
@@ -561,8 +575,10 @@ def section(study: Study, runner: Runner, curve: list[float],
         f"{len(runner.pool.train)} training chunks of 21 frames, "
         f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
         f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
-        "5, equally fast learners; ma averages every 8 steps, hadpsgd has super-learners of 4 "
-        "on a random ring.",
+        f"5, equally fast learners; ma, bmuf and diloco average every {PERIOD} steps (bmuf: "
+        f"block momentum {BMUF_ETA}, block lr {BMUF_GAIN:g} / (N (1 + {BMUF_ETA})), Nesterov, "
+        "Study 4's tuned filter; diloco: outer Nesterov lr 0.7, momentum 0.9), hadpsgd has "
+        "super-learners of 4 on a random ring.",
         "",
         f"Schedule (`--lr-schedule ibm`): peak rate lr_ref x B / {REF_BATCH} at global batch "
         f"B, linear warm-up from lr_ref over {args.warmup_epochs:g} epoch (no warm-up at B <= "

@@ -139,3 +139,15 @@ def test_study1_limits_skip_partial_rows_and_the_deciding_points_table(tmp_path)
 ## Study 2"""))
     # a row tried at one batch gives a bound, not a limit: the papers' limit stays
     assert study1_limits(path) == {"ssgd": 4, "adpsgd-fixed": 16, "hadpsgd": None}
+
+
+def test_a_partial_row_with_a_larger_batch_tried_gives_its_limit(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    path.write_text(STUDY1.replace("## Study 2", """
+| adpsgd-delay1 | 16 | 2.0 (lr_ref 0.2) | 2.3 (lr_ref 0.4) | 64 of [64, 256, 1024] tried |
+| adpsgd-random | 16 | - | 2.0 (lr_ref 0.4) | 1024 of [256, 1024] tried |
+
+## Study 2"""))
+    # 64 within 2 % and 256 not: 4x, as a full row's; 1024, the largest tried, is a bound
+    limits = study1_limits(path)
+    assert limits["adpsgd-delay1"] == 4 and "adpsgd-random" not in limits

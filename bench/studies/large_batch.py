@@ -14,8 +14,10 @@ best; the points that decide a strategy's verdict (its largest batch within 2 % 
 larger one) get ``--seeds`` seeds at that rate, and the rule is applied to the seeds' means.
 More learners (``--learners`` after the first) and the strategies in ``--few-strategies`` run
 at fewer points (``--wide-multiples``, ``--few-multiples``) at the best rate of the first
-learner count (of ``--lr-from`` for the few), one seed. Runs go ``--jobs`` at a time, each in
-its own process, and are cached by spec (``--cache``), so an interrupted study resumes.
+learner count (of ``--lr-from`` for the few), one seed; each of the few from its smallest
+batch up, stopping at the first beyond 2 % (a larger one could not raise its limit). Runs
+go ``--jobs`` at a time, each in its own process, and are cached by spec (``--cache``), so
+an interrupted study resumes.
 
 With ``--wer GRAPH TEST_DATA TEST_TEXT``, the baseline and each swept strategy's deciding
 points (seed 0, best rate) are run again with their exported average written as a final.pt,
@@ -126,13 +128,20 @@ def sweep_points(args: argparse.Namespace) -> list[Point]:
     return [p for p in points if fits(p, 1 if p.algo == "single" else args.min_batch)]
 
 
-def extra_points(args: argparse.Namespace) -> list[Point]:
-    """Points at one rate and one seed: more learners, and the strategies swept less."""
+def wide_points(args: argparse.Namespace) -> list[Point]:
+    """Points at one rate and one seed: the swept strategies with more learners."""
     b0 = args.baseline_batch
     points = [Point(a, n, b0 * m) for n in args.learners[1:] for a in args.strategies
               for m in args.wide_multiples]
-    points += [Point(a, args.learners[0], b0 * m) for a in args.few_strategies
-               for m in args.few_multiples]
+    return [p for p in points if fits(p, args.min_batch)]
+
+
+def few_points(args: argparse.Namespace) -> list[Point]:
+    """Points at one rate and one seed: the strategies swept less (run upwards, see
+    :meth:`Study.run_upwards`)."""
+    b0 = args.baseline_batch
+    points = [Point(a, args.learners[0], b0 * m) for a in args.few_strategies
+              for m in sorted(args.few_multiples)]
     return [p for p in points if fits(p, args.min_batch)]
 
 
@@ -397,6 +406,27 @@ class Study:
         got = run_wers(self.runner, a, jobs)
         return [(p, lr, w) for (p, lr), w in zip(chosen, got, strict=True)]
 
+    def run_upwards(self, points: list[Point]) -> None:
+        """Run each strategy's ``points`` from its smallest batch up, at :meth:`lr_for`'s
+        rate, one seed, until one is beyond the tolerance. A larger batch is then not run:
+        it could raise the strategy's limit only if its CE fell as the batch grew, which no
+        swept row shows; such points already in the cache are still shown."""
+        queues: dict[str, list[Point]] = {}
+        for p in sorted(points, key=lambda p: p.batch):
+            queues.setdefault(p.algo, []).append(p)
+        while queues:
+            heads = {algo: queue.pop(0) for algo, queue in queues.items()}
+            rates = {algo: self.lr_for(p) for algo, p in heads.items()}
+            self.run([(p, rates[a], 0) for a, p in heads.items() if rates[a] is not None])
+            for algo, p in heads.items():
+                ce = self.ce(p, rates[algo]) if rates[algo] is not None else None
+                if ce is None or not within([ce], self.base()):
+                    rest = [(q, lr, 0) for q in queues.pop(algo)
+                            if (lr := self.lr_for(q)) is not None
+                            and self.runner.cached(make_spec(self.args, q, lr), SPEED)]
+                    self.run(rest)
+            queues = {algo: queue for algo, queue in queues.items() if queue}
+
     def lr_for(self, p: Point) -> float | None:
         """An extra point's rate: the first learner count's best at the same batch, of the
         same strategy, else of ``--lr-from``."""
@@ -465,8 +495,8 @@ def main() -> None:
     study.run(sweep)
     while missing := study.missing_seeds():  # the deciding points move as seeds come in
         study.run(missing)
-    extras = [(p, lr, 0) for p in extra_points(args) if (lr := study.lr_for(p)) is not None]
-    study.run(extras)
+    study.run([(p, lr, 0) for p in wide_points(args) if (lr := study.lr_for(p)) is not None])
+    study.run_upwards(few_points(args))
     noise = study.noise()
     longer = study.longer()
     wers = study.wers()

@@ -14,12 +14,13 @@ from bench.studies.large_batch import (
     clear_of_spread,
     converged_epoch,
     deciding_batches,
-    extra_points,
+    few_points,
     largest_within,
     make_spec,
     sweep_points,
     verdict,
     wer_lines,
+    wide_points,
     within,
 )
 
@@ -47,12 +48,13 @@ def test_sweep_skips_per_learner_batches_below_the_least():
 
 
 def test_extra_points_are_more_learners_at_the_wide_multiples_and_the_few_strategies():
-    got = extra_points(options())
-    assert got == [Point("ssgd", 64, 256), Point("ssgd", 64, 1024),
-                   Point("adpsgd-random", 64, 256), Point("adpsgd-random", 64, 1024),
-                   Point("hadpsgd", 16, 256)]
+    assert wide_points(options()) == [
+        Point("ssgd", 64, 256), Point("ssgd", 64, 1024),
+        Point("adpsgd-random", 64, 256), Point("adpsgd-random", 64, 1024)]
+    assert few_points(options(few_multiples=[16, 4])) == [Point("hadpsgd", 16, 64),
+                                                          Point("hadpsgd", 16, 256)]
     # 64 learners at 16 x 4 = 64 chunks would be 1 chunk each
-    assert Point("ssgd", 64, 64) not in extra_points(options(wide_multiples=[4]))
+    assert Point("ssgd", 64, 64) not in wide_points(options(wide_multiples=[4]))
 
 
 def test_spec_scales_the_peak_and_anneals_from_the_start_epoch():
@@ -174,3 +176,38 @@ def test_wer_inputs_missing_are_named_before_the_sweep(tmp_path):
         f"--wer TEST_TEXT: no file {text}"
     text.write_text("")
     assert large_batch.missing_wer_input(str(graph), str(data), str(text)) is None
+
+
+class _FakeRuns(Study):
+    """A study whose runs give the CE of a table (and say what was asked of them)."""
+
+    def __init__(self, ces: dict[Point, float], cached: set[Point]) -> None:
+        runner = _Keys()
+        runner.cached = lambda spec, speed: any(  # type: ignore[attr-defined]
+            (p.algo, p.batch // p.learners) == (spec.algo, spec.batch) for p in cached)
+        super().__init__(runner, options(lr_refs=[0.1, 0.4], seeds=1, lr_from="ssgd",
+                                         few_strategies=["ma", "hadpsgd"],
+                                         few_multiples=[4, 16, 64]))
+        self.table, self.asked = ces, []
+        self.results = {(Point("single", 1, 16), 0.1, 0): {"records": [{"heldout_ce": 2.0}]}}
+        for b in (64, 256, 1024):  # --lr-from's best rate at each batch: 0.4
+            self.results[(Point("ssgd", 16, b), 0.4, 0)] = {"records": [{"heldout_ce": 2.0}]}
+
+    def run(self, jobs):
+        self.asked += [(p.algo, p.batch, lr) for p, lr, _ in jobs]
+        for p, lr, seed in jobs:
+            self.results[(p, lr, seed)] = {"records": [{"heldout_ce": self.table[p]}]}
+
+
+def test_the_few_strategies_run_upwards_and_stop_at_the_first_batch_beyond_2_percent():
+    ma, had = (lambda b: Point("ma", 16, b)), (lambda b: Point("hadpsgd", 16, b))
+    # threshold 2.0 x 1.02 = 2.04: ma fails at 4x, hadpsgd at 64x
+    ces = {ma(64): 2.05, ma(256): 2.03, ma(1024): 2.2,
+           had(64): 2.01, had(256): 2.03, had(1024): 2.1}
+    study = _FakeRuns(ces, cached={ma(1024)})
+    study.run_upwards(few_points(study.args))
+    assert study.asked == [("ma", 64, 0.4), ("hadpsgd", 64, 0.4),
+                           ("ma", 1024, 0.4),  # ma stops; its cached 64x is still shown
+                           ("hadpsgd", 256, 0.4), ("hadpsgd", 1024, 0.4)]
+    assert largest_within(study.by_batch("hadpsgd", 16), study.base()) == 256
+    assert largest_within(study.by_batch("ma", 16), study.base()) is None

@@ -532,7 +532,8 @@ def plot(study: Study, curve: list[float],
     left.set_xscale("log", base=2)
     left.set_xlabel("global batch (chunks)")
     left.set_ylabel(f"held-out CE after {args.epochs} epochs (mean of seeds)")
-    left.legend(fontsize=6)
+    # above the axes: with nine strategies inside, it hid a point
+    left.legend(fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.01), ncol=3)
     right.plot(range(1, len(curve) + 1), curve, "k:", label="baseline probe, no annealing")
     for algo in ["single"] + args.strategies:
         n = 1 if algo == "single" else args.learners[0]

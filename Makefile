@@ -87,9 +87,9 @@ sim-studies: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.delay1_mixing $(STUDY_ARGS) \
 	  --max-utts 1600 --hours 3 --out bench/RESULTS.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.large_batch $(STUDY_ARGS) \
-	  --hours 0.75 --epochs 6 --multiples 4 8 16 64 --wide-multiples 16 64 --strategies ssgd adpsgd-random \
+	  --hours 0.75 --epochs 6 --multiples 4 8 16 32 64 --wide-multiples 16 64 --strategies ssgd adpsgd-random \
 	  --few-strategies adpsgd-fixed adpsgd-delay1 adpsgd-delayavg hadpsgd ma bmuf diloco \
-	  --few-multiples 4 16 64 \
+	  --few-multiples 4 16 32 64 \
 	  --noise-every 20 --check-epochs 11 --wer $(STUDY_WER) --out bench/RESULTS.md
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers_sim $(STUDY_ARGS) \
 	  --max-utts 300 --learners 16 64 --evals 6 --out bench/RESULTS.md

@@ -49,18 +49,20 @@ from asrdist.train.schedule import ScheduleOptions
 from bench.results import publish
 from bench.studies.common import REPO, Runner, corpus_options, small_blstm
 from bench.studies.figure import write_png
+from bench.studies.outer_methods import BmufPoint
 
 PERIOD = 8  # local steps between the averages of ma, bmuf and diloco
 STRATEGIES = {
     "ssgd": {}, "ma": {"avg_period": PERIOD}, "adpsgd-fixed": {}, "adpsgd-random": {},
     "adpsgd-delay1": {}, "adpsgd-delayavg": {},
     "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"},
-    "bmuf": {"avg_period": PERIOD}, "diloco": {"avg_period": PERIOD},
+    "bmuf": {"avg_period": PERIOD},  # and BMUF's filter: strategy_options
+    "diloco": {"avg_period": PERIOD},
 }
-# bmuf's filter as Study 4 tuned it (bench.studies.outer_methods): block momentum 0.5 and a
-# settled block step of twice the averaged update, zeta N (1 + eta) = 2 (its default filter,
-# eta = 1 - 1/N at zeta 1, diverged there); diloco at its default outer optimizer
-BMUF_ETA, BMUF_GAIN = 0.5, 2.0
+# bmuf's filter as Study 4 tuned it: block momentum 0.5 and a settled block step of twice the
+# averaged update, set by zeta (its default filter, eta = 1 - 1/N at zeta 1, diverged there);
+# diloco at its default outer optimizer
+BMUF = BmufPoint(PERIOD, "0.5", 2.0, by_zeta=True)
 SPEED = SpeedModel(compute_s=1.0, update_s=0.25, latency_s=0.6)
 TOLERANCE = 0.02  # the criterion: within 2 % of the baseline's held-out CE
 PLATEAU = 0.005  # the baseline has converged when an epoch gains no more than 0.5 %
@@ -97,10 +99,7 @@ def make_spec(args: argparse.Namespace, p: Point, lr_ref: float, seed: int = 0,
 
 def strategy_options(algo: str, learners: int) -> dict[str, Any]:
     """The simulator's options of ``algo`` at ``learners`` (bmuf's block lr depends on it)."""
-    if algo == "bmuf":
-        zeta = BMUF_GAIN / (learners * (1.0 + BMUF_ETA))
-        return {**STRATEGIES[algo], "bmuf_momentum": BMUF_ETA, "bmuf_lr": zeta}
-    return STRATEGIES.get(algo, {})
+    return BMUF.options(learners) if algo == "bmuf" else STRATEGIES.get(algo, {})
 
 
 def probe_point(args: argparse.Namespace) -> tuple[Point, float]:
@@ -607,7 +606,7 @@ def section(study: Study, runner: Runner, curve: list[float],
         f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
         f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
         f"5, equally fast learners; ma, bmuf and diloco average every {PERIOD} steps (bmuf: "
-        f"block momentum {BMUF_ETA}, block lr {BMUF_GAIN:g} / (N (1 + {BMUF_ETA})), Nesterov, "
+        f"block momentum {BMUF.eta}, block lr {BMUF.mult:g} / (N (1 + {BMUF.eta})), Nesterov, "
         "Study 4's tuned filter; diloco: outer Nesterov lr 0.7, momentum 0.9), hadpsgd has "
         "super-learners of 4 on a random ring.",
         "",

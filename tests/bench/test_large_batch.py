@@ -7,6 +7,8 @@ import argparse
 import json
 import math
 
+import pytest
+
 from bench.studies import large_batch
 from bench.studies.large_batch import (
     Point,
@@ -211,3 +213,12 @@ def test_the_few_strategies_run_upwards_and_stop_at_the_first_batch_beyond_2_per
                            ("hadpsgd", 256, 0.4), ("hadpsgd", 1024, 0.4)]
     assert largest_within(study.by_batch("hadpsgd", 16), study.base()) == 256
     assert largest_within(study.by_batch("ma", 16), study.base()) is None
+
+
+def test_bmuf_runs_study_4_s_tuned_filter_at_every_learner_count():
+    # zeta N (1 + eta) = 2 by hand: 2 / (16 x 1.5) = 1/12 (Study 4's 0.0833), 2 / 96 at 64
+    for learners, zeta in ((16, 1 / 12), (64, 2 / 96)):
+        spec = make_spec(options(), Point("bmuf", learners, 1024), 0.4)
+        assert spec.options == {"avg_period": 8, "bmuf_momentum": 0.5,
+                                "bmuf_lr": pytest.approx(zeta)}
+    assert make_spec(options(), Point("diloco", 16, 256), 0.4).options == {"avg_period": 8}

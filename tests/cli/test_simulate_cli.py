@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from asrdist.cli import simulate
 from asrdist.models.final import load_final
 from asrdist.parallel.registry import PLUGINS_ENV
 from asrdist.testing import make_corpus
@@ -150,3 +153,19 @@ def test_an_output_in_a_missing_directory_is_refused_before_the_run(corpus, tmp_
         f"{tmp_path / 'missing'}" in res.stderr
     assert "held-out" not in res.stdout + res.stderr  # refused before the corpus loads
     assert not any(p.exists() for p in outputs.values())
+
+
+def test_an_output_in_an_unwritable_directory_is_refused_before_the_run(corpus, tmp_path,
+                                                                        monkeypatch):
+    """In process: as root (CI) no directory is unwritable, so os.access is told to say so."""
+    data, targets = corpus
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    monkeypatch.setattr(simulate.os, "access", lambda path, mode: Path(path) != locked)
+    res = CliRunner().invoke(simulate.main, ["--data", str(data), "--targets", str(targets),
+                                             "--out", str(tmp_path / "sim.json"),
+                                             "--export", str(locked / "final.pt")])
+    assert res.exit_code == 2
+    assert f"Invalid value for --export: {locked / 'final.pt'}: directory {locked} is not " \
+        "writable" in res.output
+    assert not (tmp_path / "sim.json").exists()

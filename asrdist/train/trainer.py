@@ -64,7 +64,7 @@ from asrdist.train.priors import log_priors
 from asrdist.train.resume import gather, report_fallback, resume_steps, survey
 from asrdist.train.runlock import lock_run
 from asrdist.train.schedule import make_schedule
-from asrdist.train.spec_augment import check_fits, make_spec_augment
+from asrdist.train.spec_augment import check_fits, make_spec_augment, mask_generator
 from asrdist.train.stream import EpochStream
 from asrdist.train.vtlp import make_vtlp, read_mfcc_config
 
@@ -216,7 +216,7 @@ class _Run:
         if cfg.init_dbn:
             init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
-        torch.manual_seed(cfg.seed + 1 + rank)  # dropout and masks differ between learners
+        torch.manual_seed(cfg.seed + 1 + rank)  # dropout and warps differ between learners
         random.seed(cfg.seed + 1 + rank)
         self.left = self.model.left_context
         self.right = self.model.right_context
@@ -239,7 +239,8 @@ class _Run:
         if self.cfg.vtlp_warp:
             mfcc = read_mfcc_config(self.cfg.data, self.input_dim)
             augments.append(make_vtlp(self.cfg.vtlp_warp, mfcc))
-        masks = make_spec_augment(self.cfg.mask_options())
+        self.mask_rng = mask_generator(self.cfg.seed, self.rank)  # in checkpoints
+        masks = make_spec_augment(self.cfg.mask_options(), self.mask_rng)
         return augments + ([masks] if masks is not None else [])
 
     def _make_noise_probe(self) -> NoiseProbe | None:
@@ -341,6 +342,8 @@ class _Run:
         optimizer.load_state_dict(s["optimizer"])
         self.strategy.load_state_dict(s["strategy"])
         restore_rng(s["rng"])
+        if "mask_rng" in s:  # absent from checkpoints written before the masks' own generator
+            self.mask_rng.set_state(s["mask_rng"])
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
         self.frames, self.wall_before = s["frames"], s["wall_s"]
         self.interval = Interval.from_state(s["interval"], self.device)
@@ -577,6 +580,7 @@ class _Run:
             "model": self.model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "rng": capture_rng(),
+            "mask_rng": self.mask_rng.get_state(),
             "stream": data[0].state_dict() if data else None,
             "queued": queued,
             "input_dim": self.input_dim,

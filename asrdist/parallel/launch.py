@@ -3,9 +3,12 @@
 The launcher's environment says who this process is (rank, world size, local rank, node);
 rendezvous then goes through torch.distributed's TCP store. The store's address comes from
 ``MASTER_ADDR``/``MASTER_PORT`` when set (torchrun always sets them), else from the first host
-of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec). Backend: nccl
-when CUDA is available, gloo otherwise, or as ``ASRDIST_BACKEND`` says (gloo where learners
-share a GPU, which NCCL refuses, or where a cluster's NCCL is broken). A missing variable is
+of ``SLURM_STEP_NODELIST`` (srun), else rank 0 broadcasts it over MPI (mpiexec). The backend
+follows the learners' device (:func:`choose_backend`): gloo for CPU learners, whatever the host
+has; for CUDA learners one default group that sends CUDA tensors over NCCL and CPU tensors
+(the control collectives: stop flags, headers, object gathers) over gloo; gloo alone where the
+learners of a node outnumber its GPUs (NCCL refuses two ranks on one GPU) or where
+``ASRDIST_BACKEND=gloo`` says so (a cluster whose NCCL is broken). A missing variable is
 reported at once, by name, rather than as a rendezvous that waits until its timeout. Each
 learner takes the GPU of its local rank (:func:`select_device`). The store lives in learner 0's
 process, except in elastic runs, where learner 0 forks a process of its own for it
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 120.0
 BACKEND_ENV = "ASRDIST_BACKEND"
 BACKENDS = ("gloo", "nccl")
+CUDA_BACKEND = "cpu:gloo,cuda:nccl"  # CPU tensors over gloo, CUDA tensors over NCCL
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class DistEnv:
     master_addr: str | None  # None: to be broadcast over MPI by rank 0
     master_port: int | None
     launcher: str  # "torchrun", "mpi" or "slurm"
+    local_size: int | None = None  # learners on this node, when the launcher says
 
 
 def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
@@ -57,6 +62,27 @@ def _int(env: Mapping[str, str], name: str, launcher: str) -> int:
         return int(value)
     except ValueError:
         raise AsrdistError(f"{launcher} environment: {name}={value!r} is not an integer") from None
+
+
+def _optional_int(env: Mapping[str, str], name: str) -> int | None:
+    value = env.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def slurm_tasks_on_node(env: Mapping[str, str]) -> int | None:
+    """This node's task count from ``SLURM_STEP_TASKS_PER_NODE`` (``2(x3),1``: 2 on each of
+    the first three nodes, 1 on the fourth) and ``SLURM_NODEID``; None when not said."""
+    spec = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+    node = _optional_int(env, "SLURM_NODEID")
+    if not spec or node is None:
+        return None
+    counts: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if m is None:
+            return None
+        counts += [int(m.group(1))] * int(m.group(2) or 1)
+    return counts[node] if node < len(counts) else None
 
 
 def first_slurm_host(nodelist: str) -> str:
@@ -99,11 +125,13 @@ def detect_env(env: Mapping[str, str] | None = None) -> DistEnv | None:
             master_addr=env["MASTER_ADDR"],
             master_port=_int(env, "MASTER_PORT", name),
             launcher=name,
+            local_size=_optional_int(env, "LOCAL_WORLD_SIZE"),
         )
-    for rank_var, size_var, local_var in (
-        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-        ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK"),
+    for rank_var, size_var, local_var, local_size_var in (
+        ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+         "OMPI_COMM_WORLD_LOCAL_SIZE"),
+        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+        ("PMIX_RANK", "PMIX_SIZE", "PMIX_LOCAL_RANK", "PMIX_LOCAL_SIZE"),
     ):
         if rank_var in env:
             port = env.get("MASTER_PORT")
@@ -115,6 +143,7 @@ def detect_env(env: Mapping[str, str] | None = None) -> DistEnv | None:
                 master_addr=env.get("MASTER_ADDR"),
                 master_port=int(port) if port else None,
                 launcher="mpi",
+                local_size=_optional_int(env, local_size_var),
             )
     if "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
         name = "slurm"
@@ -138,6 +167,7 @@ def detect_env(env: Mapping[str, str] | None = None) -> DistEnv | None:
             master_addr=addr,
             master_port=_slurm_port(env),
             launcher=name,
+            local_size=slurm_tasks_on_node(env),
         )
     return None
 
@@ -164,21 +194,24 @@ def _mpi_rendezvous(denv: DistEnv) -> DistEnv:
     else:
         chosen = None
     addr, port = comm.bcast(chosen, root=0)
-    return DistEnv(denv.rank, denv.world_size, denv.local_rank, denv.node, addr, port, "mpi")
+    return DistEnv(denv.rank, denv.world_size, denv.local_rank, denv.node, addr, port, "mpi",
+                   denv.local_size)
 
 
 def init_from_env(
-    backend: str | None = None,
+    device: str = "cpu",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
     elastic: bool = False,
 ) -> DistEnv:
-    """Detect the launcher, rendezvous, and initialise torch.distributed's default group.
+    """Detect the launcher, rendezvous, and initialise torch.distributed's default group with
+    the backend of learners on ``device`` (:func:`choose_backend`).
 
     ``timeout_s`` bounds the rendezvous and is the default group's timeout (every collective).
     ``elastic``: the store is served by a process of its own (:func:`rendezvous`).
     Raises AsrdistError, naming the variable, when no launcher or an incomplete one is found.
     """
+    env = os.environ if env is None else env
     denv = detect_env(env)
     if denv is None:
         raise AsrdistError(
@@ -190,13 +223,9 @@ def init_from_env(
         raise AsrdistError(
             f"{denv.launcher}: rank {denv.rank} outside world size {denv.world_size}"
         )
+    backend = choose_backend(device, denv.local_size, env.get(BACKEND_ENV))
     if denv.master_addr is None or denv.master_port is None:
         denv = _mpi_rendezvous(denv)
-    if backend is None:
-        backend = (os.environ if env is None else env).get(BACKEND_ENV) or (
-            "nccl" if torch.cuda.is_available() else "gloo")
-    if backend not in BACKENDS:
-        raise AsrdistError(f"{BACKEND_ENV}={backend!r}: use one of {', '.join(BACKENDS)}")
     log.info(
         "learner %d/%d (local %d, node %s, pid %d) via %s: rendezvous at %s:%d, backend %s%s",
         denv.rank, denv.world_size, denv.local_rank, denv.node, os.getpid(), denv.launcher,
@@ -205,6 +234,40 @@ def init_from_env(
     rendezvous(backend, denv.master_addr, denv.master_port, denv.rank, denv.world_size,
                timeout_s, elastic, denv.local_rank)
     return denv
+
+
+def choose_backend(device: str, local_size: int | None, forced: str | None = None) -> str:
+    """The default group's backend for learners on ``device`` (``cpu``, ``cuda``, ``cuda:N``),
+    ``local_size`` of them on this node (None: not known, taken as one per GPU), and
+    ``forced``, ``ASRDIST_BACKEND``'s value (gloo or nccl) if set.
+
+    CPU learners always get gloo: NCCL cannot reduce CPU tensors. CUDA learners get
+    :data:`CUDA_BACKEND` (NCCL for CUDA tensors, gloo for CPU ones), or gloo alone, said in
+    the log, where they share GPUs (NCCL refuses two ranks on one GPU). CUDA is only asked
+    about for CUDA learners, so a CPU learner never initialises it.
+    """
+    if forced is not None and forced not in BACKENDS:
+        raise AsrdistError(f"{BACKEND_ENV}={forced!r}: use one of {', '.join(BACKENDS)}")
+    on_gpu = device.startswith("cuda")
+    if not on_gpu:
+        if forced == "nccl":
+            raise AsrdistError(f"{BACKEND_ENV}=nccl with --device {device}: NCCL cannot "
+                               "reduce CPU tensors; use --device cuda or gloo")
+        return "gloo"
+    if not torch.cuda.is_available():
+        raise AsrdistError(f"--device {device}: no CUDA device is available")
+    if forced == "gloo":
+        return "gloo"
+    gpus = 1 if ":" in device else torch.cuda.device_count()  # cuda:N: all on that one
+    if local_size is not None and gpus > 0 and local_size > gpus:
+        if forced == "nccl":
+            raise AsrdistError(f"{BACKEND_ENV}=nccl: {local_size} learners on this node share "
+                               f"{gpus} GPU(s), which NCCL refuses; use gloo")
+        log.warning("%d learners share %d GPU(s) on this node: NCCL refuses two ranks on one "
+                    "GPU, so the learners use gloo (CUDA tensors staged through host memory)",
+                    local_size, gpus)
+        return "gloo"
+    return CUDA_BACKEND
 
 
 def rendezvous(backend: str, addr: str, port: int, rank: int, world_size: int,
@@ -224,7 +287,7 @@ def rendezvous(backend: str, addr: str, port: int, rank: int, world_size: int,
                 log.info("rendezvous store: process %d (%s) on port %d", pid,
                          storehost.NAME.decode(), port)
             store = storehost.connect(addr, port, timeout_s)
-        if backend == "nccl":
+        if "nccl" in backend:
             select_device("cuda", local_rank)
         dist.init_process_group(
             backend,
@@ -261,6 +324,6 @@ def join_world(device: str, timeout_s: float, elastic: bool = False) -> tuple[Le
     denv = detect_env()
     if denv is None or denv.world_size <= 1:
         return Learner(node=denv.node if denv else socket.gethostname()), device
-    denv = init_from_env(timeout_s=timeout_s, elastic=elastic)
+    denv = init_from_env(device, timeout_s=timeout_s, elastic=elastic)
     learner = Learner(denv.rank, denv.world_size, denv.local_rank, denv.node)
     return learner, select_device(device, denv.local_rank)

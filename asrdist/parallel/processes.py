@@ -1,5 +1,7 @@
-"""The transport of real learner processes: torch.distributed (gloo on CPU, nccl on GPU, under
-any launcher), with what a learner process needs beside its collectives, each from its own
+"""The transport of real learner processes: torch.distributed (gloo for CPU learners; for CUDA
+learners one default group sending CUDA tensors over NCCL and CPU tensors over gloo, see
+:func:`asrdist.parallel.launch.choose_backend`), under any launcher, with what a learner
+process needs beside its collectives, each from its own
 module: liveness and fail-stop (health), slow-learner injection (slow), timing metrics
 (timing), the sampled distance to the learners' mean (distance), DDP and its reducers' release
 (ddp), ADPSGD's exchange thread (exchange).
@@ -166,7 +168,9 @@ class ProcessTransport(Transport):
             dist.broadcast(tensor, src=src, group=group)
 
     def any_(self, flag: bool) -> bool:
-        value = torch.tensor([1.0 if flag else 0.0])
+        """Whether any learner's ``flag`` is set. A control collective: its tensor is on the
+        CPU whatever the model's device, so gloo carries it (NCCL cannot reduce CPU tensors)."""
+        value = torch.tensor([1.0 if flag else 0.0], device="cpu")
         with self._blocked():
             if self.elastic:
                 opts = dist.AllreduceOptions()

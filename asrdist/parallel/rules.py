@@ -23,22 +23,29 @@ def half_difference_(theirs: torch.Tensor, mine: torch.Tensor) -> torch.Tensor:
     return theirs.sub_(mine).mul_(0.5)
 
 
-Ready = Callable[[], None] | None  # called before a snapshot is read (a device copy's event)
+Ready = Callable[[], None] | None  # called before a snapshot is read, on the stream reading it
 
 
 class PassiveBook:
     """A passive learner's side of pairwise averaging: the weights it serves and the deltas it
     received but its compute thread has not merged yet. ``served + pending`` is always its
     logical weights, whenever an exchange reads them. ``ready`` (from
-    :mod:`asrdist.parallel.staging`) is called before served weights still being copied off a
-    GPU are read; ``alloc`` makes the pending vectors (pinned host memory for a GPU model)."""
+    :mod:`asrdist.parallel.staging`) is called before served weights still being gathered on a
+    GPU are read; ``alloc`` makes the pending vectors (on the model's device): two, made once,
+    one accumulating while the compute thread merges the other.
+
+    The book writes into what it is given: a taken delta is added into the served vector
+    (which stays the logical weights until the next publish), and a pending vector is handed
+    out by :meth:`take` and written again at the take after next, when the compute thread has
+    long merged it."""
 
     def __init__(self, weights: torch.Tensor, ready: Ready = None,
                  alloc: Callable[[int], torch.Tensor] | None = None) -> None:
         self._alloc = alloc or (lambda n: torch.zeros(n, dtype=weights.dtype))
         self.served, self._ready = weights, ready  # an exchange may come before any publish
         self.pending = self._alloc(weights.numel())
-        self.count = 0
+        self._spare: torch.Tensor | None = None  # the pending vector taken last
+        self.count = 0  # exchanges in ``pending``; with none, what it holds is stale
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """The compute thread's latest weights (nothing pending is in them)."""
@@ -50,13 +57,23 @@ class PassiveBook:
             self._ready = None
         return self.served
 
+    def current_into(self, out: torch.Tensor) -> torch.Tensor:
+        """What an exchange swaps, written into ``out``: the published weights plus what is
+        pending."""
+        if self.count:
+            return torch.add(self._served_now(), self.pending, out=out)
+        return out.copy_(self._served_now())
+
     def current(self) -> torch.Tensor:
-        """What an exchange swaps: the published weights plus what is pending."""
-        return self._served_now() + self.pending
+        """:meth:`current_into` a new vector."""
+        return self.current_into(torch.empty_like(self.served))
 
     def receive(self, delta: torch.Tensor) -> None:
         """One finished exchange's delta (see :func:`half_difference_`)."""
-        self.pending.add_(delta)
+        if self.count:
+            self.pending.add_(delta)
+        else:  # the first since a take: no pass to zero the vector first
+            self.pending.copy_(delta)
         self.count += 1
 
     def take(self) -> tuple[torch.Tensor | None, int]:
@@ -65,8 +82,9 @@ class PassiveBook:
         if self.count == 0:
             return None, 0
         delta, count = self.pending, self.count
-        self.served = self._served_now() + delta
-        self.pending = self._alloc(delta.numel())
+        self._served_now().add_(delta)
+        self.pending = self._spare if self._spare is not None else self._alloc(delta.numel())
+        self._spare = delta
         self.count = 0
         return delta, count
 
@@ -79,8 +97,17 @@ class DelayByOne:
         self.previous: list[torch.Tensor | None] | None = None
 
     def swap(self, params: list[torch.Tensor]) -> None:
-        """Keep the gradients backward just left in ``params`` and put last step's there."""
-        current = [None if p.grad is None else p.grad.detach().clone() for p in params]
+        """Keep the gradients backward just left in ``params`` and put last step's there.
+
+        A gradient with a non-finite element is kept as zeros: fp16's gradient scaler skips
+        the step that made it, and applying it a step later would ruin the weights. Tested on
+        the device, with no host sync."""
+        grads = [p.grad.detach() for p in params if p.grad is not None]
+        finite = torch.stack([torch.isfinite(g).all() for g in grads]).all() if grads else None
+        current = [None if p.grad is None else
+                   torch.where(finite, p.grad.detach(), torch.zeros((), dtype=p.grad.dtype,
+                                                                    device=p.grad.device))
+                   for p in params]
         previous = self.previous or [None] * len(params)
         for p, g in zip(params, previous, strict=True):
             p.grad = g

@@ -7,7 +7,7 @@ so every caller calls the hooks in the same order::
     model = strategy.wrap_model(model)      # once, before the optimizer is built
     # each step k (the trainer owns k; strategies keep no step counter of their own):
     strategy.before_step(model, k)          # e.g. start an asynchronous exchange
-    loss = forward + loss; zero_grad; loss.backward()
+    loss = forward + loss; zero_grad; loss.backward()  # fp16: scaled, then unscaled
     strategy.after_backward(model, k)       # e.g. allreduce gradients, finish an exchange
     clip the gradient; optimizer.step()
     strategy.after_step(model, k)           # e.g. periodic weight averaging
@@ -142,16 +142,30 @@ def train_step(
     step: int,
     loss_fn: Callable[[torch.nn.Module], torch.Tensor],
     grad_clip: float = 0.0,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> torch.Tensor:
     """One SGD step of ``model`` (the wrapped module) with the hooks in contract order;
-    returns the loss, detached (reading it is left to the caller: on GPU it is a sync)."""
+    returns the loss, detached (reading it is left to the caller: on GPU it is a sync).
+
+    ``scaler`` (fp16): the loss is scaled for backward and the gradients unscaled right after
+    it, so the strategies' hooks and clipping see true gradients (DDP's allreduce during
+    backward is linear, so it may see scaled ones); a step whose gradients are not finite is
+    skipped and the scale lowered, as :class:`torch.amp.GradScaler` does."""
     strategy.before_step(model, step)
     loss = loss_fn(model)
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    if scaler is None:
+        loss.backward()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
     strategy.after_backward(model, step)
     if grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
+    if scaler is None:
+        optimizer.step()
+    else:
+        scaler.step(optimizer)
+        scaler.update()
     strategy.after_step(model, step)
     return loss.detach()

@@ -85,21 +85,27 @@ def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, A
         raise AsrdistError(f"{path}: cannot load checkpoint ({e})") from e
 
 
-def capture_rng() -> dict[str, Any]:
-    """Python, numpy and torch (CPU and CUDA) generator states."""
+def capture_rng(device: torch.device) -> dict[str, Any]:
+    """Python, numpy and torch CPU generator states, and the CUDA generator of the learner's
+    own ``device`` only: asking for every GPU's would start a CUDA context on each (in every
+    learner, CPU learners too, and fail in a learner forked after its parent used CUDA)."""
     state = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def restore_rng(state: dict[str, Any]) -> None:
+def restore_rng(state: dict[str, Any], device: torch.device) -> None:
+    """Put back what :func:`capture_rng` took; CUDA's only on a CUDA ``device``."""
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    cuda = state.get("cuda")
+    if cuda is not None and device.type == "cuda":
+        if isinstance(cuda, list):  # older checkpoints held every visible GPU's generator
+            cuda = cuda[device.index or 0]
+        torch.cuda.set_rng_state(cuda, device)

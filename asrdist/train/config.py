@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from asrdist.errors import AsrdistError, first_line
@@ -39,6 +40,7 @@ from asrdist.options import (
     option_of,
 )
 from asrdist.parallel import registry
+from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from asrdist.train.schedule import ScheduleOptions
 from asrdist.train.spec_augment import MaskOptions
 
@@ -117,7 +119,10 @@ class TrainConfig:
     max_missing_targets: float = option(0.05, "fail when more than this fraction of the "
                                         "utterances has no targets", check=NON_NEGATIVE)
     device: str = option("cpu", "cpu, cuda or cuda:N")
-    bf16: bool = option(False, "bf16 autocast for forward and loss")
+    precision: str = option("fp32", "forward and loss in fp32, or under bf16 or fp16 autocast "
+                            "(fp16 with a gradient scaler; bf16 falls back to scaled fp16 where "
+                            "torch/cuDNN would run the LSTM in fp16: the log and metrics.jsonl's "
+                            "start record say which)", PRECISIONS)
     algo: str = option("single", "distributed strategy (asrdist.parallel.registry)")
     resume: bool = option(False, "continue from the newest checkpoint in --out (a run finished "
                           "with other options or data is trained again from scratch, its "
@@ -142,6 +147,10 @@ class TrainConfig:
 
     def mask_options(self) -> MaskOptions:
         return self.part(MaskOptions)
+
+    def precision_on(self, device: torch.device) -> Precision:
+        """What forward and loss run in on ``device`` (asrdist.train.precision)."""
+        return choose_precision(self.precision, device, lstm=self.model == "blstm")
 
     def ng_options(self) -> NGOptions:
         return self.part(NGOptions)

@@ -28,17 +28,18 @@ class HeldOut:
 def evaluate(model: torch.nn.Module, cfg: TrainConfig, corpus: Corpus, rows: np.ndarray,
              input_dim: int, device: torch.device) -> HeldOut:
     """Score ``model`` (a plain module with ``left_context``/``right_context``) on ``rows`` of
-    ``corpus``, read as training reads them (``cfg``'s CMVN, chunking, batch and bf16)."""
+    ``corpus``, read as training reads them (``cfg``'s CMVN, chunking, batch and precision)."""
     reader = UtteranceReader(corpus, cfg.cmvn, cfg.cmvn_norm_vars, input_dim)
     was_training = model.training
     model.eval()
     ce, correct, frames = 0.0, 0, 0
+    precision = cfg.precision_on(device)
     try:
         for x, y in heldout_batches(reader, rows, cfg.chunk_len, model.left_context,
                                     model.right_context, cfg.batch_size):
             inputs = torch.from_numpy(x).to(device)
             target = torch.from_numpy(y).to(device).flatten()
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            with precision.autocast_context():
                 logits = model(inputs)
             batch_ce, batch_correct, batch_frames = frame_scores(logits.flatten(0, 1), target)
             ce, correct, frames = ce + batch_ce, correct + batch_correct, frames + batch_frames

@@ -194,6 +194,11 @@ class _Run:
         for path in remove_temp_files(self.out, rank):
             log.info("removed %s, left by an interrupted write", path)
         self.device = _device(cfg.device)
+        self.precision = cfg.precision_on(self.device)
+        self.scaler = self.precision.scaler()
+        log.info("precision %s (LSTM in %s%s)", self.precision.name,
+                 self.precision.describe()["lstm_dtype"],
+                 ", gradients scaled" if self.scaler is not None else "")
         self.corpus: Corpus = load_corpus(cfg.data, cfg.targets, cfg.max_missing_targets)
         self.train_rows, self.heldout_rows = split_heldout(self.corpus, cfg.heldout_utts, cfg.seed)
         self.priors = log_priors(
@@ -340,8 +345,10 @@ class _Run:
     def _restore(self, optimizer: torch.optim.Optimizer) -> None:
         s = self.resume_state
         optimizer.load_state_dict(s["optimizer"])
+        if self.scaler is not None and s.get("scaler") is not None:
+            self.scaler.load_state_dict(s["scaler"])
         self.strategy.load_state_dict(s["strategy"])
-        restore_rng(s["rng"])
+        restore_rng(s["rng"], self.device)
         if "mask_rng" in s:  # absent from checkpoints written before the masks' own generator
             self.mask_rng.set_state(s["mask_rng"])
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
@@ -373,6 +380,7 @@ class _Run:
                 "start", step=self.step, wall_s=self._wall(), world_size=self.world_size,
                 input_dim=self.input_dim, num_pdfs=self.corpus.num_pdfs,
                 train_utts=len(self.train_rows), heldout_utts=len(self.heldout_rows),
+                **self.precision.describe(),
                 steps_per_epoch=self.steps_per_epoch, peak_lr=self.schedule.peak,
                 resumed=self.resume_state is not None,
                 **({"changed": self.changed} if self.changed else {}),
@@ -454,7 +462,7 @@ class _Run:
                 if self.noise is not None and self.noise.due(self.step):
                     self._measure_noise(x, y)
                 loss = train_step(self.strategy, wrapped, optimizer, self.step,
-                                  partial(self._loss, x=x, y=y), cfg.grad_clip)
+                                  partial(self._loss, x=x, y=y), cfg.grad_clip, self.scaler)
                 now = time.monotonic()
                 self.interval.add(loss, frames, self.step, t_compute - t_wait, now - t_compute)
                 self.step += 1
@@ -480,7 +488,7 @@ class _Run:
             prefetch.close()
 
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.cfg.bf16):
+        with self.precision.autocast_context():
             return frame_loss(model, x, y)
 
     def _measure_noise(self, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -504,10 +512,14 @@ class _Run:
             progress=self._progress(),
             wall_s=self._wall(), frames=self.frames, loss=loss, lr=lr,
             steps=iv.steps, frames_per_s=fps, data_wait_s=iv.data_wait_s,
-            compute_s=iv.compute_s, **self.strategy.metrics(),
+            compute_s=iv.compute_s, **self._loss_scale(), **self.strategy.metrics(),
         )
         bar.set_postfix(loss=f"{loss:.3f}", fps=f"{fps:.0f}")
         self.interval = Interval.start(self.device)
+
+    def _loss_scale(self) -> dict[str, float]:
+        """fp16: the gradient scaler's current scale (a read from the device)."""
+        return {} if self.scaler is None else {"loss_scale": self.scaler.get_scale()}
 
     def _check_loss(self) -> None:
         """Stop at a non-finite loss since the last record, naming its step (at the latest at
@@ -579,7 +591,8 @@ class _Run:
             "strategy": self.strategy.state_dict(),
             "model": self.model.state_dict(),
             "optimizer": optimizer.state_dict(),
-            "rng": capture_rng(),
+            "scaler": self.scaler.state_dict() if self.scaler is not None else None,
+            "rng": capture_rng(self.device),
             "mask_rng": self.mask_rng.get_state(),
             "stream": data[0].state_dict() if data else None,
             "queued": queued,

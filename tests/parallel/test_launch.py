@@ -9,11 +9,14 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel.launch import (
+    CUDA_BACKEND,
+    choose_backend,
     detect_env,
     first_slurm_host,
     init_from_env,
     join_world,
     select_device,
+    slurm_tasks_on_node,
 )
 
 
@@ -129,3 +132,68 @@ def test_one_learner_joins_no_world(monkeypatch):
     learner, device = join_world("cpu", 5.0)
     assert (learner.rank, learner.world_size, device) == (0, 1, "cpu")
     assert not torch.distributed.is_initialized()
+
+
+# (device, GPUs on the host, learners on the node, ASRDIST_BACKEND) -> backend
+BACKEND_CASES = [
+    ("cpu", 0, 2, None, "gloo"),
+    ("cpu", 8, 2, None, "gloo"),  # CPU learners on a GPU host: never NCCL
+    ("cpu", 8, None, "gloo", "gloo"),
+    ("cuda", 8, 8, None, CUDA_BACKEND),
+    ("cuda", 8, None, None, CUDA_BACKEND),  # not said: one learner per GPU
+    ("cuda", 1, 2, None, "gloo"),  # two learners, one GPU: NCCL refuses, gloo
+    ("cuda", 2, 4, None, "gloo"),
+    ("cuda:0", 8, 2, None, "gloo"),  # every learner of the node on GPU 0
+    ("cuda:1", 8, 1, None, CUDA_BACKEND),
+    ("cuda", 8, 8, "gloo", "gloo"),
+    ("cuda", 8, 8, "nccl", CUDA_BACKEND),
+]
+
+
+@pytest.mark.parametrize(("device", "gpus", "local", "forced", "backend"), BACKEND_CASES)
+def test_the_backend_follows_the_device(monkeypatch, device, gpus, local, forced, backend):
+    _FakeCuda(monkeypatch, gpus)
+    assert choose_backend(device, local, forced) == backend
+
+
+def test_a_cpu_learner_never_asks_cuda(monkeypatch):
+    def touched() -> None:
+        raise AssertionError("CUDA asked about for a CPU learner")
+
+    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    monkeypatch.setattr(torch.cuda, "device_count", touched)
+    assert choose_backend("cpu", 4) == "gloo"
+
+
+@pytest.mark.parametrize(("device", "gpus", "local", "forced", "why"), [
+    ("cpu", 8, 2, "nccl", "NCCL cannot reduce CPU tensors"),
+    ("cuda", 1, 2, "nccl", "2 learners on this node share 1 GPU"),
+    ("cuda", 0, 2, None, "--device cuda: no CUDA device"),
+    ("cuda", 2, 2, "mpi", "ASRDIST_BACKEND='mpi'"),
+])
+def test_impossible_backends_are_refused_by_name(monkeypatch, device, gpus, local, forced, why):
+    _FakeCuda(monkeypatch, gpus)
+    with pytest.raises(AsrdistError, match=why):
+        choose_backend(device, local, forced)
+
+
+@pytest.mark.parametrize(("spec", "node", "count"), [
+    ("4", "0", 4), ("2(x3),1", "2", 2), ("2(x3),1", "3", 1), ("2(x3)", "5", None),
+    ("weird", "0", None),
+])
+def test_slurm_tasks_on_this_node(spec, node, count):
+    assert slurm_tasks_on_node({"SLURM_STEP_TASKS_PER_NODE": spec, "SLURM_NODEID": node}) == count
+
+
+@pytest.mark.parametrize(("env", "size"), [
+    ({"RANK": "0", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "h",
+      "MASTER_PORT": "1"}, 2),
+    ({"PMI_RANK": "0", "PMI_SIZE": "4", "MPI_LOCALNRANKS": "4"}, 4),
+    ({"OMPI_COMM_WORLD_RANK": "0", "OMPI_COMM_WORLD_SIZE": "2",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}, 1),
+    ({"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0",
+      "SLURM_STEP_NODELIST": "gpu[1-2]", "SLURM_JOB_ID": "7", "SLURM_NODEID": "1",
+      "SLURM_STEP_TASKS_PER_NODE": "3,1"}, 1),
+])
+def test_each_launcher_says_how_many_learners_share_the_node(env, size):
+    assert detect_env(env).local_size == size

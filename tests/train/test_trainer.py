@@ -292,7 +292,7 @@ def test_resuming_with_other_model_options_is_refused(corpus, tmp_path):
 
 @pytest.mark.cuda
 def test_cuda_bf16_training_learns(corpus, tmp_path):
-    train(_config(corpus, tmp_path / "cuda", epochs=8, device="cuda", bf16=True), Single())
+    train(_config(corpus, tmp_path / "cuda", epochs=8, device="cuda", precision="bf16"), Single())
     losses = [loss for _, loss in _losses(tmp_path / "cuda")]
     assert losses[-1] < 0.3 * losses[0]
 

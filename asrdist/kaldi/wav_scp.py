@@ -23,9 +23,11 @@ import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import numpy as np
 import soundfile
@@ -43,6 +45,9 @@ SPEED_WARNING = ("speed-perturbed audio (wav.scp's 'sox ... speed F' stages) is 
 _OPERATORS = {"|", "||", "&&", ";", "&", "(", ")", ";;", "|&"}
 _REDIRECTIONS = {"<", ">", ">>", "<>", ">&", "<&", ">|"}
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+# RIFF and data chunk sizes of a wav written to a stream of unknown length, read to its end
+# (Kaldi's feat/wave-reader.cc: "stream mode")
+_STREAMED = {(0, 0), (0xFFFFFFFF, 0xFFFFFFFF)}
 
 
 @dataclass(frozen=True)
@@ -232,19 +237,52 @@ def audio_source(value: str, which: Which = shutil.which) -> WavFile | SphereCha
 
 def read_audio(source: WavFile | Pipe) -> tuple[np.ndarray, int]:
     """(int16 samples of the first channel, sample rate) of a file or of a pipe's output, as
-    Kaldi's compute-*-feats read a wav.scp entry (channel 0 of a multi-channel wav)."""
+    Kaldi's compute-*-feats read a wav.scp entry (channel 0 of a multi-channel wav).
+
+    A wav with less data than its header declares (a truncated file, a pipe cut short) is an
+    error, as in Kaldi's wave reader: libsndfile would return what arrived without a word."""
+    what = source.command if isinstance(source, Pipe) else source.path
     try:
         if isinstance(source, Pipe):
             proc = subprocess.run(source.command, shell=True, capture_output=True, check=True)
-            samples, rate = soundfile.read(io.BytesIO(proc.stdout), dtype="int16",
-                                           always_2d=True)
+            samples, rate, sizes = _read_wav(io.BytesIO(proc.stdout))
         else:
-            samples, rate = soundfile.read(source.path, dtype="int16", always_2d=True)
+            with open(source.path, "rb") as f:
+                samples, rate, sizes = _read_wav(f)
     except subprocess.CalledProcessError as e:
         err = e.stderr.decode(errors="replace").strip()
-        raise AsrdistError(f"cannot read audio {source.command!r}: exit status "
+        raise AsrdistError(f"cannot read audio {what!r}: exit status "
                            f"{e.returncode}: {err}".replace("\n", " ")) from e
     except (OSError, RuntimeError, soundfile.LibsndfileError) as e:
-        what = source.command if isinstance(source, Pipe) else source.path
         raise AsrdistError(f"cannot read audio {what!r}: {e}".replace("\n", " ")) from e
+    if sizes is not None and sizes[1] < sizes[0]:
+        raise AsrdistError(f"audio {what!r} is truncated: its wav header declares {sizes[0]} "
+                           f"bytes of data, {sizes[1]} were read")
     return samples[:, 0], rate
+
+
+def _read_wav(audio: BinaryIO) -> tuple[np.ndarray, int, tuple[int, int] | None]:
+    """(samples x channels, rate, :func:`wav_data_sizes`) of a seekable audio file."""
+    sizes = wav_data_sizes(audio)
+    audio.seek(0)
+    samples, rate = soundfile.read(audio, dtype="int16", always_2d=True)
+    return samples, rate, sizes
+
+
+def wav_data_sizes(audio: BinaryIO) -> tuple[int, int] | None:
+    """(bytes of data the RIFF header declares, bytes after the header) of a seekable wav;
+    None for another format, a header too short to say, or a stream-mode wav (sizes 0 or
+    0xFFFFFFFF: read to its end)."""
+    total = audio.seek(0, io.SEEK_END)
+    audio.seek(0)
+    head = audio.read(12)
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX") or head[8:] != b"WAVE":
+        return None
+    order = "<I" if head[:4] == b"RIFF" else ">I"
+    riff_size = struct.unpack(order, head[4:8])[0]
+    while len(chunk := audio.read(8)) == 8:
+        size = struct.unpack(order, chunk[4:])[0]
+        if chunk[:4] == b"data":
+            return None if (riff_size, size) in _STREAMED else (size, total - audio.tell())
+        audio.seek(size + (size & 1), io.SEEK_CUR)  # chunks are padded to an even size
+    return None

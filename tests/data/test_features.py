@@ -379,3 +379,18 @@ def test_missing_program_names_the_utterance(feat_src_dir: Path, tmp_path: Path,
                        r"/L/84-121123-0000.flac \|' needs 'flac', which is not installed"):
         make_features(feat_src_dir, tmp_path / "out", FeatureOptions("fbank"))
     assert not (tmp_path / "out" / "feats.scp").exists()
+
+
+def test_truncated_wav_names_the_utterance_and_both_lengths(feat_src_dir: Path, tmp_path: Path):
+    """A wav.scp pipe cut short (``head -c``) stops the stage naming the utterance, instead of
+    features for the part that arrived under the whole transcript."""
+    table = read_table(feat_src_dir / "wav.scp")
+    wav = Path(table["spkB-003"])
+    cut = wav.stat().st_size - 2000
+    table["spkB-003"] = f"head -c {cut} {wav} |"
+    (feat_src_dir / "wav.scp").write_text("".join(f"{u} {v}\n" for u, v in table.items()))
+    with pytest.raises(AsrdistError, match=r"utterance spkB-003: audio 'head -c .*' is truncated:"
+                                           r" its wav header declares 80000 bytes of data, "
+                                           r"78000 were read"):
+        make_features(feat_src_dir, tmp_path / "out", FeatureOptions("fbank"))
+    assert not (tmp_path / "out" / "feats.scp").exists()

@@ -18,6 +18,7 @@ from asrdist.kaldi.wav_scp import (
     missing_programs,
     parse_wav_value,
     read_audio,
+    wav_data_sizes,
 )
 
 # egs/swbd/s5c/path.sh: export KALDI_ROOT=`pwd`/../../..
@@ -151,3 +152,31 @@ def test_read_audio_errors_name_the_command(tmp_path):
     bad.write_bytes(b"not a wav")
     with pytest.raises(AsrdistError, match=f"cannot read audio '{bad}'"):
         read_audio(audio_source(str(bad)))
+
+
+def test_truncated_wav_is_an_error_naming_both_lengths(tmp_path):
+    """A wav cut short (a truncated file, ``head -c`` in a pipe) gives less data than its header
+    declares: an error naming both sizes, not features of what arrived (Kaldi's reader refuses)."""
+    wav = tmp_path / "whole.wav"
+    soundfile.write(wav, np.zeros(4000, dtype=np.int16), 16000, "PCM_16")  # 8000 data bytes
+    short = tmp_path / "short.wav"
+    short.write_bytes(wav.read_bytes()[:44 + 3000])
+    for value in (str(short), f"head -c 3044 {wav} |"):
+        with pytest.raises(AsrdistError, match=r"is truncated: its wav header declares 8000 "
+                                               r"bytes of data, 3000 were read"):
+            read_audio(audio_source(value))
+
+
+def test_stream_mode_wav_is_read_to_its_end(tmp_path):
+    """A wav written to a pipe of unknown length (RIFF and data sizes 0xFFFFFFFF) declares no
+    length to fall short of: read to its end."""
+    samples = np.arange(100, dtype=np.int16)
+    wav = tmp_path / "stream.wav"
+    soundfile.write(wav, samples, 16000, "PCM_16")
+    data = bytearray(wav.read_bytes())
+    data[4:8] = data[40:44] = (0xFFFFFFFF).to_bytes(4, "little")
+    wav.write_bytes(bytes(data))
+    with open(wav, "rb") as f:
+        assert wav_data_sizes(f) is None
+    got, _ = read_audio(audio_source(f"cat {wav} |"))
+    np.testing.assert_array_equal(got, samples)

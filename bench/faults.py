@@ -35,7 +35,6 @@ from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish
 
-BIN = Path(sys.executable).parent
 INTERVAL = 20  # --checkpoint-every
 STEPS = 200
 ARGS = ["--layers=1", "--units=64", "--chunk-len=10", "--batch-size=4", "--shuffle-buffer=16",
@@ -67,8 +66,8 @@ class Job:
             env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank),
                    "MASTER_ADDR": NS_ADDR[0] if netns else "127.0.0.1",
                    "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
-            cmd = [str(BIN / "asrdist-train"), "--data", str(data), "--targets", str(targets),
-                   "--out", str(out), "--algo", algo, *ARGS, *extra]
+            cmd = [sys.executable, "-m", "asrdist.cli.train", "--data", str(data),
+                   "--targets", str(targets), "--out", str(out), "--algo", algo, *ARGS, *extra]
             if netns:  # gloo would take the hostname's address: each namespace's own loopback
                 cmd = ["ip", "netns", "exec", NS[rank], *cmd]
                 env["GLOO_SOCKET_IFNAME"] = VETH[rank]
@@ -338,7 +337,7 @@ def _torchrun(data: Path, targets: Path, out: Path, *extra: str) -> subprocess.P
     with open(out / f"err-torchrun.{time.monotonic_ns()}.txt", "w") as err:
         return subprocess.Popen(
             [sys.executable, "-m", "asrdist.cli.torchrun", "--nproc-per-node=2",
-             f"--master-port={free_port()}", str(BIN / "asrdist-train"), "--data", str(data),
+             f"--master-port={free_port()}", "-m", "asrdist.cli.train", "--data", str(data),
              "--targets", str(targets), "--out", str(out), "--algo", "ssgd", *ARGS, *extra],
             env={**env, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL, stderr=err)
 

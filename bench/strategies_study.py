@@ -43,9 +43,10 @@ HEADING = "## Held-out cross-entropy per strategy (mini corpus)"
 
 def train_command(args: argparse.Namespace, algo: str, learners: int, out: Path) -> list[str]:
     """The mpiexec command line of one run (hadpsgd: 2 super-learners of N/2 learners)."""
-    cmd = ["mpiexec", "-n", str(learners), "asrdist-train", "--config", str(args.config),
-           "--data", str(args.data), "--targets", str(args.targets), "--out", str(out),
-           "--algo", algo, "--epochs", str(args.epochs), "--units", str(args.units)]
+    cmd = ["mpiexec", "-n", str(learners), sys.executable, "-m", "asrdist.cli.train",
+           "--config", str(args.config), "--data", str(args.data), "--targets", str(args.targets),
+           "--out", str(out), "--algo", algo, "--epochs", str(args.epochs),
+           "--units", str(args.units)]
     if algo == "hadpsgd":
         cmd += ["--learners-per-node", str(max(1, learners // 2))]
     return cmd
@@ -102,7 +103,7 @@ def main() -> None:
                   f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
             rows.append(row)
     example = " ".join(train_command(args, "ALGO", 0, args.out / "ALGO_xN")).replace(
-        "-n 0", "-n N")
+        "-n 0", "-n N").replace(sys.executable, "python")
     lines = [
         HEADING, "",
         f"Every `--algo` with {' and '.join(map(str, args.learners))} learners (processes on "

@@ -53,8 +53,8 @@ def run_one(args: argparse.Namespace, variant: str, learners: int, period: int) 
     per_epoch = steps_per_epoch(corpus, rows, 8, args.batch_size, 0, 0, learners)
     steps = max(period, round(args.fraction * per_epoch))
     every = period * max(1, round(steps / args.samples / period))
-    cmd = ["asrdist-train", "--config", str(CONFIG), "--data", str(args.data),
-           "--targets", str(args.targets), "--out", str(out),
+    cmd = [sys.executable, "-m", "asrdist.cli.train", "--config", str(CONFIG),
+           "--data", str(args.data), "--targets", str(args.targets), "--out", str(out),
            "--algo", "ma" if learners > 1 else "single", "--avg-period", str(period),
            "--optimizer", optimizer, "--hidden-layers", str(args.hidden_layers),
            "--hidden-units", str(args.hidden_units), "--batch-size", str(args.batch_size),
@@ -73,7 +73,8 @@ def run_one(args: argparse.Namespace, variant: str, learners: int, period: int) 
     proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                           text=True)
     row = {"variant": variant, "learners": learners, "period": period, "steps": steps,
-           "seconds": time.monotonic() - t0, "cmd": " ".join(cmd)}
+           "seconds": time.monotonic() - t0,
+           "cmd": " ".join(cmd).replace(sys.executable, "python")}
     if proc.returncode != 0:
         if "loss is" not in proc.stderr:
             raise SystemExit(f"{out.name} failed:\n{proc.stderr[-3000:]}")

@@ -12,7 +12,6 @@ from pathlib import Path
 def run_cli(module: str, *args: str, text: bool = True,
             timeout: float = 600) -> subprocess.CompletedProcess:
     """``asrdist.cli.<module>``'s main with ``args``; output captured."""
-    code = f"from asrdist.cli.{module} import main; main()"
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
-                          text=text, timeout=timeout, env=env)
+    return subprocess.run([sys.executable, "-m", f"asrdist.cli.{module}", *map(str, args)],
+                          capture_output=True, text=text, timeout=timeout, env=env)

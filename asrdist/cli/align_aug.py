@@ -37,3 +37,7 @@ def main(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path, nj: int,
     click.echo(f"{out_dir}: {summary.reused} clean kept, {summary.copied} copied, "
                f"{summary.realigned} realigned, {len(summary.failed)} failed, "
                f"{summary.seconds:.0f} s", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -47,3 +47,7 @@ def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
         f"{last.num_gauss} gaussians, {summary.seconds:.0f} s",
         err=True,
     )
+
+
+if __name__ == "__main__":
+    main()

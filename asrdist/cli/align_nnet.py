@@ -34,3 +34,7 @@ def main(data_dir: Path, lang_dir: Path, gmm_dir: Path, out_dir: Path, model_pt:
         return
     click.echo(f"{out_dir}: {summary.aligned} aligned ({summary.frames} frames), "
                f"{len(summary.failed)} failed, {summary.seconds:.0f} s", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -47,3 +47,7 @@ def main(src: Path, out: Path, speeds: str, reverb_fraction: float, noise_fracti
     kinds = ", ".join(f"{n} {kind}" for kind, n in summary.copies.items())
     click.echo(f"{out}: {summary.clean_utts} clean utterances ({summary.clean_hours:.3f} h) "
                f"+ copies ({kinds}) = {summary.hours:.3f} h, {summary.seconds:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

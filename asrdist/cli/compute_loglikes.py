@@ -25,3 +25,7 @@ def main(nnet: str, data_dir: str, out_dir: str, frames_per_chunk: int | None,
     re-running the network."""
     compute_loglikes(nnet, data_dir, out_dir,
                      Chunking(frames_per_chunk, extra_left_context, extra_right_context))
+
+
+if __name__ == "__main__":
+    main()

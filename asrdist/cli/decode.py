@@ -71,3 +71,7 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
     )
     if not isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)
+
+
+if __name__ == "__main__":
+    main()

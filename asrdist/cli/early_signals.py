@@ -16,6 +16,7 @@ import threading
 
 CAUGHT = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 COMMAND = "asrdist-train"
+MODULE_FILE = os.path.join(os.path.dirname(os.path.realpath(__file__)), "train.py")
 
 _first: list[signal.Signals] = []
 _previous: dict[signal.Signals, object] = {}
@@ -35,9 +36,12 @@ def install() -> None:
 
 
 def _started_as_command() -> bool:
-    """Whether this process is the console script (not a program, such as a test run, that
-    imports the command as a library and handles its own signals)."""
-    return os.path.basename(sys.argv[0] if sys.argv else "") == COMMAND
+    """Whether this process is the command: its console script, ``python -m
+    asrdist.cli.train`` or that file run by path (as mpiexec's supervisor restarts it); not a
+    program, such as a test run, that imports the command and handles its own signals."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    return (os.path.basename(sys.argv[0] if sys.argv else "") == COMMAND
+            or main_file is not None and os.path.realpath(main_file) == MODULE_FILE)
 
 
 def take(stop_signals: list[signal.Signals]) -> signal.Signals | None:

@@ -33,3 +33,7 @@ def main(kind: str, nj: int, num_mel_bins: int | None, num_ceps: int, sample_rat
                              sample_rate=sample_rate)
     make_features(src, dest, options, nj=nj)  # logs the skip line when done already
     click.echo(feature_summary(dest))
+
+
+if __name__ == "__main__":
+    main()

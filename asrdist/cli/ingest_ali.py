@@ -43,3 +43,7 @@ def main(tolerance: int, max_missing: float, ali_dir: str, feats_scp: str, out_d
     if isinstance(report, Skipped):  # done already: the skip line is logged; show its report
         report = IngestReport.load(Path(out_dir))
     click.echo(report.to_text(), nl=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -19,3 +19,7 @@ def main(src: str, dest: str, streams: tuple[str, ...], length_tolerance: int) -
     frames, e.g. ivector_online.scp:10) joined per frame, with new cmvn.scp. E.g. the papers'
     260-dim input: 40 fbank (+deltas) SRC + fMLLR feats.scp + ivector_online.scp:10."""
     join_features(src, dest, [Stream.parse(s) for s in streams], length_tolerance)
+
+
+if __name__ == "__main__":
+    main()

@@ -34,3 +34,7 @@ def main(lang_dir: str, model: str, tree: str | None, train_text: str, order: in
     make_graph(lang_dir, model, train_text, out_dir, order, tree, self_loop_scale,
                command=shlex.join(["asrdist-mkgraph", *sys.argv[1:]]))
     click.echo(f"graph: {out_dir}/HCLG.fst", err=True)
+
+
+if __name__ == "__main__":
+    main()

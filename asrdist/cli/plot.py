@@ -16,3 +16,7 @@ from asrdist.train.plot import plot_runs
 def main(runs: tuple[str, ...], out: str, all_ranks: bool) -> None:
     """Compare the training curves of RUNS (asrdist-train run dirs) in one PNG."""
     click.echo(plot_runs(list(runs), out, rank0_only=not all_ranks), err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -38,3 +38,7 @@ def main(out: str, hours: float, test_hours: float | None, test_utts: int | None
         summary = read_summary(out)
     for line in summary.lines():
         click.echo(line)
+
+
+if __name__ == "__main__":
+    main()

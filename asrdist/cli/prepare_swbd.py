@@ -61,3 +61,7 @@ def main(swbd_audio: str, ms98: str, eval2000_audio: str, eval2000_ref: str,
                           extend_eval2000, allow_partial)
     prepare_swbd(out, options)
     click.echo(options.train_set)
+
+
+if __name__ == "__main__":
+    main()

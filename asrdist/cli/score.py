@@ -104,3 +104,7 @@ def _acronym_map(option: str | None, recipe: str, data_dir: str) -> dict[str, li
         return None
     click.echo(f"acronyms: {found}", err=True)
     return read_acronym_map(found)
+
+
+if __name__ == "__main__":
+    main()

@@ -188,3 +188,7 @@ def _parse_options(taken: list[str], items: tuple[str, ...]) -> dict[str, Any]:
         except AsrdistError as e:
             raise click.BadParameter(str(e), param_hint="--option") from None
     return out
+
+
+if __name__ == "__main__":
+    main()

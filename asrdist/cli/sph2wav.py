@@ -22,3 +22,7 @@ def main(sph: str, channel: int, speed: float) -> None:
     if not native_decoder():
         logging.getLogger(__name__).warning("%s", FALLBACK_WARNING)
     sys.stdout.buffer.write(channel_wav(sph, channel, speed))
+
+
+if __name__ == "__main__":
+    main()

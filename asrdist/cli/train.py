@@ -137,3 +137,7 @@ def main(config_path: str | None, **flags: Any) -> None:
     if result.final is not None:
         figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
         click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -14,7 +14,7 @@ import pytest
 from asrdist.kaldi.alignments import write_alignments
 from asrdist.kaldi.final_mdl import write_final_mdl
 
-EXE = str(Path(sys.executable).with_name("asrdist-ingest-ali"))
+EXE = [sys.executable, "-m", "asrdist.cli.ingest_ali"]
 TOPO = (
     "<Topology> <TopologyEntry> <ForPhones> 1 2 </ForPhones> "
     "<State> 0 <PdfClass> 0 <Transition> 0 0.5 <Transition> 1 0.5 </State> "
@@ -41,7 +41,7 @@ def make_dirs(root: Path, ali_lengths: dict[str, int], feat_lengths: dict[str, i
 
 
 def run(root: Path, *options: str) -> subprocess.CompletedProcess:
-    args = [EXE, *options, "exp/mono", "data/feats.scp", "exp/mono_pdf"]
+    args = [*EXE, *options, "exp/mono", "data/feats.scp", "exp/mono_pdf"]
     return subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=120)
 
 

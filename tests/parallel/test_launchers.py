@@ -20,7 +20,7 @@ from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import TINY_MODEL
 
 BIN = Path(sys.executable).parent
-TRAIN = str(BIN / "asrdist-train")
+TRAIN = [sys.executable, "-m", "asrdist.cli.train"]  # torchrun takes it without python
 TINY = [*TINY_MODEL, "--log-every=2", "--epochs=1"]
 
 
@@ -48,7 +48,7 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess, *, key: str) -> Non
 
 def test_mpiexec_two_learners_adpsgd_with_a_slow_learner(corpus, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run([str(BIN / "mpiexec"), "-n", "2", TRAIN,
+    proc = subprocess.run([str(BIN / "mpiexec"), "-n", "2", *TRAIN,
                            *_args(corpus, out, "adpsgd-random", "--slow-learner", "1:2")],
                           env=_env(), capture_output=True, text=True, timeout=240)
     _check_run(out, proc, key="exchanges")
@@ -63,7 +63,7 @@ def test_mpiexec_two_learners_adpsgd_with_a_slow_learner(corpus, tmp_path):
 def test_torchrun_two_learners_ssgd(corpus, tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run([str(BIN / "torchrun"), "--nproc-per-node", "2",
-                           f"--master-port={free_port()}", TRAIN, *_args(corpus, out, "ssgd")],
+                           f"--master-port={free_port()}", *TRAIN[1:], *_args(corpus, out, "ssgd")],
                           env=_env(), capture_output=True, text=True, timeout=240)
     _check_run(out, proc, key="comm_wait_s")
     final = torch.load(out / "final.pt", weights_only=False)["model"]
@@ -82,7 +82,7 @@ def test_srun_environment_two_learners_ma(corpus, tmp_path):
             "SLURM_STEP_NUM_TASKS": "2", "SLURM_STEP_NODELIST": "localhost",
             "SLURM_JOB_NODELIST": "localhost", "SLURMD_NODENAME": "localhost",
         }
-        procs.append(subprocess.Popen([TRAIN, *_args(corpus, out, "ma", "--avg-period", "2")],
+        procs.append(subprocess.Popen([*TRAIN, *_args(corpus, out, "ma", "--avg-period", "2")],
                                       env=env, stderr=subprocess.PIPE, text=True))
     errs = [p.communicate(timeout=240)[1] for p in procs]
     for p, err in zip(procs, errs, strict=True):
@@ -108,7 +108,7 @@ def test_mpiexec_names_a_learner_killed_mid_run(corpus, tmp_path):
     """MPICH kills the survivors within 0.2 s, so the killed learner's supervisor names it."""
     out, err = tmp_path / "run", tmp_path / "stderr.txt"
     with open(err, "w") as f:
-        proc = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", TRAIN,
+        proc = subprocess.Popen([str(BIN / "mpiexec"), "-n", "2", *TRAIN,
                                  *_args(corpus, out, "adpsgd-random", "--epochs=1000")],
                                 env=_env(), stdout=subprocess.DEVNULL, stderr=f)
     try:

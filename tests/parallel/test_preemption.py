@@ -166,9 +166,9 @@ def test_a_stop_signal_in_the_first_moments_is_a_stop_too(corpus, tmp_path, sig,
     signal is noted all the same: the learner checkpoints its first step and exits 75."""
     data, targets = corpus
     out = tmp_path / "run"
-    train = Path(sys.executable).parent / "asrdist-train"
-    proc = subprocess.Popen([str(train), "--data", str(data), "--targets", str(targets),
-                             "--out", str(out), *TINY], stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen([sys.executable, "-m", "asrdist.cli.train", "--data", str(data),
+                             "--targets", str(targets), "--out", str(out), *TINY],
+                            stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     time.sleep(after_s)
     proc.send_signal(sig)

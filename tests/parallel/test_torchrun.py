@@ -20,7 +20,7 @@ from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path
 from tests.parallel.cli_learners import TINY_MODEL
 
-TRAIN = str(Path(sys.executable).parent / "asrdist-train")
+TRAIN = ["-m", "asrdist.cli.train"]  # torchrun runs it as python -m
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 WRAPPER = [sys.executable, "-m", "asrdist.cli.torchrun"]
 TINY = [*TINY_MODEL, "--log-every=1", "--epochs=1000",
@@ -41,7 +41,7 @@ def _start(launcher: list[str], corpus, out: Path, log: Path, algo: str = "ssgd"
     data, targets = corpus
     with open(log, "w") as f:
         return subprocess.Popen(
-            [*launcher, "--nproc-per-node=2", f"--master-port={free_port()}", *extra, TRAIN,
+            [*launcher, "--nproc-per-node=2", f"--master-port={free_port()}", *extra, *TRAIN,
              "--data", str(data), "--targets", str(targets), "--out", str(out),
              "--algo", algo, *TINY], env=_env(), stdout=f, stderr=subprocess.STDOUT)
 

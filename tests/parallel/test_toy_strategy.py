@@ -109,8 +109,8 @@ def test_two_learners_train_with_a_strategy_registered_outside_asrdist(tmp_path)
            if not k.startswith(("SLURM_", "PMI_", "OMPI_", "MASTER_", "RANK", "WORLD_SIZE"))}
     env |= {PLUGINS_ENV: __name__, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": "2"}
-    train = str(Path(sys.executable).parent / "asrdist-train")
-    procs = [subprocess.Popen([train, *args], env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
+    train = [sys.executable, "-m", "asrdist.cli.train"]
+    procs = [subprocess.Popen([*train, *args], env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
                               stderr=subprocess.PIPE, text=True) for r in range(2)]
     errs = [p.communicate(timeout=240)[1] for p in procs]
     for p, err in zip(procs, errs, strict=True):

@@ -108,7 +108,8 @@ class _Worker:
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
         self.trans = read_transition_model(job.trans_mdl)
-        words = read_symbols(graph_dir / "words.txt")
+        self.words_txt = graph_dir / "words.txt"
+        words = read_symbols(self.words_txt)
         self.id2word = {i: w for w, i in words.items()}
         real = [i for w, i in words.items()
                 if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
@@ -172,9 +173,18 @@ class _Worker:
         if batch:
             yield batch
 
+    def _words(self, utt: str, ids: Sequence[int]) -> list[str]:
+        """The words of a path's word ids; an id words.txt lacks (the graph was built with
+        another words.txt) is an error naming it, as Kaldi's int2sym.pl refuses one."""
+        try:
+            return [self.id2word[w] for w in ids]
+        except KeyError as e:
+            raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which the graph "
+                               f"outputs for utterance {utt} (HCLG.fst built with another "
+                               "words.txt?)") from None
+
     def run(self, utts: Sequence[str]) -> Iterator[UttResult]:
         """Score each utterance once, then search it with every variant, penalty by penalty."""
-        words = self.id2word
         start = time.perf_counter()
         for batch in self._batches(utts):
             hyps: dict[str, dict[tuple[float, float], Hypothesis | None]] = {
@@ -195,7 +205,7 @@ class _Worker:
                             result.failed.append(utt)
                             result.log.append(f"WARNING: {utt}: no path survived the beam")
                         continue
-                    result.texts[v.name][utt] = [words[w] for w in hyp.words]
+                    result.texts[v.name][utt] = self._words(utt, hyp.words)
                     if v.name is None:
                         self._main_outputs(utt, hyp, scores.shape[0], result)
                     else:
@@ -204,11 +214,10 @@ class _Worker:
             start = now
 
     def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: UttResult) -> None:
-        words = self.id2word
         if not hyp.reached_final:
             result.partial.append(utt)
             result.log.append(f"WARNING: {utt}: no final state reached, partial path used")
-        result.log.append(f"{utt} {' '.join(words[w] for w in hyp.words)}  "
+        result.log.append(f"{utt} {' '.join(self._words(utt, hyp.words))}  "
                           f"(cost {hyp.cost:.2f}, {frames} frames)")
         lines = self._ctm(utt, hyp)
         if lines is None:
@@ -221,8 +230,9 @@ class _Worker:
         timed = self.aligner.align(hyp.alignment, hyp.words) if self.aligner else None
         if timed is None:
             return None
-        return [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {self.id2word[w]}"
-                for w, s, d in timed]
+        words = self._words(utt, [w for w, _, _ in timed])
+        return [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {word}"
+                for word, (_, s, d) in zip(words, timed, strict=True)]
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import kaldiio
 import numpy as np
 import pytest
@@ -220,3 +222,23 @@ def test_unreadable_or_non_finite_input_is_one_line_error(system, tmp_path):
             proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr
         assert not (tmp_path / "dec" / "text").exists()
+
+
+def test_graph_words_txt_missing_a_word_is_one_line_error(system, tmp_path):
+    """A words.txt that lacks a word the graph outputs (the graph was built with another one):
+    one line naming the file, the id and the utterance, as int2sym.pl refuses it; no traceback."""
+    graph = tmp_path / "graph"
+    shutil.copytree(system.root / "graph", graph)
+    lines = (graph / "words.txt").read_text().splitlines(keepends=True)
+    dog_id = next(int(line.split()[1]) for line in lines if line.split()[0] == "dog")
+    (graph / "words.txt").write_text("".join(x for x in lines if x.split()[0] != "dog"))
+    data = tmp_path / "data"
+    write_test_data(system, data, {"v1-u2": "cat sat", "v2-u4": "dog sat"}, "gmm")
+    proc = run_cli("decode", "--graph", str(graph), "--gmm", str(system.mono / "final.mdl"),
+                   "--data", str(data), "--out", str(tmp_path / "decode"))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: decode job 1/1: {graph / 'words.txt'}: no word has id {dog_id}, which the "
+        "graph outputs for utterance v2-u4 (HCLG.fst built with another words.txt?)")
+    assert not (tmp_path / "decode" / "text").exists()

@@ -29,6 +29,7 @@ from typing import Any
 import kaldiio
 import numpy as np
 
+from asrdist.data.layout import Layout, needs_speaker_stats, normalise, read_layout
 from asrdist.data.targets import load_int32_vector
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
@@ -61,6 +62,10 @@ class Corpus:
     num_pdfs: int
     cmvn_stats: dict[str, np.ndarray]  # speaker -> Kaldi CMVN stats (spk CMVN only)
     source: str  # "kaldi" or "lhotse"
+    # each column range's normalisation (feats_layout of joined features); None: --cmvn for all
+    feats_layout: Layout | None = None
+    # the original (utt2uniq) of each utterance: its speed/reverb copies share it
+    originals: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.utts)
@@ -122,6 +127,8 @@ def load_corpus(
     utts = sorted(u for u in feats if u in pdfs and num_frames[u] > 0)
     if not utts:
         raise AsrdistError(f"no utterance of {data} has targets in {pdf_scp}")
+    uniq = data / "utt2uniq"
+    utt2uniq = read_table(uniq, require_value=True) if not is_lhotse and uniq.is_file() else {}
     return Corpus(
         utts=utts,
         feats=[feats[u] for u in utts],
@@ -131,23 +138,32 @@ def load_corpus(
         num_pdfs=num_pdfs,
         cmvn_stats=cmvn,
         source="lhotse" if is_lhotse else "kaldi",
+        feats_layout=None if is_lhotse else read_layout(data),
+        originals=[utt2uniq.get(u, u) for u in utts],
     )
 
 
 def split_heldout(corpus: Corpus, num_utts: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, held-out rows): ``num_utts`` utterances picked by a seeded hash of the id.
+    """(train rows, held-out rows): ``num_utts`` original utterances picked by a seeded hash of
+    their id, each held out with all its copies.
 
-    A hash, not a random draw over the list, so the choice of an utterance does not change
-    when others are added or removed; every learner computes the same split.
+    By recording: the speed and reverb copies of an utterance (utt2uniq names its original)
+    are the same speech, so a copy left in training would make the held-out loss optimistic.
+    ``num_utts`` counts originals, so an augmented set holds out the same originals as its
+    clean set (a set without utt2uniq: each utterance its own original, as before) and about
+    as many held-out rows per original as it has copies. A hash, not a random draw over the
+    list, so the choice of an utterance does not change when others are added or removed;
+    every learner computes the same split.
     """
-    num_utts = min(num_utts, len(corpus) - 1)
+    originals = corpus.originals or corpus.utts
+    groups = sorted(set(originals))
+    num_utts = min(num_utts, len(groups) - 1)
     if num_utts <= 0:
         return np.arange(len(corpus)), np.arange(0)
-    keys = [hashlib.md5(f"{seed}/{u}".encode()).digest() for u in corpus.utts]
-    order = sorted(range(len(corpus)), key=keys.__getitem__)
-    heldout = np.sort(np.array(order[:num_utts], dtype=np.int64))
-    train = np.setdiff1d(np.arange(len(corpus)), heldout)
-    return train, heldout
+    picked = set(sorted(groups, key=lambda g: hashlib.md5(f"{seed}/{g}".encode()).digest())
+                 [:num_utts])
+    held = np.array([o in picked for o in originals])
+    return np.flatnonzero(~held), np.flatnonzero(held)
 
 
 class UtteranceReader:
@@ -156,7 +172,12 @@ class UtteranceReader:
     def __init__(self, corpus: Corpus, cmvn: str, norm_vars: bool, input_dim: int | None) -> None:
         if cmvn not in CMVN_KINDS:
             raise AsrdistError(f"--cmvn {cmvn!r}: choose one of {', '.join(CMVN_KINDS)}")
-        if cmvn == "spk" and not corpus.cmvn_stats:
+        layout = corpus.feats_layout
+        if layout is not None and cmvn != "spk":
+            raise AsrdistError(f"--cmvn {cmvn}: the --data dir's feats_layout sets each column "
+                               "range's normalisation; rejoin with asrdist-join-feats "
+                               "--src-norm to change it")
+        if (needs_speaker_stats(layout) if layout else cmvn == "spk") and not corpus.cmvn_stats:
             raise AsrdistError("--cmvn spk needs cmvn.scp in the --data dir; use --cmvn utt")
         self.corpus = corpus
         self.cmvn = cmvn
@@ -200,18 +221,22 @@ class UtteranceReader:
             raise AsrdistError(
                 f"utterance {utt}: pdf id {int(pdfs.max())} outside 0..{self.corpus.num_pdfs - 1}"
             )
-        if self.cmvn != "none":
+        if self.corpus.feats_layout is not None or self.cmvn != "none":
             feats = self._normalize(utt, i, feats)
         return np.ascontiguousarray(feats, dtype=np.float32), pdfs.astype(np.int64, copy=False)
 
     def _normalize(self, utt: str, i: int, feats: np.ndarray) -> np.ndarray:
-        if self.cmvn == "utt":
+        layout = self.corpus.feats_layout
+        if layout is None and self.cmvn == "utt":
             return apply_cmvn(feats, cmvn_stats(feats), norm_vars=self.norm_vars)
         spk = self.corpus.speakers[i]
-        if spk not in self.corpus.cmvn_stats:
+        stats = self.corpus.cmvn_stats.get(spk)
+        if stats is None and (layout is None or needs_speaker_stats(layout)):
             raise AsrdistError(f"utterance {utt}: no CMVN stats for speaker {spk} in cmvn.scp")
         try:
-            return apply_cmvn(feats, self.corpus.cmvn_stats[spk], norm_vars=self.norm_vars)
+            if layout is not None:
+                return normalise(feats, layout, stats, self.norm_vars)
+            return apply_cmvn(feats, stats, norm_vars=self.norm_vars)
         except AsrdistError as e:
             raise AsrdistError(f"utterance {utt}, speaker {spk}: {e.message}") from e
 

@@ -2,7 +2,8 @@
 
 Hybrid models give pseudo log-likelihoods log p(pdf | x) - log p(pdf) (posterior over prior,
 Bayes' rule up to a constant), with the features prepared exactly as training prepared them
-(CMVN kind from final.pt, edge frames repeated for the model's context). The GMM baseline
+(CMVN kind, or each column range's normalisation for joined features, from final.pt; edge
+frames repeated for the model's context). The GMM baseline
 gives true log-likelihoods of its diagonal GMMs, on the features GMM training used
 (asrdist.kaldi.gmm_feats: CMN per speaker + deltas).
 """
@@ -17,6 +18,14 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
+from asrdist.data.layout import (
+    LAYOUT,
+    describe,
+    needs_speaker_stats,
+    normalise,
+    read_layout,
+    same_columns,
+)
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
@@ -96,11 +105,20 @@ class NnetScorer:
         if self.log_priors.shape != (self.num_pdfs,):
             raise AsrdistError(
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
-        if self.cmvn == "spk" and not (Path(data_dir) / "cmvn.scp").is_file():
+        # a model trained on joined features normalises each column range as in training
+        self.layout = exported.feats_layout
+        if self.layout is not None:
+            here = read_layout(data_dir)
+            if here is not None and not same_columns(here, self.layout):
+                raise AsrdistError(
+                    f"{Path(data_dir) / LAYOUT}: {describe(here)}, but {final_pt} was trained "
+                    f"on {describe(self.layout)}; join the test features as the training ones")
+        spk = needs_speaker_stats(self.layout) if self.layout else self.cmvn == "spk"
+        if spk and not (Path(data_dir) / "cmvn.scp").is_file():
             raise AsrdistError(f"{Path(data_dir) / 'cmvn.scp'}: missing, and {final_pt} was "
                                "trained with per-speaker CMVN")
         self.data = DataDir.load(data_dir)
-        self.spk_stats = self.data.cmvn_stats() if self.cmvn == "spk" else {}
+        self.spk_stats = self.data.cmvn_stats() if spk else {}
 
     def _features(self, utt: str) -> np.ndarray:
         where = self.data.feats[utt]
@@ -116,10 +134,18 @@ class NnetScorer:
         if feats.shape[1] != self.input_dim:
             raise AsrdistError(f"utterance {utt}: feature dimension {feats.shape[1]} but "
                                f"{self.path} expects {self.input_dim}")
+        spk = self.data.speaker(utt)
+        if self.layout is not None:
+            if needs_speaker_stats(self.layout) and spk not in self.spk_stats:
+                raise AsrdistError(
+                    f"{self.data.path / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")
+            try:
+                return normalise(feats, self.layout, self.spk_stats.get(spk), self.norm_vars)
+            except AsrdistError as e:
+                raise AsrdistError(f"utterance {utt}, speaker {spk}: {e.message}") from e
         if self.cmvn == "utt":
             feats = apply_cmvn(feats, cmvn_stats(feats), self.norm_vars)
         elif self.cmvn == "spk":
-            spk = self.data.speaker(utt)
             if spk not in self.spk_stats:
                 raise AsrdistError(
                     f"{self.data.path / 'cmvn.scp'}: no stats for speaker {spk} of {utt}")

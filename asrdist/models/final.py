@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from asrdist.data.layout import Layout, layout_from_record, layout_record
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
 from asrdist.models.build import ModelConfig, build_model
@@ -41,6 +42,9 @@ class Exported:
     steps: int = 0
     algo: str = "single"
     world_size: int = 1
+    # joined features' column ranges and their normalisation (stored as plain dicts); None:
+    # ``cmvn`` applies to every column, as in files from before layouts
+    feats_layout: Layout | None = None
 
 
 def write_final(path: str | os.PathLike, model: nn.Module, exported: Exported) -> Path:
@@ -51,6 +55,7 @@ def write_final(path: str | os.PathLike, model: nn.Module, exported: Exported) -
         **{f.name: getattr(exported, f.name) for f in dataclasses.fields(Exported)},
         "model_config": exported.model_config.to_dict(),
         "log_priors": torch.as_tensor(np.asarray(exported.log_priors, dtype=np.float32)),
+        "feats_layout": layout_record(exported.feats_layout),
     }
     write_atomically(path, lambda f: torch.save(record, f), "final model")
     return Path(path)
@@ -66,6 +71,7 @@ def load_final(path: str | os.PathLike, map_location: str = "cpu"
             **{k: v for k, v in record.items() if k in known},
             "model_config": ModelConfig(**record["model_config"]),
             "log_priors": np.asarray(record["log_priors"], dtype=np.float32),
+            "feats_layout": layout_from_record(record.get("feats_layout"), "feats_layout"),
         })
         model = build_model(exported.model_config, exported.input_dim, exported.num_pdfs)
         model.load_state_dict(record["model"])

@@ -188,3 +188,48 @@ def test_lhotse_cuts_manifest_is_a_feature_source(tmp_path):
     np.testing.assert_array_equal(a[1], b[1])
     with pytest.raises(AsrdistError, match="needs cmvn.scp"):
         UtteranceReader(corpus, "spk", False, 8)
+
+
+def _augmented_dir(root, with_uniq=True, copies=("sp0.9-", "sp1.1-", "rvb1-")):
+    """Ten originals o0..o9 and, when ``copies``, their speed and reverb copies (Kaldi's ids);
+    utt2uniq maps each copy to its original (the originals themselves: some listed, some not,
+    as combine_data.sh may leave them)."""
+    data, targets = root / "data", root / "targets"
+    data.mkdir(parents=True)
+    targets.mkdir()
+    originals = [f"o{k}" for k in range(10)]
+    utts = sorted(originals + [p + o for p in copies for o in originals])
+    uniq = {u: u.split("-")[-1] for u in utts}
+    kaldiio.save_ark(str(data / "feats.ark"), {u: np.ones((2, 2), np.float32) for u in utts},
+                     scp=str(data / "feats.scp"))
+    kaldiio.save_ark(str(targets / "pdf.ark"), {u: np.zeros(2, np.int32) for u in utts},
+                     scp=str(targets / "pdf.scp"))
+    (targets / "num_pdfs").write_text("1\n")
+    (data / "utt2spk").write_text("".join(f"{u} {u}\n" for u in utts))
+    if with_uniq and copies:
+        (data / "utt2uniq").write_text("".join(f"{u} {uniq[u]}\n" for u in utts
+                                               if u != uniq[u] or u < "o5"))
+    return load_corpus(data, targets), uniq
+
+
+def test_heldout_by_recording_keeps_every_copy_of_a_heldout_utterance_out(tmp_path):
+    corpus, uniq = _augmented_dir(tmp_path / "aug")
+    train, heldout = split_heldout(corpus, 3, seed=0)
+    held = {uniq[corpus.utts[i]] for i in heldout}
+    assert len(held) == 3 and len(heldout) == 3 * 4  # three originals, each with its 3 copies
+    assert not held & {uniq[corpus.utts[i]] for i in train}
+    assert len(train) + len(heldout) == len(corpus)
+    # the clean set holds out the same originals: held-out losses of the two compare
+    clean, _ = _augmented_dir(tmp_path / "clean", copies=())
+    assert {clean.utts[i] for i in split_heldout(clean, 3, seed=0)[1]} == held
+    # without utt2uniq, utterances are held out one by one and copies leak into training
+    plain, _ = _augmented_dir(tmp_path / "plain", with_uniq=False)
+    train, heldout = split_heldout(plain, 3, seed=0)
+    assert len(heldout) == 3
+    assert {uniq[plain.utts[i]] for i in heldout} & {uniq[plain.utts[i]] for i in train}
+
+
+def test_heldout_leaves_at_least_one_original_to_train_on(tmp_path):
+    corpus, uniq = _augmented_dir(tmp_path)
+    train, heldout = split_heldout(corpus, 100, seed=1)
+    assert len({uniq[corpus.utts[i]] for i in train}) == 1 and len(train) == 4

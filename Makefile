@@ -9,7 +9,7 @@ APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk
 STAMP := $(VENV)/.installed
 
 .PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network \
-  stragglers projection staging-cost gpu-check clean
+  stragglers projection staging-cost gpu-check wheelhouse clean
 
 all: test
 
@@ -50,12 +50,36 @@ bench: deps venv
 	  --learners 4 --learners-per-node 2 --slow-rank 1 --width 256 --sim-compute-ms 40
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.ngsgd_throughput --steps 60
 
-# The one command to run first on a machine with a GPU: the CUDA tests, the paper-size BLSTM's
-# frames/s in fp32 and bf16, the trainer against a bare loop, ADPSGD's staging, NG-SGD and every
-# strategy's learners on the GPU; writes its section of bench/RESULTS.md. Without CUDA it runs
-# the same code at tiny size on the CPU and writes nothing (the test run does that too).
-gpu-check: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.gpu_check --out bench/RESULTS.md
+# The one command to run first on a machine with a GPU (bench/gpu_check.py): the CUDA tests, the
+# paper-size BLSTM's frames/s in fp32/bf16/fp16, the trainer against a bare loop, ADPSGD's
+# exchange, every strategy's learners, NG-SGD, the simulator, in that order, inside a time
+# budget (GPU_CHECK_ARGS="--budget 300"); each part's tables go into bench/RESULTS.md as it ends.
+# Without CUDA it runs the same code at tiny size on the CPU and writes nothing (the test run
+# does that too). On a bare host (no venv, no package index) with the wheels installed into a
+# directory (README "Offline install"): make gpu-check GPU_PY=python3 PYTHONPATH=wheels:.
+GPU_PY ?= $(BIN)/python
+GPU_CHECK_ARGS ?=
+gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),venv)
+	$(GPU_PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
+
+# Offline install (README "Offline install"): the wheel of every runtime dependency for one
+# CPython (WHEEL_PY, e.g. 312) and platform (WHEEL_PLATFORM: the node's manylinux tag; older
+# manylinux tags are added), and asrdist's own, into wheelhouse/. Defaults: this machine's.
+# torch is left out (a GPU node brings its own) unless WHEEL_TORCH names one, e.g.
+# WHEEL_TORCH=torch==2.13.0+cpu; WHEEL_MPICH=0 leaves out the MPICH wheel too (an image with its
+# own MPI). Needs python3 with pip >= 22.2 and packaging, and a package index.
+WHEELHOUSE ?= wheelhouse
+WHEEL_PY ?= $(shell $(PY) -c 'import sys; print("%d%d" % sys.version_info[:2])')
+WHEEL_PLATFORM ?= $(shell $(PY) -c 'import platform; \
+  print("manylinux_%s_%s_%s" % (*platform.libc_ver()[1].split(".")[:2], platform.machine()))')
+WHEEL_TORCH ?=
+WHEEL_MPICH ?= 1
+wheelhouse:
+	$(PY) local/wheelhouse.py --dest $(WHEELHOUSE) --python-version $(WHEEL_PY) \
+	  --platform $(WHEEL_PLATFORM) $(if $(WHEEL_TORCH),--torch '$(WHEEL_TORCH)') \
+	  $(if $(filter 0,$(WHEEL_MPICH)),--no-mpich)
+	$(PY) -m pip wheel --quiet --no-deps --wheel-dir $(WHEELHOUSE) .
+	ls $(WHEELHOUSE)
 
 # Fault injection with real learner processes (root for its tmpfs and network-namespace rows);
 # writes its table into bench/RESULTS.md. Not part of `make test`.

@@ -1,51 +1,70 @@
 """The one command to run first on a machine with a GPU: what only a GPU shows, in one table set.
 
-    make gpu-check          # = python -m bench.gpu_check --out bench/RESULTS.md
+    make gpu-check                            # in the virtualenv: python -m bench.gpu_check
+    PYTHONPATH=wheels:. python3 -m bench.gpu_check --budget 300   # a bare host (README)
 
-It runs, in one process tree:
+It prints the GPU, its driver, torch, CUDA and cuDNN first, then runs its parts in order of
+importance, each timed, in one process tree:
 
 1. the tests marked ``cuda`` (``pytest -m cuda``);
 2. forward + backward frames/s of the paper-size BLSTM (6 x 512 cells per direction, 260
-   inputs, a 256 bottleneck, 32,000 outputs) on 21-frame chunks, fp32 and bf16 autocast
-   (cuDNN's LSTM on a GPU);
+   inputs, a 256 bottleneck, 32,000 outputs) on 21-frame chunks in fp32, bf16 and fp16, each
+   as :func:`asrdist.train.precision.choose_precision` makes it (the dtype cuDNN's LSTM really
+   runs in, and whether a gradient scaler is used);
 3. ``asrdist.train.trainer.train`` against a bare loop over the same model and batches
    (bench.train_throughput), on the device;
-4. ADPSGD's weight staging per step (bench.staging_cost);
-5. NG-SGD against SGD on the device (bench.ngsgd_throughput);
-6. every registered multi-learner strategy as real ``asrdist-train`` processes sharing the
-   one device: 2 learners (hadpsgd: 4, two super-learners of 2), backend gloo, since NCCL
-   needs a device per learner;
+4. ADPSGD's exchange overlapped with the step (``bench.exchange_cost.gpu_rows``);
+5. every registered multi-learner strategy as real ``python -m asrdist.cli.train`` processes
+   sharing the one device: 2 learners (hadpsgd: 4, two super-learners of 2), backend gloo,
+   since NCCL needs a device per learner;
+6. NG-SGD against SGD on the device (bench.ngsgd_throughput);
 7. the simulator's learners computed together against one at a time on the device: 1, 16 and
    64 learners of the mini recipe's BLSTM, host seconds per simulated step (bench.sim_cost).
 
-Without CUDA it says so in one line and runs the same code at a tiny size on the CPU, so the
-test run keeps it working; its figures are then printed, never written into RESULTS.md.
+A lease can end at any time, so the section of bench/RESULTS.md is rewritten (atomically) as
+each part ends, listing the parts not run yet; a part that raises is one FAILED line and the
+others still run. ``--budget SECONDS`` skips each part whose estimated cost (:data:`PARTS`,
+guessed before any GPU run: correct them from the seconds each part's heading records) does
+not fit in what is left of it, so the least important ones go first.
+
+Without CUDA (or with ``--tiny``) it runs the same code at a tiny size on the CPU, so the test
+run keeps it working; its figures are then printed, and written only to an ``--out`` given.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
 
+import asrdist
+from asrdist.errors import AsrdistError, first_line
 from asrdist.models.blstm import BLSTM
 from asrdist.parallel import registry
 from asrdist.parallel.launch import BACKEND_ENV, free_port
 from asrdist.train.metrics import metrics_path, read_metrics
+from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from bench import ngsgd_throughput, sim_cost, staging_cost, train_throughput
 from bench.projection import CHUNK, paper_model
-from bench.results import publish
+from bench.results import write_section
 
 REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "RESULTS.md"
 HEADING = "## GPU check"
+DEFAULT_BUDGET_S = 360.0  # the whole check on one H100 (the estimates below add up to less)
 
 
 @dataclass(frozen=True)
@@ -61,23 +80,46 @@ class Size:
     model: dict  # asrdist-train model options
     batch_size: int
     steps: int
+    learner_steps: int  # per strategy: nine of them share the budget
     ngsgd_steps: int
 
+    @property
+    def tiny(self) -> bool:
+        return self.name == "tiny"
+
     def blstm(self) -> BLSTM:
-        if self.name == "gpu":
+        if not self.tiny:
             return paper_model()
         return BLSTM(self.corpus_dim, self.corpus_pdfs, layers=1, units=16)
 
 
 GPU = Size("gpu", blstm_batch=256, reps=10, corpus_hours=0.5, corpus_dim=260,
            corpus_pdfs=32000, model={"layers": 6, "units": 512, "bottleneck": 256},
-           batch_size=64, steps=60, ngsgd_steps=60)
+           batch_size=64, steps=60, learner_steps=20, ngsgd_steps=60)
 TINY = Size("tiny", blstm_batch=4, reps=2, corpus_hours=0.05, corpus_dim=40, corpus_pdfs=120,
             model={"layers": 1, "units": 16, "bottleneck": 0}, batch_size=8, steps=12,
-            ngsgd_steps=4)
+            learner_steps=12, ngsgd_steps=4)
 
 
-def cuda_tests() -> list[str]:
+class Check:
+    """What the parts share: the size, the device, a scratch directory and the synthetic corpus
+    (written by the first part that needs it, so its cost counts in that part's time)."""
+
+    def __init__(self, size: Size, device: torch.device, work: Path) -> None:
+        self.size, self.device, self.work = size, device, work
+
+    @cached_property
+    def corpus(self) -> tuple[Path, Path]:
+        return train_throughput.write_corpus(self.work / "corpus", self.size.corpus_hours,
+                                             dim=self.size.corpus_dim,
+                                             num_pdfs=self.size.corpus_pdfs)
+
+
+class PartSkipped(Exception):
+    """Raised by a part that cannot run here; its message says why."""
+
+
+def cuda_tests(check: Check) -> list[str]:
     """The ``cuda``-marked tests' summary line (all skipped without a GPU)."""
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "cuda", "-p",
                            "no:cacheprovider", "tests"], cwd=REPO, capture_output=True,
@@ -87,44 +129,63 @@ def cuda_tests() -> list[str]:
     return [f"`pytest -m cuda tests`: {summary}" + (" (FAILED)" if failed else ""), ""]
 
 
-def blstm_rates(size: Size, device: torch.device) -> list[str]:
-    """Forward + backward frames/s of the BLSTM, fp32 and bf16 autocast."""
+def training_step(model: BLSTM, x: torch.Tensor, y: torch.Tensor,
+                  precision: Precision) -> Callable[[], None]:
+    """One forward + backward in ``precision`` (its autocast, its scaler's scaled loss)."""
+    scaler = precision.scaler()
+    outputs = model.output.out_features
+
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        with precision.autocast_context():
+            loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, outputs), y)
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+
+    return step
+
+
+def blstm_rates(check: Check) -> list[str]:
+    """Forward + backward frames/s of the BLSTM in each precision, as the trainer would run it
+    (asrdist.train.precision: autocast dtype, the LSTM's real dtype, a scaler for fp16)."""
+    size, device = check.size, check.device
     model = size.blstm().to(device)
     outputs = model.output.out_features
     x = torch.randn(size.blstm_batch, CHUNK, model.lstm.input_size, device=device)
     y = torch.randint(0, outputs, (size.blstm_batch * CHUNK,), device=device)
     rows = []
     fp32 = None
-    for precision, dtype in (("fp32", None), ("bf16 autocast", torch.bfloat16)):
-
-        def step(dtype: torch.dtype | None = dtype) -> None:
-            model.zero_grad(set_to_none=True)
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, outputs), y)
-            loss.backward()
-
+    for name in PRECISIONS:
+        try:
+            precision = choose_precision(name, device)
+        except AsrdistError as exc:
+            rows.append(f"| {name} | not available: {first_line(exc)} | | | | |")
+            continue
+        step = training_step(model, x, y, precision)
         rate = size.blstm_batch * CHUNK / staging_cost.timed(step, device, size.reps)
         fp32 = fp32 or rate
-        rows.append(f"| {precision} | {size.blstm_batch} | {rate:,.0f} | {rate / fp32:.2f} |")
+        lstm = str(precision.lstm).removeprefix("torch.")
+        rows.append(f"| {name} | {precision.name} | {lstm} | "
+                    f"{'yes' if precision.scaled else 'no'} | {rate:,.0f} | {rate / fp32:.2f} |")
     params = sum(p.numel() for p in model.parameters())
     return [f"BLSTM of {params / 1e6:.1f} M parameters, forward + backward of "
             f"{size.blstm_batch} chunks of {CHUNK} frames, mean of {size.reps} after a warm-up.",
-            "", "| precision | chunks | frames/s | x fp32 |", "|---|---|---|---|", *rows, ""]
+            "", "| asked | runs as | LSTM dtype | loss scaling | frames/s | x fp32 |",
+            "|---|---|---|---|---|---|", *rows, ""]
 
 
-def trainer_against_bare(size: Size, device: torch.device, corpus: tuple[Path, Path],
-                         work: Path) -> list[str]:
+def trainer_against_bare(check: Check) -> list[str]:
     """asrdist's trainer and a bare loop on the same model and batches."""
-    options = {**size.model, "batch_size": size.batch_size, "device": str(device),
+    size, work = check.size, check.work
+    options = {**size.model, "batch_size": size.batch_size, "device": str(check.device),
                "feature_masks": 0, "time_masks": 0,  # the bare loop masks nothing
                "log_every": 2}
-    cfg = train_throughput._config(*corpus, work / "warm", size.steps, **options)
+    cfg = train_throughput._config(*check.corpus, work / "warm", size.steps, **options)
     batches = train_throughput.same_batches(cfg, size.steps)
     input_dim, num_pdfs = batches[0][0].shape[-1], size.corpus_pdfs
     train_throughput.bare_loop(cfg, batches[:3], input_dim, num_pdfs)  # warm-up
     bare = train_throughput.bare_loop(cfg, batches, input_dim, num_pdfs)
     end_to_end, steady, fixed = train_throughput.asrdist_run(
-        train_throughput._config(*corpus, work / "trainer", size.steps, **options))
+        train_throughput._config(*check.corpus, work / "trainer", size.steps, **options))
     return [f"{size.steps} steps of {size.batch_size} chunks, model {size.model}, the same "
             "batches preloaded for the bare loop (forward, cross-entropy, backward, clipping, "
             "SGD step).", "",
@@ -135,27 +196,33 @@ def trainer_against_bare(size: Size, device: torch.device, corpus: tuple[Path, P
             f"{end_to_end / bare:.2f} |", ""]
 
 
-def staging(size: Size, device: torch.device) -> list[str]:
-    rows = staging_cost.measure(size.blstm().to(device), device, size.blstm_batch, size.reps)
-    return ["| what | ms |", "|---|---|", *[f"| {what} | {s * 1e3:.2f} |" for what, s in rows],
-            ""]
+def exchange_overlap(check: Check) -> list[str]:
+    """ADPSGD's exchange against the step it should hide behind (bench.exchange_cost)."""
+    try:
+        exchange_cost = importlib.import_module("bench.exchange_cost")
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench.exchange_cost":
+            raise
+        raise PartSkipped("bench.exchange_cost not present") from None
+    return [*exchange_cost.gpu_rows(tiny=check.size.tiny), ""]
 
 
-def ngsgd(size: Size, device: torch.device) -> list[str]:
-    models = ngsgd_throughput.MODELS if size.name == "gpu" else {
+def ngsgd(check: Check) -> list[str]:
+    models = ngsgd_throughput.MODELS if not check.size.tiny else {
         name: (config, chunk, 4) for name, (config, chunk, _) in
         list(ngsgd_throughput.MODELS.items())[:1]}
-    rows = ngsgd_throughput.measure(models, size.ngsgd_steps, device)
+    rows = ngsgd_throughput.measure(models, check.size.ngsgd_steps, check.device)
     return [*ngsgd_throughput.TABLE_HEAD, *rows, ""]
 
 
-def simulator(size: Size, device: torch.device) -> list[str]:
-    if size.name == "gpu":
+def simulator(check: Check) -> list[str]:
+    device = check.device.type
+    if not check.size.tiny:
         rows = sim_cost.run_all(["ssgd", "adpsgd-random"], [1, 16, 64], steps=3, batch=128,
-                                layers=2, units=128, together=64, device=device.type)
+                                layers=2, units=128, together=64, device=device)
     else:  # in this process: the smoke test's time is short
         rows = [sim_cost.one("ssgd", 2, 1, batch=4, layers=1, units=8, together=together,
-                             device=device.type) for together in (0, 2)]
+                             device=device) for together in (0, 2)]
     return [*sim_cost.table(rows), ""]
 
 
@@ -166,24 +233,34 @@ def learners_of(algo: str) -> tuple[int, list[str]]:
     return 2, []
 
 
-def run_learners(algo: str, size: Size, device: torch.device, corpus: tuple[Path, Path],
-                 out: Path) -> str:
-    """One table row: ``algo`` as real asrdist-train processes on the one device."""
-    n, extra = learners_of(algo)
-    args = ["--data", str(corpus[0]), "--targets", str(corpus[1]), "--out", str(out),
-            "--algo", algo, "--device", device.type, "--batch-size", str(size.batch_size),
-            "--max-steps", str(size.steps), "--heldout-utts", "0", "--checkpoint-every", "0",
-            "--log-every", "2", "--epochs", "100", "--cmvn", "utt", "--exchange-timeout", "120",
-            *extra,
-            *[f"--{k.replace('_', '-')}={v}" for k, v in size.model.items()]]
+def learner_env(n: int) -> dict[str, str]:
+    """The learners' environment: this one's, less any launcher's variables, with a fresh
+    rendezvous and the PYTHONPATH extended by the asrdist this process imported (a bare host's
+    wheels directory stays on it)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "PMI_", "OMPI_", "MASTER_", "RANK", "WORLD_SIZE"))}
-    env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-            "WORLD_SIZE": str(n), BACKEND_ENV: "gloo", "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": str(REPO)}
-    train = str(Path(sys.executable).parent / "asrdist-train")
+    paths = [str(Path(asrdist.__file__).resolve().parents[1]),
+             *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return env | {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                  "WORLD_SIZE": str(n), BACKEND_ENV: "gloo", "OMP_NUM_THREADS": "1",
+                  "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
+
+
+def run_learners(algo: str, check: Check, out: Path) -> str:
+    """One table row: ``algo`` as real learner processes on the one device."""
+    size = check.size
+    n, extra = learners_of(algo)
+    data, targets = check.corpus
+    args = ["--data", str(data), "--targets", str(targets), "--out", str(out),
+            "--algo", algo, "--device", check.device.type, "--batch-size", str(size.batch_size),
+            "--max-steps", str(size.learner_steps), "--heldout-utts", "0",
+            "--checkpoint-every", "0", "--log-every", "2", "--epochs", "100", "--cmvn", "utt",
+            "--exchange-timeout", "120", *extra,
+            *[f"--{k.replace('_', '-')}={v}" for k, v in size.model.items()]]
+    env = learner_env(n)
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([train, *args], env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
+    procs = [subprocess.Popen([sys.executable, "-m", "asrdist.cli.train", *args],
+                              env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for r in range(n)]
     errors = [p.communicate(timeout=600)[1] for p in procs]
@@ -200,68 +277,159 @@ def run_learners(algo: str, size: Size, device: torch.device, corpus: tuple[Path
     return f"| {algo} | {n} | 0 | {rate:,.0f} | {wall:.1f} |"
 
 
-def learner_table(size: Size, device: torch.device, corpus: tuple[Path, Path],
-                  work: Path) -> list[str]:
-    rows = [run_learners(algo, size, device, corpus, work / algo)
+def learner_table(check: Check) -> list[str]:
+    size = check.size
+    rows = [run_learners(algo, check, check.work / "learners" / algo)
             for algo in registry.algo_names() if algo != "single"]
-    return [f"Each strategy for {size.steps} steps of {size.batch_size} chunks per learner, "
-            f"model {size.model}; frames/s summed over learners between their first and last "
-            "metrics records; wall time includes start-up.", "",
+    return [f"Each strategy for {size.learner_steps} steps of {size.batch_size} chunks per "
+            f"learner, model {size.model}; frames/s summed over learners between their first "
+            "and last metrics records; wall time includes start-up.", "",
             "| --algo | learners | exit | frames/s | wall s |", "|---|---|---|---|---|", *rows,
             ""]
 
 
+@dataclass(frozen=True)
+class Part:
+    """One part of the check: its title, the function (of this module, looked up when it runs)
+    that returns its markdown, and its estimated seconds on one H100 and at tiny size."""
+
+    title: str
+    function: str
+    gpu_s: float
+    tiny_s: float
+
+    def cost(self, size: Size) -> float:
+        return self.tiny_s if size.tiny else self.gpu_s
+
+
+# Most important first; the GPU estimates are guesses until a GPU run records each part's time.
+PARTS = [
+    Part("CUDA tests", "cuda_tests", 45, 30),
+    Part("BLSTM forward + backward in fp32, bf16 and fp16", "blstm_rates", 30, 5),
+    Part("Trainer against a bare loop", "trainer_against_bare", 50, 15),
+    Part("ADPSGD's exchange overlapped with the step", "exchange_overlap", 40, 15),
+    Part("Every strategy's learners on the one device", "learner_table", 120, 60),
+    Part("NG-SGD against SGD", "ngsgd", 30, 5),
+    Part("Simulated learners together and one at a time", "simulator", 40, 5),
+]
+
+
+@dataclass
+class Outcome:
+    """What became of one part: ``status`` is ok, failed or skipped."""
+
+    part: Part
+    status: str
+    lines: list[str]
+    seconds: float = 0.0
+
+    def section(self) -> list[str]:
+        took = f" ({self.seconds:.0f} s)" if self.status != "skipped" else " (skipped)"
+        return [f"### {self.part.title}{took}", "", *self.lines]
+
+
+def run_part(part: Part, check: Check, left: float) -> Outcome:
+    """Run ``part`` if its estimate fits in ``left`` seconds; an exception is its one line."""
+    if part.cost(check.size) > left:
+        return Outcome(part, "skipped", [f"Skipped: estimated {part.cost(check.size):.0f} s, "
+                                         f"{max(left, 0):.0f} s of the budget left.", ""])
+    t0 = time.perf_counter()
+    try:
+        lines, status = globals()[part.function](check), "ok"
+    except PartSkipped as exc:
+        lines, status = [f"Skipped: {exc}.", ""], "skipped"
+    except Exception as exc:  # one part's failure must not lose the others
+        traceback.print_exc()
+        lines, status = [f"FAILED: {type(exc).__name__}: {first_line(exc)}", ""], "failed"
+    return Outcome(part, status, lines, time.perf_counter() - t0)
+
+
+def nvidia_driver() -> str:
+    """The NVIDIA driver's version (nvidia-smi's, else the kernel module's), or 'unknown'."""
+    if shutil.which("nvidia-smi"):
+        proc = subprocess.run(["nvidia-smi", "--query-gpu=driver_version",
+                               "--format=csv,noheader"], capture_output=True, text=True,
+                              check=False)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return proc.stdout.split()[0]
+    try:
+        return Path("/proc/driver/nvidia/version").read_text().split("Module")[1].split()[0]
+    except (OSError, IndexError):
+        return "unknown"
+
+
 def device_line(device: torch.device) -> str:
+    """The device and the versions a GPU figure depends on, in one line."""
     if device.type != "cuda":
-        return f"CPU ({platform.processor() or platform.machine()}), torch {torch.__version__}"
-    return (f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}, CUDA "
-            f"{torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}")
+        cuda = (f"no CUDA device (torch built for CUDA {torch.version.cuda})"
+                if torch.version.cuda else "a CPU-only torch")
+        return (f"CPU ({platform.processor() or platform.machine()}), torch "
+                f"{torch.__version__}, {cuda}")
+    return (f"{torch.cuda.get_device_name(device)}, driver {nvidia_driver()}, torch "
+            f"{torch.__version__}, CUDA {torch.version.cuda}, cuDNN "
+            f"{torch.backends.cudnn.version()}")
 
 
-def check(size: Size, device: torch.device, work: Path) -> list[str]:
-    """Every part's markdown, in order; each part prints as it finishes."""
-    corpus = train_throughput.write_corpus(work / "corpus", size.corpus_hours,
-                                           dim=size.corpus_dim, num_pdfs=size.corpus_pdfs)
-    parts = [("CUDA tests", cuda_tests),
-             ("BLSTM forward + backward", lambda: blstm_rates(size, device)),
-             ("Trainer against a bare loop",
-              lambda: trainer_against_bare(size, device, corpus, work)),
-             ("ADPSGD exchange staging per step", lambda: staging(size, device)),
-             ("NG-SGD against SGD", lambda: ngsgd(size, device)),
-             ("Every strategy's learners on the one device",
-              lambda: learner_table(size, device, corpus, work / "learners")),
-             ("Simulated learners together and one at a time",
-              lambda: simulator(size, device))]
-    lines = []
-    for title, part in parts:
-        t0 = time.perf_counter()
-        body = part()
-        section = [f"### {title}", "", *body]
-        print("\n".join(section) + f"({time.perf_counter() - t0:.0f} s)\n", flush=True)
-        lines += section
-    return lines
+def section(head: list[str], outcomes: list[Outcome], pending: list[Part],
+            seconds: float) -> list[str]:
+    """The RESULTS.md section as it stands: the parts ended so far and those still to run."""
+    skipped = [o.part.title for o in outcomes if o.status == "skipped"]
+    failed = [o.part.title for o in outcomes if o.status == "failed"]
+    state = (f"Not run yet (running, or stopped): {', '.join(p.title for p in pending)}."
+             if pending else f"Finished in {seconds:.0f} s.")
+    return [*head, state + (f" Skipped: {', '.join(skipped)}." if skipped else "")
+            + (f" Failed: {', '.join(failed)}." if failed else ""), "",
+            *[line for o in outcomes for line in o.section()]]
 
 
-def main() -> None:
+def run_check(check: Check, budget: float, head: list[str], out: Path | None) -> list[Outcome]:
+    """Every part in order of importance, each printed and published as it ends."""
+    t0 = time.monotonic()
+    outcomes: list[Outcome] = []
+    for i, part in enumerate(PARTS):
+        outcome = run_part(part, check, budget - (time.monotonic() - t0))
+        outcomes.append(outcome)
+        print("\n".join(outcome.section()), flush=True)
+        if out is not None:
+            text = section(head, outcomes, PARTS[i + 1:], time.monotonic() - t0)
+            write_section(out, "\n".join(text) + "\n")
+    return outcomes
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="RESULTS.md to write the section into (GPU only)")
+    parser.add_argument("--out", type=Path,
+                        help="the RESULTS.md whose GPU section is written as each part ends "
+                             "(default: bench/RESULTS.md with CUDA, none on the CPU)")
     parser.add_argument("--tiny", action="store_true",
                         help="the CPU smoke test even where CUDA is available (the test run's)")
-    args = parser.parse_args()
+    parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
+                        help="skip the parts (least important first) that would not fit "
+                             f"(default {DEFAULT_BUDGET_S:.0f})")
+    args = parser.parse_args(argv)
+    if args.budget <= 0:
+        parser.error(f"--budget {args.budget:g}: give a positive number of seconds")
     cuda = torch.cuda.is_available() and not args.tiny
+    size, device = (GPU, torch.device("cuda")) if cuda else (TINY, torch.device("cpu"))
+    host = torch.device("cuda") if torch.cuda.is_available() else device
+    print(f"gpu-check: {device_line(host)}", flush=True)
+    out = args.out or (RESULTS if cuda else None)
     if not cuda:
         why = "--tiny" if args.tiny else "no CUDA device here"
-        print(f"gpu-check: {why}; running the same checks at tiny size on the CPU (nothing "
-              "written to RESULTS.md)", flush=True)
-    size, device = (GPU, torch.device("cuda")) if cuda else (TINY, torch.device("cpu"))
+        print(f"gpu-check: {why}; running the same checks at tiny size on the CPU"
+              + (f" (written to {out})" if out else " (nothing written to RESULTS.md)"),
+              flush=True)
+    command = " ".join(["python -m bench.gpu_check", *(["--tiny"] if args.tiny else []),
+                        f"--budget {args.budget:g}"])
+    head = [HEADING, "", f"Device: {device_line(device)}; {time.strftime('%Y-%m-%d')}.", "",
+            f"Command: `{command}` (`make gpu-check`). Parts in order of importance; a part "
+            "whose estimated cost does not fit in what is left of the budget is skipped.", ""]
     with tempfile.TemporaryDirectory(prefix="asrdist-gpu-check-") as tmp:
-        lines = check(size, device, Path(tmp))
-    failed = [line.split("|")[1].strip() if line.startswith("|") else line.split(":")[0]
-              for line in lines if "FAILED" in line]
-    section = [HEADING, "", f"Device: {device_line(device)}; {time.strftime('%Y-%m-%d')}.",
-               "", "Command: `make gpu-check` (`python -m bench.gpu_check --out "
-               "bench/RESULTS.md`)", "", *lines]
-    publish(section, args.out if cuda else None)
+        outcomes = run_check(Check(size, device, Path(tmp)), args.budget, head, out)
+    failed = [o.part.title for o in outcomes if o.status == "failed"]
+    failed += [line.split("|")[1].strip() if line.startswith("|") else line.split(":")[0]
+               for o in outcomes for line in o.lines if "FAILED" in line
+               and not line.startswith("FAILED")]
     if failed:
         sys.exit(f"gpu-check: failed: {', '.join(failed)} (see above)")
 

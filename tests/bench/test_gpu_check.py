@@ -1,41 +1,127 @@
 """`make gpu-check` in its CPU mode: the same code at tiny size, so the test run keeps it
-working on machines without a GPU."""
+working on machines without a GPU; and what keeps a short GPU lease's figures: each part
+published as it ends, a failing part one line, the budget dropping the least important parts."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from bench import gpu_check
+
 REPO = Path(__file__).resolve().parents[2]
+TITLES = [part.title for part in gpu_check.PARTS]
 
 
-def test_gpu_check_runs_every_part_at_tiny_size_and_writes_nothing(tmp_path):
+def test_gpu_check_runs_every_part_at_tiny_size_without_console_scripts(tmp_path):
     out = tmp_path / "RESULTS.md"
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    proc = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--tiny", "--out", str(out)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
-                          check=False)
+    bin_dir = str(Path(sys.executable).parent)  # no asrdist-* script on PATH
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != bin_dir)
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--tiny", "--out", str(out),
+                           "--budget", "1800"],  # a loaded machine must not skip a part
+                          cwd=REPO, env=dict(os.environ, PATH=path), capture_output=True,
+                          text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("gpu-check: --tiny; running the same checks at tiny size on the CPU")
-    for part in ("CUDA tests", "BLSTM forward + backward", "Trainer against a bare loop",
-                 "ADPSGD exchange staging per step", "NG-SGD against SGD",
-                 "Every strategy's learners on the one device",
-                 "Simulated learners together and one at a time"):
-        assert f"### {part}" in lines
+    assert lines[0].startswith("gpu-check: ") and "torch " in lines[0]  # versions first
+    assert lines[1].startswith("gpu-check: --tiny; running the same checks at tiny size")
+    headings = [line for line in lines if line.startswith("### ")]
+    assert [h.rsplit(" (", 1)[0] for h in headings] == [f"### {t}" for t in TITLES]
     assert any(line.startswith("`pytest -m cuda tests`: ") and "FAILED" not in line
                for line in lines)
     rows = {line.split("|")[1].strip(): line.split("|")[3].strip() for line in lines
             if line.startswith("| ") and line.count("|") == 6}
     # the strategies a fresh process registers (this one may hold test plugins)
     names = subprocess.run([sys.executable, "-c", "from asrdist.parallel import registry; "
-                            "print(*registry.algo_names())"], cwd=REPO, env=env, text=True,
+                            "print(*registry.algo_names())"], cwd=REPO, text=True,
                            capture_output=True, check=True).stdout.split()
     assert "ssgd" in names and "hadpsgd" in names
     for algo in names:
         if algo != "single":
             assert rows.get(algo) == "0", algo  # ran to its end as real processes
     assert any(line.startswith("| ssgd | 2 | together |") for line in lines)
-    assert not out.exists()
+    assert any(line.startswith("| fp32 | fp32 | float32 | no |") for line in lines)
+    written = out.read_text()
+    assert written.startswith("## GPU check\n") and "Finished in" in written
+    assert all(f"### {t} (" in written for t in TITLES)
+
+
+def _stub_parts(monkeypatch, out: Path, seconds: float = 0.0, fail: str | None = None,
+                ) -> tuple[list[str], list[str]]:
+    """Every part a stub that sleeps ``seconds`` and returns one row (``fail``'s raises); each
+    notes what the output file held when it started. Returns (parts run, problems seen)."""
+    ran: list[str] = []
+    problems: list[str] = []
+    for part in gpu_check.PARTS:
+        def run(_check, title: str = part.title) -> list[str]:
+            text = out.read_text() if out.exists() else ""
+            for before in ran:  # every part ended so far is in the file already
+                if before != fail and f"| row of {before} |" not in text:
+                    problems.append(f"{title} started before {before}'s rows were written")
+            if ran and f"{title}" not in text.split("Not run yet")[-1].split("\n")[0]:
+                problems.append(f"{title} not listed as still to run")
+            ran.append(title)
+            time.sleep(seconds)
+            if title == fail:
+                raise RuntimeError("boom\nand a long traceback")
+            return [f"| row of {title} |", ""]
+        monkeypatch.setattr(gpu_check, part.function, run)
+    return ran, problems
+
+
+def test_each_part_is_published_as_it_ends_and_a_failing_part_leaves_the_others(
+        tmp_path, monkeypatch):
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Results\n\n## GPU check\n\nold figures\n\n## Next section\n\nkept\n")
+    failing = TITLES[2]
+    ran, problems = _stub_parts(monkeypatch, out, fail=failing)
+    with pytest.raises(SystemExit, match=f"gpu-check: failed: {failing}"):
+        gpu_check.main(["--tiny", "--out", str(out)])
+    assert ran == TITLES and problems == []
+    text = out.read_text()
+    assert "old figures" not in text and text.endswith("## Next section\n\nkept\n")
+    assert f"### {failing} (" in text and "FAILED: RuntimeError: boom\n" in text
+    assert "and a long traceback" not in text
+    for title in TITLES:
+        if title != failing:
+            assert f"| row of {title} |" in text
+    assert f"Failed: {failing}." in text and "Not run yet" not in text
+
+
+def test_the_budget_skips_the_parts_that_would_not_fit_least_important_first(
+        tmp_path, monkeypatch):
+    """Seven parts of 1 s but the fourth of 10 s, 5.5 s of budget: the first three run, the
+    fourth cannot fit, the fifth and sixth still do, the seventh not."""
+    costs = [1, 1, 1, 10, 1, 1, 1]
+    monkeypatch.setattr(gpu_check, "PARTS", [
+        dataclasses.replace(p, gpu_s=c, tiny_s=c) for p, c in zip(gpu_check.PARTS, costs,
+                                                                 strict=True)])
+    out = tmp_path / "RESULTS.md"
+    ran, problems = _stub_parts(monkeypatch, out, seconds=1.0)
+    gpu_check.main(["--tiny", "--out", str(out), "--budget", "5.5"])
+    assert ran == [TITLES[i] for i in (0, 1, 2, 4, 5)] and problems == []
+    text = out.read_text()
+    for i in (3, 6):
+        assert f"### {TITLES[i]} (skipped)\n\nSkipped: estimated {costs[i]} s, " in text
+        assert f"| row of {TITLES[i]} |" not in text
+    assert f"Skipped: {TITLES[3]}, {TITLES[6]}." in text
+
+
+def test_a_bad_budget_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exc:
+        gpu_check.main(["--tiny", "--budget", "0"])
+    assert exc.value.code == 2
+    assert "--budget 0: give a positive number of seconds" in capsys.readouterr().err
+
+
+def test_learners_get_the_pythonpath_extended(monkeypatch):
+    """A bare host's wheels directory stays on the learners' path, after this asrdist."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/nodes/wheels", "/other"]))
+    paths = gpu_check.learner_env(2)["PYTHONPATH"].split(os.pathsep)
+    assert paths == [str(REPO), "/nodes/wheels", "/other"]

@@ -108,7 +108,10 @@ class ADPSGD(DistributedStrategy):
         self.name = f"adpsgd-{variant}"
         self.engine: Exchange | None = None
         self.staging: DeviceStaging | None = None  # made in wrap_model: the model's device
-        self.merged = 0  # exchanges merged into this learner's weights
+        # exchanges merged into this learner's weights; a tensor on the device where the
+        # count comes from it (hadpsgd's node members), read back only for metrics and state
+        self.merged: int | torch.Tensor = 0
+        self._stale_on_device: list[torch.Tensor] = []  # staleness noted at the next metrics
         self._resume_round = 0
         self._staleness_rule = rules.Staleness(1 if self.delay1 else 0)
         self._delay = rules.DelayByOne() if self.delay1 else None
@@ -132,7 +135,7 @@ class ADPSGD(DistributedStrategy):
         return ranks.index(self.rank) if self.rank in ranks else None
 
     def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
-                   count: int) -> tuple[torch.Tensor | None, int]:
+                   count: int) -> tuple[torch.Tensor | None, int | torch.Tensor]:
         """Give the delta merged by the ring member to the rest of its node (a no-op here)."""
         return delta, count
 
@@ -156,7 +159,7 @@ class ADPSGD(DistributedStrategy):
         weights, ready = self.staging.snapshot(model) if on_ring else (None, None)
         self._ring_now = ranks
         self.engine = self.comm.pairwise(
-            ranks, index, weights, ready, self.staging.host_zeros,
+            ranks, index, weights, ready, self.staging.zeros,
             lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round)
 
     def _follow_membership(self, model: torch.nn.Module) -> None:
@@ -172,6 +175,8 @@ class ADPSGD(DistributedStrategy):
             self._retired.append(old)
             self._resume_round = old.round
             self._past_exchanges += old.exchanges
+        # new snapshot vectors: the retired exchange may still read the old ones
+        self.staging = DeviceStaging(model)
         self._build_ring(model, self._resume_round)
 
     def _merge(self, model: torch.nn.Module) -> None:
@@ -191,7 +196,7 @@ class ADPSGD(DistributedStrategy):
         if delta is not None:
             assert self.staging is not None
             self.staging.add(model, delta)
-            self.merged += count
+            self.merged = self.merged + count  # not in place: the staleness rule keeps it
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
         if not self.multi:
@@ -213,12 +218,16 @@ class ADPSGD(DistributedStrategy):
         if not self.multi:
             return
         self.comm.compute_ends()
+        if self.staging is not None:  # the merge and the optimizer step write the weights
+            self.staging.before_update()
         if not self.late_merge:
             self._merge(model)
         if self._delay is not None:
             self._delay.swap(list(unwrap(model).parameters()))
         stale = self._staleness_rule.at_apply(self.merged)
-        if stale is not None:
+        if isinstance(stale, torch.Tensor):  # reading it now would wait for the device
+            self._stale_on_device.append(stale)
+        elif stale is not None:
             self.comm.note_staleness(stale)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
@@ -256,16 +265,22 @@ class ADPSGD(DistributedStrategy):
         return (self.rank,), 1
 
     def metrics(self) -> dict[str, Any]:
+        """The transport's figures (with the staleness counted on the device since the last
+        call: read back here, where the trainer reads its loss anyway) and the counters."""
+        if self._stale_on_device:
+            for value in torch.stack(self._stale_on_device).tolist():
+                self.comm.note_staleness(int(value))
+            self._stale_on_device = []
         out = super().metrics()
         out["exchanges"] = self._exchanges()
-        out["merged"] = self.merged
+        out["merged"] = int(self.merged)
         return out
 
     # -- resume ---------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
         """The ring's round and counters (after :meth:`sync`, they include its merges)."""
-        state: dict[str, Any] = {"merged": self.merged}
+        state: dict[str, Any] = {"merged": int(self.merged)}
         if self.engine is not None or self._past_exchanges:
             state["round"] = self.engine.round if self.engine is not None \
                 else self._resume_round

@@ -1,8 +1,11 @@
 """The pairwise weight-exchange engine of ADPSGD: one communication thread per learner.
 
-Each learner's weights travel as one flat CPU float tensor over a gloo process group of its own
+Each learner's weights travel as one flat float32 vector over a gloo process group of its own
 (created with ``timeout=``: new groups do not inherit the default group's), used by this
-thread only. Roles come from :mod:`asrdist.parallel.rings` and never change:
+thread only. Every vector an exchange uses is made once, with the exchange; on a GPU the
+arithmetic runs on the device and only gloo's transfer touches host memory, through a pinned
+pair (:mod:`asrdist.parallel.staging`, which says how the streams are ordered). Roles come from
+:mod:`asrdist.parallel.rings` and never change:
 
 - an *active* learner's thread takes one job per step (a snapshot ``s_a`` of its weights),
   sends a header to the passive partner the ring schedule names, then swaps weights with it by
@@ -32,6 +35,13 @@ one serves until every active member still there has sent it DONE (its deltas ar
 with the strategy's next merge), and a failure on a retired ring drops nobody. An active
 learner waiting for an exchange with a dropped peer gives it up (that peer may have merged
 its side: a small step off the learners' mean, once per departure).
+
+Why gloo for the weights, on GPUs too: the headers need gloo's receive from any source; a
+failed or silent peer must raise here (elastic runs drop it), while NCCL's watchdog aborts the
+process and a communicator with a lost member cannot be rebuilt without it; and NCCL point to
+point would need a communicator per pair a random ring can name. Its cost is bandwidth: TCP,
+not NVLink or InfiniBand, bounds how fast the exchanges go (the compute stream does not pay
+it: the step merges an exchange only when it is done).
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
+from functools import partial
 
 import torch
 import torch.distributed as dist
@@ -50,6 +61,7 @@ from asrdist.errors import first_line
 from asrdist.parallel import rings
 from asrdist.parallel.health import abort
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
+from asrdist.parallel.staging import Event, Link
 
 KIND_EXCHANGE, KIND_PING, KIND_DONE = 1, 2, 3
 TAG_HEADER, TAG_TO_PASSIVE, TAG_TO_ACTIVE = 11, 12, 13
@@ -73,9 +85,10 @@ class PairwiseExchange:
 
     ``ranks[i]`` is the global rank of ring member ``i``; this learner is member ``index``.
     ``partner_of(round)`` gives an active member's partner index for its ``round``-th exchange;
-    ``weights`` (flat) are what a passive learner serves until its first ``publish``; ``ready``
-    and ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a GPU model's pinned
-    buffers, :mod:`asrdist.parallel.staging`); ``blocked`` wraps the compute thread's wait.
+    ``weights`` (flat, on the model's device) are what a passive learner serves until its first
+    ``publish``, and give every learner the size and device of its vectors; ``ready`` and
+    ``alloc`` are as for :class:`~asrdist.parallel.rules.PassiveBook` (a model's staging,
+    :mod:`asrdist.parallel.staging`); ``blocked`` wraps the compute thread's wait.
     ``group`` ranks are ring indices (``ranks`` sorted). Elastic: ``lose(rank, why)`` drops a
     learner whose exchange failed; ``left`` holds the learners dropped so far (by rank, kept up
     to date by the liveness thread).
@@ -112,10 +125,16 @@ class PairwiseExchange:
         self._retired = False
         self._lock = threading.Lock()
         self._jobs: queue.Queue[tuple[torch.Tensor, Ready] | None] = queue.Queue()
-        self._results: queue.Queue[torch.Tensor] = queue.Queue()
+        self._results: queue.Queue[tuple[torch.Tensor, Event]] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
-        self._book = PassiveBook(weights, ready, alloc)  # guarded by _lock
+        # made once, reused by every exchange: the thread's own vectors on the model's device
+        # (on CPU gloo reads and writes them directly) and the pinned pair of a GPU
+        self._link = Link(weights.device, weights.numel())
+        self._lane = self._link.lane
+        self._theirs = self._lane.zeros(weights.numel())  # received; then the delta
+        self._mine = None if self.active else self._lane.zeros(weights.numel())  # served
+        self._book = None if self.active else PassiveBook(weights, ready, alloc)  # _lock
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
                                         daemon=True)
@@ -124,8 +143,9 @@ class PairwiseExchange:
     # -- compute-thread API ------------------------------------------------------------------
 
     def start(self, snapshot: torch.Tensor, ready: Ready = None) -> None:
-        """Active: begin this step's exchange of ``snapshot`` (returns at once); the thread
-        calls ``ready`` (a device copy's event) before reading it."""
+        """Active: begin this step's exchange of ``snapshot`` (returns at once; the snapshot is
+        read until :meth:`wait` returns); the thread calls ``ready`` (on the stream that reads
+        it) first."""
         self._in_flight += 1
         self._jobs.put((snapshot, ready))
 
@@ -133,15 +153,23 @@ class PairwiseExchange:
     def in_flight(self) -> bool:
         return self._in_flight > 0
 
+    @property
+    def finished(self) -> bool:
+        """Active: whether the exchange in flight is done, so :meth:`wait` returns at once
+        (a step that merges only what is done: bench.exchange_cost)."""
+        return not self._results.empty()
+
     def wait(self) -> torch.Tensor | None:
         """Active: the delta of the exchange in flight, once it is done (inside ``blocked``:
-        the transport's timing and failure naming). Elastic: None, at once, when the thread
-        ended (its peer was dropped) or the ring lost a member (a new ring will be built)."""
+        the transport's timing and failure naming), on the model's device, ordered before
+        what the caller's stream queues next; read it before the next :meth:`start`, which
+        reuses it. Elastic: None, at once, when the thread ended (its peer was dropped) or the
+        ring lost a member (a new ring will be built)."""
         poll_s = 1.0 if self._lose is None else 0.05
         with self._blocked():
             while True:
                 try:
-                    delta = self._results.get(timeout=poll_s)
+                    delta, done = self._results.get(timeout=poll_s)
                 except queue.Empty:
                     ended = not self._thread.is_alive()
                     if self._lose is not None and (ended or self._changed()):
@@ -151,6 +179,7 @@ class PairwiseExchange:
                         raise ExchangeFailure("exchange thread ended unexpectedly") from None
                     continue
                 self._in_flight -= 1
+                self._lane.wait(done)
                 return delta
 
     def _changed(self) -> bool:
@@ -170,15 +199,23 @@ class PairwiseExchange:
         self._thread.join(timeout_s)
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
-        """Passive: the weights to serve from now on (the compute thread's latest ones);
-        ``ready`` as for :meth:`start`."""
+        """Passive: the weights to serve from now on (the compute thread's latest ones, read
+        and written by this exchange until the next publish); ``ready`` as for
+        :meth:`start`."""
+        assert self._book is not None
         with self._lock:
             self._book.publish(weights, ready)
 
     def take_pending(self) -> tuple[torch.Tensor | None, int]:
-        """Passive: the accumulated delta and how many exchanges it holds; resets it."""
-        with self._lock:
-            return self._book.take()
+        """Passive: the accumulated delta (on the model's device, ordered before what the
+        caller's stream queues next; read it before the next take but one) and how many
+        exchanges it holds; resets it."""
+        assert self._book is not None
+        with self._lock, self._lane.math(after_caller=True):
+            delta, count = self._book.take()
+            done = self._lane.mark()
+        self._lane.wait(done)
+        return delta, count
 
     def finish(self) -> None:
         """Leave the loop together: active sends DONE to all passives; passive awaits them."""
@@ -235,20 +272,22 @@ class PairwiseExchange:
                     self._header(KIND_DONE, p)
                 return
             snapshot, ready = job
-            if ready is not None:
-                ready()
             assert self._partner_of is not None
             peer = self._partner_of(self.round)
+            outgoing = self._link.outgoing(snapshot, ready)
             self._header(KIND_EXCHANGE, peer)
-            theirs = torch.empty(snapshot.shape, pin_memory=snapshot.is_pinned())
-            send = self.group.send([snapshot], peer, TAG_TO_PASSIVE)
-            recv = self.group.recv([theirs], peer, TAG_TO_ACTIVE)
+            send = self.group.send([outgoing], peer, TAG_TO_PASSIVE)
+            recv = self.group.recv([self._link.inbox(self._theirs)], peer, TAG_TO_ACTIVE)
             what = f"exchange with {self._member(peer)} failed"
             _wait(send, self.timeout_s, what)
             _wait(recv, self.timeout_s, what)
+            self._link.land(self._theirs)
+            with self._lane.math():
+                half_difference_(self._theirs, snapshot)
+                done = self._lane.mark()
             self.round += 1
             self.exchanges += 1
-            self._results.put(half_difference_(theirs, snapshot))
+            self._results.put((self._theirs, done))
 
     def _passive_loop(self) -> None:
         pending_actives = set(rings.actives(self.n))
@@ -280,17 +319,22 @@ class PairwiseExchange:
 
     def _serve(self, sender: int) -> None:
         self._peer = sender
-        with self._lock:
-            mine = self._book.current()
-        theirs = torch.empty_like(mine)
-        recv = self.group.recv([theirs], sender, TAG_TO_PASSIVE)
-        send = self.group.send([mine], sender, TAG_TO_ACTIVE)
+        book, mine, theirs = self._book, self._mine, self._theirs
+        assert book is not None and mine is not None
+        with self._lock, self._lane.math():
+            book.current_into(mine)
+            made = self._lane.mark()
+        outgoing = self._link.outgoing(mine, partial(self._lane.wait, made))
+        recv = self.group.recv([self._link.inbox(theirs)], sender, TAG_TO_PASSIVE)
+        send = self.group.send([outgoing], sender, TAG_TO_ACTIVE)
         what = f"exchange with {self._member(sender)} failed"
         _wait(recv, self.timeout_s, what)
         _wait(send, self.timeout_s, what)
-        half_difference_(theirs, mine)  # exact: the active side's delta negated
-        with self._lock:
-            self._book.receive(theirs)
+        self._link.land(theirs)
+        with self._lane.math():
+            half_difference_(theirs, mine)  # exact: the active side's delta negated
+            with self._lock:
+                book.receive(theirs)
         self.exchanges += 1
 
 

@@ -51,6 +51,7 @@ class HADPSGD(ADPSGD):
         self.nodes: list[list[int]] = [[0]]
         self._nodes_found = False
         self._node_group: Any = None  # the transport's group of this node
+        self._node_buf: torch.Tensor | None = None  # the node's delta and count, made once
 
     def _ring_ranks(self) -> list[int]:
         """The nodes' leaders (elastic: of the nodes that lost no learner: a node whose
@@ -98,21 +99,29 @@ class HADPSGD(ADPSGD):
         super().after_backward(model, step)
 
     def _sync_node(self, model: torch.nn.Module, delta: torch.Tensor | None,
-                   count: int) -> tuple[torch.Tensor | None, int]:
+                   count: int) -> tuple[torch.Tensor | None, int | torch.Tensor]:
+        """One broadcast from the leader of its delta and count together, in one vector on the
+        device; no count is a zero delta, which the other members add like any other, so no
+        one reads the count back to decide (on a GPU that would wait for the whole step).
+        The members' count stays on the device (on CPU there is nothing to wait for)."""
         members = self._my_node()
         if len(members) == 1:
             return delta, count
-        device = next(model.parameters()).device
-        head = torch.tensor([count], dtype=torch.int64, device=device)
-        self.comm.broadcast_(head, members[0], self._node_group)
-        count = int(head.item())
-        if count == 0:
-            return None, 0
-        size = sum(p.numel() for p in model.parameters())
-        buf = delta.to(device) if delta is not None else torch.empty(size, device=device)
+        assert self.staging is not None
+        if self._node_buf is None:
+            self._node_buf = self.staging.zeros(self.staging.numel + 1)
+        buf = self._node_buf
+        leader = self.rank == members[0]
+        if leader and delta is None:
+            buf.zero_()
+        elif leader:
+            buf[:-1].copy_(delta)
+            buf[-1:].fill_(count)
         self.comm.broadcast_(buf, members[0], self._node_group)
-        return buf, count
-
+        if leader:
+            return delta, count
+        got = buf[-1].long()
+        return buf[:-1], got if got.is_cuda else int(got)
 
 register(StrategySpec(
     "hadpsgd", HADPSGD, HADPSGDOptions,

@@ -35,9 +35,9 @@ class PassiveBook:
     one accumulating while the compute thread merges the other.
 
     The book writes into what it is given: a taken delta is added into the served vector
-    (which stays the logical weights until the next publish), and a pending vector is handed
-    out by :meth:`take` and written again at the take after next, when the compute thread has
-    long merged it."""
+    (which stays the logical weights until the next publish) if an exchange reads them before
+    that publish, and a pending vector is handed out by :meth:`take` and written again at the
+    take after next, when the compute thread has long merged it."""
 
     def __init__(self, weights: torch.Tensor, ready: Ready = None,
                  alloc: Callable[[int], torch.Tensor] | None = None) -> None:
@@ -45,16 +45,21 @@ class PassiveBook:
         self.served, self._ready = weights, ready  # an exchange may come before any publish
         self.pending = self._alloc(weights.numel())
         self._spare: torch.Tensor | None = None  # the pending vector taken last
+        self._taken: torch.Tensor | None = None  # ... while not yet in the served weights
         self.count = 0  # exchanges in ``pending``; with none, what it holds is stale
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
-        """The compute thread's latest weights (nothing pending is in them)."""
-        self.served, self._ready = weights, ready
+        """The compute thread's latest weights (nothing pending is in them; what it took is)."""
+        self.served, self._ready, self._taken = weights, ready, None
 
     def _served_now(self) -> torch.Tensor:
+        """The served weights with what was taken since they were published."""
         if self._ready is not None:
             self._ready()
             self._ready = None
+        if self._taken is not None:
+            self.served.add_(self._taken)
+            self._taken = None
         return self.served
 
     def current_into(self, out: torch.Tensor) -> torch.Tensor:
@@ -82,7 +87,8 @@ class PassiveBook:
         if self.count == 0:
             return None, 0
         delta, count = self.pending, self.count
-        self._served_now().add_(delta)
+        self._served_now()  # adds the take before, if any: its vector is about to be reused
+        self._taken = delta  # added only if an exchange comes before the next publish
         self.pending = self._spare if self._spare is not None else self._alloc(delta.numel())
         self._spare = delta
         self.count = 0
@@ -122,11 +128,12 @@ class Staleness:
         self.delay = delay
         self._snapshots: list[int] = []
 
-    def snapshot(self, merged: int) -> None:
-        """At a step's start: the count of merged averages in the weights snapshotted now."""
+    def snapshot(self, merged: int | torch.Tensor) -> None:
+        """At a step's start: the count of merged averages in the weights snapshotted now (a
+        tensor where the count is on the device; then so is the staleness)."""
         self._snapshots = (self._snapshots + [merged])[-(self.delay + 1):]
 
-    def at_apply(self, merged: int) -> int | None:
+    def at_apply(self, merged: int | torch.Tensor) -> int | torch.Tensor | None:
         """When a gradient is applied: its staleness, or None if none is applied (delay1's
         first step)."""
         if len(self._snapshots) < self.delay + 1:

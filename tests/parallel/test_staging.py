@@ -39,9 +39,22 @@ def test_cpu_add_matches_add_flat_and_accepts_any_cpu_delta():
     assert not torch.equal(flat_weights(a), flat_weights(_model(0)))
 
 
-def test_host_zeros_are_plain_zeros_on_cpu():
-    buf = DeviceStaging(_model(0)).host_zeros(5)
+def test_zeros_are_plain_zeros_on_cpu():
+    buf = DeviceStaging(_model(0)).zeros(5)
     assert torch.equal(buf, torch.zeros(5)) and not buf.is_pinned()
+
+
+def test_snapshots_alternate_between_two_vectors_made_once():
+    model = _model(0)
+    staging = DeviceStaging(model)
+    ptrs = []
+    for k in range(5):
+        with torch.no_grad():
+            next(model.parameters()).add_(1.0)
+        snapshot, _ = staging.snapshot(model)
+        assert torch.equal(snapshot, flat_weights(model)), k
+        ptrs.append(snapshot.data_ptr())
+    assert ptrs[0] != ptrs[1] and ptrs[::2] == [ptrs[0]] * 3 and ptrs[1::2] == [ptrs[1]] * 2
 
 
 def _pair(rank: int, port: int, q: multiprocessing.Queue) -> None:
@@ -94,10 +107,11 @@ def test_gpu_snapshot_and_add_round_trip():
     model = _model(0).cuda()
     staging = DeviceStaging(model)
     snapshot, ready = staging.snapshot(model)
-    assert ready is not None and snapshot.is_pinned()
-    ready()
-    assert torch.equal(snapshot, flat_weights(model))
-    delta = staging.host_zeros(staging.numel) + 1.0
+    assert ready is not None and snapshot.is_cuda
+    ready()  # the current stream waits for the gather
+    assert torch.equal(snapshot.cpu(), flat_weights(model))
+    staging.before_update()
+    delta = staging.zeros(staging.numel) + 1.0
     staging.add(model, delta)
     torch.cuda.synchronize()
-    assert torch.allclose(flat_weights(model), snapshot + 1.0)
+    assert torch.allclose(flat_weights(model), snapshot.cpu() + 1.0)

@@ -1,12 +1,13 @@
 """Every runtime dependency's wheel for one Python and platform, for a node without a package
 index (``make wheelhouse``; README "Offline install").
 
-pip resolves setup.cfg's install_requires for the target (``pip install --dry-run --report``:
-metadata only), then downloads the closure, pinned as resolved, with ``--no-deps``. torch is
-resolved (lhotse needs one) but left out with what only it needs, unless ``--torch REQ`` names
-the build to ship (a CUDA image brings its own torch; PyPI's Linux torch is the CUDA build, GBs
-of nvidia-* wheels). ``--no-mpich`` leaves out the MPICH wheel for an image with its own MPI
-(mpi4py's wheel loads either). Our own wheel is ``pip wheel --no-deps .`` (the Makefile).
+pip resolves setup.cfg's install_requires, and pytest (gpu-check runs the CUDA tests), for the
+target (``pip install --dry-run --report``: metadata only), then downloads the closure, pinned
+as resolved, with ``--no-deps``. torch is resolved (lhotse needs one) but left out with what
+only it needs, unless ``--torch REQ`` names the build to ship (a CUDA image brings its own
+torch; PyPI's Linux torch is the CUDA build, GBs of nvidia-* wheels). ``--no-mpich`` leaves out
+the MPICH wheel for an image with its own MPI (mpi4py's wheel loads either). Our own wheel is
+``pip wheel --no-deps .`` (the Makefile).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[1]
 
 
-def install_requires() -> list[Requirement]:
-    """setup.cfg's runtime requirements."""
+def requirements() -> list[Requirement]:
+    """setup.cfg's runtime requirements, and its test extra's but the linter (gpu-check runs
+    ``pytest -m cuda``)."""
     cfg = configparser.ConfigParser()
     cfg.read(REPO / "setup.cfg")
-    lines = cfg["options"]["install_requires"].splitlines()
-    return [Requirement(line.split("#")[0].strip()) for line in lines if line.split("#")[0].strip()]
+    lines = [*cfg["options"]["install_requires"].splitlines(),
+             *cfg["options.extras_require"]["test"].splitlines()]
+    found = [Requirement(text) for text in (line.split("#")[0].strip() for line in lines) if text]
+    return [r for r in found if canonicalize_name(r.name) != "ruff"]
 
 
 MACHINES = ("x86_64", "aarch64", "ppc64le", "s390x", "i686")
@@ -111,11 +115,11 @@ def main() -> None:
     tags = dict.fromkeys(t for p in args.platform for t in platforms(p))
     pip_target = ["--only-binary=:all:", "--python-version", args.python_version,
                   *[f"--platform={t}" for t in tags]]
-    roots = [r for r in install_requires()
+    roots = [r for r in requirements()
              if canonicalize_name(r.name) not in ({"torch", "mpich"} if args.no_mpich
                                                   else {"torch"})]
     torch = [args.torch] if args.torch else [
-        str(r) for r in install_requires() if canonicalize_name(r.name) == "torch"]
+        str(r) for r in requirements() if canonicalize_name(r.name) == "torch"]
     resolved = resolve([*map(str, roots), *torch], pip_target)
     if args.torch:
         roots.append(Requirement(args.torch))

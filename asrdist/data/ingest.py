@@ -12,12 +12,16 @@ then a done marker; a rerun with the same options and inputs skips (asrdist.stag
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
 import shutil
+import sqlite3
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO
@@ -198,8 +202,9 @@ def ingest_alignments(
     os.close(fd)
     index = UtteranceIndex(index_path)
     try:
-        report = _ingest(ali_dir, feats_scp, out_dir, files, info, index, tolerance,
-                         max_missing_fraction)
+        with _naming(index_path):  # the scratch index, for SQLite's "disk is full"
+            report = _ingest(ali_dir, feats_scp, out_dir, files, info, index, tolerance,
+                             max_missing_fraction)
     finally:
         index.close()
         os.unlink(index_path)
@@ -232,7 +237,7 @@ def _ingest(
         raise AsrdistError(f"{feats_scp}: empty")
     model = ali_dir / "final.mdl"
     ark = (out_dir / "pdf.ark").resolve()
-    with atomic_write(ark, "wb") as f:  # removed unless every check below passes
+    with _naming(ark), atomic_write(ark, "wb") as f:  # removed unless all pass
         tally = _Tally(np.zeros(info.num_pdfs, dtype=np.int64))
         for ali_file in track(files, "reading alignments", "job"):
             _ingest_archive(f, ali_file, model, info, index, tolerance, tally)
@@ -295,16 +300,30 @@ def _write_outputs(
     out_dir: Path, ark: Path, index: UtteranceIndex, counts: np.ndarray, report: IngestReport
 ) -> None:
     """Everything after pdf.ark; pdf.scp (what the trainer reads) last, then the done marker."""
-    with atomic_write(out_dir / "num_pdfs") as f:
-        f.write(f"{report.num_pdfs}\n")
-    with atomic_write(out_dir / "pdf_counts") as f:
-        f.write("[ " + " ".join(str(int(c)) for c in counts) + " ]\n")
-    with atomic_write(out_dir / "report.txt") as f:
-        f.write(report.to_text())
-    with atomic_write(out_dir / "report.json") as f:
-        json.dump(asdict(report), f, indent=1)
-    with atomic_write(out_dir / "pdf.scp") as f:
+    small = {"num_pdfs": f"{report.num_pdfs}\n",
+             "pdf_counts": "[ " + " ".join(str(int(c)) for c in counts) + " ]\n",
+             "report.txt": report.to_text(), "report.json": json.dumps(asdict(report), indent=1)}
+    for name, text in small.items():
+        with _naming(out_dir / name), atomic_write(out_dir / name) as f:
+            f.write(text)
+    with _naming(out_dir / "pdf.scp"), atomic_write(out_dir / "pdf.scp") as f:
         f.writelines(f"{utt} {ark}:{offset}\n" for utt, offset in index.placed())
+
+
+@contextlib.contextmanager
+def _naming(path: str | os.PathLike) -> Iterator[None]:
+    """A full disk or quota met while writing ``path`` is one line naming it (a write's
+    OSError names no file; SQLite's says only "database or disk is full")."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise AsrdistError(f"{path}: cannot write: {e.strerror}") from e
+    except sqlite3.OperationalError as e:
+        if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
+            raise
+        raise AsrdistError(f"{path}: cannot write: {e}") from e
 
 
 def read_pdf_counts(out_dir: str | os.PathLike, num_pdfs: int | None = None) -> np.ndarray:

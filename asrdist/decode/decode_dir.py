@@ -11,7 +11,6 @@ before it changes the graph to the next penalty.
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -33,7 +32,7 @@ from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
 from asrdist.decode.word_penalty import PenaltyGraph
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write
+from asrdist.fsutil import write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
@@ -350,22 +349,26 @@ def decode_data_dir(
     for v in variants:
         texts = {u: w for r in results for u, w in r.texts[v.name].items()}
         path = out / "text" if v.name is None else out / f"score_{v.name}" / "text"
-        with atomic_write(path) as f:
-            f.writelines(f"{u} {' '.join(texts[u])}".rstrip() + "\n"
-                         for u in sorted(texts, key=str.encode))
+        _write(path, "".join(f"{u} {' '.join(texts[u])}".rstrip() + "\n"
+                             for u in sorted(texts, key=str.encode)), "hypotheses")
     for v in variants:
         ctm = sorted((line for r in results for line in r.ctm[v.name]),
                      key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
-        with atomic_write(out / ("ctm" if v.name is None else f"score_{v.name}/ctm")) as f:
-            f.writelines(line + "\n" for line in ctm)
-    shutil.copyfile(graph / "words.txt", out / "words.txt")
-    (out / "log").mkdir(parents=True, exist_ok=True)
+        _write(out / ("ctm" if v.name is None else f"score_{v.name}/ctm"),
+               "".join(line + "\n" for line in ctm), "CTM")
+    _write(out / "words.txt", (graph / "words.txt").read_bytes(), "graph's words.txt")
     if (graph / "log" / "mkgraph.log").is_file():  # so the report can show how the graph was made
-        shutil.copyfile(graph / "log" / "mkgraph.log", out / "log" / "mkgraph.log")
-    with atomic_write(out / "log" / "decode.log") as f:
-        f.write(f"# {command}\n" if command else "# asrdist-decode\n")
-        for r in results:
-            f.writelines(line + "\n" for line in r.log)
-        f.write(summary.line() + "\n")
+        _write(out / "log" / "mkgraph.log", (graph / "log" / "mkgraph.log").read_bytes(),
+               "graph's log")
+    log = [f"# {command}\n" if command else "# asrdist-decode\n"]
+    log += [line + "\n" for r in results for line in r.log]
+    _write(out / "log" / "decode.log", "".join(log) + summary.line() + "\n", "decoding log")
     check.mark_done()
     return summary
+
+
+def _write(path: Path, data: str | bytes, what: str) -> None:
+    """Write an output atomically; a full disk is one line naming the file, not a bare
+    "No space left on device"."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    write_atomically(path, lambda f: f.write(raw), what)

@@ -8,6 +8,8 @@ HCLG with any LM weight and insertion penalty from those, the network untouched.
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -18,10 +20,12 @@ import numpy as np
 
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utterances
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path
+from asrdist.fsutil import atomic_path, write_atomically
 from asrdist.stage import Skipped, check_done
 
 STAGE = "loglikes"
+OUTPUTS = ("loglikes.ark", "loglikes.scp", "num_pdfs")
+log = logging.getLogger(__name__)
 
 
 def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
@@ -29,21 +33,38 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
     """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; Skipped when done already."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    remove_temp_files(out)
     check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
     if check.done:
         return check.skipped()
     scorer = NnetScorer(final_pt, data_dir, chunking)
     utts = list_utterances(data_dir)
     ark = (out / "loglikes.ark").resolve()
-    with atomic_path(ark) as tmp_ark, atomic_path(out / "loglikes.scp") as tmp_scp:
-        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-            for utt, scores in scorer.scores(utts):
-                writer(utt, scores)
-        # the scp names the temporary ark; point it at the final name
-        tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
-    (out / "num_pdfs").write_text(f"{scorer.num_pdfs}\n")
+    try:
+        with atomic_path(ark) as tmp_ark, atomic_path(out / "loglikes.scp") as tmp_scp:
+            with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
+                for utt, scores in scorer.scores(utts):
+                    writer(utt, scores)
+            # the scp names the temporary ark; point it at the final name
+            tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):  # a full disk or quota
+            raise
+        raise AsrdistError(f"{ark}: cannot write the scores: {e.strerror}") from e
+    write_atomically(out / "num_pdfs", lambda f: f.write(f"{scorer.num_pdfs}\n".encode()),
+                     "pdf count")
     check.mark_done(["loglikes.scp"])
     return out
+
+
+def remove_temp_files(out: Path) -> None:
+    """Remove the hidden temporary files (``.loglikes.ark.*.tmp``: as large as the scores) that
+    a killed run left in ``out``, as the trainer does for checkpoints; only called before this
+    run writes anything there."""
+    for name in OUTPUTS:
+        for path in out.glob(f".{name}.*.tmp"):
+            log.info("%s: removing the temporary file a killed run left", path)
+            path.unlink(missing_ok=True)
 
 
 class LoglikeScorer:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 
 import kaldiio
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 
+from asrdist import fsutil
+from asrdist.cli.decode import main as decode_main
 from asrdist.decode import decode_dir
 from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
 from asrdist.decode.decoder import DecodeOptions
@@ -242,3 +246,23 @@ def test_graph_words_txt_missing_a_word_is_one_line_error(system, tmp_path):
         f"Error: decode job 1/1: {graph / 'words.txt'}: no word has id {dog_id}, which the "
         "graph outputs for utterance v2-u4 (HCLG.fst built with another words.txt?)")
     assert not (tmp_path / "decode" / "text").exists()
+
+
+def test_full_disk_names_the_output_being_written(system, tmp_path, monkeypatch):
+    """A write's OSError names no file (a full disk met at the flush): the one-line error says
+    which output it was, and the decode dir is not marked done."""
+    data = tmp_path / "data"
+    write_test_data(system, data, SENTENCES, "gmm")
+
+    def disk_full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fsutil.os, "fsync", disk_full)
+    out = tmp_path / "decode"
+    result = CliRunner().invoke(decode_main, [
+        "--graph", str(system.root / "graph"), "--gmm", str(system.mono / "final.mdl"),
+        "--data", str(data), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"Error: {out / 'text'}: cannot write the hypotheses: No space left on device")
+    assert not (out / ".decode.done").exists() and not list(out.glob(".*.tmp"))

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
+import errno
 
+import pytest
+from click.testing import CliRunner
+
+from asrdist.cli.compute_loglikes import main
+from asrdist.decode import loglikes
 from asrdist.decode.graph import make_graph
 from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
@@ -49,3 +54,52 @@ def test_missing_loglikes_is_one_line_error(system, tmp_path):
                 "--trans-mdl", str(system.mono / "final.mdl"), "--out", str(tmp_path / "d"))
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --loglikes ")
+
+
+def test_full_disk_names_the_scores_file(system, tmp_path, monkeypatch):
+    """A write's OSError names no file: the one-line error says which file met the full disk,
+    and no hidden temporary ark stays behind."""
+
+    class FullDisk:
+        def __init__(self, spec: str):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc) -> None:
+            pass
+
+        def __call__(self, utt: str, scores) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(loglikes.kaldiio, "WriteHelper", FullDisk)
+    out = tmp_path / "post"
+    result = CliRunner().invoke(main, ["--model", str(system.root / "final.pt"), "--data",
+                                       str(system.root / "test_fbank"), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"Error: {(out / 'loglikes.ark').resolve()}: cannot write the scores: "
+        "No space left on device")
+    assert sorted(p.name for p in out.iterdir()) == []
+
+
+def test_a_killed_run_s_temporary_ark_is_removed_by_the_next(system, tmp_path):
+    """A killed run leaves its hidden temporary ark (as large as the scores); the next run,
+    a skipped one too, removes it and says so."""
+    out = tmp_path / "post"
+    args = ("--model", str(system.root / "final.pt"), "--data", str(system.root / "test_fbank"),
+            "--out", str(out))
+    out.mkdir()
+    stale = [out / ".loglikes.ark.x1y2z3.tmp", out / ".loglikes.scp.x1y2z3.tmp"]
+    for path in stale:
+        path.write_bytes(b"\0" * 4096)
+    first = run_cli("compute_loglikes", *args)
+    assert first.returncode == 0, first.stderr
+    assert f"{stale[0]}: removing the temporary file a killed run left" in first.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".loglikes.done", "loglikes.ark", "loglikes.scp", "num_pdfs"]
+    stale[0].write_bytes(b"\0" * 4096)
+    again = run_cli("compute_loglikes", *args)
+    assert again.returncode == 0, again.stderr
+    assert "already done" in again.stderr and not stale[0].exists()

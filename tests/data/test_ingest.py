@@ -3,6 +3,7 @@ missing utterances, bad inputs, atomic outputs and rerun skipping."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
 import signal
@@ -16,7 +17,9 @@ import kaldiio
 import numpy as np
 import pytest
 
+from asrdist.data import ingest
 from asrdist.data.ingest import IngestReport, ingest_alignments, read_pdf_counts
+from asrdist.data.utt_index import UtteranceIndex
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import write_alignments
 from asrdist.kaldi.final_mdl import write_final_mdl
@@ -340,3 +343,37 @@ def test_frames_of_compressed_features_come_from_their_headers(tmp_path, monkeyp
     report = d.run()
     assert report.mismatch_histogram == {-1: 1, 0: 9}
     assert report.total_frames == sum(d.frames.values())
+
+
+def test_full_disk_names_the_file_being_written(tmp_path, monkeypatch):
+    """A write's OSError names no file: the error says which output met the full disk."""
+    d = AliDir(tmp_path)
+
+    def disk_full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(ingest, "write_int32_ark", disk_full)
+    with pytest.raises(AsrdistError, match=f"^{d.out.resolve() / 'pdf.ark'}: cannot write: "
+                                           "No space left on device$"):
+        d.run()
+    d.assert_nothing_complete()
+
+
+def test_full_disk_under_the_scratch_index_names_it(tmp_path, monkeypatch):
+    """SQLite's own "database or disk is full" (the index may grow no further: the feature
+    list needs more pages than the schema's) names the file."""
+    d = AliDir(tmp_path)
+    with open(d.feats_scp, "a") as f:
+        f.writelines(f"extra-{i:05d} {d.data_dir}/feats.ark:{i}\n" for i in range(2000))
+    made = UtteranceIndex.__init__
+
+    def no_room(self, path):
+        made(self, path)
+        pages = self.db.execute("PRAGMA page_count").fetchone()[0]
+        self.db.execute(f"PRAGMA max_page_count = {pages}")
+
+    monkeypatch.setattr(UtteranceIndex, "__init__", no_room)
+    with pytest.raises(AsrdistError, match=rf"^{d.out}/\.ingest_ali\.index\.\w+\.sqlite: cannot "
+                                           "write: database or disk is full$"):
+        d.run()
+    d.assert_nothing_complete()

@@ -25,6 +25,7 @@ another sweep point.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import struct
@@ -48,6 +49,8 @@ SUB, INDEL, OPT_DEL, NULL_SUB = (np.float32(c) for c in (4.0, 3.0, 2.0, 1.0))
 NULL_INDEL, ZERO = np.float32(0.001), np.float32(0.0)
 # Kaldi's subsets of eval2000: score_sclite.sh keeps the lines NOT starting with the other prefix.
 SUBSETS = {"swbd": "en_", "callhm": "sw_"}
+
+log = logging.getLogger(__name__)
 
 Alternatives = list[list[tuple[str, float, float]]]
 
@@ -108,6 +111,17 @@ def _records(path: str | os.PathLike, option: str, what: str) -> Iterator[tuple[
     for n, line in enumerate(lines, 1):
         if line.strip() and not line.lstrip().startswith(";;"):
             yield n, line
+
+
+NO_WORDS = ("no hypothesis word to score (did decoding fail, or write no word timings: a graph "
+            "without phones/align_lexicon.int?)")
+
+
+def has_words(ctm: str | os.PathLike) -> bool:
+    """Whether a CTM holds a word. hubscr.pl scores one without as all deletions, which
+    optionally deletable words make a plausible WER: asrdist refuses it (a CTM that only
+    scoring's filters empty, every word a hesitation, is scored)."""
+    return next(_records(ctm, "CTM", "ctm file"), None) is not None
 
 
 def read_stm(path: str | os.PathLike, glm: Glm) -> list[Segment]:
@@ -482,7 +496,9 @@ def kaldi_line(counts: ErrorCounts, path: str) -> str:
 def score_stm_glm_ctm(stm: str | os.PathLike, glm: str | os.PathLike,
                       ctm: str | os.PathLike) -> list[str]:
     """Score CTM as hubscr.pl does, for the whole set and Kaldi's eval2000 subsets
-    (:meth:`Reference.score_file`)."""
+    (:meth:`Reference.score_file`); an empty CTM is an error (:func:`has_words`)."""
+    if not has_words(ctm):
+        raise AsrdistError(f"{ctm}: empty CTM, {NO_WORDS}")
     return Reference(stm, glm).score_file(ctm)
 
 
@@ -499,11 +515,17 @@ def score_decode_dir(stm: str | os.PathLike, glm: str | os.PathLike,
     ``recipe``'s script does (:mod:`asrdist.decode.ctm`; s5c's with the map ``acronyms``) into
     ``NAME.ctm`` beside it, then scored as hubscr.pl does. Returns every line, then per
     subset the best one (lowest %WER, as ``grep Sum */*.sys | utils/best_wer.sh`` picks),
-    prefixed ``best: ``."""
+    prefixed ``best: ``. A decode dir whose CTMs are all empty is an error (:func:`has_words`);
+    a sweep point's empty CTM is scored (its hypotheses may all be empty), with a warning."""
     decode_dir = Path(decode_dir)
     dirs = [d for d in [decode_dir, *sorted(decode_dir.glob("score_*"))] if (d / "ctm").is_file()]
     if not dirs:
         raise AsrdistError(f"{decode_dir}: no ctm (nor score_*/ctm) in the decode dir")
+    empty = [d / "ctm" for d in dirs if not has_words(d / "ctm")]
+    if len(empty) == len(dirs):
+        raise AsrdistError(f"{decode_dir}: every CTM of the decode dir is empty, {NO_WORDS}")
+    for ctm in empty:
+        log.warning("%s: empty CTM: scored as all deletions", ctm)
     reference = Reference(stm, glm)
     lines, best = [], {}
     for d in dirs:

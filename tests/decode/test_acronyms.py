@@ -98,3 +98,21 @@ def test_fisher_swbd_recipe_splits_without_a_map_and_keeps_hesitations(tmp_path)
         recording_ctm(decode / "ctm", data, FISHER_SWBD, read_acronym_map(S5C_MAP))
     assert score_decode_dir(data / "stm", data / "glm", decode, data, recipe=FISHER_SWBD)[
         0].startswith("%WER 0.0 | 1 8 |")
+
+
+def test_a_decode_dir_without_a_word_is_refused_and_an_empty_sweep_point_warned(tmp_path,
+                                                                                 caplog):
+    """No word in any CTM (decoding failed, or wrote no word timings) is an error, not a score
+    of all deletions; one sweep point's empty CTM is scored, with a warning naming it."""
+    data, decode = _decode_dir(tmp_path)
+    (decode / "score_20_1.0").mkdir()
+    (decode / "score_20_1.0" / "ctm").write_text("")
+    scored = score_decode_dir(data / "stm", data / "glm", decode, data,
+                              acronyms=read_acronym_map(S5C_MAP))
+    assert scored[1].startswith("%WER 100.0 | 1 8 | 0.0 0.0 100.0 ")  # all deletions
+    assert scored[-1].startswith("best: %WER 12.5 | 1 8 |")
+    assert f"{decode / 'score_20_1.0' / 'ctm'}: empty CTM: scored as all deletions" in caplog.text
+    (decode / "ctm").write_text("")
+    with pytest.raises(AsrdistError, match=f"^{decode}: every CTM of the decode dir is empty, "
+                                           "no hypothesis word to score"):
+        score_decode_dir(data / "stm", data / "glm", decode, data)

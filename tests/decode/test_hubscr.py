@@ -153,3 +153,19 @@ def test_missing_stm_names_the_option(tmp_path):
                    tmp_path / "hyp.ctm")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --stm ")
+
+
+def test_empty_ctm_is_refused_naming_it(tmp_path):
+    """hubscr.pl scores an empty CTM as all deletions, which optional words make a plausible
+    80 % here; a decode that wrote no words is an error instead."""
+    stm_text, _ = _random_set(3)
+    stm, glm, ctm = tmp_path / "ref.stm", tmp_path / "en.glm", tmp_path / "hyp.ctm"
+    stm.write_text(stm_text)
+    glm.write_text(GLM)
+    ctm.write_text(";; a comment, no words\n")
+    proc = run_cli("score", "--stm", stm, "--glm", glm, ctm)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: {ctm}: empty CTM, no hypothesis word to score (did decoding fail, or write no "
+        "word timings: a graph without phones/align_lexicon.int?)")
+    assert not list(tmp_path.glob("*.sys"))

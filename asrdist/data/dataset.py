@@ -148,12 +148,13 @@ def split_heldout(corpus: Corpus, num_utts: int, seed: int) -> tuple[np.ndarray,
     their id, each held out with all its copies.
 
     By recording: the speed and reverb copies of an utterance (utt2uniq names its original)
-    are the same speech, so a copy left in training would make the held-out loss optimistic.
-    ``num_utts`` counts originals, so an augmented set holds out the same originals as its
-    clean set (a set without utt2uniq: each utterance its own original, as before) and about
-    as many held-out rows per original as it has copies. A hash, not a random draw over the
-    list, so the choice of an utterance does not change when others are added or removed;
-    every learner computes the same split.
+    are the same speech, so a copy left in training would make the held-out loss optimistic
+    (Kaldi's get_egs.sh adds "all perturbed versions of the same 'real' utterances" to its
+    valid_uttlist). ``num_utts`` counts originals, so an augmented set holds out the same
+    originals as its clean set (a set without utt2uniq: each utterance its own original, as
+    before), and as many held-out rows per original as it has copies. A hash, not a random
+    draw over the list, so the choice of an utterance does not change when others are added
+    or removed; every learner computes the same split.
     """
     originals = corpus.originals or corpus.utts
     groups = sorted(set(originals))

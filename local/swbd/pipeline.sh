@@ -6,8 +6,8 @@
 #   0 data       route 1 (--train-data, --test-data): the user's Kaldi data dirs, as they are;
 #                route 2: asrdist-prepare-swbd: LDC releases -> data/{train,train_nodup,...} as
 #                s5c (swbd300) or fisher_swbd (swbd2000) makes them
-#   1 features   40-dim log-mel fbank at 8 kHz, Kaldi framing (or the user's Kaldi feats as is),
-#                then optional extra streams (fMLLR, i-vectors) joined per frame
+#   1 features   40-dim log-mel fbank at 8 kHz, Kaldi framing (or the user's Kaldi feats as is);
+#                with extra streams (fMLLR, i-vectors), fbank + deltas with them joined per frame
 #   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
 #   3 train      asrdist-train (any --algo) under srun / mpiexec / torchrun
 #   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep
@@ -55,9 +55,12 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
   if [ -z "$test_feats" ]; then
     run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj $test_src $test_dir
   fi
-  if [ -n "$extra_feats" ]; then
-    run_stage 1 "join $train_set" asrdist-join-feats $train_dir $train_input $extra_feats
-    run_stage 1 "join eval2000" asrdist-join-feats $test_dir $test_input $extra_test_feats
+  if [ -n "$extra_feats" ]; then  # the papers' input: fbank + deltas (per-speaker CMVN), then
+    # the streams unnormalised (fMLLR, i-vectors: as nnet3), as feats_layout records
+    run_stage 1 "join $train_set" asrdist-join-feats --delta-order 2 $train_dir $train_input \
+      $extra_feats
+    run_stage 1 "join eval2000" asrdist-join-feats --delta-order 2 $test_dir $test_input \
+      $extra_test_feats
   fi
 fi
 

@@ -207,9 +207,10 @@ def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user
     feats = (tmp_path / "data" / "train_nodup_sp_fbank" / "feats.scp").read_text()
     assert "sp1.1-fe_03_00001-B-" in feats and "\nfe_03_00001-B-" in feats  # 1.0: no prefix
     joined = kaldiio.load_scp(str(tmp_path / "data" / "train_nodup_sp_input" / "feats.scp"))
-    assert next(iter(joined.values())).shape[1] == 40 + 13 + 5  # fbank + "fMLLR" + i-vectors
+    # fbank + deltas + "fMLLR" + i-vectors
+    assert next(iter(joined.values())).shape[1] == 3 * 40 + 13 + 5
     model = torch.load(tmp_path / "exp" / "blstm_ssgd" / "final.pt", weights_only=False)
-    assert model["input_dim"] == 58
+    assert model["input_dim"] == 138
     results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
 

@@ -4,7 +4,8 @@
 #   local/launch_train.sh [--learners N] [--launcher auto|srun|mpiexec|torchrun|none]
 #                         [--command asrdist-train] -- ARGS...
 # auto: srun inside a Slurm allocation (SLURM_JOB_ID set), else mpiexec when on PATH, else
-# torchrun; N = 1 runs asrdist-train directly. ARGS go to asrdist-train unchanged, e.g.
+# torchrun (as asrdist-torchrun, so a stop after a checkpoint exits 75 as asrdist-train does:
+# plain torchrun turns it into 1); N = 1 runs asrdist-train directly. ARGS go to asrdist-train unchanged, e.g.
 #   local/launch_train.sh --learners 4 -- --data data/train_fbank --targets exp/mono_pdf \
 #       --out exp/blstm_adpsgd-random --algo adpsgd-random
 set -euo pipefail
@@ -28,7 +29,7 @@ fi
 if [ "$launcher" = auto ]; then
   if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then launcher=srun
   elif command -v mpiexec >/dev/null; then launcher=mpiexec
-  elif command -v torchrun >/dev/null; then launcher=torchrun
+  elif command -v asrdist-torchrun >/dev/null; then launcher=torchrun
   else echo "$0: no launcher found (srun, mpiexec, torchrun) for $learners learners" >&2; exit 1
   fi
 fi
@@ -40,6 +41,6 @@ case "$launcher" in
     done
     exec srun --ntasks "$learners" ${keep_going[@]+"${keep_going[@]}"} "$cmd" "$@" ;;
   mpiexec) exec mpiexec -n "$learners" "$cmd" "$@" ;;
-  torchrun) exec torchrun --standalone --nproc-per-node "$learners" "$(command -v "$cmd")" "$@" ;;
+  torchrun) exec asrdist-torchrun --standalone --nproc-per-node "$learners" "$(command -v "$cmd")" "$@" ;;
   *) echo "$0: --launcher $launcher: choose auto, srun, mpiexec, torchrun or none" >&2; exit 1 ;;
 esac

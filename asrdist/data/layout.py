@@ -67,6 +67,7 @@ Layout = tuple[ColumnRange, ...]
 
 
 def layout_dim(layout: Layout) -> int:
+    """The feature dimension ``layout`` describes (its ranges tile 0..dim)."""
     return layout[-1].end
 
 
@@ -143,6 +144,8 @@ def describe(layout: Layout) -> str:
 
 
 def needs_speaker_stats(layout: Layout) -> bool:
+    """Whether cmvn.scp must be there: a data dir normalised per utterance or not at all may
+    have none."""
     return any(r.norm == "spk" for r in layout)
 
 

@@ -10,6 +10,7 @@ gives true log-likelihoods of its diagonal GMMs, on the features GMM training us
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir
 from asrdist.kaldi.gmm_feats import load_features
+
+log = logging.getLogger(__name__)
 
 
 def list_utterances(data_dir: str | os.PathLike) -> list[str]:
@@ -107,12 +110,16 @@ class NnetScorer:
                 f"{final_pt}: {self.log_priors.size} priors for {self.num_pdfs} pdfs")
         # a model trained on joined features normalises each column range as in training
         self.layout = exported.feats_layout
-        if self.layout is not None:
-            here = read_layout(data_dir)
-            if here is not None and not same_columns(here, self.layout):
-                raise AsrdistError(
-                    f"{Path(data_dir) / LAYOUT}: {describe(here)}, but {final_pt} was trained "
-                    f"on {describe(self.layout)}; join the test features as the training ones")
+        here = read_layout(data_dir)
+        if self.layout is None and here is not None:
+            log.warning("%s records no feats_layout: every column of %s is normalised as "
+                        "--cmvn %s (as models from before layouts were trained), not per range "
+                        "as its feats_layout says (%s)", final_pt, data_dir, self.cmvn,
+                        describe(here))
+        if self.layout is not None and here is not None and not same_columns(here, self.layout):
+            raise AsrdistError(
+                f"{Path(data_dir) / LAYOUT}: {describe(here)}, but {final_pt} was trained on "
+                f"{describe(self.layout)}; join the test features as the training ones")
         spk = needs_speaker_stats(self.layout) if self.layout else self.cmvn == "spk"
         if spk and not (Path(data_dir) / "cmvn.scp").is_file():
             raise AsrdistError(f"{Path(data_dir) / 'cmvn.scp'}: missing, and {final_pt} was "

@@ -53,7 +53,7 @@ def test_decoding_applies_the_layout_from_final_pt(tmp_path):
         np.testing.assert_allclose(scores, _log_softmax(EXPECTED[utt]), atol=1e-5)
 
 
-def test_a_final_pt_without_a_layout_normalises_every_column_as_before(tmp_path):
+def test_a_final_pt_without_a_layout_normalises_every_column_as_before(tmp_path, caplog):
     """By hand, speaker A's means over all columns: fbank 4, fMLLR 3, i-vector (1, 0)."""
     data, _ = make_joined(tmp_path)
     final = tmp_path / "old.pt"
@@ -64,6 +64,7 @@ def test_a_final_pt_without_a_layout_normalises_every_column_as_before(tmp_path)
     scores = _scores(final, data)["A-1"]
     np.testing.assert_allclose(scores, _log_softmax([[-3, -1, -0.5, -1], [-1, -1, -0.5, -1]]),
                                atol=1e-5)
+    assert "old.pt records no feats_layout: every column of" in caplog.text
 
 
 def test_test_features_joined_otherwise_than_training_are_refused(tmp_path):

@@ -6,9 +6,12 @@ last) holds the same fingerprint as this run would have:
 - the options that change the output (a JSON-able mapping; options that do not, such as
   ``--nj`` or progress flags, are left out by the caller), and
 - the inputs: for each file the caller names, or each file under a directory it names (hidden
-  entries, i.e. temp files and markers, skipped), its size and mtime; small files are
+  entries, i.e. temp files and markers, skipped), by its resolved path (a symlink, a trailing
+  ``/`` or a relative spelling name the same file), its size and mtime; small files are
   compared by a hash of their content instead of their mtime, so rewriting a table with the
-  same content changes nothing, while touching a large file (an ark) counts as a change.
+  same content changes nothing. A large file (an ark) is compared by mtime, unless the marker
+  holds its hash (:func:`record_done` with ``hash_inputs``, as training's does): then one
+  whose mtime changed is hashed again, so a ``touch`` or a copy without ``-t`` is no change.
 
 A done stage logs ``<out>: <stage> already done with these options and inputs; skipping
 (remove <marker> to redo)`` and its function returns :class:`Skipped`. One done before with
@@ -37,34 +40,50 @@ _FORMAT = 1  # version of the marker's JSON
 _SHOWN = 4  # changes named in the redo line
 
 
-def _file_entry(path: Path) -> dict[str, Any] | None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _file_entry(path: Path, hash_large: bool = False) -> dict[str, Any] | None:
     try:
         st = path.stat()
         entry: dict[str, Any] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        if st.st_size <= HASHED_BELOW:
-            entry["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        if st.st_size <= HASHED_BELOW or hash_large:
+            entry["sha256"] = _sha256(path)
     except FileNotFoundError:
         return None
     return entry
 
 
-def describe_files(paths: Iterable[str | os.PathLike]) -> dict[str, dict[str, Any] | None]:
-    """Absolute path -> size, mtime (and a content hash when small) of each file; a directory
-    is walked (hidden entries skipped), a missing path maps to None, an empty one is left out
-    (an unset option must not make the working directory an input)."""
+def resolved(path: str | os.PathLike) -> str:
+    """``path`` absolute, with symlinks, ``.``/``..`` and trailing slashes resolved: how
+    inputs are named in a fingerprint, so every spelling of one file is the same input."""
+    return os.path.realpath(path)
+
+
+def describe_files(paths: Iterable[str | os.PathLike],
+                   hash_large: bool = False) -> dict[str, dict[str, Any] | None]:
+    """Resolved path -> size, mtime (and a content hash when small, or any size with
+    ``hash_large``) of each file; a directory is walked (hidden entries skipped), a missing
+    path maps to None, an empty one is left out (an unset option must not make the working
+    directory an input)."""
     found: dict[str, dict[str, Any] | None] = {}
     for given in paths:
         if not os.fspath(given):
             continue
-        path = Path(os.path.abspath(given))
+        path = Path(resolved(given))
         if not path.is_dir():
-            found[str(path)] = _file_entry(path)
+            found[str(path)] = _file_entry(path, hash_large)
             continue
         for root, dirs, files in os.walk(path):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             for name in sorted(files):
                 if not name.startswith("."):
-                    found[os.path.join(root, name)] = _file_entry(Path(root) / name)
+                    found[os.path.join(root, name)] = _file_entry(Path(root) / name, hash_large)
     return found
 
 
@@ -91,15 +110,24 @@ def read_marker(out: str | os.PathLike, stage: str) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else {}
 
 
-def same_file(old: dict | None, new: dict | None) -> bool:
-    """Whether two :func:`describe_files` entries describe the same content."""
+def same_file(old: dict | None, new: dict | None, path: str | None = None) -> bool:
+    """Whether two :func:`describe_files` entries describe the same content: by hash where
+    both have one; else by mtime, and where that changed but ``old`` holds a hash, by
+    hashing ``path`` (the file ``new`` describes) now."""
     if old is None or new is None:
         return old is new
     if old.get("size") != new.get("size"):
         return False
     if "sha256" in old and "sha256" in new:
         return old["sha256"] == new["sha256"]
-    return old.get("mtime_ns") == new.get("mtime_ns")
+    if old.get("mtime_ns") == new.get("mtime_ns"):
+        return True
+    if "sha256" in old and path is not None:
+        try:
+            return _sha256(Path(path)) == old["sha256"]
+        except FileNotFoundError:
+            return False
+    return False
 
 
 def _show(value: Any) -> str:
@@ -130,12 +158,12 @@ def changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any],
             found.append(f"{path} no longer an input")
         elif new is None:
             found.append(f"input {path} gone")
-        elif not same_file(old, new):
+        elif not same_file(old, new, path):
             found.append(f"input {path} changed")
     outputs = previous.get("outputs", {})
     now = describe_files(Path(out) / name for name in outputs)
     for name, old in outputs.items():
-        if not same_file(old, now[os.path.abspath(Path(out) / name)]):
+        if not same_file(old, now[resolved(Path(out) / name)]):
             found.append(f"output {Path(out) / name} changed or gone")
     return found
 
@@ -174,15 +202,35 @@ class StageCheck:
 
 
 def record_done(out: str | os.PathLike, stage: str, record: Mapping[str, Any],
-                outputs: Iterable[str] = ()) -> None:
-    """Write ``stage``'s marker in ``out`` holding ``record`` (see ``fingerprint``)."""
+                outputs: Iterable[str] = (), hash_inputs: bool = False) -> None:
+    """Write ``stage``'s marker in ``out`` holding ``record`` (see ``fingerprint``).
+
+    ``hash_inputs``: large inputs get their content hash too (read once, now), those still as
+    the record saw them, so a later run tells a touched but unchanged file from a changed one
+    (worth a read of the features at the end of a training, not of every stage)."""
     outputs = list(outputs)
     described = describe_files(Path(out) / name for name in outputs)
+    if hash_inputs:
+        record = {**record, "inputs": _with_hashes(record.get("inputs", {}))}
     full = {"format": _FORMAT, "stage": stage, **record,
-            "outputs": {name: described[os.path.abspath(Path(out) / name)] for name in outputs}}
+            "outputs": {name: described[resolved(Path(out) / name)] for name in outputs}}
     with atomic_write(done_marker(out, stage)) as f:
         json.dump(full, f, indent=1, sort_keys=True)
         f.write("\n")
+
+
+def _with_hashes(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """``inputs`` with a content hash added to each entry lacking one whose file is still as
+    the entry describes it (same size and mtime)."""
+    hashed = dict(inputs)
+    for path, entry in inputs.items():
+        if entry is None or "sha256" in entry:
+            continue
+        now = _file_entry(Path(path))
+        if now is not None and (now["size"], now["mtime_ns"]) == (entry["size"],
+                                                                     entry["mtime_ns"]):
+            hashed[path] = {**entry, "sha256": _sha256(Path(path))}
+    return hashed
 
 
 def skip_line(out: str | os.PathLike, stage: str) -> str:

@@ -23,6 +23,8 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
 
 _NAME = re.compile(r"^step(\d+)\.pt$")
+# the layout of a checkpoint's dict: raise it when a key is added, renamed or changes meaning
+FORMAT = 2
 
 
 def checkpoint_dir(out: str | os.PathLike, rank: int) -> Path:
@@ -68,21 +70,32 @@ def damage(path: Path) -> str | None:
 def save_checkpoint(
     out: str | os.PathLike, rank: int, step: int, state: dict[str, Any], keep: int
 ) -> Path:
-    """Write ``state`` for ``step`` atomically, then drop all but the newest ``keep``."""
+    """Write ``state`` for ``step`` atomically, stamped with :data:`FORMAT`, then drop all but
+    the newest ``keep``."""
     path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
+    stamped = {"format": FORMAT, **state}
     # through a file object torch reports a full disk as the OSError it is, not a zip error
-    write_atomically(path, lambda f: torch.save(state, f), "checkpoint")
+    write_atomically(path, lambda f: torch.save(stamped, f), "checkpoint")
     for old in sorted(list_checkpoints(out, rank))[:-keep]:
         list_checkpoints(out, rank)[old].unlink(missing_ok=True)
     return path
 
 
 def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:
+    """The checkpoint of ``step``; one of another :data:`FORMAT` (older or newer asrdist) is
+    refused in one line naming both, never half-read."""
     path = checkpoint_dir(out, rank) / f"step{step:09d}.pt"
     try:
-        return torch.load(path, map_location="cpu", weights_only=False)
+        state = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001 - any failure means an unusable checkpoint
         raise AsrdistError(f"{path}: cannot load checkpoint ({e})") from e
+    found = state.get("format") if isinstance(state, dict) else None
+    if found != FORMAT:
+        said = "none (an older asrdist)" if found is None else found
+        raise AsrdistError(f"{path}: checkpoint format {said}; this asrdist reads format "
+                           f"{FORMAT}: resume it with the asrdist that wrote it, or train anew "
+                           "in another --out")
+    return state
 
 
 def capture_rng(device: torch.device) -> dict[str, Any]:

@@ -103,7 +103,8 @@ class TrainConfig:
     cmvn_norm_vars: bool = option(False, "normalise variances too (apply-cmvn --norm-vars)")
     shuffle_buffer: int = option(8192, "chunks in the shuffle buffer (memory is about "
                                  "buffer x chunk frames x dim x 4 bytes)", check=POSITIVE)
-    heldout_utts: int = option(100, "utterances held out for cross-entropy and frame accuracy",
+    heldout_utts: int = option(100, "utterances held out for cross-entropy and frame accuracy "
+                               "(originals: with utt2uniq, each with all its augmented copies)",
                                check=NON_NEGATIVE)
     heldout_every: int = option(0, "also evaluate held-out every this many steps (0 = per "
                                 "epoch)", check=NON_NEGATIVE)
@@ -125,8 +126,10 @@ class TrainConfig:
                             "start record say which)", PRECISIONS)
     algo: str = option("single", "distributed strategy (asrdist.parallel.registry)")
     resume: bool = option(False, "continue from the newest checkpoint in --out (a run finished "
-                          "with other options or data is trained again from scratch, its "
-                          "checkpoints, metrics and final.pt removed first)")
+                          "there with other options or data is refused, and left as it is)")
+    discard_finished: bool = option(False, "a finished run in --out done with other options "
+                                    "or inputs is deleted when a new one starts there (by "
+                                    "default it is moved into OUT/superseded/)")
     resume_allow: str = option("", "with --resume, options whose value may differ from the "
                                "run's (comma-separated names, e.g. batch_size,lr; data and "
                                "targets cover their files too; all: any): a deliberate "

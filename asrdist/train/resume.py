@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import torch.distributed as dist
 
@@ -24,6 +25,8 @@ from asrdist.errors import AsrdistError
 from asrdist.train.checkpoint import damage, list_checkpoints
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,11 +53,12 @@ def survey(out: Path, rank: int, group: tuple[int, ...]) -> Holdings:
     return Holdings(tuple(sorted(found)), tuple(sorted(readable)), damaged, group)
 
 
-def gather(mine: Holdings, rank: int, world_size: int) -> dict[int, Holdings]:
-    """Every learner's holdings by rank; only this learner's without a process group."""
+def gather(mine: T, rank: int, world_size: int) -> dict[int, T]:
+    """Every learner's ``mine`` (holdings, options) by rank; only this learner's without a
+    process group."""
     if world_size == 1 or not (dist.is_available() and dist.is_initialized()):
         return {rank: mine}
-    everyone: list[Holdings | None] = [None] * world_size
+    everyone: list[T | None] = [None] * world_size
     dist.all_gather_object(everyone, mine)
     return dict(enumerate(everyone))  # type: ignore[arg-type]
 

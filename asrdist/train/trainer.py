@@ -9,7 +9,6 @@ outside, in the CLI.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import random
@@ -31,9 +30,11 @@ from asrdist.data.dataset import (
     check_sample,
     load_corpus,
     split_heldout,
+    steps_per_epoch,
 )
 from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
+from asrdist.fsutil import done_marker
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
@@ -44,7 +45,7 @@ from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
-from asrdist.stage import Skipped, check_done, record_done, same_file
+from asrdist.stage import Skipped, StageCheck, check_done, record_done, resolved, same_file
 from asrdist.train.checkpoint import (
     capture_rng,
     list_checkpoints,
@@ -92,6 +93,7 @@ NOT_FINGERPRINTED = frozenset({
     "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
     "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
     "noise_scale_every",  # measured on a copy of the model, the random state put back
+    "discard_finished",
 })
 
 
@@ -101,15 +103,24 @@ def _resume_free(config: TrainConfig) -> set[str]:
     rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans --epochs or
     --max-steps)."""
     return set(NOT_FINGERPRINTED) | {"slow_learner"} | (
-        {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set())
+        {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set()) | (
+        {"learners"} if config.option("elastic") else set())
 
 
-def _options(config: TrainConfig) -> dict[str, Any]:
-    """The options that shape the model: training options and the --algo's own (another
-    strategy's options, ignored by this run, do not count)."""
+def _options(config: TrainConfig, world_size: int) -> dict[str, Any]:
+    """What makes the model, beside its inputs' content: the training options and the
+    --algo's own (another strategy's options, ignored by this run, do not count), the input
+    paths resolved (every spelling of a directory is the same run), and the learner count."""
     unused = set(strategy_fields()) - set(registry.options_of(config.algo))
-    return {k: v for k, v in config.to_dict().items()
-            if k not in NOT_FINGERPRINTED and k not in unused}
+    options = {k: v for k, v in config.to_dict().items()
+               if k not in NOT_FINGERPRINTED and k not in unused}
+    for name in INPUT_OPTIONS:
+        if options.get(name):
+            options[name] = resolved(options[name])
+    return {**options, "learners": world_size}
+
+
+INPUT_OPTIONS = ("data", "targets", "init_dbn")
 
 
 def _inputs(config: TrainConfig) -> list[str]:
@@ -123,24 +134,27 @@ def train(
 ) -> TrainResult | Skipped:
     """Train one learner of ``world_size``; the strategy is closed at the end and on error.
 
-    A run dir done with the same options (NOT_FINGERPRINTED aside) and the same data and
-    targets files is skipped (Skipped). One finished with other options or inputs is trained again
-    from scratch, --resume or not: its checkpoints, metrics and final.pt are removed first
-    (each learner its own files); its marker stays, so that every learner decides alike,
-    and no longer counts once final.pt is gone; the new final.pt's marker replaces it.
+    A run dir done with the same options (NOT_FINGERPRINTED aside), as many learners and the
+    same data and targets (by content) is skipped (Skipped). One finished with other options
+    or inputs is never deleted unasked: --resume refuses it; a new run (no --resume) moves
+    its files into ``out/superseded/<when it finished>/`` first, or deletes them with
+    --discard-finished. All learners decide together (one gather, which also refuses
+    learners started with different options).
     """
     failed = True
     lock = None
     try:
         out = Path(config.out)
         lock = lock_run(out, rank, world_size)
-        check = check_done(out, "train", _options(config), _inputs(config),
-                           clear=False)
-        if check.done:
+        options = _options(config, world_size)
+        check = check_done(out, "train", options, _inputs(config), clear=False)
+        verdicts = gather((options, check.done), rank, world_size)
+        _check_same_options(verdicts)
+        if all(done for _, done in verdicts.values()):
             failed = False
             return check.skipped()
         if check.marker_mtime_ns is not None:
-            _remove_finished_run(out, rank, check.marker_mtime_ns)
+            _set_aside_finished_run(config, check, rank)
         result = _Run(config, strategy, rank, world_size, preemption or Preemption(),
                       check.record).run()
         failed = False
@@ -155,14 +169,57 @@ def train(
             lock.release()
 
 
-def _remove_finished_run(out: Path, rank: int, marked_ns: int) -> None:
-    """Remove this learner's files of the finished run marked done at ``marked_ns`` (those
-    written since belong to a retraining that was interrupted: --resume continues it)."""
-    old = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
-    for path in old + ([out / FINAL] if rank == 0 else []):
-        with contextlib.suppress(FileNotFoundError):
-            if path.stat().st_mtime_ns <= marked_ns:
-                path.unlink()
+def _check_same_options(verdicts: dict[int, tuple[dict[str, Any], bool]]) -> None:
+    """Refuse, on every learner alike, learners started with different options, naming each
+    option that differs and the learners' values."""
+    first = verdicts[min(verdicts)][0]
+    different = sorted({name for options, _ in verdicts.values()
+                        for name in set(options) | set(first)
+                        if options.get(name) != first.get(name)})
+    if different:
+        said = "; ".join(
+            f"{flag(name)}: " + ", ".join(f"learner {r} {opts.get(name, '<unset>')}"
+                                          for r, (opts, _) in sorted(verdicts.items()))
+            for name in different[:4])
+        raise AsrdistError(f"the learners were started with different options ({said}); start "
+                           "every learner with the same options")
+
+
+def _set_aside_finished_run(config: TrainConfig, check: StageCheck, rank: int) -> None:
+    """A finished run in ``--out`` that does not count (other options or inputs): refused
+    under --resume, else moved aside (each learner its own files, learner 0 the shared ones
+    and the marker) or, with --discard-finished, deleted. Files written after it finished
+    belong to an interrupted retraining (--resume continues it) and stay."""
+    out, marked_ns = Path(config.out), check.marker_mtime_ns
+    assert marked_ns is not None
+    why = "; ".join(check.changes[:4])
+    if config.resume:
+        raise AsrdistError(
+            f"--resume: {out} holds a finished run done with other options or inputs ({why}); "
+            "left as it is: resume with its options, train anew without --resume (the "
+            "finished run is moved aside), or choose another --out")
+    mine = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
+    shared = [out / FINAL, out / "config.yaml"] if rank == 0 else []
+    finished = [p for p in mine + shared if p.exists() and p.stat().st_mtime_ns <= marked_ns]
+    marker = done_marker(out, "train")
+    if config.discard_finished:
+        for path in finished + ([marker] if rank == 0 else []):
+            path.unlink(missing_ok=True)
+        if rank == 0:
+            log.warning("%s: deleted the finished run done with other options or inputs (%s): "
+                        "--discard-finished", out, why)
+        return
+    aside = out / "superseded" / time.strftime("%Y%m%d-%H%M%S", time.gmtime(marked_ns / 1e9))
+    for path in finished + ([marker] if rank == 0 else []):
+        target = aside / path.relative_to(out)
+        if path == marker:
+            target = aside / "train.done.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    if rank == 0:
+        log.warning("%s: the finished run was done with other options or inputs (%s); moved "
+                    "to %s (--discard-finished deletes it instead); training anew", out, why,
+                    aside)
 
 
 def _device(name: str) -> torch.device:
@@ -300,8 +357,11 @@ class _Run:
         """Refuse to continue a run with options or inputs that change what it is, naming each
         option and both values; those --resume-allow lists are logged and recorded."""
         old = state.get("run")
-        if old is None:  # a checkpoint written before runs recorded what they are
-            return
+        if old is None:
+            raise AsrdistError(
+                f"--resume: the checkpoint at step {state['step']} in {self.out} does not say "
+                "what run it belongs to (written by an older asrdist): not trusted; choose "
+                "another --out, or move its checkpoints away to train anew")
         new, free = self.identity, _resume_free(self.cfg)
         found: dict[str, tuple[Any, Any]] = {}
         said: dict[str, str] = {}  # name -> how the refusal names the change
@@ -311,7 +371,7 @@ class _Run:
                 found[name] = (old_opts[name], new_opts[name])
                 said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
         for path in sorted(set(old["inputs"]) | set(new["inputs"])):
-            if not same_file(old["inputs"].get(path), new["inputs"].get(path)):
+            if not same_file(old["inputs"].get(path), new["inputs"].get(path), path):
                 name = self._input_option(path)
                 if name not in found:
                     found[name] = (f"{path} as the run read it", f"{path} changed")
@@ -337,7 +397,7 @@ class _Run:
         """The option whose file or directory holds the input ``path``."""
         for name in ("data", "targets", "init_dbn"):
             given = getattr(self.cfg, name)
-            root = os.path.abspath(given) if given else None
+            root = resolved(given) if given else None
             if root and (path == root or path.startswith(root + os.sep)):
                 return name
         return "data"
@@ -353,10 +413,27 @@ class _Run:
             self.mask_rng.set_state(s["mask_rng"])
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
         self.frames, self.wall_before = s["frames"], s["wall_s"]
+        old_batch = s["run"]["options"]["batch_size"]
+        if old_batch != self.cfg.batch_size and s["stream"] is not None:
+            self._rebatch_epoch(old_batch, len(s["queued"]))
         self.interval = Interval.from_state(s["interval"], self.device)
         if self.noise is not None and s.get("noise_scale") is not None:
             self.noise.load_state_dict(s["noise_scale"])
         log.info("resuming %s at step %d (epoch %d)", self.out, self.step, self.epoch + 1)
+
+    def _rebatch_epoch(self, old_batch: int, queued: int) -> None:
+        """--resume-allow batch_size mid-epoch: the epoch goes on from the same data position
+        (chunks consumed, not steps counted), so its steps are those done, the ``queued``
+        batches made at the old size, and as many new-size batches as the chunks left in the
+        smallest shard fill (every learner computes the same)."""
+        chunks = steps_per_epoch(self.corpus, self.train_rows, self.cfg.chunk_len, 1,
+                                 self.cfg.seed, self.epoch, self.world_size)
+        done = self.step_in_epoch + queued
+        steps = done + (chunks - done * old_batch) // self.cfg.batch_size
+        log.info("--resume: --batch-size %d -> %d at step %d of epoch %d: %d steps in it "
+                 "instead of %d", old_batch, self.cfg.batch_size, self.step_in_epoch,
+                 self.epoch + 1, steps, self.steps_per_epoch[self.epoch])
+        self.steps_per_epoch[self.epoch] = steps
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -613,7 +690,7 @@ class _Run:
             num_pdfs=self.corpus.num_pdfs, log_priors=self.priors, cmvn=cfg.cmvn,
             cmvn_norm_vars=cfg.cmvn_norm_vars, left_context=self.left,
             right_context=self.right, chunk_len=cfg.chunk_len, steps=self.step, algo=cfg.algo,
-            world_size=self.world_size))
-        record_done(self.out, "train", self.identity, [FINAL])
+            world_size=self.world_size, feats_layout=self.corpus.feats_layout))
+        record_done(self.out, "train", self.identity, [FINAL], hash_inputs=True)
         return path
 

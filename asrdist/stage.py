@@ -233,9 +233,16 @@ def _with_hashes(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return hashed
 
 
-def skip_line(out: str | os.PathLike, stage: str) -> str:
-    return (f"{out}: {stage} already done with these options and inputs; skipping "
+def skip_line(out: str | os.PathLike, stage: str, record: Mapping[str, Any] | None = None) -> str:
+    """The one line of a skipped stage; with the marker's ``record``, what was compared."""
+    line = (f"{out}: {stage} already done with these options and inputs; skipping "
             f"(remove {done_marker(out, stage)} to redo)")
+    if record is None:
+        return line
+    files = [e for e in record.get("inputs", {}).values() if e is not None]
+    hashed = sum("sha256" in e for e in files)
+    return (f"{line}; compared {len(record.get('options', {}))} options and {len(files)} input "
+            f"files ({hashed} by content, {len(files) - hashed} by size and mtime)")
 
 
 def check_done(
@@ -254,7 +261,7 @@ def check_done(
     check = StageCheck(Path(out), stage, record, previous is not None and not found,
                        tuple(found), None)
     if check.done:
-        log.info("%s", skip_line(out, stage))
+        log.info("%s", skip_line(out, stage, previous))
         return check
     if previous is not None:
         shown = "; ".join(found[:_SHOWN])

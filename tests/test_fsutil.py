@@ -84,7 +84,8 @@ def test_stage_is_done_with_the_same_options_and_inputs(tmp_path, caplog):
     assert again.done
     assert caplog.messages == [
         f"{out}: features already done with these options and inputs; skipping "
-        f"(remove {out / '.features.done'} to redo)"]
+        f"(remove {out / '.features.done'} to redo); compared 2 options and 2 input files "
+        "(2 by content, 0 by size and mtime)"]
     (src / ".text.def.tmp").write_text("another temp file")  # hidden: not an input
     assert check_done(out, "features", {"kind": "fbank", "dims": (40, 3)}, [src]).done
 

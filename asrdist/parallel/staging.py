@@ -107,7 +107,9 @@ _LANES: dict[torch.device, Lane] = {}
 
 
 def lane(device: torch.device) -> Lane:
-    """The process's lane of ``device``."""
+    """The process's lane of ``device`` ("cuda" and "cuda:0" are one device, one lane)."""
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     if device not in _LANES:
         _LANES[device] = Lane(device)
     return _LANES[device]

@@ -8,7 +8,9 @@ fbank, 100 frames/s, 2-6 s utterances) and a copy four times as large. It measur
 1. frames/s of ``asrdist.train.trainer.train`` in steady state (between its first and last
    metrics records) and end to end (index, model, first shuffle-buffer fill, final.pt),
    against a bare loop (forward, cross-entropy, backward, clipping, SGD step) over the same
-   model and the very same batches, preloaded in memory;
+   model and the very same batches, preloaded in memory; twice: with the recipe's SpecAugment
+   masks, which the bare loop then draws and applies too (the same masks on CPU, from the
+   trainer's mask generator), and with no masks on either side;
    runs alternate; the best of the repeats (as timeit) and the median of the paired
    ratios are reported, since the machine may be shared;
 2. frames/s of the data pipeline alone (disk read, CMVN, chunking, shuffle buffer), as a
@@ -34,13 +36,18 @@ from torch.nn import functional as F
 
 from asrdist.data.dataset import IGNORE, ChunkStream, UtteranceReader, load_corpus, split_heldout
 from asrdist.models.build import build_model
+from asrdist.options import flag, kind
 from asrdist.parallel.strategy import Single
-from asrdist.train.config import TrainConfig, make_config
+from asrdist.train.config import TrainConfig, all_fields, make_config
 from asrdist.train.metrics import read_metrics
+from asrdist.train.spec_augment import make_spec_augment, mask_generator
 from asrdist.train.trainer import train
 
 RECIPE_CONF = Path(__file__).resolve().parent.parent / "recipes/mini/conf/train_blstm.yaml"
 MODEL_KEYS = ("model", "layers", "units", "bottleneck", "chunk_len", "batch_size")
+MASKS = ("feature_masks", "feature_mask_width", "time_masks", "time_mask_width")
+# each side of the comparison as the recipe has it, then with no masks on either side
+SETTINGS = {"recipe's masks": {}, "no masks": {"feature_masks": 0, "time_masks": 0}}
 
 
 def write_corpus(root: Path, hours: float, dim: int = 40, num_pdfs: int = 120,
@@ -103,15 +110,19 @@ def same_batches(cfg: TrainConfig, steps: int) -> list[tuple[torch.Tensor, torch
 
 
 def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int) -> float:
-    """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping), on
-    ``cfg.device`` with the batches already there."""
+    """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping, and
+    ``cfg``'s SpecAugment masks: the trainer's very masks on CPU), on ``cfg.device`` with the
+    batches already there."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model_config(), input_dim, num_pdfs).to(cfg.device)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    masks = make_spec_augment(cfg.mask_options(), mask_generator(cfg.seed, 0, cfg.device))
     batches = [(x.to(cfg.device), y.to(cfg.device)) for x, y in batches]
     frames = sum(int((y != IGNORE).sum()) for _, y in batches)
     t0 = time.perf_counter()
     for x, y in batches:
+        if masks is not None:
+            x = masks(x)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -143,17 +154,32 @@ def pipeline_rate(cfg: TrainConfig, steps: int) -> float:
     return sum(int((y != IGNORE).sum()) for _, y in batches) / seconds
 
 
+def train_flags(cfg: TrainConfig) -> list[str]:
+    """asrdist-train's flags for ``cfg``'s options that differ from their declared defaults
+    (the others are the CLI's defaults): a bool as ``--name`` / ``--no-name``, as the CLI
+    declares it, since a bool flag takes no value."""
+    fields, flags = all_fields(), []
+    for name, value in cfg.to_dict().items():
+        f = fields[name]
+        if value == f.default:
+            continue
+        if kind(f) == "bool":
+            flags.append(flag(name) if value else f"--no-{flag(name)[2:]}")
+        else:
+            flags.append(f"{flag(name)}={value}")
+    return flags
+
+
 def peak_rss_mb(cfg: TrainConfig) -> float:
     """Peak resident memory of an asrdist-train process on ``cfg``'s corpus."""
-    args = [f"--{k.replace('_', '-')}={v}" for k, v in cfg.to_dict().items()
-            if k not in ("nesterov", "cmvn_norm_vars", "bf16", "resume")]
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from asrdist.cli.train import main; main()", *args],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise RuntimeError(f"asrdist-train failed with status {status}")
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "asrdist.cli.train", *train_flags(cfg)],
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak, not all children's
+        if status != 0:
+            err.seek(0)
+            raise RuntimeError(f"asrdist-train failed with status {status}: "
+                               f"{err.read().strip()[-2000:]}")
     return usage.ru_maxrss / 1024
 
 
@@ -181,37 +207,46 @@ def run(args: argparse.Namespace, work: Path) -> None:
     cfg = _config(data, targets, work / "warm", args.steps)
     model = {k: getattr(cfg, k) for k in MODEL_KEYS}
     print(f"corpus: {len(corpus)} utterances, {int(corpus.num_frames.sum())} frames; "
-          f"{model} from {RECIPE_CONF.name}; torch threads {torch.get_num_threads()}, cpu",
-          flush=True)
+          f"{model}, masks {({k: getattr(cfg, k) for k in MASKS})} from {RECIPE_CONF.name}; "
+          f"torch threads {torch.get_num_threads()}, cpu", flush=True)
     batches = same_batches(cfg, args.steps)
     input_dim = batches[0][0].shape[-1]
     bare_loop(cfg, batches[:3], input_dim, corpus.num_pdfs)  # warm-up
-    bare, e2e, loop, fixed = [], [], [], []
+    found: dict[str, dict[str, list[float]]] = {
+        name: {"bare": [], "steady": [], "e2e": [], "fixed": []} for name in SETTINGS}
     for r in range(args.repeats):
-        bare.append(bare_loop(cfg, batches, input_dim, corpus.num_pdfs))
-        rate, loop_rate, fixed_s = asrdist_run(_config(data, targets, work / f"run{r}",
-                                                       args.steps))
-        e2e.append(rate)
-        loop.append(loop_rate)
-        fixed.append(fixed_s)
-        print(f"repeat {r}: bare {bare[-1]:.0f}  asrdist steady {loop_rate:.0f}  "
-              f"end-to-end {rate:.0f} frames/s (fixed cost {fixed_s:.2f} s)", flush=True)
-    # the machine is shared: the best of each (as timeit) and the median of paired ratios
-    b, e, lp = max(bare), max(e2e), max(loop)
-    pairs = statistics.median(x / y for x, y in zip(loop, bare, strict=True))
-    print(f"bare loop            {b:10.0f} frames/s  (best of {args.repeats})")
-    print(f"asrdist steady state {lp:10.0f} frames/s  ({100 * lp / b:.1f}% of bare; median "
-          f"paired ratio {100 * pairs:.1f}%)")
-    print(f"asrdist end-to-end   {e:10.0f} frames/s  ({100 * e / b:.1f}% of bare over "
-          f"{args.steps} steps; fixed cost (index, model, first buffer fill, final.pt) "
-          f"{statistics.median(fixed):.2f} s, once per run)")
+        for i, (name, overrides) in enumerate(SETTINGS.items()):  # the settings alternate too
+            got = found[name]
+            got["bare"].append(bare_loop(_config(data, targets, work / "bare", args.steps,
+                                                 **overrides),
+                                         batches, input_dim, corpus.num_pdfs))
+            rate, steady, fixed_s = asrdist_run(_config(data, targets, work / f"run{r}-{i}",
+                                                        args.steps, **overrides))
+            got["e2e"].append(rate)
+            got["steady"].append(steady)
+            got["fixed"].append(fixed_s)
+            print(f"repeat {r}, {name}: bare {got['bare'][-1]:.0f}  asrdist steady {steady:.0f} "
+                  f" end-to-end {rate:.0f} frames/s (fixed cost {fixed_s:.2f} s)", flush=True)
+    for name, got in found.items():
+        # the machine is shared: the best of each (as timeit) and the median of paired ratios
+        b, e, lp = max(got["bare"]), max(got["e2e"]), max(got["steady"])
+        pairs = statistics.median(x / y for x, y in zip(got["steady"], got["bare"], strict=True))
+        print(f"{name}, on both sides:")
+        print(f"  bare loop            {b:10.0f} frames/s  (best of {args.repeats})")
+        print(f"  asrdist steady state {lp:10.0f} frames/s  ({100 * lp / b:.1f}% of bare; "
+              f"median paired ratio {100 * pairs:.1f}%)")
+        print(f"  asrdist end-to-end   {e:10.0f} frames/s  ({100 * e / b:.1f}% of bare over "
+              f"{args.steps} steps; fixed cost (index, model, first buffer fill, final.pt) "
+              f"{statistics.median(got['fixed']):.2f} s, once per run)")
     pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps), 4 * args.steps)
-    print(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / lp:.1f}x what training uses)")
+    used = max(next(iter(found.values()))["steady"])
+    print(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what training "
+          "uses with the recipe's masks)")
     if big is not None:
         small_mb = peak_rss_mb(_config(data, targets, work / "mem1", 5))
         big_mb = peak_rss_mb(_config(*big, work / "mem4", 5))
         print(f"peak RSS, 5 steps    1x corpus {small_mb:.0f} MB, 4x corpus {big_mb:.0f} MB "
-              f"({100 * (big_mb / small_mb - 1):+.1f}%)")
+              f"({100 * (big_mb / small_mb - 1):+.1f}%)", flush=True)
 
 
 if __name__ == "__main__":

@@ -67,11 +67,13 @@ def check_fits(options: MaskOptions, input_dim: int) -> None:
                            f"the input's {input_dim} dims")
 
 
-def mask_generator(seed: int, rank: int) -> torch.Generator:
+def mask_generator(seed: int, rank: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The masks' own generator for learner ``rank``: each learner masks differently, and
-    none of its draws is shared with the generators seeded from ``seed + 1 + rank``."""
+    none of its draws is shared with the generators seeded from ``seed + 1 + rank``. On a
+    CUDA ``device`` the draws stay there (no copy, no host sync); CPU and CUDA generators
+    draw different masks from the same seed."""
     state = np.random.SeedSequence([seed, rank, _STREAM]).generate_state(1, np.uint64)[0]
-    return torch.Generator().manual_seed(int(state))
+    return torch.Generator(device).manual_seed(int(state))
 
 
 def time_mask_shape(options: MaskOptions, frames: int) -> tuple[int, int]:

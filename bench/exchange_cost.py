@@ -261,6 +261,15 @@ def extract(commit: str, into: Path) -> Path:
     return into
 
 
+def _head() -> str:
+    """This tree's commit, marked when asrdist.parallel differs from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "asrdist/parallel"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    return head + (" + edits" if dirty else "")
+
+
 def host_rows(exchanges: int, trials: int, before: str) -> list[str]:
     """The host part's table rows: before, after and the floor, the best of ``trials`` runs
     of each (alternating, as the machine may be shared)."""
@@ -269,7 +278,7 @@ def host_rows(exchanges: int, trials: int, before: str) -> list[str]:
         old = extract(before, Path(tmp))
         for _ in range(trials):
             for name, root, wire in ((f"before ({before})", old, False),
-                                     ("after (this tree)", REPO, False),
+                                     (f"after ({_head()})", REPO, False),
                                      ("gloo swap alone (floor)", REPO, True)):
                 [got] = run_pairs([{"kind": "host", "exchanges": exchanges, "warmup": 2,
                                     "wire": wire}], root)
@@ -341,7 +350,14 @@ def main() -> None:
         "",
         f"Command: `.venv/bin/python -m bench.exchange_cost --exchanges {args.exchanges} "
         f"--trials {args.trials} --out bench/RESULTS.md`", "",
-        *HOST_HEAD, *rows,
+        *HOST_HEAD, *rows, "",
+        f"1-minute load average {os.getloadavg()[0]:.1f} at the end (the machine was shared: "
+        "CPU time is the robust figure, wall time is not). After: no vector is made per "
+        "exchange (no page faults); the host passes left are the active side's gather, half "
+        "difference (2) and merge, and the passive side's gather, served + pending, half "
+        "difference (2), pending sum and merge. With the model on a GPU those run on the "
+        "device and only the gloo swap (the floor) stays on the host: by construction, not "
+        "measured here (no GPU; bench.gpu_check runs gpu_rows).",
     ], args.out)
 
 

@@ -2,8 +2,9 @@
 
     python -m bench.train_throughput [--data DIR --targets DIR] [--steps N] [--repeats R]
 
-Without --data/--targets it writes a synthetic corpus of the mini recipe's size (3 h of 40-dim
-fbank, 100 frames/s, 2-6 s utterances) and a copy four times as large. It measures:
+Without --data/--targets it writes a synthetic corpus of the mini recipe's size (3 h of
+``--dim`` features, by default 13 as the recipe's MFCC input, 100 frames/s, 2-6 s utterances)
+and a copy four times as large. It measures:
 
 1. frames/s of ``asrdist.train.trainer.train`` in steady state (between its first and last
    metrics records) and end to end (index, model, first shuffle-buffer fill, final.pt),
@@ -11,8 +12,9 @@ fbank, 100 frames/s, 2-6 s utterances) and a copy four times as large. It measur
    model and the very same batches, preloaded in memory; twice: with the recipe's SpecAugment
    masks, which the bare loop then draws and applies too (the same masks on CPU, from the
    trainer's mask generator), and with no masks on either side;
-   runs alternate; the best of the repeats (as timeit) and the median of the paired
-   ratios are reported, since the machine may be shared;
+   runs alternate; the best of the repeats (as timeit), the median of the paired
+   ratios and the best ``log_every``-step interval of each side are reported, since the
+   machine may be shared;
 2. frames/s of the data pipeline alone (disk read, CMVN, chunking, shuffle buffer), as a
    multiple of what training consumes;
 3. peak resident memory of ``asrdist-train`` processes on the 1x and 4x corpora.
@@ -21,6 +23,7 @@ fbank, 100 frames/s, 2-6 s utterances) and a copy four times as large. It measur
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import subprocess
@@ -109,18 +112,20 @@ def same_batches(cfg: TrainConfig, steps: int) -> list[tuple[torch.Tensor, torch
     return [tuple(map(torch.from_numpy, stream.next_batch())) for _ in range(steps)]
 
 
-def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int) -> float:
+def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int,
+              intervals: list[float] | None = None) -> float:
     """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping, and
     ``cfg``'s SpecAugment masks: the trainer's very masks on CPU), on ``cfg.device`` with the
-    batches already there."""
+    batches already there. ``intervals`` gets the frames/s of each run of ``cfg.log_every``
+    steps after the first, as the trainer's metrics records time them."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model_config(), input_dim, num_pdfs).to(cfg.device)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     masks = make_spec_augment(cfg.mask_options(), mask_generator(cfg.seed, 0, cfg.device))
     batches = [(x.to(cfg.device), y.to(cfg.device)) for x, y in batches]
-    frames = sum(int((y != IGNORE).sum()) for _, y in batches)
-    t0 = time.perf_counter()
-    for x, y in batches:
+    counts = [int((y != IGNORE).sum()) for _, y in batches]
+    t0 = mark = time.perf_counter()
+    for step, (x, y) in enumerate(batches, 1):
         if masks is not None:
             x = masks(x)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=IGNORE)
@@ -130,7 +135,12 @@ def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int) ->
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         opt.step()
         loss.item()
-    return frames / (time.perf_counter() - t0)
+        if step % cfg.log_every == 0:
+            now = time.perf_counter()
+            if intervals is not None and step > cfg.log_every:
+                intervals.append(sum(counts[step - cfg.log_every:step]) / (now - mark))
+            mark = now
+    return sum(counts) / (time.perf_counter() - t0)
 
 
 def asrdist_run(cfg: TrainConfig) -> tuple[float, float, float]:
@@ -144,6 +154,14 @@ def asrdist_run(cfg: TrainConfig) -> tuple[float, float, float]:
     steady = (last["frames"] - first["frames"]) / (last["wall_s"] - first["wall_s"])
     fixed = seconds - last["frames"] / steady
     return last["frames"] / seconds, steady, fixed
+
+
+def trainer_intervals(out: Path) -> list[float]:
+    """frames/s between consecutive train records of the run in ``out`` (``cfg.log_every``
+    steps each, the writing of a record included)."""
+    records = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    return [(b["frames"] - a["frames"]) / (b["wall_s"] - a["wall_s"])
+            for a, b in itertools.pairwise(records)]
 
 
 def pipeline_rate(cfg: TrainConfig, steps: int) -> float:
@@ -188,6 +206,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path)
     parser.add_argument("--targets", type=Path)
     parser.add_argument("--hours", type=float, default=3.0)
+    parser.add_argument("--dim", type=int, default=13, help="feature dims of the corpus made")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
@@ -201,8 +220,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
         data, targets = args.data, args.targets
         big = None
     else:
-        data, targets = write_corpus(work / "x1", args.hours)
-        big = write_corpus(work / "x4", 4 * args.hours, seed=1)
+        data, targets = write_corpus(work / "x1", args.hours, args.dim)
+        big = write_corpus(work / "x4", 4 * args.hours, args.dim, seed=1)
     corpus = load_corpus(data, targets)
     cfg = _config(data, targets, work / "warm", args.steps)
     model = {k: getattr(cfg, k) for k in MODEL_KEYS}
@@ -213,15 +232,21 @@ def run(args: argparse.Namespace, work: Path) -> None:
     input_dim = batches[0][0].shape[-1]
     bare_loop(cfg, batches[:3], input_dim, corpus.num_pdfs)  # warm-up
     found: dict[str, dict[str, list[float]]] = {
-        name: {"bare": [], "steady": [], "e2e": [], "fixed": []} for name in SETTINGS}
+        name: {k: [] for k in ("bare", "steady", "e2e", "fixed", "bare_iv", "asrdist_iv")}
+        for name in SETTINGS}
     for r in range(args.repeats):
         for i, (name, overrides) in enumerate(SETTINGS.items()):  # the settings alternate too
             got = found[name]
-            got["bare"].append(bare_loop(_config(data, targets, work / "bare", args.steps,
-                                                 **overrides),
-                                         batches, input_dim, corpus.num_pdfs))
-            rate, steady, fixed_s = asrdist_run(_config(data, targets, work / f"run{r}-{i}",
-                                                        args.steps, **overrides))
+            cfg = _config(data, targets, work / f"run{r}-{i}", args.steps, **overrides)
+            bare_first = r % 2 == 0  # the order within a pair alternates against drift
+            if bare_first:
+                got["bare"].append(bare_loop(cfg, batches, input_dim, corpus.num_pdfs,
+                                             got["bare_iv"]))
+            rate, steady, fixed_s = asrdist_run(cfg)
+            got["asrdist_iv"] += trainer_intervals(Path(cfg.out))
+            if not bare_first:
+                got["bare"].append(bare_loop(cfg, batches, input_dim, corpus.num_pdfs,
+                                             got["bare_iv"]))
             got["e2e"].append(rate)
             got["steady"].append(steady)
             got["fixed"].append(fixed_s)
@@ -238,6 +263,10 @@ def run(args: argparse.Namespace, work: Path) -> None:
         print(f"  asrdist end-to-end   {e:10.0f} frames/s  ({100 * e / b:.1f}% of bare over "
               f"{args.steps} steps; fixed cost (index, model, first buffer fill, final.pt) "
               f"{statistics.median(got['fixed']):.2f} s, once per run)")
+        bi, ai = max(got["bare_iv"]), max(got["asrdist_iv"])
+        print(f"  best {cfg.log_every}-step interval: bare {bi:.0f}, asrdist {ai:.0f} frames/s "
+              f"({100 * ai / bi:.1f}%; {len(got['bare_iv'])} and {len(got['asrdist_iv'])} "
+              "intervals)")
     pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps), 4 * args.steps)
     used = max(next(iter(found.values()))["steady"])
     print(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what training "

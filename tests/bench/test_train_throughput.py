@@ -47,8 +47,10 @@ def test_the_bare_loop_masks_as_the_trainer_does(tmp_path, monkeypatch):
 
 
 def test_the_whole_bench_runs_at_tiny_size(tmp_path, capsys):
-    args = argparse.Namespace(data=None, targets=None, hours=0.2, steps=10, repeats=1)
+    args = argparse.Namespace(data=None, targets=None, hours=0.2, dim=13, steps=10,
+                              repeats=2)
     bench.run(args, tmp_path)
     out = capsys.readouterr().out
     assert "recipe's masks, on both sides:" in out and "no masks, on both sides:" in out
     assert "peak RSS, 5 steps    1x corpus" in out
+    assert out.count("-step interval: bare") == 2

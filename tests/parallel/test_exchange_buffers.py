@@ -90,13 +90,14 @@ def test_link_and_lane_on_cpu_are_the_vectors_themselves():
 STEPS = 5
 
 
-def _learner(rank: int, port: int, q: multiprocessing.Queue) -> None:
+def _learner(rank: int, port: int, q: multiprocessing.Queue, device: str) -> None:
     """Learner 1 (active) and 0 (passive), one exchange per step, in lock step; each reports
     its snapshots, deltas and the vectors they lived in."""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=2, timeout=timedelta(seconds=30))
     torch.manual_seed(rank)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(), torch.nn.Linear(6, 2))
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(),
+                                torch.nn.Linear(6, 2)).to(device)
     staging = DeviceStaging(model)
     group = make_exchange_group([0, 1], 30)
     weights, ready = staging.snapshot(model)
@@ -107,30 +108,32 @@ def _learner(rank: int, port: int, q: multiprocessing.Queue) -> None:
     for _ in range(STEPS):
         dist.barrier()
         snapshot, ready = staging.snapshot(model)
-        kept = snapshot.clone()
+        staging.before_update()  # the compute stream (this clone, the merge) after the gather
+        kept = snapshot.cpu()
         if eng.active:
             eng.start(snapshot, ready)
-            staging.before_update()
             delta = eng.wait()
         else:
             eng.publish(snapshot, ready)
-            staging.before_update()
             delta, count = eng.take_pending()
             while delta is None:
                 delta, count = eng.take_pending()
             assert count == 1
-        seen.append((kept, delta.clone(), snapshot.data_ptr(), delta.data_ptr()))
+        seen.append((kept, delta.cpu(), snapshot.data_ptr(), delta.data_ptr()))
         staging.add(model, delta)
     eng.finish()
     q.put((rank, start, flat_weights(model), seen))
     dist.destroy_process_group()
 
 
-def test_two_learners_reuse_their_vectors_and_swap_exact_negatives():
-    ctx = multiprocessing.get_context("fork")
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_two_learners_reuse_their_vectors_and_swap_exact_negatives(device):
+    """On CPU; with CUDA also on the GPU (streams, events, the pinned pair), both learners on
+    one device (spawned: a forked child cannot start CUDA once the parent has)."""
+    ctx = multiprocessing.get_context("fork" if device == "cpu" else "spawn")
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_learner, args=(r, port, q)) for r in range(2)]
+    procs = [ctx.Process(target=_learner, args=(r, port, q, device)) for r in range(2)]
     for p in procs:
         p.start()
     out = {r: (start, end, seen) for r, start, end, seen in (q.get(timeout=60) for _ in procs)}
@@ -172,20 +175,24 @@ def _member(rank: int, node: _Node, model: torch.nn.Module) -> HADPSGD:
     return s
 
 
-def test_hadpsgd_node_sync_shares_delta_and_count_in_one_vector(monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_hadpsgd_node_sync_shares_delta_and_count_in_one_vector(monkeypatch, device):
     """A zero count arrives as a zero delta, which the member adds like any other; the count
-    is never read back with ``.item()``."""
-    model = torch.nn.Linear(3, 2)
+    is never read back with ``.item()`` (on a GPU it stays a tensor on the device)."""
+    model = torch.nn.Linear(3, 2).to(device)
     node = _Node()
     leader, member = _member(0, node, model), _member(1, node, model)
-    monkeypatch.setattr(torch.Tensor, "item", lambda self: pytest.fail(".item() called"))
-    assert leader._sync_node(model, None, 0) == (None, 0)
-    delta, count = member._sync_node(model, None, 0)
-    assert count == 0 and torch.equal(delta, torch.zeros(8))
-    sent = torch.arange(8.0)
-    assert leader._sync_node(model, sent, 3)[1] == 3
-    delta, count = member._sync_node(model, None, 0)
-    assert count == 3 and torch.equal(delta, sent)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.Tensor, "item", lambda self: pytest.fail(".item() called"))
+        assert leader._sync_node(model, None, 0) == (None, 0)
+        zero, none = member._sync_node(model, None, 0)
+        zeros = torch.equal(zero, torch.zeros(8, device=device))  # its vector is reused next
+        sent = torch.arange(8.0, device=device)
+        assert leader._sync_node(model, sent, 3)[1] == 3
+        delta, count = member._sync_node(model, None, 0)
+    assert isinstance(count, torch.Tensor) == (device == "cuda")
+    assert int(none) == 0 and zeros
+    assert int(count) == 3 and torch.equal(delta, sent)
 
 
 def test_hadpsgd_one_node_syncs_zero_counts_every_step(tmp_path):

@@ -12,6 +12,6 @@ def test_tiny_gpu_rows_run_on_cpu_and_name_both_roles():
     assert [r.split(" | ")[0] for r in table] == ["| active", "| passive"]
     for row in table:
         cells = [c.strip() for c in row.strip("|").split("|")]
-        assert len(cells) == 5
+        assert len(cells) == 6
         assert float(cells[1]) > 0 and float(cells[2]) > 0 and cells[3].endswith("%")
     assert "tiny" in rows[0] and "cpu" in rows[0]

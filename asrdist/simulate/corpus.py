@@ -23,6 +23,7 @@ from asrdist.data.dataset import (
     split_heldout,
 )
 from asrdist.data.ingest import read_pdf_counts
+from asrdist.data.layout import Layout
 from asrdist.errors import AsrdistError
 from asrdist.train.loss import frame_scores
 
@@ -45,6 +46,7 @@ class ChunkPool:
     chunk_len: int
     cmvn: str = "none"  # the features' normalisation (what a decoder must apply too)
     pdf_counts: np.ndarray | None = None  # the alignments' frames per pdf (for the priors)
+    feats_layout: Layout | None = None  # the data dir's streams and their normalisation, if joined
 
     @classmethod
     def load(cls, data: str | os.PathLike, targets: str | os.PathLike, chunk_len: int = 21,
@@ -63,7 +65,7 @@ class ChunkPool:
         finally:
             reader.close()
         return cls(train, held, corpus.num_pdfs, int(train.x.shape[-1]), chunk_len, cmvn,
-                   read_pdf_counts(targets, corpus.num_pdfs))
+                   read_pdf_counts(targets, corpus.num_pdfs), corpus.feats_layout)
 
     def steps_per_epoch(self, global_batch: int) -> int:
         """Steps of ``global_batch`` chunks in one epoch (the remainder is dropped)."""

@@ -41,4 +41,5 @@ def export_final(path: str | os.PathLike, pool: ChunkPool, spec: RunSpec, result
         model_config=spec.model, input_dim=pool.input_dim, num_pdfs=pool.num_pdfs,
         log_priors=log_priors(pool.pdf_counts), cmvn=pool.cmvn, cmvn_norm_vars=False,
         left_context=model.left_context, right_context=model.right_context,
-        chunk_len=pool.chunk_len, steps=steps, algo=spec.algo, world_size=spec.learners))
+        chunk_len=pool.chunk_len, steps=steps, algo=spec.algo, world_size=spec.learners,
+        feats_layout=pool.feats_layout))

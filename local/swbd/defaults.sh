@@ -29,7 +29,9 @@ ingest_opts=""      # extra asrdist-ingest-ali flags, e.g. "--max-missing 0.01" 
 train_config=conf/train_blstm.yaml
 train_opts=""       # extra asrdist-train flags, e.g. "--epochs 8"
 algo=adpsgd-random  # any asrdist-train --algo
-learners=1          # learner processes (one per GPU)
+learners=1          # learner processes (one per GPU); the run dir is
+                    # exp/blstm_<algo>_n<learners>[_<affix>], so runs never share one
+affix=""            # tells apart runs of one strategy and learner count (Kaldi's --affix)
 launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), srun, mpiexec, none
 device=auto         # cuda, cpu or auto
 lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep, one search each: 6 of the 13

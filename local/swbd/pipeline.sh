@@ -12,7 +12,8 @@
 #   3 train      asrdist-train (any --algo) under srun / mpiexec / torchrun
 #   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep
 #   5 score      score_sclite.sh: recording-relative CTM, filter, acronyms (s5c: its dict's
-#                acronyms.map; fisher_swbd: split), hubscr semantics; RESULTS
+#                acronyms.map; fisher_swbd: split), hubscr semantics; exp/RESULTS: a line per
+#                run dir (exp/blstm_<algo>_n<learners>[_<affix>])
 . "$repo_root/local/log.sh"
 
 fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
@@ -31,7 +32,7 @@ else
   train_input=$train_dir test_input=$test_dir
 fi
 targets=$exp/$(basename "$ali_dir")_pdf
-run=$exp/blstm_$algo
+run=$exp/blstm_${algo}_n${learners}${affix:+_$affix}  # one dir per strategy and learner count
 graph_name=$(basename "$graph_dir")
 decode=$run/decode_eval2000_$graph_name
 
@@ -85,6 +86,10 @@ fi
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   run_stage 5 score asrdist-score "${score_opts[@]}" --stm $test_src/stm \
     --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
-  grep '^best: ' $decode/scoring.txt | sed 's/^best: //' > $exp/RESULTS
+  # exp/RESULTS: one line per run dir (this run's replaced, the others' kept)
+  name=$(basename $run)
+  { if [ -f $exp/RESULTS ]; then grep -v "^$name " $exp/RESULTS || true; fi
+    grep '^best: ' $decode/scoring.txt | sed "s|^best: |$name |"; } > $exp/.RESULTS.tmp
+  mv $exp/.RESULTS.tmp $exp/RESULTS
   cat $exp/RESULTS
 fi

@@ -107,6 +107,13 @@ def _route1(user, out: Path) -> list[str]:
             *_common(user, out)]
 
 
+def _results(exp: Path, run: str) -> list[str]:
+    """The lines of exp/RESULTS of ``run`` (each begins with its run dir's name), unprefixed."""
+    lines = (exp / "RESULTS").read_text().splitlines()
+    assert all(line.split()[0].startswith("blstm_") for line in lines), lines
+    return [line.split(" ", 1)[1] for line in lines if line.startswith(f"{run} ")]
+
+
 def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_path):
     args = _args(user, tmp_path) + ["--algo", "adpsgd-random", "--learners", "2"]
     first = run_recipe("swbd300", *args)
@@ -114,11 +121,11 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     for n in range(6):
         assert re.search(rf"stage {n} \(.*\): done in \d+ s", first.stderr), f"stage {n}"
     exp = tmp_path / "exp"
-    results = (exp / "RESULTS").read_text().splitlines()
+    results = _results(exp, "blstm_adpsgd-random_n2")
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
     assert [line.split()[4] for line in results] == ["35", "17", "18"]  # words: all, sw_, en_
     assert results[1].endswith(".swbd.filt.sys") and results[2].endswith(".callhm.filt.sys")
-    decode = exp / "blstm_adpsgd-random" / "decode_eval2000_graph_sw1_tg"
+    decode = exp / "blstm_adpsgd-random_n2" / "decode_eval2000_graph_sw1_tg"
     hyps = [line for d in decode.glob("score_*") for line in (d / "ctm").read_text().splitlines()]
     ctm = [line.split() for d in decode.glob("score_*")
            for line in (d / "eval2000.ctm").read_text().splitlines()]
@@ -140,6 +147,7 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     assert "decode was done with other options or inputs (lmwts [8.0, 12.0] -> [10.0])" \
         in again.stderr
     assert (decode / "score_10_0.5" / "eval2000.ctm.filt.sys").is_file()
+    assert len((exp / "RESULTS").read_text().splitlines()) == 3  # the run's lines replaced
 
 
 @pytest.mark.parametrize("recipe, name", [("swbd300", "user"), ("swbd2000", "fisher_user")])
@@ -158,7 +166,7 @@ def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, reques
     feats = read_table(tmp_path / "data" / "train_nodup_sp_fbank" / "feats.scp")
     assert set(feats) == set(read_table(system.train_data / "text"))
     _check_targets(system, tmp_path / "exp", tmp_path / "data" / "train_nodup_sp_fbank")
-    results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
+    results = _results(tmp_path / "exp", "blstm_ssgd_n1")
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
 
 
@@ -209,9 +217,9 @@ def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user
     joined = kaldiio.load_scp(str(tmp_path / "data" / "train_nodup_sp_input" / "feats.scp"))
     # fbank + deltas + "fMLLR" + i-vectors
     assert next(iter(joined.values())).shape[1] == 3 * 40 + 13 + 5
-    model = torch.load(tmp_path / "exp" / "blstm_ssgd" / "final.pt", weights_only=False)
+    model = torch.load(tmp_path / "exp" / "blstm_ssgd_n1" / "final.pt", weights_only=False)
     assert model["input_dim"] == 138
-    results = (tmp_path / "exp" / "RESULTS").read_text().splitlines()
+    results = _results(tmp_path / "exp", "blstm_ssgd_n1")
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
 
 

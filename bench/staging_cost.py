@@ -45,7 +45,7 @@ def measure(model: torch.nn.Module, device: torch.device, batch: int,
     """(what, seconds) of a snapshot, a merge and, on a GPU, a training step of ``batch``
     21-frame chunks alone and with the exchange's staging around it."""
     staging = DeviceStaging(model)
-    delta = staging.host_zeros(staging.numel)
+    delta = staging.zeros(staging.numel)
     issue: list[float] = []
 
     def snapshot() -> None:

@@ -11,8 +11,8 @@ importance, each timed, in one process tree:
    inputs, a 256 bottleneck, 32,000 outputs) on 21-frame chunks in fp32, bf16 and fp16, each
    as :func:`asrdist.train.precision.choose_precision` makes it (the dtype cuDNN's LSTM really
    runs in, and whether a gradient scaler is used);
-3. ``asrdist.train.trainer.train`` against a bare loop over the same model and batches
-   (bench.train_throughput), on the device;
+3. ``asrdist.train.trainer.train`` against a bare loop over the same model and batches, the
+   recipe's SpecAugment masks on both sides and then none (bench.train_throughput);
 4. ADPSGD's exchange overlapped with the step (``bench.exchange_cost.gpu_rows``);
 5. every registered multi-learner strategy as real ``python -m asrdist.cli.train`` processes
    sharing the one device: 2 learners (hadpsgd: 4, two super-learners of 2), backend gloo,
@@ -174,26 +174,30 @@ def blstm_rates(check: Check) -> list[str]:
 
 
 def trainer_against_bare(check: Check) -> list[str]:
-    """asrdist's trainer and a bare loop on the same model and batches."""
+    """asrdist's trainer and a bare loop on the same model and batches, doing the same work:
+    the recipe's SpecAugment masks on both sides, then none (bench.train_throughput)."""
     size, work = check.size, check.work
     options = {**size.model, "batch_size": size.batch_size, "device": str(check.device),
-               "feature_masks": 0, "time_masks": 0,  # the bare loop masks nothing
                "log_every": 2}
     cfg = train_throughput._config(*check.corpus, work / "warm", size.steps, **options)
     batches = train_throughput.same_batches(cfg, size.steps)
     input_dim, num_pdfs = batches[0][0].shape[-1], size.corpus_pdfs
     train_throughput.bare_loop(cfg, batches[:3], input_dim, num_pdfs)  # warm-up
-    bare = train_throughput.bare_loop(cfg, batches, input_dim, num_pdfs)
-    end_to_end, steady, fixed = train_throughput.asrdist_run(
-        train_throughput._config(*check.corpus, work / "trainer", size.steps, **options))
+    rows = []
+    for name, masks in train_throughput.SETTINGS.items():
+        cfg = train_throughput._config(*check.corpus, work / name.replace(" ", "_"),
+                                       size.steps, **options, **masks)
+        bare = train_throughput.bare_loop(cfg, batches, input_dim, num_pdfs)
+        end_to_end, steady, fixed = train_throughput.asrdist_run(cfg)
+        rows += [f"| {name} | bare PyTorch loop | {bare:,.0f} | 1.00 |",
+                 f"| {name} | asrdist trainer, steady state | {steady:,.0f} | "
+                 f"{steady / bare:.2f} |",
+                 f"| {name} | asrdist trainer, end to end (fixed cost {fixed:.1f} s) | "
+                 f"{end_to_end:,.0f} | {end_to_end / bare:.2f} |"]
     return [f"{size.steps} steps of {size.batch_size} chunks, model {size.model}, the same "
             "batches preloaded for the bare loop (forward, cross-entropy, backward, clipping, "
-            "SGD step).", "",
-            "| loop | frames/s | x bare |", "|---|---|---|",
-            f"| bare PyTorch loop | {bare:,.0f} | 1.00 |",
-            f"| asrdist trainer, steady state | {steady:,.0f} | {steady / bare:.2f} |",
-            f"| asrdist trainer, end to end (fixed cost {fixed:.1f} s) | {end_to_end:,.0f} | "
-            f"{end_to_end / bare:.2f} |", ""]
+            "SGD step, the same masks).", "",
+            "| masks | loop | frames/s | x bare |", "|---|---|---|---|", *rows, ""]
 
 
 def exchange_overlap(check: Check) -> list[str]:
@@ -258,17 +262,21 @@ def run_learners(algo: str, check: Check, out: Path) -> str:
             "--exchange-timeout", "120", *extra,
             *[f"--{k.replace('_', '-')}={v}" for k, v in size.model.items()]]
     env = learner_env(n)
+    out.parent.mkdir(parents=True, exist_ok=True)  # stderr to files: a full pipe stalls a learner
+    logs = [out.parent / f"{out.name}.stderr{r}.txt" for r in range(n)]
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "asrdist.cli.train", *args],
-                              env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for r in range(n)]
-    errors = [p.communicate(timeout=600)[1] for p in procs]
+    procs = []
+    for r, log in enumerate(logs):
+        with open(log, "w") as err:
+            procs.append(subprocess.Popen([sys.executable, "-m", "asrdist.cli.train", *args],
+                                          env=env | {"RANK": str(r), "LOCAL_RANK": str(r)},
+                                          stdout=subprocess.DEVNULL, stderr=err))
+    codes = [p.wait(timeout=600) for p in procs]
     wall = time.perf_counter() - t0
-    codes = [p.returncode for p in procs]
     if any(codes):
-        line = next(e for e, c in zip(errors, codes, strict=True) if c).strip().splitlines()
-        return f"| {algo} | {n} | FAILED {codes}: {line[-1] if line else ''} | | |"
+        log = next(log for log, c in zip(logs, codes, strict=True) if c)
+        said = log.read_text().strip().splitlines()
+        return f"| {algo} | {n} | FAILED {codes}: {said[-1] if said else ''} | | |"
     rate = 0.0
     for rank in range(n):
         train_records = [r for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "train"]
@@ -304,13 +312,13 @@ class Part:
 
 # Most important first; the GPU estimates are guesses until a GPU run records each part's time.
 PARTS = [
-    Part("CUDA tests", "cuda_tests", 45, 30),
+    Part("CUDA tests", "cuda_tests", 40, 30),
     Part("BLSTM forward + backward in fp32, bf16 and fp16", "blstm_rates", 30, 5),
-    Part("Trainer against a bare loop", "trainer_against_bare", 50, 15),
+    Part("Trainer against a bare loop", "trainer_against_bare", 70, 25),
     Part("ADPSGD's exchange overlapped with the step", "exchange_overlap", 40, 15),
-    Part("Every strategy's learners on the one device", "learner_table", 120, 60),
-    Part("NG-SGD against SGD", "ngsgd", 30, 5),
-    Part("Simulated learners together and one at a time", "simulator", 40, 5),
+    Part("Every strategy's learners on the one device", "learner_table", 110, 60),
+    Part("NG-SGD against SGD", "ngsgd", 25, 5),
+    Part("Simulated learners together and one at a time", "simulator", 25, 5),
 ]
 
 

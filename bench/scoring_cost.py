@@ -12,7 +12,7 @@ insertion at rates that move with the sweep point, and a segment's hypothesis re
 point with probability ``--changed`` (the rest as at the sweep's first point), since the best
 path of most utterances is the same across neighbouring points.
 
-Timed: :func:`asrdist.decode.hubscr.score_decode_dir` over the whole sweep (18 points, each the
+Timed: :func:`asrdist.score.hubscr.score_decode_dir` over the whole sweep (18 points, each the
 set and both subsets), as stage 5 runs it; and, with ``--old-tree DIR`` (a checkout of an
 older asrdist, e.g. ``git worktree add DIR main``), that tree's ``score_decode_dir`` over the
 first ``--old-points`` points, in a subprocess, the rest extrapolated.
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from asrdist.decode.hubscr import score_decode_dir
+from asrdist.score.hubscr import score_decode_dir
 from bench.results import publish
 
 LMWTS = (6, 8, 10, 12, 14, 17)
@@ -173,7 +173,10 @@ def make_sweep(root: Path, seed: int, changed: float, segments: int = 4459,
 _OLD = """
 import json, sys, time
 from pathlib import Path
-from asrdist.decode.hubscr import score_decode_dir
+try:
+    from asrdist.score.hubscr import score_decode_dir
+except ImportError:  # a tree from before scoring left asrdist.decode
+    from asrdist.decode.hubscr import score_decode_dir
 stm, glm, decode, data, points = sys.argv[1:6]
 keep = sorted(Path(decode).glob("score_*"))[:int(points)]
 for d in sorted(Path(decode).glob("score_*")):

@@ -5,7 +5,7 @@ and no modules import each other in a circle, inside a package either.
     jobs (errors, progress), stage (errors, fsutil), options (errors)
     kaldi                               formats
     hmm                                 trees, transition models, graphs, alignment (kaldi)
-    corpus, data, gmm (hmm), models, optim, parallel
+    corpus, data, gmm (hmm), models, optim, parallel, score
     decode (hmm, models), train (data, models, optim, parallel)
     simulate                            (data, models, parallel; train's loss)
     testing                             (data: a tiny corpus for tests and benchmarks)
@@ -34,6 +34,7 @@ ALLOWED: dict[str, set[str]] = {
     "models": BASE,
     "parallel": BASE,
     "optim": BASE,
+    "score": BASE | {"kaldi"},
     "decode": BASE | {"kaldi", "hmm", "models"},
     "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
     "simulate": BASE | {"kaldi", "data", "models", "parallel", "train"},

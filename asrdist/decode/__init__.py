@@ -1,1 +1,1 @@
-"""Priors, graph building, hybrid decoding and scoring."""
+"""Priors, graph building, hybrid decoding and alignment with a network."""

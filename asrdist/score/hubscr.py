@@ -1,7 +1,7 @@
 """Scoring a CTM against an STM and a GLM the way NIST hubscr.pl (hub5, English) does.
 
 Kaldi's ``local/score_sclite.sh`` runs ``hubscr.pl -V -l english -h hub5 -g GLM -r STM CTM``:
-both files are sorted, filtered through csrfilt.sh with the GLM (:mod:`asrdist.decode.glm`),
+both files are sorted, filtered through csrfilt.sh with the GLM (:mod:`asrdist.score.glm`),
 and sclite aligns them with ``-D -F``. This module repeats sclite's steps so that its
 ``Sum/Avg`` numbers are hubscr's, exactly:
 
@@ -35,12 +35,12 @@ from pathlib import Path
 
 import numpy as np
 
-from asrdist.decode.align_text import ErrorCounts
-from asrdist.decode.ctm import AcronymMap, write_recording_ctm
-from asrdist.decode.glm import Glm, filter_text, read_glm
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.recipes import S5C
+from asrdist.score.align_text import ErrorCounts
+from asrdist.score.ctm import AcronymMap, write_recording_ctm
+from asrdist.score.glm import Glm, filter_text, read_glm
 
 IGNORE = ("IGNORE_TIME_SEGMENT_IN_SCORING", "IGNORETIMESEGMENTINSCORING")
 # sclite's word-to-word costs; it sums them in C floats, and the rounding of the '@' cost
@@ -512,7 +512,7 @@ def score_decode_dir(stm: str | os.PathLike, glm: str | os.PathLike,
                      acronyms: AcronymMap | None = None) -> list[str]:
     """score_sclite.sh over a decode dir: every CTM (``ctm`` and each sweep point's
     ``score_*/ctm``) made recording-relative, filtered and its acronyms split as the Kaldi
-    ``recipe``'s script does (:mod:`asrdist.decode.ctm`; s5c's with the map ``acronyms``) into
+    ``recipe``'s script does (:mod:`asrdist.score.ctm`; s5c's with the map ``acronyms``) into
     ``NAME.ctm`` beside it, then scored as hubscr.pl does. Returns every line, then per
     subset the best one (lowest %WER, as ``grep Sum */*.sys | utils/best_wer.sh`` picks),
     prefixed ``best: ``. A decode dir whose CTMs are all empty is an error (:func:`has_words`);

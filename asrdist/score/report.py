@@ -13,9 +13,9 @@ import json
 import os
 from pathlib import Path
 
-from asrdist.decode.align_text import ErrorCounts
-from asrdist.decode.score import Scored, ScoringRun, wer_line
 from asrdist.fsutil import atomic_write
+from asrdist.score.align_text import ErrorCounts
+from asrdist.score.score import Scored, ScoringRun, wer_line
 
 _COLUMNS = ("Subset", "#Snt", "#Wrd", "Corr", "Sub", "Del", "Ins", "Err", "S.Err", "%WER")
 

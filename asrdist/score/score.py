@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from asrdist.decode.align_text import ErrorCounts, count_errors
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.data_dir import read_symbols, read_table
+from asrdist.score.align_text import ErrorCounts, count_errors
 
 log = logging.getLogger(__name__)
 

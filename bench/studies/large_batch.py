@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.decode.decode_dir import decode_data_dir
-from asrdist.decode.score import score_hypotheses
 from asrdist.fsutil import atomic_write
+from asrdist.score.score import score_hypotheses
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions

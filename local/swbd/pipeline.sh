@@ -84,7 +84,7 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
-  run_stage 5 score asrdist-score "${score_opts[@]}" --stm $test_src/stm \
+  run_stage 5 score asrdist-score hubscr "${score_opts[@]}" --stm $test_src/stm \
     --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
   # exp/RESULTS: one line per run dir (this run's replaced, the others' kept)
   name=$(basename $run)

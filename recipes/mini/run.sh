@@ -117,10 +117,10 @@ fi
 if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
   rm -f $exp/results.md $exp/results.json  # the report lists the systems scored by this run
   subsets=spk,$data/test/utt2synth  # WER per test voice and per synthesizer
-  run_stage 7 "score mono" asrdist-score --subsets-by $subsets --report $exp/results.md --name mono \
-    $data/test/text $exp/mono/decode_test
+  run_stage 7 "score mono" asrdist-score text --subsets-by $subsets --report $exp/results.md \
+    --name mono $data/test/text $exp/mono/decode_test
   for r in $runs; do
-    run_stage 7 "score $r" asrdist-score --subsets-by $subsets --report $exp/results.md \
+    run_stage 7 "score $r" asrdist-score text --subsets-by $subsets --report $exp/results.md \
       --name "$r x$learners" $data/test/text $exp/$r/decode_test
   done
   cat $exp/results.md

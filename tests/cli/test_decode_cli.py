@@ -48,7 +48,7 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert [f[4] for f in ctm if f[0] == "v1-u1"] == "dog sit on cat".split()
     assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
 
-    score = run_cli("score", "--subsets-by", "spk", str(data / "text"), str(out))
+    score = run_cli("score", "text", "--subsets-by", "spk", str(data / "text"), str(out))
     assert score.returncode == 0, score.stderr
     assert score.stdout.splitlines()[0].startswith("%WER 0.00 [ 0 / 9, 0 ins, 0 del, 0 sub ]")
     assert "best: %WER 0.00" in score.stdout

@@ -1,6 +1,6 @@
 """score_sclite.sh's stage 1 (filter, acronyms) against outputs made by Kaldi's own scripts.
 
-tests/decode/kaldi_acronyms/{s5c,fisher_swbd}.ctm were written by s5c's
+tests/score/kaldi_acronyms/{s5c,fisher_swbd}.ctm were written by s5c's
 local/map_acronyms_ctm.py (with the Kaldi-made acronyms.map of tests/corpus/kaldi_expected/
 swbd300) and fisher_swbd's local/format_acronyms_ctm_eval2000.py from hyp.ctm: regenerate.sh.
 """
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.decode.ctm import (
+from asrdist.errors import AsrdistError
+from asrdist.score.ctm import (
     FISHER_SWBD,
     S5C,
     format_acronyms_ctm,
@@ -20,8 +21,7 @@ from asrdist.decode.ctm import (
     read_acronym_map,
     recording_ctm,
 )
-from asrdist.decode.hubscr import score_decode_dir
-from asrdist.errors import AsrdistError
+from asrdist.score.hubscr import score_decode_dir
 from tests.cli_process import run_cli
 
 HERE = Path(__file__).parent / "kaldi_acronyms"
@@ -80,12 +80,13 @@ def _decode_dir(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_decode_dir_scored_with_the_dicts_map_by_default(tmp_path):
     data, decode = _decode_dir(tmp_path)
-    proc = run_cli("score", "--stm", data / "stm", "--glm", data / "glm", "--data", data, decode)
+    proc = run_cli("score", "hubscr", "--stm", data / "stm", "--glm", data / "glm", "--data",
+                   data, decode)
     assert "acronyms: " in proc.stderr
     # s5c drops the hypothesis' uh: one deletion
     assert proc.stdout.splitlines()[0].startswith("%WER 12.5 | 1 8 |")
     assert (decode / "eval2000.ctm").read_text().split("\n")[0] == "en_4156 A 414.26 0.16 u"
-    proc = run_cli("score", "--stm", data / "stm", "--glm", data / "glm", "--data", data,
+    proc = run_cli("score", "hubscr", "--stm", data / "stm", "--glm", data / "glm", "--data", data,
                    "--acronyms", "none", decode)
     assert proc.stdout.splitlines()[0].startswith("%WER 100.0 | 1 8 |")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.decode.align_text import ErrorCounts, align_words, count_errors
-from asrdist.decode.score import score_hypotheses
+from asrdist.score.align_text import ErrorCounts, align_words, count_errors
+from asrdist.score.score import score_hypotheses
 
 SCLITE = Path("/usr/lib/sctk/bin/sclite")
 

@@ -8,9 +8,9 @@ import subprocess
 
 import pytest
 
-from asrdist.decode.glm import read_glm
-from asrdist.decode.hubscr import read_stm
-from tests.decode.test_hubscr import SCTK, needs_sctk
+from asrdist.score.glm import read_glm
+from asrdist.score.hubscr import read_stm
+from tests.score.test_hubscr import SCTK, needs_sctk
 
 # words that are prefixes, suffixes and parts of each other, so that rules collide
 POOL = ["a", "ab", "abc", "b", "ba", "cat", "cats", "uh", "um", "ok", "x-ray", "all", "right",

@@ -1,4 +1,4 @@
-"""asrdist-score's stm/glm/ctm mode side by side with NIST hubscr.pl from Debian's sctk."""
+"""asrdist-score hubscr (stm, glm, ctm) side by side with NIST hubscr.pl from Debian's sctk."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.decode.glm import filter_text, read_glm
-from asrdist.decode.hubscr import score_stm_glm_ctm, words_equal
+from asrdist.score.glm import filter_text, read_glm
+from asrdist.score.hubscr import score_stm_glm_ctm, words_equal
 from tests.cli_process import run_cli
 
 SCTK = Path("/usr/lib/sctk/bin")
@@ -125,7 +125,7 @@ def test_cli_prints_kaldi_lines_for_set_and_subsets(tmp_path):
     stm.write_text(stm_text)
     glm.write_text(GLM)
     ctm.write_text(ctm_text)
-    proc = run_cli("score", "--stm", stm, "--glm", glm, ctm)
+    proc = run_cli("score", "hubscr", "--stm", stm, "--glm", glm, ctm)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout.splitlines()
     assert [line.rsplit("|", 1)[1].strip() for line in out] == [
@@ -149,7 +149,7 @@ def test_glm_filter_maps_hesitations_alternatives_hyphens_and_optional_words(tmp
 def test_missing_stm_names_the_option(tmp_path):
     (tmp_path / "en.glm").write_text(GLM)
     (tmp_path / "hyp.ctm").write_text("sw_1 A 0.1 0.2 hi\n")
-    proc = run_cli("score", "--stm", tmp_path / "none.stm", "--glm", tmp_path / "en.glm",
+    proc = run_cli("score", "hubscr", "--stm", tmp_path / "none.stm", "--glm", tmp_path / "en.glm",
                    tmp_path / "hyp.ctm")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("Error: --stm ")
@@ -163,7 +163,7 @@ def test_empty_ctm_is_refused_naming_it(tmp_path):
     stm.write_text(stm_text)
     glm.write_text(GLM)
     ctm.write_text(";; a comment, no words\n")
-    proc = run_cli("score", "--stm", stm, "--glm", glm, ctm)
+    proc = run_cli("score", "hubscr", "--stm", stm, "--glm", glm, ctm)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (
         f"Error: {ctm}: empty CTM, no hypothesis word to score (did decoding fail, or write no "

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.decode.align_text import ErrorCounts
-from asrdist.decode.score import (
+from asrdist.errors import AsrdistError
+from asrdist.score.align_text import ErrorCounts
+from asrdist.score.score import (
     best_variant,
     kaldi_wer_report,
     read_text,
@@ -15,7 +16,6 @@ from asrdist.decode.score import (
     score_texts,
     wer_line,
 )
-from asrdist.errors import AsrdistError
 
 REFS = {"s1-a": "the cat sat".split(), "s1-b": "on the mat".split(), "s2-c": "a dog".split()}
 

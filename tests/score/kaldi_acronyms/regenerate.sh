@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates the expected ctm files of tests/decode/test_acronyms.py with Kaldi's own
+# Regenerates the expected ctm files of tests/score/test_acronyms.py with Kaldi's own
 # scripts (kaldi-asr/kaldi at the commit in tests/corpus/kaldi_expected/swbd300/KALDI_COMMIT):
-#   tests/decode/kaldi_acronyms/regenerate.sh KALDI_GIT_DIR [PYTHON]
+#   tests/score/kaldi_acronyms/regenerate.sh KALDI_GIT_DIR [PYTHON]
 # s5c.ctm: egs/swbd/s5c/local/map_acronyms_ctm.py with the Kaldi-made s5c acronyms.map of
 # tests/corpus/kaldi_expected/swbd300; fisher_swbd.ctm:
 # egs/fisher_swbd/s5/local/format_acronyms_ctm_eval2000.py (it takes no map).

@@ -235,8 +235,10 @@ def run_pairs(jobs: list[dict[str, Any]], asrdist_root: Path = REPO) -> list[lis
     """Both learners of each job, all at once, as ``python -m bench.exchange_cost --worker``
     with ``asrdist`` imported from ``asrdist_root`` (started in a scratch directory, so the
     working directory does not put this tree's package first); their results, by rank."""
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(asrdist_root), str(REPO)]))}
+    inherited = filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))  # a bare
+    env = {**os.environ,  # host's wheels directory stays on the path, after the two roots
+           "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(asrdist_root), str(REPO),
+                                                        *inherited]))}
     with tempfile.TemporaryDirectory() as scratch:
         procs = []
         for job in jobs:

@@ -38,7 +38,7 @@ def _run_supervised(rank: int, forwarded: Sequence[signal.Signals],
                     early: signal.Signals | None = None) -> int:
     """Run this same command as the learner; return its exit status, naming a death by signal.
     ``early``: a stop signal this process got while starting, passed on at once."""
-    child = subprocess.Popen([sys.executable, *sys.argv],
+    child = subprocess.Popen([sys.executable, *sys.orig_argv[1:]],  # -m, or a script
                              env={**os.environ, _CHILD: "1", _PARENT: str(os.getpid())},
                              close_fds=False)  # the PMI socket goes to the learner
     for sig in (*forwarded, signal.SIGINT):

@@ -18,7 +18,12 @@ import logging
 import os
 import shutil
 import struct
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import kaldi_hmm_gmm as khg  # before kaldifst/kaldilm, or the process hangs
 import kaldifst
@@ -44,66 +49,233 @@ _NON_WORDS = {"<eps>", "#0", "<s>", "</s>"}
 
 
 # ---- reading ------------------------------------------------------------------------------
+#
+# kaldifst reads only ``vector`` files (its Fst::Read knows no ``const``). A const FST (what
+# Kaldi's mkgraph.sh writes) is streamed instead: a child process reads its arrays with numpy
+# and writes them in the vector layout into a pipe, which kaldifst reads in C++ (the read holds
+# the GIL, so the writer cannot be a thread). No text, no temporary file, and the only copy of
+# the graph in the reading process is the one it keeps.
+
+_CONST_STATE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"),
+                         ("nieps", "<u4"), ("noeps", "<u4")])
+_ARC = np.dtype([("i", "<i4"), ("o", "<i4"), ("w", "<f4"), ("n", "<i4")])
+_HAS_SYMBOLS, _IS_ALIGNED = 0x3, 0x4  # FstHeader flags
+_MUTABLE_EXPANDED = 0x3  # kMutable | kExpanded: what a vector FST's properties must hold
+_CHUNK_STATES = 1 << 18  # states converted at a time (their arcs: a few MB)
+_CHUNK_BYTES = 16 << 20  # bytes of a vector file read at a time
+_PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-def _fst_type(path: Path) -> str:
-    """The FST type string of an OpenFst binary file's header (``vector``, ``const``, ...)."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-    if len(head) < 8 or struct.unpack_from("<i", head)[0] != _FST_MAGIC:
-        raise AsrdistError(f"{path}: not an OpenFst binary FST")
-    (n,) = struct.unpack_from("<i", head, 4)
-    return head[8:8 + n].decode("ascii", "replace")
+@dataclass(frozen=True)
+class FstHeader:
+    """An OpenFst binary file's header; ``size``: its length in bytes."""
+
+    fst_type: str
+    version: int
+    flags: int
+    properties: int
+    start: int
+    num_states: int
+    num_arcs: int
+    size: int
+
+    @property
+    def aligned(self) -> bool:
+        """Whether the arrays of a const file start on 16-byte boundaries (const-fst.h)."""
+        return self.version == 1 or bool(self.flags & _IS_ALIGNED)
 
 
-def _read_const_fst(path: Path) -> kaldifst.StdVectorFst:
-    """Read a ``const`` FST (what Kaldi's mkgraph.sh writes), which kaldifst cannot read.
-
-    Layout (OpenFst ConstFst): header, then the arrays of states (final weight, first arc,
-    #arcs, #input-eps, #output-eps) and arcs (ilabel, olabel, weight, nextstate); file
-    version 2 packs them, version 1 aligns each array to 16 bytes.
-    """
-    data = path.read_bytes()
-    pos = 4
-    for _ in range(2):  # fst type, arc type
-        (n,) = struct.unpack_from("<i", data, pos)
-        pos += 4 + n
-    version, flags, _props, start, num_states, num_arcs = struct.unpack_from("<iiQqqq", data, pos)
-    pos += 40
-    if version not in (1, 2) or flags & 3:
-        raise AsrdistError(f"{path}: unsupported const FST (version {version}, flags {flags})")
-    align = 16 if version == 1 else 1
-    pos = (pos + align - 1) // align * align
-    states = np.frombuffer(data, dtype=np.dtype([("final", "<f4"), ("pos", "<u4"), (
-        "narcs", "<u4"), ("nieps", "<u4"), ("noeps", "<u4")]), count=num_states, offset=pos)
-    pos += states.nbytes
-    pos = (pos + align - 1) // align * align
-    arcs = np.frombuffer(data, dtype=np.dtype([("i", "<i4"), ("o", "<i4"), ("w", "<f4"), (
-        "n", "<i4")]), count=num_arcs, offset=pos)
-    src = np.repeat(np.arange(num_states), states["narcs"].astype(np.int64)).tolist()
-    finals = np.nonzero(np.isfinite(states["final"]))[0].tolist()
-    arc_lines = [f"{s}\t{n}\t{i}\t{o}\t{w!r}"
-                 for s, (i, o, w, n) in zip(src, arcs.tolist(), strict=True)]
-    final_lines = [f"{s}\t{float(states['final'][s])!r}" for s in finals]
-    # A text FST starts at the first line's source state: put the start state's lines first.
-    lines = sorted(arc_lines + final_lines, key=lambda line: int(line.split("\t")[0]) != start)
-    fst = kaldifst.compile("\n".join(lines) + "\n", keep_state_numbering=True)
-    return fst
+def _string(data: bytes, pos: int, path: Path) -> tuple[str, int]:
+    """An OpenFst header string (int32 length, bytes) at ``pos``, and the position after it."""
+    if pos + 4 > len(data):
+        raise AsrdistError(f"{path}: truncated FST header")
+    (n,) = struct.unpack_from("<i", data, pos)
+    if not 0 <= n <= 64 or pos + 4 + n > len(data):
+        raise AsrdistError(f"{path}: not an OpenFst binary FST (bad header)")
+    return data[pos + 4:pos + 4 + n].decode("ascii", "replace"), pos + 4 + n
 
 
-def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
-    """Read a binary FST, vector or const."""
+def read_header(path: str | os.PathLike) -> FstHeader:
+    """The header of a binary FST: a ``standard`` (tropical) vector or const FST without
+    symbol tables, which is what Kaldi's graphs are; anything else, and a file too short for
+    the states and arcs its header announces, is one line naming the file."""
     path = Path(path)
     if not path.is_file():
         raise AsrdistError(f"{path}: no such FST")
-    kind = _fst_type(path)
-    if kind == "const":
-        return _read_const_fst(path)
-    if kind != "vector":
-        raise AsrdistError(f"{path}: FST type {kind!r} is not supported (vector or const)")
-    fst = kaldifst.StdVectorFst.read(str(path))
-    if fst is None:
-        raise AsrdistError(f"{path}: cannot read FST")
+    with open(path, "rb") as f:
+        head = f.read(256)
+    if len(head) < 4 or struct.unpack_from("<i", head)[0] != _FST_MAGIC:
+        raise AsrdistError(f"{path}: not an OpenFst binary FST")
+    fst_type, pos = _string(head, 4, path)
+    arc_type, pos = _string(head, pos, path)
+    if pos + 40 > len(head):
+        raise AsrdistError(f"{path}: truncated FST header")
+    version, flags, props, start, num_states, num_arcs = struct.unpack_from("<iiQqqq", head, pos)
+    if fst_type not in ("vector", "const"):
+        raise AsrdistError(f"{path}: FST type {fst_type!r} is not supported (vector or const)")
+    if arc_type != "standard":
+        raise AsrdistError(f"{path}: arc type {arc_type!r} is not supported (standard)")
+    if flags & _HAS_SYMBOLS:
+        raise AsrdistError(f"{path}: holds symbol tables, which Kaldi's graphs do not "
+                           "(fstsymbols --clear_isymbols --clear_osymbols removes them)")
+    if num_states < 0 or num_arcs < 0:
+        raise AsrdistError(f"{path}: the header gives no state or arc count")
+    header = FstHeader(fst_type, version, flags, props, start, num_states, num_arcs, pos + 40)
+    size = path.stat().st_size
+    least = header.size + 12 * num_states + 16 * num_arcs  # vector: state heads, arcs
+    if fst_type == "const":
+        least = _const_offsets(header)[1] + _ARC.itemsize * num_arcs
+    if size < least:
+        raise AsrdistError(f"{path}: truncated FST ({num_states} states and {num_arcs} arcs "
+                           f"need {least} bytes, the file has {size})")
+    return header
+
+
+def _const_offsets(head: FstHeader) -> tuple[int, int]:
+    """Byte offsets of a const file's state array and arc array."""
+    pad = 16 if head.aligned else 1
+    states_at = -(-head.size // pad) * pad
+    return states_at, -(-(states_at + _CONST_STATE.itemsize * head.num_states) // pad) * pad
+
+
+def _records(f: BinaryIO, dtype: np.dtype, count: int, path: Path) -> np.ndarray:
+    """``count`` records from the file's position; fewer is a truncated file."""
+    out = np.fromfile(f, dtype=dtype, count=count)
+    if len(out) != count:
+        raise AsrdistError(f"{path}: truncated FST")
+    return out
+
+
+def fst_chunks(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The states of a binary FST in order, a few hundred thousand at a time: final costs,
+    arcs per state and their arcs (fields i, o, w, n), so that a graph of gigabytes is read
+    with little memory and no FST object.
+
+    OpenFst's layouts: const (const-fst.h): the array of states (final cost, first arc,
+    #arcs, #input-eps, #output-eps), then the array of arcs, each on a 16-byte boundary of
+    the file when it is aligned; vector (vector-fst.h): per state its final cost, its arc
+    count (int64) and its arcs.
+    """
+    path = Path(path)
+    head = read_header(path)
+    with open(path, "rb") as f:
+        if head.fst_type == "const":
+            yield from _const_chunks(f, head, path)
+        else:
+            yield from _vector_chunks(f, head, path)
+
+
+def _const_chunks(f: BinaryIO, head: FstHeader,
+                  path: Path) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    states_at, arcs_at = _const_offsets(head)
+    done = 0
+    for lo in range(0, head.num_states, _CHUNK_STATES):
+        f.seek(states_at + lo * _CONST_STATE.itemsize)
+        states = _records(f, _CONST_STATE, min(_CHUNK_STATES, head.num_states - lo), path)
+        narcs = states["narcs"].astype(np.int64)
+        if len(narcs) and (states["pos"][0] != done or np.any(
+                np.diff(states["pos"].astype(np.int64)) != narcs[:-1])):
+            raise AsrdistError(f"{path}: the arcs of the states are not in state order")
+        f.seek(arcs_at + done * _ARC.itemsize)
+        arcs = _records(f, _ARC, int(narcs.sum()), path)
+        done += len(arcs)
+        yield states["final"], narcs, arcs
+    if done != head.num_arcs:
+        raise AsrdistError(f"{path}: the states hold {done} arcs, the header says "
+                           f"{head.num_arcs}")
+
+
+def _vector_chunks(f: BinaryIO, head: FstHeader,
+                   path: Path) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    f.seek(head.size)
+    buf, state = b"", 0
+    while state < head.num_states:
+        more = f.read(_CHUNK_BYTES)
+        buf += more
+        starts, pos = [], 0  # a state's record: its length needs its arc count
+        while state + len(starts) < head.num_states and pos + 12 <= len(buf):
+            n = int.from_bytes(buf[pos + 4:pos + 12], "little", signed=True)
+            if n < 0 or pos + 12 + 16 * n > len(buf):
+                break
+            starts.append(pos // 4)
+            pos += 12 + 16 * n
+        if not starts:
+            if not more:
+                raise AsrdistError(f"{path}: truncated FST (state {state} of "
+                                   f"{head.num_states})")
+            continue
+        words = np.frombuffer(buf, dtype="<i4", count=pos // 4)
+        at = np.asarray(starts, dtype=np.int64)
+        narcs = words[at + 1].astype(np.int64) | (words[at + 2].astype(np.int64) << 32)
+        k = np.arange(int(narcs.sum())) - np.repeat(np.cumsum(narcs) - narcs, narcs)
+        arc_at = np.repeat(at + 3, narcs) + 4 * k
+        arcs = words[arc_at[:, None] + np.arange(4)].copy().view(_ARC).ravel()
+        state += len(starts)
+        buf = buf[pos:]
+        yield words[at].view("<f4"), narcs, arcs
+
+
+def max_ilabel(path: str | os.PathLike) -> int:
+    """The largest input label of a binary FST (a transition-id for HCLG), read in chunks:
+    no FST object is made."""
+    return max((int(arcs["i"].max()) for _, _, arcs in fst_chunks(path) if len(arcs)),
+               default=0)
+
+
+def write_vector(path: str | os.PathLike, out: BinaryIO, relabel: int = 0) -> None:
+    """Write a binary FST, vector or const, to ``out`` in OpenFst's vector layout (what
+    kaldifst reads). ``relabel`` > 0 adds it to the input label of every arc that has both
+    an input label and a word (asrdist.decode.word_penalty)."""
+    head = read_header(path)
+    props = head.properties | _MUTABLE_EXPANDED
+    if relabel:
+        props = _MUTABLE_EXPANDED  # the labels change: claim nothing of them
+    out.write(np.int32(_FST_MAGIC).tobytes() + _header_string("vector")
+              + _header_string("standard") + struct.pack("<iiQqqq", 2, 0, props, head.start,
+                                                         head.num_states, head.num_arcs))
+    for final, narcs, arcs in fst_chunks(path):
+        if relabel:
+            arcs["i"][(arcs["i"] != 0) & (arcs["o"] != 0)] += relabel
+        at = np.cumsum(3 + 4 * narcs) - (3 + 4 * narcs)  # int32 words of each state's record
+        words = np.empty(int(3 * len(narcs) + 4 * len(arcs)), dtype="<i4")
+        words[at] = final.view("<i4")
+        words[at + 1] = narcs & 0xFFFFFFFF
+        words[at + 2] = narcs >> 32
+        k = np.arange(len(arcs)) - np.repeat(np.cumsum(narcs) - narcs, narcs)
+        words[(np.repeat(at + 3, narcs) + 4 * k)[:, None] + np.arange(4)] = arcs.view(
+            "<i4").reshape(-1, 4)
+        out.write(words.tobytes())
+    out.flush()
+
+
+def _header_string(text: str) -> bytes:
+    return struct.pack("<i", len(text)) + text.encode()
+
+
+_STREAM = ("import sys; from asrdist.decode.graph import write_vector; "
+           "write_vector(sys.argv[1], sys.stdout.buffer, int(sys.argv[2]))")
+
+
+def read_fst(path: str | os.PathLike, relabel: int = 0) -> kaldifst.StdVectorFst:
+    """Read a binary FST, vector or const (see ``write_vector`` for ``relabel``)."""
+    path = Path(path)
+    head = read_header(path)
+    if head.fst_type == "vector" and not relabel:
+        fst = kaldifst.StdVectorFst.read(str(path))
+        if fst is None:
+            raise AsrdistError(f"{path}: cannot read FST")
+        return fst
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    with subprocess.Popen([sys.executable, "-c", _STREAM, str(path), str(relabel)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        fst = kaldifst.StdVectorFst.read(f"/dev/fd/{proc.stdout.fileno()}")
+        proc.stdout.close()  # a writer left behind (the read failed) stops on a broken pipe
+        err = proc.stderr.read().decode("utf-8", "replace").strip().splitlines()
+    if proc.returncode or fst is None:
+        why = err[-1].removeprefix("asrdist.errors.AsrdistError: ") if err else "cannot read"
+        raise AsrdistError(why if why.startswith(str(path)) else f"{path}: {why}")
     return fst
 
 

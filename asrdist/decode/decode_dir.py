@@ -2,16 +2,15 @@
 
 Each job loads the graph, the transition model and the acoustic scorer once, scores each of
 its utterances once and searches it with every decoding variant (the main setting and the
-score_<lmwt>_<wip> sweep points). With several insertion penalties a job holds one graph, not
-one per penalty (:mod:`asrdist.decode.word_penalty`): it scores a batch of utterances (up to
+score_<lmwt>_<wip> sweep points). A job reads the graph once, whatever the number of insertion
+penalties (:mod:`asrdist.decode.word_penalty`): it scores a batch of utterances (up to
 SCORE_BUFFER bytes of scores), then searches the batch with every variant of one penalty
-before it changes the graph to the next penalty.
+before it moves to the next (which rewrites the costs of the word arcs without input, if any).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -25,9 +24,8 @@ from asrdist.decode.decoder import (
     Decoder,
     Hypothesis,
     check_compatible,
-    max_input_label,
 )
-from asrdist.decode.graph import read_fst
+from asrdist.decode.graph import max_ilabel, read_fst
 from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
 from asrdist.decode.word_penalty import PenaltyGraph
@@ -114,14 +112,15 @@ class _Worker:
                 if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
         self.opts = job.opts
         self.wips = sorted({v.wip for v in job.variants})
-        self.wip: float | None = None
-        self.graph = self.penalties = None
-        self.decoders: dict[float, Decoder] = {}
+        self.penalties = None
         if self.wips == [0.0]:
-            self.graph = read_fst(graph_dir / "HCLG.fst")
+            self.graph, trans = read_fst(graph_dir / "HCLG.fst"), self.trans
         else:
-            self._scratch = tempfile.TemporaryDirectory(prefix="asrdist-decode-")
-            self.penalties = PenaltyGraph(graph_dir / "HCLG.fst", real, self._scratch.name)
+            self.penalties = PenaltyGraph(graph_dir / "HCLG.fst", real, self.trans)
+            self.graph, trans = self.penalties.fst, self.penalties.trans
+        self.decoders = {acwt: Decoder(self.graph, trans, DecodeOptions(
+            acwt, self.opts.beam, self.opts.max_active, self.opts.min_active))
+            for acwt in sorted({v.acwt for v in job.variants})}
         lexicon = graph_dir / "phones" / "align_lexicon.int"
         self.aligner = None
         if lexicon.is_file():
@@ -136,29 +135,20 @@ class _Worker:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
 
-    def _use(self, wip: float) -> None:
-        """Decoders (one per acoustic scale of ``wip``'s variants) over the graph of ``wip``;
-        the previous penalty's graph is let go before the next is read."""
-        if wip == self.wip:
-            return
-        self.decoders = {}
-        if self.penalties is not None:
-            self.graph = None
-            self.graph = self.penalties.load(wip)
-        self.decoders = {
-            acwt: Decoder(self.graph, self.trans, DecodeOptions(
-                acwt, self.opts.beam, self.opts.max_active, self.opts.min_active))
-            for acwt in sorted({v.acwt for v in self.variants if v.wip == wip})}
-        self.wip = wip
-
     def _search(self, wip: float, batch: list[tuple[str, np.ndarray]],
                 hyps: dict[str, dict[tuple[float, float], Hypothesis | None]]) -> None:
-        """Search every utterance of ``batch`` with every variant of penalty ``wip`` (in a
-        method of its own: no local name may keep a decoder, and so a graph, alive after)."""
-        self._use(wip)
+        """Search every utterance of ``batch`` with every variant of penalty ``wip``."""
+        if self.penalties is not None:
+            self.penalties.set_penalty(wip)
         for utt, scores in batch:
-            for acwt, decoder in self.decoders.items():
-                hyps[utt][acwt, wip] = decoder.decode(scores)
+            for acwt in sorted({v.acwt for v in self.variants if v.wip == wip}):
+                if self.penalties is None:
+                    hyps[utt][acwt, wip] = self.decoders[acwt].decode(scores)
+                    continue
+                hyp = self.decoders[acwt].decode(self.penalties.scores(scores, acwt))
+                if hyp is not None:
+                    hyp.alignment = self.penalties.alignment(hyp.alignment)
+                hyps[utt][acwt, wip] = hyp
 
     def _batches(self, utts: Sequence[str]) -> Iterator[list[tuple[str, np.ndarray]]]:
         """Scored utterances, one at a time under one penalty, else up to SCORE_BUFFER bytes."""
@@ -188,8 +178,7 @@ class _Worker:
         for batch in self._batches(utts):
             hyps: dict[str, dict[tuple[float, float], Hypothesis | None]] = {
                 utt: {} for utt, _ in batch}
-            # begin with the graph in hand: one graph change fewer per batch
-            for wip in self.wips if self.wip != self.wips[-1] else self.wips[::-1]:
+            for wip in self.wips:
                 self._search(wip, batch, hyps)
             now = time.perf_counter()
             frames = sum(scores.shape[0] for _, scores in batch)
@@ -325,7 +314,7 @@ def decode_data_dir(
         raise AsrdistError(f"{trans_path}: missing; pass the model's final.mdl with --trans-mdl")
     trans = read_transition_model(trans_path)
     num_pdfs, model_name = _scorer_num_pdfs(nnet, gmm, loglikes)
-    check_compatible(max_input_label(read_fst(graph / "HCLG.fst")), graph_num_pdfs, trans,
+    check_compatible(max_ilabel(graph / "HCLG.fst"), graph_num_pdfs, trans,
                      num_pdfs, {"graph": str(graph), "trans": str(trans_path), "model": model_name})
 
     variants = [Variant(None, opts.acwt)]

@@ -1,115 +1,89 @@
-"""One decoding graph for every word insertion penalty of a sweep, one penalty at a time.
+"""Every word insertion penalty of a sweep over one graph, read once and never rewritten.
 
 Kaldi's ``lattice-add-penalty`` adds the penalty to the cost of every word; asrdist searches
-the graph once per penalty, with the penalty on every arc that outputs a word. Composing HCLG
-with a one-state word loop did that, at the price of a full HCLG copy per penalty in every
-decode job. Here a job keeps the graph as an OpenFst vector file in its scratch folder, with
-the byte offsets and original costs of its word arcs: switching to a penalty rewrites those
-costs in the file (original + penalty, added in float32 as the composition added them) and
-reads the graph back, so a job holds one graph whatever the number of penalties. Every path
-costs what it cost in the composed graph, bit for bit; only the state numbering differs, which
-matters only to which of two exactly equal-cost paths the search keeps.
+the graph once per penalty, with the penalty on every arc that outputs a word. The graph is
+read once per job, with the input label t of every word arc that also consumes a frame
+turned into t + T (T: the transition-ids of the model); the decoder's score matrix gets T
+columns more, column t + T holding column t's score less penalty / acwt, so that such an arc
+costs what it would with the penalty on it, and changing the penalty costs nothing. The
+alignment is mapped back to the real transition-ids. A word arc that consumes no frame
+(input label 0: Kaldi's graphs can have some) gets the penalty on its cost, rewritten in
+place for each penalty: only the states holding such arcs are touched.
+
+Replaced (measured in bench/RESULTS.md, "Decoding: reading Kaldi's const graphs"): a scratch
+copy of the graph file whose word-arc costs were rewritten and read back for every penalty.
 """
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import kaldi_hmm_gmm  # noqa: F401  (before kaldifst, or the process hangs)
 import kaldifst
 import numpy as np
 
-from asrdist.decode.graph import read_fst
+from asrdist.decode.graph import fst_chunks, read_fst
 from asrdist.errors import AsrdistError
-
-_CHUNK = 32 << 20  # bytes of the graph file read, patched and written back at a time
-_STATE_HEAD = 12  # a vector FST file's state: final cost (float32), number of arcs (int64)
-_ARC = 16  # then its arcs: ilabel, olabel (int32), cost (float32), next state (int32)
+from asrdist.kaldi.transition_model import TransitionInfo
 
 
 class PenaltyGraph:
-    """HCLG with a word insertion penalty that can be changed, one copy in memory at a time."""
+    """HCLG read once, searched under any word insertion penalty."""
 
-    def __init__(self, hclg: str | os.PathLike, word_ids: Sequence[int],
-                 scratch: str | os.PathLike):
-        fst = read_fst(hclg)
-        self.path = Path(scratch) / "HCLG.penalised.fst"
-        if not fst.write(str(self.path)):
-            raise AsrdistError(f"{self.path}: cannot write the graph")
-        narcs = np.fromiter((fst.num_arcs(s) for s in range(fst.num_states)), dtype=np.int64,
-                            count=fst.num_states)
-        del fst
-        blocks = _STATE_HEAD + _ARC * narcs
-        ends = np.cumsum(blocks)
-        header = self.path.stat().st_size - (int(ends[-1]) if len(ends) else 0)
-        starts = header + ends - blocks
-        offsets, costs, labels = [], [], []
-        for lo, hi in _state_chunks(starts + blocks):
-            base = int(starts[lo])
-            words = self._read(base, int(starts[hi - 1] + blocks[hi - 1]) - base)
-            first_arc = np.repeat(starts[lo:hi] + _STATE_HEAD - base, narcs[lo:hi])
-            k = np.arange(len(first_arc)) - np.repeat(np.cumsum(narcs[lo:hi]) - narcs[lo:hi],
-                                                      narcs[lo:hi])
-            arc = first_arc + _ARC * k  # byte offsets of the arcs, from base
-            olabel = words[(arc + 4) // 4]
-            word = olabel != 0
-            labels.append(olabel[word])
-            offsets.append(arc[word] + 8 + base)
-            costs.append(words[(arc[word] + 8) // 4].view("<f4"))
-        self.offsets = np.concatenate(offsets) if offsets else np.zeros(0, np.int64)
-        self.costs = np.concatenate(costs) if costs else np.zeros(0, "<f4")
-        found = np.concatenate(labels) if labels else np.zeros(0, np.int32)
+    def __init__(self, hclg: str | os.PathLike, word_ids: Sequence[int], trans: TransitionInfo):
+        self.offset = len(trans.tid_to_pdf) - 1  # T: word arcs' labels move past it
+        labels, eps_states, eps_arcs, eps_costs = [], [], [], []
+        first_state = 0
+        for _, narcs, arcs in fst_chunks(hclg):
+            word = arcs["o"] != 0
+            labels.append(np.unique(arcs["o"][word]))
+            eps = np.nonzero(word & (arcs["i"] == 0))[0]
+            if len(eps):
+                state = np.repeat(np.arange(len(narcs)), narcs)[eps]
+                eps_states.append(state + first_state)
+                eps_arcs.append(eps - (np.cumsum(narcs) - narcs)[state])
+                eps_costs.append(arcs["w"][eps])
+            first_state += len(narcs)
+        found = np.unique(np.concatenate(labels)) if labels else np.zeros(0, np.int32)
         strange = np.setdiff1d(found, np.asarray(list(word_ids), dtype=np.int32))
         if len(strange):
             raise AsrdistError(f"{hclg}: an arc outputs label {strange[0]}, which is not a word "
                                "of words.txt (#0, <s>, </s>?): no penalty can be put on it")
+        self.eps_states = np.concatenate(eps_states) if eps_states else np.zeros(0, np.int64)
+        self.eps_arcs = np.concatenate(eps_arcs) if eps_arcs else np.zeros(0, np.int64)
+        self.eps_costs = np.concatenate(eps_costs) if eps_costs else np.zeros(0, "<f4")
+        self.fst = read_fst(hclg, relabel=self.offset)
+        self.trans = copy.copy(trans)  # what the decoder reads: the extra columns' pdfs
+        self.trans.tid_to_pdf = np.concatenate(
+            [trans.tid_to_pdf, trans.tid_to_pdf[1:] + trans.num_pdfs])
         self.penalty = 0.0
 
-    def _read(self, start: int, size: int) -> np.ndarray:
-        """``size`` bytes of the file from ``start`` as int32 words (``start`` is 4-aligned
-        with every field of the file's states: they all follow the header in 4-byte steps)."""
-        with open(self.path, "rb") as f:
-            f.seek(start)
-            data = f.read(size)
-        return np.frombuffer(data, dtype="<i4", count=size // 4).copy()
+    def set_penalty(self, penalty: float) -> None:
+        """Put ``penalty`` on the word arcs that consume no frame (the others take it from
+        ``scores``)."""
+        if penalty == self.penalty:
+            return
+        new = (self.eps_costs + np.float32(penalty)).astype("<f4")
+        bounds = np.flatnonzero(np.diff(self.eps_states)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, len(self.eps_states)], strict=True):
+            if lo == hi:
+                continue
+            state = int(self.eps_states[lo])
+            arcs = list(kaldifst.ArcIterator(self.fst, state))
+            for k, cost in zip(self.eps_arcs[lo:hi].tolist(), new[lo:hi].tolist(), strict=True):
+                a = arcs[k]
+                arcs[k] = kaldifst.StdArc(a.ilabel, a.olabel, cost, a.nextstate)
+            self.fst.delete_arcs(state, len(arcs))
+            for a in arcs:
+                self.fst.add_arc(state, a)
+        self.penalty = penalty
 
-    def load(self, penalty: float) -> kaldifst.StdVectorFst:
-        """The graph with ``penalty`` on every word arc (drop the previous one first: this
-        reads a new copy)."""
-        if penalty != self.penalty:
-            new = (self.costs + np.float32(penalty)).astype("<f4")
-            with open(self.path, "r+b") as f:
-                for lo, hi in _offset_chunks(self.offsets):
-                    start = int(self.offsets[lo])
-                    f.seek(start)
-                    data = bytearray(f.read(int(self.offsets[hi - 1]) + 4 - start))
-                    patch = np.frombuffer(data, dtype="<f4")
-                    patch[(self.offsets[lo:hi] - start) // 4] = new[lo:hi]
-                    f.seek(start)
-                    f.write(data)
-            self.penalty = penalty
-        fst = kaldifst.StdVectorFst.read(str(self.path))
-        if fst is None:
-            raise AsrdistError(f"{self.path}: cannot read the graph back")
-        return fst
+    def scores(self, pdf_scores: np.ndarray, acwt: float) -> np.ndarray:
+        """The pdf scores, then the same less penalty / acwt: the word arcs' columns."""
+        return np.concatenate([pdf_scores, pdf_scores - np.float32(self.penalty / acwt)], axis=1)
 
-
-def _state_chunks(ends: np.ndarray) -> Iterator[tuple[int, int]]:
-    """[lo, hi) ranges of states whose bytes (ending at ``ends``) span about _CHUNK each."""
-    lo = 0
-    while lo < len(ends):
-        base = int(ends[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(ends, base + _CHUNK, side="right")))
-        yield lo, hi
-        lo = hi
-
-
-def _offset_chunks(offsets: np.ndarray) -> Iterator[tuple[int, int]]:
-    """[lo, hi) ranges of the sorted ``offsets`` that lie within _CHUNK bytes of each other."""
-    lo = 0
-    while lo < len(offsets):
-        hi = max(lo + 1, int(np.searchsorted(offsets, offsets[lo] + _CHUNK - 4, side="right")))
-        yield lo, hi
-        lo = hi
+    def alignment(self, tids: Sequence[int]) -> list[int]:
+        """A path's input labels as the model's transition-ids."""
+        return [t - self.offset if t > self.offset else t for t in tids]

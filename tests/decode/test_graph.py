@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
 
 import kaldi_hmm_gmm as khg  # before kaldifst, or the process hangs
 import kaldifst
+import numpy as np
 import pytest
 
-from asrdist.decode.decoder import max_input_label
-from asrdist.decode.graph import make_graph, read_fst
+from asrdist.decode.decoder import DecodeOptions, Decoder, max_input_label
+from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.hmm.tree import read_tree
@@ -32,6 +34,49 @@ def test_const_fst_reads_like_the_vector_one(tiny_graph, tmp_path):
     hclg = read_fst(tiny_graph / "HCLG.fst")
     kaldifst.StdConstFst(hclg).write(str(tmp_path / "HCLG.const.fst"))
     assert str(read_fst(tmp_path / "HCLG.const.fst")) == str(hclg)
+
+
+def _arcs(fst):
+    return [(s, a.ilabel, a.olabel, a.weight.value, a.nextstate)
+            for s in range(fst.num_states) for a in kaldifst.ArcIterator(fst, s)]
+
+
+@pytest.mark.skipif(shutil.which("fstconvert") is None,
+                    reason="fstconvert (Debian's libfst-tools) is not installed")
+@pytest.mark.parametrize("align", [False, True])
+def test_const_fst_of_openfst_fstconvert_reads_and_decodes_as_its_vector_twin(
+        tiny_system, tiny_graph, tmp_path, align):
+    const = tmp_path / "HCLG.const.fst"
+    subprocess.run(["fstconvert", "--fst_type=const", f"--fst_align={str(align).lower()}",
+                    str(tiny_graph / "HCLG.fst"), str(const)], check=True)
+    vector, got = read_fst(tiny_graph / "HCLG.fst"), read_fst(const)
+    assert (got.start, got.num_states) == (vector.start, vector.num_states)
+    assert _arcs(got) == _arcs(vector)
+    assert [got.final(s) for s in range(got.num_states)] == [
+        vector.final(s) for s in range(vector.num_states)]
+    assert max_ilabel(const) == max_input_label(vector)
+    rng = np.random.default_rng(0)
+    pdfs = tiny_system.pdf_frames("dog sit on cat")
+    scores = rng.normal(-6.0, 1.0, (len(pdfs), tiny_system.trans.num_pdfs)).astype(np.float32)
+    scores[np.arange(len(pdfs)), pdfs] += 3.0
+    hyps = [Decoder(g, tiny_system.trans, DecodeOptions()).decode(scores) for g in (vector, got)]
+    assert hyps[1].words == hyps[0].words and hyps[0].words
+
+
+def test_truncated_or_foreign_fst_is_one_line_naming_the_file(tiny_graph, tmp_path):
+    data = (tiny_graph / "HCLG.fst").read_bytes()
+    kaldifst.StdConstFst(read_fst(tiny_graph / "HCLG.fst")).write(str(tmp_path / "c.fst"))
+    const = (tmp_path / "c.fst").read_bytes()
+    cases = {"short.fst": const[:-20], "short_vector.fst": data[:-20],
+             "text.fst": b"0 1 1 1\n1\n", "head.fst": const[:30],
+             "type.fst": const.replace(b"const", b"compa", 1)}
+    for name, raw in cases.items():
+        (tmp_path / name).write_bytes(raw)
+        with pytest.raises(AsrdistError) as err:
+            read_fst(tmp_path / name)
+            list(fst_chunks(tmp_path / name))
+        message = str(err.value)
+        assert message.startswith(str(tmp_path / name)) and "\n" not in message, message
 
 
 def test_tree_file_round_trips(tiny_system):

@@ -5,7 +5,7 @@ and no modules import each other in a circle, inside a package either.
     jobs (errors, progress), stage (errors, fsutil), options (errors)
     kaldi                               formats
     hmm                                 trees, transition models, graphs, alignment (kaldi)
-    corpus, data, gmm (hmm), models, optim, parallel, score
+    corpus, data, gmm (hmm), models (kaldi: a features layout), optim, parallel, score
     decode (hmm, models), train (data, models, optim, parallel)
     simulate                            (data, models, parallel; train's loss)
     testing                             (data: a tiny corpus for tests and benchmarks)
@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "corpus": BASE | {"kaldi"},
     "data": BASE | {"kaldi"},
     "gmm": BASE | {"kaldi", "hmm"},
-    "models": BASE,
+    "models": BASE | {"kaldi"},
     "parallel": BASE,
     "optim": BASE,
     "score": BASE | {"kaldi"},

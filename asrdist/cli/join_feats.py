@@ -6,7 +6,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.data.join import Stream, join_features
-from asrdist.data.layout import NORMS
+from asrdist.kaldi.layout import NORMS
 
 
 @command()

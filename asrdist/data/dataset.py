@@ -29,11 +29,11 @@ from typing import Any
 import kaldiio
 import numpy as np
 
-from asrdist.data.layout import Layout, needs_speaker_stats, normalise, read_layout
 from asrdist.data.targets import load_int32_vector
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.layout import Layout, needs_speaker_stats, normalise, read_layout
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ pastes the streams on as ``paste-feats`` does (lengths may differ by a frame or 
 streams are cut or their last row repeated) after repeating each row of a periodic stream N
 times, as nnet3 does with ``--online-ivectors --online-ivector-period N``.
 
-Each stream keeps its own normalisation (asrdist.data.layout): SRC per speaker by default,
+Each stream keeps its own normalisation (asrdist.kaldi.layout): SRC per speaker by default,
 fMLLR and i-vectors none, as nnet3; the layout is written as ``feats_layout`` and cmvn.scp
 holds every speaker's stats of the whole matrix, of which a ``spk`` range takes its columns.
 """
@@ -23,12 +23,12 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
-from asrdist.data.layout import LAYOUT, NORMS, ColumnRange, Layout, check_layout, write_layout
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table
 from asrdist.kaldi.gmm_feats import add_deltas
+from asrdist.kaldi.layout import LAYOUT, NORMS, ColumnRange, Layout, check_layout, write_layout
 from asrdist.stage import Skipped, check_done
 
 STAGE = "join_feats"

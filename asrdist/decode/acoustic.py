@@ -19,7 +19,12 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 
-from asrdist.data.layout import (
+from asrdist.errors import AsrdistError
+from asrdist.kaldi.am_gmm import AmDiagGmmParams
+from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
+from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.gmm_feats import load_features
+from asrdist.kaldi.layout import (
     LAYOUT,
     describe,
     needs_speaker_stats,
@@ -27,11 +32,6 @@ from asrdist.data.layout import (
     read_layout,
     same_columns,
 )
-from asrdist.errors import AsrdistError
-from asrdist.kaldi.am_gmm import AmDiagGmmParams
-from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
-from asrdist.kaldi.data_dir import DataDir
-from asrdist.kaldi.gmm_feats import load_features
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from asrdist.data.layout import Layout, layout_from_record, layout_record
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
+from asrdist.kaldi.layout import Layout, layout_from_record, layout_record
 from asrdist.models.build import ModelConfig, build_model
 
 FILENAME = "final.pt"

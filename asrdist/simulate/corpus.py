@@ -23,8 +23,8 @@ from asrdist.data.dataset import (
     split_heldout,
 )
 from asrdist.data.ingest import read_pdf_counts
-from asrdist.data.layout import Layout
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.layout import Layout
 from asrdist.train.loss import frame_scores
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from asrdist.data.join import Stream, join_features
-from asrdist.data.layout import ColumnRange, read_layout
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.layout import ColumnRange, read_layout
 from asrdist.stage import Skipped
 from tests.cli_process import run_cli
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from asrdist.data.layout import read_layout
 from asrdist.decode.acoustic import Chunking, NnetScorer
 from asrdist.errors import AsrdistError
+from asrdist.kaldi.layout import read_layout
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.models.final import Exported, write_final
 from tests.data.test_stream_norm import EXPECTED, make_joined

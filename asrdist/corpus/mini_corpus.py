@@ -289,7 +289,7 @@ def prepare_mini(out: str | os.PathLike, options: CorpusOptions) -> CorpusSummar
 
     for split, records in splits.items():
         write_data_dir(out / split, [r.utt for r in records])
-        with atomic_write(out / split / "utt2synth") as f:  # asrdist-score --subsets-by FILE
+        with atomic_write(out / split / "utt2synth") as f:  # asrdist-score text --subsets-by
             synth = {r.utt.utt_id: r.voice.synth for r in records}
             f.writelines(f"{u} {synth[u]}\n" for u in c_sorted(synth))
     _write_manifests(out / "manifests", splits, options.sample_rate)

@@ -33,6 +33,10 @@ builds a new exchange over the survivors and *retires* this one (:meth:`retire`)
 active thread sends DONE to the passive members still there and leaves, a retired passive
 one serves until every active member still there has sent it DONE (its deltas are merged
 with the strategy's next merge), and a failure on a retired ring drops nobody. An active
+thread that ends on a lost peer still sends DONE to the other passive members, which would
+otherwise wait for it until their timeout. A passive thread left waiting only for dropped
+active members is not waited for at the end: gloo cannot interrupt a receive (a timed-out
+wait breaks the whole group), so it leaves at its timeout or with the process. An active
 learner waiting for an exchange with a dropped peer gives it up (that peer may have merged
 its side: a small step off the learners' mean, once per departure).
 
@@ -128,6 +132,8 @@ class PairwiseExchange:
         self._results: queue.Queue[tuple[torch.Tensor, Event]] = queue.Queue()
         self._in_flight = 0
         self._peer: int | None = None  # ring member being talked to, for error messages
+        self._told: set[int] = set()  # active: passive members sent DONE
+        self._waiting = set(rings.actives(self.n))  # passive: active members not yet DONE
         # made once, reused by every exchange: the thread's own vectors on the model's device
         # (on CPU gloo reads and writes them directly) and the pinned pair of a GPU
         self._link = Link(weights.device, weights.numel())
@@ -194,9 +200,18 @@ class PairwiseExchange:
         if self.active:
             self._jobs.put(None)
 
-    def join(self, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for the thread to leave."""
-        self._thread.join(timeout_s)
+    def join(self, timeout_s: float | None = None) -> None:
+        """Wait (up to ``timeout_s``) for the thread to leave; not for a passive one that waits
+        only for dropped learners (none of them will ever send: it would hold the survivors'
+        final average for a whole timeout)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self._thread.is_alive() and not self._waits_only_on_gone():
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            self._thread.join(0.05)
+
+    def _waits_only_on_gone(self) -> bool:
+        return not self.active and not self._waiting - self._gone()
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         """Passive: the weights to serve from now on (the compute thread's latest ones, read
@@ -221,7 +236,7 @@ class PairwiseExchange:
         """Leave the loop together: active sends DONE to all passives; passive awaits them."""
         if self.active:
             self._jobs.put(None)
-        self._thread.join()
+        self.join()
 
     # -- communication thread ----------------------------------------------------------------
 
@@ -239,13 +254,25 @@ class PairwiseExchange:
 
     def _failed(self, why: str) -> None:
         """Fail-stop: end the job, naming the peer. Elastic: drop the peer (unless this ring
-        was retired meanwhile) and end this thread only."""
+        was retired meanwhile) and end this thread only; an active one first tells the other
+        passive members still there it is done, as they wait for that."""
         if self._lose is None:
             abort(self.rank, f"{why}; ending the job")
-        if self._retired or self._peer is None:
-            return
         assert self._lose is not None
-        self._lose(self.ranks[self._peer], why)
+        lost = self._peer
+        if lost is not None and not self._retired:
+            self._lose(self.ranks[lost], why)
+        if not self.active:
+            return
+        for p in rings.passives(self.n):
+            if p == lost or p in self._told or self.ranks[p] in self._left:
+                continue
+            try:
+                self._header(KIND_DONE, p)
+            except RuntimeError as exc:  # ExchangeFailure too: that member is lost as well
+                if not self._retired:
+                    self._lose(self.ranks[p], f"exchange with {self._member(p)} failed: "
+                                              f"{first_line(exc)}")
 
     def _member(self, index: int) -> str:
         return f"learner {self.ranks[index]}"
@@ -270,6 +297,7 @@ class PairwiseExchange:
                     if self.ranks[p] in self._left:
                         continue
                     self._header(KIND_DONE, p)
+                    self._told.add(p)
                 return
             snapshot, ready = job
             assert self._partner_of is not None
@@ -290,7 +318,7 @@ class PairwiseExchange:
             self._results.put((self._theirs, done))
 
     def _passive_loop(self) -> None:
-        pending_actives = set(rings.actives(self.n))
+        pending_actives = self._waiting
         heard = {a: time.monotonic() for a in pending_actives}
         hdr = torch.empty(3, dtype=torch.int64)
         while pending_actives - self._gone():

@@ -107,6 +107,31 @@ def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):
     assert final  # written by learner 0 after the survivors' average
 
 
+@pytest.mark.parametrize("killed", [1, 2], ids=["the-only-active", "a-passive"])
+def test_survivors_export_at_once_after_a_departure_not_after_the_timeout(corpus, tmp_path,
+                                                                          killed):
+    """With --exchange-timeout 30, the survivors of a SIGKILL average and export within
+    seconds. Their ring's exchange threads used to wait for the lost learner until the
+    timeout: a passive one left waiting for DONE from a lost active (gloo cannot interrupt its
+    receive), or from an active whose thread had ended with the lost peer (never sent)."""
+    out = tmp_path / "run"
+    options = [o for o in TINY if not o.startswith("--exchange-timeout")]
+    procs = start_learners(corpus, out, "adpsgd-random", *options, "--elastic",
+                           "--exchange-timeout=30", world=3)
+    when_training(out, procs, 20)
+    os.kill(procs[killed].pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    codes = join_learners(procs, out, limit=120)
+    took = time.monotonic() - killed_at
+    errs = [(out / f"err{r}.txt").read_text() for r in range(3)]
+    assert codes == [-9 if r == killed else 0 for r in range(3)], [e[-1500:] for e in errs]
+    assert took < 15, f"the survivors took {took:.1f} s after the kill: {errs}"
+    assert not any("terminate called" in e for e in errs), errs
+    assert (out / "final.pt").is_file()
+    survivors = [r for r in range(3) if r != killed]
+    assert any(f"going on with learners {survivors}" in e for e in errs), errs
+
+
 def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus, tmp_path):
     out = tmp_path / "run"
     stores = running_stores()

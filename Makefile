@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk
+APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools
 STAMP := $(VENV)/.installed
 
 .PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network \
@@ -13,7 +13,8 @@ STAMP := $(VENV)/.installed
 
 all: test
 
-# Debian packages: espeak-ng and flite (mini corpus voices) and NIST sctk (sclite, for scoring checks).
+# Debian packages: espeak-ng and flite (mini corpus voices), NIST sctk (sclite, for scoring checks)
+# and OpenFst's tools (fstconvert writes the const graphs the decoding tests read).
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

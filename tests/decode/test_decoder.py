@@ -48,14 +48,16 @@ def test_word_timings_follow_the_alignment(tiny_system, tiny_graph):
     assert timed == [(words["dog"], 15, 27), (words["sit"], 42, 27)]
 
 
-def test_word_insertion_penalty_costs_each_word(tiny_system, tiny_graph, tmp_path):
+def test_word_insertion_penalty_costs_each_word(tiny_system, tiny_graph):
     hclg = read_fst(tiny_graph / "HCLG.fst")
     words = read_symbols(tiny_graph / "words.txt")
     real = [i for w, i in words.items() if w in ("cat", "dog", "sat", "sit", "on", "<unk>")]
     scores = _scores(tiny_system, "dog sit")
     plain = Decoder(hclg, tiny_system.trans, DecodeOptions(acwt=1.0)).decode(scores)
-    penalised = Decoder(PenaltyGraph(tiny_graph / "HCLG.fst", real, tmp_path).load(2.5),
-                        tiny_system.trans, DecodeOptions(acwt=1.0)).decode(scores)
+    graph = PenaltyGraph(tiny_graph / "HCLG.fst", real, tiny_system.trans)
+    graph.set_penalty(2.5)
+    penalised = Decoder(graph.fst, graph.trans, DecodeOptions(acwt=1.0)).decode(
+        graph.scores(scores, 1.0))
     assert penalised.words == plain.words
     assert penalised.cost == pytest.approx(plain.cost + 5.0, abs=1e-3)
 

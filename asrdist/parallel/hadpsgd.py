@@ -8,8 +8,9 @@ variant: ``hadpsgd_variant``); whatever averaging it merges it broadcasts to the
 node at the same point of the same step, so the node's copies stay identical.
 
 Elastic runs (``--elastic``): a node that loses a learner leaves whole (the others' gradient
-allreduce fails and ends them, so they are dropped too); the ring re-forms over the leaders of
-the remaining nodes, as :mod:`asrdist.parallel.adpsgd` describes.
+allreduce fails and ends them, each saying its node leaves and who goes on, so they are dropped
+too); the ring re-forms over the leaders of the remaining nodes, as
+:mod:`asrdist.parallel.adpsgd` describes.
 
 A node is the launcher's node (``Learner.node``: hostname, Slurm node name);
 ``learners_per_node`` forces groups of consecutive ranks instead, to test several nodes on one
@@ -91,6 +92,9 @@ class HADPSGD(ADPSGD):
             return model
         self._find_nodes()
         self._node_group = self.comm.subgroups(self.nodes)
+        liveness = getattr(self.comm, "liveness", None)  # real processes: a failed node
+        if liveness is not None:  # collective then says the node leaves, not the job ends
+            liveness.node = tuple(self._my_node())
         return super().wrap_model(self.comm.gradient_mean(model, self._node_group))
 
     def after_backward(self, model: torch.nn.Module, step: int) -> None:

@@ -15,8 +15,12 @@ by the timeouts of the exchanges and collectives that wait on it, and, at the en
 Elastic runs (a :class:`~asrdist.parallel.membership.Membership`): a learner lost in any of
 these ways is dropped instead (one line naming it and the step it had reached), another's
 failure report ends nobody (that learner ends and is dropped), and a learner that finds itself
-dropped (it froze past the timeout) ends, learner 0 as any other. Only the store's loss still
-ends everyone.
+dropped (it froze past the timeout) ends, learner 0 as any other, saying so and naming the
+learners going on, and drops nobody: its own waits ran out while it was stopped, not theirs.
+Woken only after the others have finished, it finds the store gone: the liveness thread measured
+how long it was stopped, so it says it was dropped rather than that the store ended. A hadpsgd
+node member whose node lost a learner leaves with its node, and says the run goes on. Only the
+store's loss still ends everyone.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 import torch.distributed as dist
 
@@ -41,6 +46,7 @@ _PREFIX = "asrdist/live/"
 
 
 _reports: dist.Store | None = None  # where learners post why they abort (set by Liveness)
+_liveness: Liveness | None = None  # this learner's (for lost_store: was it stopped?)
 
 
 def _first_report(rank: int, message: str) -> str | None:
@@ -100,10 +106,18 @@ REPORT_POLL_S = 1.0  # how often every learner looks for another's failure repor
 
 
 def lost_store() -> str:
-    """What losing the rendezvous store means, where this learner's store lives."""
-    if storehost.in_use():
-        return "lost the rendezvous store (its own process, asrdist-store, ended)"
-    return "lost learner 0 (it hosts the rendezvous store)"
+    """What losing the rendezvous store means, where this learner's store lives. Elastic: a
+    learner stopped past the timeout was dropped, and the store ended once the others had
+    finished without it."""
+    if not storehost.in_use():
+        return "lost learner 0 (it hosts the rendezvous store)"
+    live = _liveness
+    if live is not None and live.membership is not None \
+            and live.stopped_for() > live.timeout_s:
+        return (f"dropped from the run: this learner was stopped for {live.stopped_for():.0f} "
+                f"s, more than --exchange-timeout ({live.timeout_s:.0f} s); the others went "
+                "on without it and have finished (the run's store process has ended)")
+    return "lost the rendezvous store (its own process, asrdist-store, ended)"
 
 
 def store_lost(exc: BaseException) -> bool:
@@ -122,13 +136,17 @@ def peer_lost(exc: BaseException) -> bool:
                                 "Timed out", "timed out")))
 
 
-def abort(rank: int, message: str, post: bool = True) -> None:
+_aborting = threading.Lock()  # held by the thread that ends the process (one line, not two)
+
+
+def abort(rank: int, message: str, post: bool = True) -> NoReturn:
     """Print ``message`` for learner ``rank`` and end this process with status 1 at once.
 
     A learner that fails because another one already did adds that first report, so every
     survivor names the root cause, not just the neighbour that vanished before it. ``post``
     False: the store is gone (each further call would only log a C++ stack before the line).
     """
+    _aborting.acquire()  # the first thread to abort speaks; any other waits for the exit
     line = f"asrdist: learner {rank}: {message}"
     log.error(line)
     say(line)  # first: a store call that fails logs a C++ stack
@@ -161,9 +179,13 @@ class Liveness:
         self.world_size = world_size
         self.timeout_s = timeout_s
         self.interval_s = max(0.2, min(5.0, timeout_s / 20))
-        global _reports
+        # elastic hadpsgd: the learners of this one's node (it cannot go on without them)
+        self.node: tuple[int, ...] = ()
+        self._stopped_s = 0.0  # the longest this process was stopped, as far as seen
+        self._pausing: tuple[float, float] | None = None  # (since, for how long) while paused
+        global _reports, _liveness
         self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
-        _reports = self._store
+        _reports, _liveness = self._store, self
         self._progress = 0
         self._seen: dict[int, tuple[str, float]] = {}  # rank -> (last value, when it changed)
         self._stop = threading.Event()
@@ -207,7 +229,7 @@ class Liveness:
         store_lost_since: float | None = None
         last_beat = time.monotonic()
         values: dict[int, str | None] = {}
-        while not self._stop.wait(min(self.interval_s, REPORT_POLL_S)):
+        while not self._pause(min(self.interval_s, REPORT_POLL_S)):
             now = time.monotonic()
             beat = now - last_beat >= self.interval_s - 1e-3
             try:
@@ -248,6 +270,23 @@ class Liveness:
                 abort(self.rank, f"no heartbeat from {names}: died, was killed or stopped; "
                                  "ending the job")
 
+    def _pause(self, seconds: float) -> bool:
+        """The loop's wait (True: stop); notes by how much it overran: that long this process
+        was stopped (SIGSTOP, a suspended job), its heartbeat silent."""
+        self._pausing = (time.monotonic(), seconds)
+        stop = self._stop.wait(seconds)
+        since, _ = self._pausing
+        self._pausing = None
+        self._stopped_s = max(self._stopped_s, time.monotonic() - since - seconds)
+        return stop
+
+    def stopped_for(self) -> float:
+        """The longest this process was stopped so far, seconds; also a stop the liveness
+        thread has not woken from yet (another thread of the woken process got here first)."""
+        pausing = self._pausing
+        now = time.monotonic() - pausing[0] - pausing[1] if pausing is not None else 0.0
+        return max(self._stopped_s, now)
+
     def _end_if_gone(self) -> None:
         try:
             gone = self.gone_learners()
@@ -269,9 +308,21 @@ class Liveness:
         for r in left:
             self._seen.pop(r, None)
         if self.rank in left:
+            survivors = self.membership.survivors()
+            going = [r for r in survivors if not self._store.check([f"done/{r}"])]
+            then = f"the run goes on with learners {survivors}" if going \
+                else f"learners {survivors} have finished their steps without it"
             abort(self.rank, f"dropped from the run at step {left[self.rank]} by the other "
-                             f"learners (silent for more than {self.timeout_s:.0f} s); ending",
-                  post=False)
+                             f"learners (silent for more than {self.timeout_s:.0f} s); {then}; "
+                             "ending", post=False)
+
+    def _check_still_in(self) -> None:
+        """Elastic, outside the liveness loop: end this learner if it was dropped (or, saying
+        so, if the store is gone)."""
+        try:
+            self._check_not_dropped()
+        except (RuntimeError, OSError) as exc:
+            abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
 
     def last_step(self, rank: int) -> int:
         """The step learner ``rank`` last published with its heartbeat."""
@@ -283,14 +334,18 @@ class Liveness:
         """Elastic: drop learner ``rank`` (not one that finished its steps, nor one already
         dropped); the learner that records it logs one line."""
         assert self.membership is not None
-        if rank in self.membership.left or rank == self.rank \
-                or self._store.check([f"done/{rank}"]):
-            return
-        step = self.last_step(rank)
-        if self.membership.drop(rank, step):
-            line = (f"asrdist: learner {rank} left at step {step} (its last heartbeat's; {why}); "
-                    f"going on with learners {self.membership.survivors()}")
-            say(line)
+        self._check_still_in()  # a learner dropped itself drops nobody
+        try:
+            if rank in self.membership.left or rank == self.rank \
+                    or self._store.check([f"done/{rank}"]):
+                return
+            step = self.last_step(rank)
+            if self.membership.drop(rank, step):
+                line = (f"asrdist: learner {rank} left at step {step} (its last heartbeat's; "
+                        f"{why}); going on with learners {self.membership.survivors()}")
+                say(line)
+        except (RuntimeError, OSError) as exc:  # the store is gone with its process
+            abort(self.rank, f"{lost_store()}: {first_line(exc)}", post=False)
         self._seen.pop(rank, None)
 
     def stalled_learners(self) -> list[int]:
@@ -313,8 +368,21 @@ class Liveness:
         return f"communication failed: {first_line(exc)}"
 
     def end_job(self, exc: BaseException) -> None:
-        """A collective or exchange failed: end the job, naming the learner that stopped."""
-        abort(self.rank, f"{self.explain(exc)}; ending the job")
+        """A collective or exchange failed: end the job, naming the learner that stopped.
+        Elastic: end this learner only (the others drop it and go on): a hadpsgd node member
+        says its node leaves, and who goes on."""
+        why = self.explain(exc)
+        if self.membership is None:
+            abort(self.rank, f"{why}; ending the job")
+        self._check_still_in()
+        if len(self.node) < 2:
+            abort(self.rank, f"{why}; leaving the run", post=False)
+        others = [r for r in self.membership.survivors() if r not in self.node]
+        goes_on = f"the run goes on with learners {others}" if others \
+            else "no other node is left: the run ends"
+        mates = ", ".join(map(str, self.node))
+        abort(self.rank, f"leaving the run with its node (learners {mates}), which cannot go on "
+                         f"without a lost member: {why}; {goes_on}", post=False)
 
     def wait_all_finished(self, poll_s: float = 0.05,
                           between: Callable[[], None] | None = None) -> None:

@@ -1,4 +1,5 @@
-"""asrdist-plot: PNG curves (loss, held-out CE vs wall time and epochs) of one or more run dirs."""
+"""asrdist-plot: PNG curves (loss, held-out CE vs wall time and epochs) of one or more run dirs
+or asrdist-simulate reports."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from asrdist.train.plot import plot_runs
 
 
 @command()
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True))
 @click.option("--out", "-o", default="curves.png", show_default=True,
               type=click.Path(dir_okay=False), help="PNG file to write")
 @click.option("--all-ranks", is_flag=True, help="a curve per learner, not only rank 0")
 def main(runs: tuple[str, ...], out: str, all_ranks: bool) -> None:
-    """Compare the training curves of RUNS (asrdist-train run dirs) in one PNG."""
+    """Compare the training curves of RUNS (asrdist-train run dirs, asrdist-simulate JSON
+    reports) in one PNG."""
     click.echo(plot_runs(list(runs), out, rank0_only=not all_ranks), err=True)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,11 +24,12 @@ from typing import Any
 import click
 import torch
 
+import asrdist
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import ModelConfig
+from asrdist.models.build import ModelConfig, build_model
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -39,8 +41,9 @@ from asrdist.options import (
     option,
 )
 from asrdist.parallel import registry
+from asrdist.simulate import guards
 from asrdist.simulate.corpus import ChunkPool
-from asrdist.simulate.experiment import RunSpec, run
+from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
@@ -69,8 +72,8 @@ class SimulateOptions(Options):
     epochs: float = option(1.0, "passes over the training data (fractions too)",
                            check=POSITIVE)
     max_utts: int = option(0, "training utterances to keep (0 = all)", check=NON_NEGATIVE)
-    evals: int = option(4, "held-out evaluations over the run (and one at its end)",
-                        check=POSITIVE)
+    evals: int = option(4, "held-out evaluations over the run, the last of the exported "
+                        "average (and one of the start)", check=POSITIVE)
     threads: int = option(1, "torch CPU threads (small models run fastest on one)",
                           check=POSITIVE)
 
@@ -116,7 +119,8 @@ def _check_destination(path: str | None, flag_name: str) -> None:
 def main(data: str, targets: str, out: str, export: str | None, options: tuple[str, ...],
          **flags: Any) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
-    against simulated time, steps and epochs, staleness and waits to OUT."""
+    against simulated time, steps and epochs, staleness and waits to OUT, with what describes
+    the run (speed model, resolved strategy options, data, model size, steps per epoch)."""
     for path, flag_name in ((out, "--out"), (export, "--export")):
         _check_destination(path, flag_name)
     values = given_or_default(option_fields(), flags)
@@ -136,23 +140,77 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
                    grad_clip=values["grad_clip"], model=make(ModelConfig, values),
                    options=chosen, seed=values["seed"], evals=own.evals,
                    nesterov=values["nesterov"], weight_decay=values["weight_decay"],
-                   schedule=make(ScheduleOptions, values))
+                   schedule=make(ScheduleOptions, values), eval_start=True)
     pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
                           cmvn=values["cmvn"], seed=values["seed"], max_utts=own.max_utts)
+    about = _describe(spec, speed, pool, {"data": data, "targets": targets,
+                                          "max_utts": own.max_utts})
+    log.info("%s", guards.cost_line(speed, spec.learners, about["model"]["bytes"]))
+    few = guards.few_steps(about["steps"]["per_epoch"], spec.learners, spec.batch)
+    if few is not None:
+        log.warning("%s", few)
+    warnings = [few] if few is not None else []
     noise_every = values["noise_scale_every"]
     result = run(pool, spec, speed, noise_every)
+    divergence = guards.diverged(result.records)
+    if divergence is not None:
+        warnings.append(divergence)
+    report = {**about, "warnings": warnings, "records": result.records,
+              "summary": result.summary,
+              **({"noise_scale": result.noise} if noise_every else {})}
     with atomic_write(out) as f:
-        json.dump({"spec": {**spec.__dict__, "model": spec.model.to_dict(),
-                            "schedule": dataclasses.asdict(spec.schedule)},
-                   "records": result.records, "summary": result.summary,
-                   **({"noise_scale": result.noise} if noise_every else {})}, f, indent=1)
+        json.dump(report, f, indent=1)
     if export is not None:
         export_final(export, pool, spec, result)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "
-                   f"dist={r['dist_to_mean']:.4g}")
+                   f"dist={r['dist_to_mean']:.4g}" + (" final" if r.get("final") else ""))
+    if divergence is not None:  # after the records it is about
+        log.warning("%s", divergence)
     click.echo(f"host {result.summary['host_s']:.1f} s; {out}", err=True)
+
+
+def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool,
+              source: dict[str, Any]) -> dict[str, Any]:
+    """What a report says of its run besides the figures, so that it stands on its own: the
+    version, the spec with the strategy's options resolved, the speed model and what a step
+    costs under it, the data (``source``: where it came from), the model's size and the
+    steps."""
+    params = list(build_model(spec.model, pool.input_dim, pool.num_pdfs).parameters())
+    model = {"weights": sum(p.numel() for p in params),
+             "bytes": sum(p.numel() * p.element_size() for p in params)}
+    per_epoch, steps = run_steps(pool, spec)
+    return {
+        "version": asrdist.__version__,
+        "spec": {**spec.__dict__, "model": spec.model.to_dict(),
+                 "schedule": dataclasses.asdict(spec.schedule) if spec.schedule else None,
+                 "options": _resolved_options(spec, pool)},
+        "speed": _speed_report(speed),
+        "cost": guards.step_cost(speed, spec.learners, model["bytes"]),
+        "data": {**source, **pool.describe()},
+        "model": model,
+        "steps": {"per_epoch": per_epoch, "total": steps},
+    }
+
+
+def _resolved_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
+    """Every option the strategy was built with, defaults and the run's training values
+    filled in (the options of real exchanges left out: the simulator has none); what it
+    derived from them (bmuf's eta of -1, a period from --avg-frames) is in the summary's
+    ``strategy``, as the strategy reports it."""
+    chosen = registry.make_options(spec.algo, strategy_options(spec, pool))
+    return {k: v for k, v in dataclasses.asdict(chosen).items()
+            if k not in _EXCHANGE_ONLY and k != "slow_learner"}
+
+
+def _speed_report(speed: SpeedModel) -> dict[str, Any]:
+    """The speed model as plain JSON: stragglers as a list, an unlimited bandwidth as null."""
+    out = dataclasses.asdict(speed)
+    out["slow"] = [{"learner": r, "factor": f} for r, f in sorted(speed.slow.items())]
+    if math.isinf(speed.bandwidth):
+        out["bandwidth"] = None
+    return out
 
 
 def _strategy_options(algo: str, flags: dict[str, Any],

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from asrdist.data.dataset import (
+    IGNORE,
     UtteranceReader,
     load_corpus,
     make_chunks,
@@ -36,6 +37,10 @@ class ChunkSet:
     def __len__(self) -> int:
         return len(self.x)
 
+    def frames(self) -> int:
+        """Labelled frames (padding and overlap carry no label)."""
+        return int((self.y != IGNORE).sum())
+
 
 @dataclass
 class ChunkPool:
@@ -47,6 +52,7 @@ class ChunkPool:
     cmvn: str = "none"  # the features' normalisation (what a decoder must apply too)
     pdf_counts: np.ndarray | None = None  # the alignments' frames per pdf (for the priors)
     feats_layout: Layout | None = None  # the data dir's streams and their normalisation, if joined
+    utts: tuple[int, int] = (0, 0)  # training and held-out utterances read
 
     @classmethod
     def load(cls, data: str | os.PathLike, targets: str | os.PathLike, chunk_len: int = 21,
@@ -65,7 +71,17 @@ class ChunkPool:
         finally:
             reader.close()
         return cls(train, held, corpus.num_pdfs, int(train.x.shape[-1]), chunk_len, cmvn,
-                   read_pdf_counts(targets, corpus.num_pdfs), corpus.feats_layout)
+                   read_pdf_counts(targets, corpus.num_pdfs), corpus.feats_layout,
+                   (len(train_rows), len(held_rows)))
+
+    def describe(self) -> dict[str, object]:
+        """What a run's report says of its data: sizes of both sets and the features."""
+        sets = {"train": self.train, "heldout": self.heldout}
+        return {"utterances": dict(zip(sets, self.utts, strict=True)),
+                "chunks": {k: len(v) for k, v in sets.items()},
+                "frames": {k: v.frames() for k, v in sets.items()},
+                "chunk_len": self.chunk_len, "input_dim": self.input_dim,
+                "pdfs": self.num_pdfs, "cmvn": self.cmvn}
 
     def steps_per_epoch(self, global_batch: int) -> int:
         """Steps of ``global_batch`` chunks in one epoch (the remainder is dropped)."""

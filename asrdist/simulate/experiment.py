@@ -32,15 +32,24 @@ class RunSpec:
     model: ModelConfig = field(default_factory=lambda: ModelConfig(layers=1, units=64))
     options: dict[str, Any] = field(default_factory=dict)  # the strategy's own
     seed: int = 0
-    evals: int = 4  # held-out evaluations over the run (and one at its end)
+    evals: int = 4  # held-out evaluations over the run (the last of the exported average)
     nesterov: bool = False
     weight_decay: float = 0.0
     # the learning-rate rule asrdist-train follows (its lr replaces ``lr``); None: ``lr`` at
     # every step, unscaled
     schedule: ScheduleOptions | None = None
+    # also evaluate the weights the learners start from (a record at step 0); off for the
+    # studies, whose curves count one record per evaluation over the run
+    eval_start: bool = False
 
     def global_batch(self) -> int:
         return self.learners * self.batch
+
+
+def run_steps(pool: ChunkPool, spec: RunSpec) -> tuple[int, int]:
+    """``spec``'s steps per epoch of ``pool`` and its steps in all (per learner)."""
+    per_epoch = pool.steps_per_epoch(spec.global_batch())
+    return per_epoch, max(1, round(spec.epochs * per_epoch))
 
 
 def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
@@ -49,8 +58,7 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
     real run's learners are), reads its slice of each global batch, and the learners' mean is
     evaluated on the held-out chunks ``spec.evals`` times; with ``noise_every``, B_simple is
     measured every that many steps per learner (``Result.noise``)."""
-    per_epoch = pool.steps_per_epoch(spec.global_batch())
-    steps = max(1, round(spec.epochs * per_epoch))
+    per_epoch, steps = run_steps(pool, spec)
     torch.manual_seed(spec.seed)
     init = build_model(spec.model, pool.input_dim, pool.num_pdfs)
 
@@ -59,12 +67,13 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
         spec.algo, spec.learners, steps,
         make_model=lambda i: copy.deepcopy(init),
         make_optimizer=lambda m: _optimizer(spec, m, per_epoch, steps),
-        loss_fn=loss_fn, speed=speed, options=_options(spec, pool),
+        loss_fn=loss_fn, speed=speed, options=strategy_options(spec, pool),
         grad_clip=spec.grad_clip,
         eval_fn=lambda m: heldout_figures(m, pool.heldout),
         eval_every=max(1, steps // max(spec.evals, 1)), epoch_steps=per_epoch * spec.learners,
         noise=NoiseProbe(noise_every, spec.batch, per_epoch * spec.learners)
         if noise_every else None,
+        eval_start=spec.eval_start,
     )
 
 
@@ -92,7 +101,7 @@ def _optimizer(spec: RunSpec, model: torch.nn.Module, per_epoch: int,
     return optimizer
 
 
-def _options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
+def strategy_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
     """The strategy's options, with the training values it takes (seed, batch, chunk) filled
     in from the run as asrdist-train does."""
     training = {"seed": spec.seed, "batch_size": spec.batch, "chunk_len": pool.chunk_len}

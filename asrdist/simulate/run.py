@@ -5,11 +5,15 @@ learner does, on the simulator's transport (:mod:`asrdist.simulate.transport`); 
 depends on which strategy it is. The run's time includes the strategy's end (its final
 average), as a real run's does.
 
-The learners' mean (what a real run exports) is evaluated every ``eval_every`` steps per
-learner (counted over all learners, so asynchronous learners at different steps are fine):
-held-out figures from ``eval_fn``, against simulated wall time, steps and epochs, with the
-distance of the learners to their mean. At the end: the staleness histogram, each learner's
-time spent waiting, and the exported average.
+The learners' mean is evaluated every ``eval_every`` steps per learner (counted over all
+learners, so asynchronous learners at different steps are fine): held-out figures from
+``eval_fn``, against simulated wall time, steps and epochs, with the distance of the learners
+to their mean. The last record is always of the exported average, after the strategy's end
+(its in-flight merges and final average), marked ``final`` as asrdist-train marks its own:
+the learners' mean before that end is not what a real run exports. At the end: the staleness
+histogram, each learner's time spent waiting, what learner 0's strategy reports of itself
+(what it resolved its options to: a block momentum from the number of learners, an averaging
+period from frames) and the exported average.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tens
 
 @dataclass
 class Result:
-    records: list[dict[str, float]]  # one per evaluation
+    records: list[dict[str, Any]]  # one per evaluation; the last of the exported average
     learners: list[torch.Tensor]  # each learner's flat weights at the end of its steps
     # (before the strategy's end: in-flight merges and the final average)
     final: torch.Tensor  # the exported average's flat weights
@@ -63,12 +67,14 @@ def simulate(
     keep_history: bool = False,
     noise: NoiseProbe | None = None,
     together: int | None = None,
+    eval_start: bool = False,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
     optimizer over the module its strategy wraps, ``loss_fn(i, k, model)`` its loss on its
     shard at step k; ``epoch_steps`` (learner steps in one epoch of the corpus) turns steps
-    into epochs in the records; ``noise`` measures the gradient noise scale. With a
+    into epochs in the records, ``eval_start`` adds a record of the weights the learners start
+    from; ``noise`` measures the gradient noise scale. With a
     :class:`~asrdist.simulate.batched.FrameLoss`, up to ``together`` learners' forward and
     backward passes are computed as one (:mod:`asrdist.simulate.batched`); 0: each learner's
     on its own; None: 64 on a GPU; on a CPU, 8 for more than 16 learners, else 0 (one
@@ -96,31 +102,35 @@ def simulate(
     if together is None:
         together = 64 if _on_gpu(sims[0].model) else 8 if learners > 16 else 0
     batcher = Batcher(loss_fn, together) if together > 0 else None
-    records: list[dict[str, float]] = []
-    evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, records)
+    records: list[dict[str, Any]] = []
+    evaluator = _Evaluator(world, eval_fn, eval_every, epoch_steps, steps, records)
     world.on_step = evaluator.maybe
     start: list[torch.Tensor] = [torch.empty(0)] * learners
     before: list[torch.Tensor] = [torch.empty(0)] * learners
+    reported: list[dict[str, Any]] = [{}] * learners
     t0 = time.perf_counter()
     turns = []
     for i in range(learners):
         comm = SimTransport(world, i)
         strategy = spec.make(Learner(i, learners, transport=comm), opts)
         learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before,
-                       batcher)
+                       reported, batcher)
         comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
         turns.append(comm.turn)
         world.clock.spawn(i, comm.turn.process())
     if noise is not None:
         world.on_step = noise.watch(world, loss_fn, world.on_step)
+    if eval_fn is not None and eval_start:
+        evaluator.record()
     try:
         world.clock.run()
     finally:
         for turn in turns:
             turn.cancel()
-    if eval_fn is not None and (not records or records[-1]["steps"] < steps):
-        evaluator.record()
+    if eval_fn is not None:
+        evaluator.record(exported=True)
     summary = world.summary()
+    summary["strategy"] = reported[0]
     summary["host_s"] = time.perf_counter() - t0
     return Result(records, before, flat_weights(sims[0].model), summary,
                   [s.history for s in sims], start,
@@ -137,7 +147,7 @@ class _Learn:
     hooks run in the contract's order), with the speed model's compute time spent after the
     forward pass starts (its result is needed when that time has passed: the batcher may
     compute it then, with other learners') and its update time after the optimizer step;
-    then the strategy's end."""
+    then the strategy's end and what the strategy reports of itself."""
 
     world: World
     comm: SimTransport
@@ -147,6 +157,7 @@ class _Learn:
     grad_clip: float
     start: list[torch.Tensor]  # each learner's weights once its strategy wrapped the model
     before: list[torch.Tensor]  # each learner's weights at the end of its steps
+    reported: list[dict[str, Any]]  # each learner's strategy's metrics() after its end
     batcher: Batcher | None  # computes learners together; None: each on its own
 
     def __call__(self, turn: Coroutine) -> None:
@@ -171,41 +182,50 @@ class _Learn:
         self.before[i] = flat_weights(model)
         world.steps_done(i)
         self.strategy.finalize(wrapped)
+        self.reported[i] = self.strategy.metrics()
         self.strategy.close()
 
 
 class _Evaluator:
-    """Evaluates the learners' mean every ``every`` steps per learner."""
+    """Evaluates the learners' mean every ``every`` steps per learner, but not once all steps
+    are taken: the exported average's record follows the strategy's end."""
 
     def __init__(self, world: World, eval_fn: EvalFn | None, every: int, epoch_steps: float,
-                 records: list[dict[str, float]]) -> None:
+                 steps: int, records: list[dict[str, Any]]) -> None:
         self.world, self.eval_fn, self.every = world, eval_fn, every
         self.epoch_steps, self.records = epoch_steps, records
         self.next = every * world.n
+        self.last = steps * world.n
         self._model: torch.nn.Module | None = None
 
     def maybe(self) -> None:
-        if self.eval_fn is None or self.every <= 0 or self.world.total_steps() < self.next:
+        total = self.world.total_steps()
+        if self.eval_fn is None or self.every <= 0 or total < self.next or total >= self.last:
             return
         self.next += self.every * self.world.n
         self.record()
 
-    def record(self) -> None:
+    def record(self, exported: bool = False) -> None:
+        """A record of the learners' mean, or with ``exported`` of learner 0's weights (the
+        exported average, once the strategy has ended), marked ``final``."""
         assert self.eval_fn is not None
         world = self.world
         if self._model is None:
             self._model = copy.deepcopy(world.learners[0].model)
-        mean = self._model
+        model = self._model
+        sources = world.learners[:1] if exported else world.learners
         with torch.no_grad():
-            for t, *others in zip(float_tensors(mean),
-                                  *[float_tensors(s.model) for s in world.learners], strict=True):
+            for t, *others in zip(float_tensors(model),
+                                  *[float_tensors(s.model) for s in sources], strict=True):
                 t.copy_(torch.stack([o.detach() for o in others]).mean(0))
         total = world.total_steps()
-        row = {"time_s": world.clock.now, "steps": total / world.n,
-               "dist_to_mean": world.distance_to_mean()}
+        row: dict[str, Any] = {"time_s": world.clock.now, "steps": total / world.n,
+                               "dist_to_mean": world.distance_to_mean()}
         if self.epoch_steps > 0:
             row["epochs"] = total / self.epoch_steps
-        mean.eval()
+        model.eval()
         with torch.no_grad():
-            row.update(self.eval_fn(mean))
+            row.update(self.eval_fn(model))
+        if exported:
+            row["final"] = True
         self.records.append(row)

@@ -1,10 +1,17 @@
 """Training curves from run dirs: loss and held-out cross-entropy against wall time and epochs,
-and the gradient noise scale B_simple when a run measured it (--noise-scale-every)."""
+and the gradient noise scale B_simple when a run measured it (--noise-scale-every).
+
+An asrdist-simulate report (its JSON) is a run too: its held-out records (against simulated
+time) and noise records are drawn as a run dir's, so simulated and real runs compare in one
+figure; it has no training loss.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -27,8 +34,26 @@ _NOISE_PANELS = (  # a third column, when some run has noise records
 _X_LABELS = {"wall_s": "wall time (s)", "progress": "epochs"}
 
 
+def _simulated(report: Path) -> list[tuple[str, list[dict]]]:
+    """(label, records) of an asrdist-simulate report, its records as a run dir's."""
+    try:
+        found: Any = json.loads(report.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AsrdistError(f"{report}: not an asrdist-simulate report ({e})") from None
+    if not isinstance(found, dict) or not isinstance(found.get("records"), list):
+        raise AsrdistError(f"{report}: not an asrdist-simulate report (no records)")
+    records = [{"kind": "heldout", "wall_s": r["time_s"], "progress": r.get("epochs"),
+                "heldout_ce": r.get("heldout_ce")} for r in found["records"]]
+    records += [{"kind": "noise", "wall_s": r["time_s"], "progress": r.get("epochs"),
+                 "b_simple": r.get("b_simple")} for r in found.get("noise_scale", [])]
+    return [(f"{report.stem} (simulated)", records)]
+
+
 def _curves(run: Path) -> list[tuple[str, list[dict]]]:
-    """(label, records) per learner's metrics file of one run dir."""
+    """(label, records) per learner's metrics file of one run dir, or of a simulator's
+    report."""
+    if run.is_file():
+        return _simulated(run)
     files = sorted(run.glob("metrics*.jsonl"))
     if not files:
         raise AsrdistError(f"{run}: no metrics.jsonl (not a run dir?)")
@@ -53,8 +78,8 @@ def plot_runs(
     fig, axes = plt.subplots(2, 3 if noise else 2, figsize=(16 if noise else 11, 8))
     for label, records in curves:
         for ax, (kind, y, x, title) in zip(axes.flat, panels, strict=True):
-            points = [(r[x], r[y]) for r in records
-                      if r.get("kind") == kind and r.get(y) is not None]
+            points = [(r[x], r[y]) for r in records if r.get("kind") == kind
+                      and r.get(y) is not None and r.get(x) is not None]
             if points:
                 xs, ys = zip(*points, strict=True)
                 ax.plot(xs, ys, label=label, marker="o" if kind == "heldout" else None,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import asrdist
 from asrdist.cli import simulate
 from asrdist.models.final import load_final
 from asrdist.parallel.registry import PLUGINS_ENV
@@ -37,10 +38,64 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
     records = report["records"]
     assert len(records) >= 4 and records[-1]["epochs"] == pytest.approx(2.0)
     assert records[-1]["heldout_ce"] < records[0]["heldout_ce"]
-    assert all(r["time_s"] > 0 for r in records)
+    assert (records[0]["steps"], records[0]["time_s"]) == (0, 0.0)  # the start
+    assert all(r["time_s"] > 0 for r in records[1:])
+    assert [r.get("final", False) for r in records] == [False] * (len(records) - 1) + [True]
     assert len(report["summary"]["wait_s"]) == 4
     assert report["summary"]["staleness"]
-    assert "ce=" in res.stdout
+    assert "ce=" in res.stdout and res.stdout.strip().splitlines()[-1].endswith(" final")
+
+
+def test_the_report_describes_its_run(corpus, tmp_path):
+    """Default bmuf: its options as the strategy took them (eta -1 resolved to 1 - 1/N in
+    what it reports), the speed model with its straggler, the data, the model and the steps;
+    the guards' lines on stderr."""
+    data, targets = corpus
+    out = tmp_path / "bmuf.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "bmuf", "--learners", "4", "--batch-size", "4", "--chunk-len", "5",
+                  "--heldout-utts", "4", "--layers", "1", "--units", "8", "--epochs", "1",
+                  "--evals", "2", "--slow-learner", "2:3", "--latency", "0.01",
+                  "--bandwidth", "1e6")
+    assert res.returncode == 0, res.stderr
+    report = json.loads(out.read_text())
+    assert report["version"] == asrdist.__version__
+    assert report["spec"]["options"] == {
+        "avg_period": 8, "avg_frames": 0, "batch_size": 4, "chunk_len": 5,
+        "bmuf_momentum": -1.0, "bmuf_lr": 1.0, "bmuf_nesterov": True}
+    assert report["summary"]["strategy"]["block_momentum"] == 0.75
+    assert report["summary"]["strategy"]["avg_period"] == 8
+    speed = report["speed"]
+    assert speed["slow"] == [{"learner": 2, "factor": 3.0}]
+    assert (speed["latency_s"], speed["bandwidth"], speed["compute_s"]) == (0.01, 1e6, 1.0)
+    assert report["cost"]["allreduce_s"] > report["cost"]["message_s"] > 0.01
+    described = report["data"]
+    assert (described["data"], described["targets"]) == (str(data), str(targets))
+    assert described["utterances"] == {"train": 20, "heldout": 4}
+    assert described["frames"]["train"] > described["chunks"]["train"] > 0
+    assert report["model"]["weights"] > 0
+    assert report["model"]["bytes"] == 4 * report["model"]["weights"]
+    per_epoch = described["chunks"]["train"] // 16
+    assert report["steps"] == {"per_epoch": per_epoch, "total": per_epoch}
+    assert per_epoch < 20 and report["warnings"][0].startswith(
+        f"an epoch is only {per_epoch} steps of 4 learners x 4 chunks")
+    assert report["warnings"][0] in res.stderr
+    assert "speed model: a step computes 1 s + 0 s update; learner 2 3x slower; the model's" \
+        in res.stderr
+
+
+def test_asrdist_plot_draws_a_simulator_report(corpus, tmp_path):
+    data, targets = corpus
+    out = tmp_path / "ssgd.json"
+    res = run_cli("simulate", "--data", data, "--targets", targets, "--out", out,
+                  "--learners", "2", "--batch-size", "4", "--chunk-len", "5",
+                  "--heldout-utts", "4", "--layers", "1", "--units", "8", "--epochs", "0.5",
+                  "--evals", "2")
+    assert res.returncode == 0, res.stderr
+    png = tmp_path / "curves.png"
+    plotted = run_cli("plot", out, "--out", png)
+    assert plotted.returncode == 0, plotted.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_plugin_strategy_is_simulated_as_it_is_trained(corpus, tmp_path, monkeypatch):
@@ -120,7 +175,8 @@ def test_strategy_flags_reach_the_strategy_and_others_are_ignored(corpus, tmp_pa
                   "--algo", "ma", "--avg-period", "3", "--hadpsgd-variant", "random", *small)
     assert res.returncode == 0, res.stderr
     spec = json.loads(out.read_text())["spec"]
-    assert spec["options"] == {"avg_period": 3}
+    assert spec["options"] == {"avg_period": 3, "avg_frames": 0, "batch_size": 4,
+                               "chunk_len": 5}
     assert spec["schedule"]["lr_schedule"] == "ibm" and spec["model"]["layers"] == 1
     assert "--algo ma does not use --hadpsgd-variant: ignored" in res.stderr
 

@@ -210,13 +210,35 @@ def test_records_evaluate_the_mean_against_time_and_epochs():
         return {"ce": float(mse(0, 0, model))}
 
     sim = simulate("ma", 2, 6, make_model, sgd(0.1), mse, eval_fn=evaluate, eval_every=2,
-                   epoch_steps=4, speed=SpeedModel(compute_s=0.5), options={"avg_period": 3})
-    assert [r["steps"] for r in sim.records] == [2, 4, 6]
-    assert [r["epochs"] for r in sim.records] == [1, 2, 3]
-    assert [r["time_s"] for r in sim.records] == [1.0, 2.0, 3.0]
+                   epoch_steps=4, speed=SpeedModel(compute_s=0.5), options={"avg_period": 3},
+                   eval_start=True)
+    assert [r["steps"] for r in sim.records] == [0, 2, 4, 6]
+    assert [r["epochs"] for r in sim.records] == [0, 1, 2, 3]
+    assert [r["time_s"] for r in sim.records] == [0.0, 1.0, 2.0, 3.0]
+    assert [r.get("final", False) for r in sim.records] == [False, False, False, True]
     assert sim.records[-1]["dist_to_mean"] == pytest.approx(0.0, abs=1e-6)  # averaged at 6
-    assert sim.records[0]["dist_to_mean"] > 0
-    torch.testing.assert_close(seen[-1], sim.final)
+    assert sim.records[1]["dist_to_mean"] > 0
+    start = torch.stack([flat_weights(make_model(i)) for i in range(2)]).mean(0)
+    torch.testing.assert_close(seen[0], start)  # the learners' mean before any step
+    assert torch.equal(seen[-1], sim.final)  # the exported weights themselves
+    assert sim.summary["strategy"]["avg_period"] == 3  # what the strategy reports of itself
+
+
+def test_the_last_record_follows_the_strategy_s_end_also_on_an_evaluation_step():
+    """bmuf's final average is the plain mean, not a block step, and comes after the last
+    step: the last record is of it whether or not an evaluation falls on the last step."""
+    def run(every: int):
+        return simulate("bmuf", 3, 6, make_model, sgd(0.1), mse, speed=SpeedModel(latency_s=1),
+                        eval_fn=lambda m: {"ce": float(mse(0, 0, m))}, eval_every=every,
+                        options={"avg_period": 4})
+
+    on_step, off_step = run(3), run(4)
+    assert [r["steps"] for r in on_step.records] == [3, 6]
+    assert [r["steps"] for r in off_step.records] == [4, 6]
+    for sim in on_step, off_step:
+        assert sim.records[-1]["final"] and sim.records[-1]["time_s"] == sim.summary["time_s"]
+    assert on_step.records[-1] == off_step.records[-1]
+    assert on_step.summary["strategy"]["block_momentum"] == pytest.approx(2 / 3)
 
 
 def test_bad_input_is_one_line_naming_the_option():

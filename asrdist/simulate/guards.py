@@ -1,0 +1,69 @@
+"""What a simulated run should say before its figures are trusted: what a step costs under the
+speed model, epochs too short for a strategy's rhythm, and a held-out CE that diverged.
+
+A comparison is only as good as its set-up: an epoch of three steps is mostly an averaging
+period's warm-up, a free link makes every strategy's communication cost nothing, and a block
+momentum's default diverged silently at 16 learners once (issue 34). The simulator's report
+carries these lines, and asrdist-simulate logs them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from asrdist.simulate.speed import SpeedModel
+
+FEW_STEPS = 20  # steps per epoch below which an epoch is mostly a strategy's warm-up
+DIVERGED = 2.0  # held-out CE this many times its first record's: the run diverged
+
+
+def step_cost(speed: SpeedModel, learners: int, nbytes: int) -> dict[str, float]:
+    """Seconds of one step's compute and of the exchanges of a model of ``nbytes``: one
+    message (a pairwise exchange) and one ring allreduce of all ``learners``."""
+    return {"compute_s": speed.compute_s, "update_s": speed.update_s,
+            "message_s": speed.send_s(nbytes), "allreduce_s": speed.allreduce_s(nbytes, learners)}
+
+
+def cost_line(speed: SpeedModel, learners: int, nbytes: int) -> str:
+    """The start-up line: what a step computes and what the model's exchange costs."""
+    cost = step_cost(speed, learners, nbytes)
+    compute = cost["compute_s"] + cost["update_s"]
+    line = (f"speed model: a step computes {cost['compute_s']:g} s + {cost['update_s']:g} s "
+            "update")
+    if speed.jitter > 0:
+        line += f" (jitter {speed.jitter:g})"
+    if speed.slow:
+        slow = sorted(speed.slow.items())
+        line += "; " + ", ".join(f"learner {r} {f:g}x slower" for r, f in slow)
+    if speed.latency_s == 0 and math.isinf(speed.bandwidth):
+        return (line + f"; communication is free (--latency 0, --bandwidth inf): the model's "
+                f"{nbytes / 1e6:.3g} MB cost nothing to exchange; set them to model a link")
+    ratio = f" ({cost['allreduce_s'] / compute:.3g}x its compute)" if compute > 0 else ""
+    return (line + f"; the model's {nbytes / 1e6:.3g} MB: {cost['message_s']:.4g} s a message, "
+            f"{cost['allreduce_s']:.4g} s a ring allreduce of {learners}{ratio}")
+
+
+def few_steps(per_epoch: int, learners: int, batch: int) -> str | None:
+    """A warning when an epoch is fewer than :data:`FEW_STEPS` steps."""
+    if per_epoch >= FEW_STEPS:
+        return None
+    return (f"an epoch is only {per_epoch} steps of {learners} learners x {batch} chunks: "
+            "averaging periods, warm-up and outer steps span much of it; use more data, a "
+            "smaller --batch-size or fewer --learners")
+
+
+def diverged(records: Sequence[dict[str, Any]]) -> str | None:
+    """A warning when a held-out CE is not finite or above :data:`DIVERGED` times the first
+    record's (the start, with a step-0 record)."""
+    if not records:
+        return None
+    start = records[0]["heldout_ce"]
+    for r in records[1:]:
+        ce = r["heldout_ce"]
+        if not math.isfinite(ce) or ce > DIVERGED * start:
+            return (f"held-out CE diverged: {ce:.4g} at step {r['steps']:.0f}, from "
+                    f"{start:.4g} at step {records[0]['steps']:.0f}; lower --lr or the "
+                    "strategy's outer rate or momentum")
+    return None

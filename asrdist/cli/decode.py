@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,6 +12,7 @@ from asrdist.cli import command, number_list
 from asrdist.decode.acoustic import Chunking
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.decode.decoder import DecodeOptions
+from asrdist.jobs_cmd import Cmd, cmd_option
 from asrdist.stage import Skipped
 
 
@@ -49,25 +51,27 @@ def chunking_options(f):
               "(each decodes with acwt 1/LMWT into score_LMWT_WIP/text).")
 @click.option("--wip", "wips", default="0.0", show_default=True,
               help="Sweep: word insertion penalties, e.g. '0.0 0.5 1.0'.")
-@click.option("--nj", default=1, show_default=True, help="Parallel decoding processes.")
+@click.option("--nj", default=1, show_default=True, help="Parallel decoding jobs.")
+@cmd_option
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Decode dir: text, ctm, score_*/{text,ctm}, log/decode.log.")
 @chunking_options
 def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None,
          trans_mdl: str | None,
          data_dir: str, acwt: float, beam: float, max_active: int, min_active: int,
-         lmwts: str, wips: str, nj: int, out_dir: str, frames_per_chunk: int | None,
+         lmwts: str, wips: str, nj: int, cmd: Cmd, out_dir: str, frames_per_chunk: int | None,
          extra_left_context: int | None, extra_right_context: int | None) -> None:
     """Decode DATA with the acoustic model over the graph; Kaldi-style text and CTM out.
 
-    A rerun skips an --out done with the same options (--nj aside) and the same model, graph
-    dir and data dir files, and redoes it otherwise."""
+    A rerun skips an --out done with the same options (--nj and --cmd aside) and the same model,
+    graph dir and data dir files, and redoes it otherwise."""
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
         opts=DecodeOptions(acwt, beam, max_active, min_active),
         lmwts=number_list(lmwts, "--lmwt"), wips=number_list(wips, "--wip") or [0.0], nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=Chunking(frames_per_chunk, extra_left_context, extra_right_context),
+        runner=cmd.make(Path(out_dir) / "log"),
     )
     if not isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)

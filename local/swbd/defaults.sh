@@ -42,6 +42,7 @@ wips="0.0 0.5 1.0"  # word insertion penalties of the sweep: score_sclite.sh's w
 acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: your system's
                     # data/local/dict_nosp/acronyms.map beside --test-data, else stage 0's);
                     # swbd2000 (fisher_swbd) uses none
-nj=4                # parallel jobs for features and decoding
+nj=4                # parallel jobs for features and decoding (where: cmd.sh's train_cmd and
+                    # decode_cmd, or --train-cmd and --decode-cmd)
 data=data
 exp=exp

@@ -51,10 +51,12 @@ fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
   if [ -z "$train_feats" ]; then
-    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj $train_src $train_dir
+    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj \
+      --cmd "$train_cmd" $train_src $train_dir
   fi
   if [ -z "$test_feats" ]; then
-    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj $test_src $test_dir
+    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj \
+      --cmd "$train_cmd" $test_src $test_dir
   fi
   if [ -n "$extra_feats" ]; then  # the papers' input: fbank + deltas (per-speaker CMVN), then
     # the streams unnormalised (fMLLR, i-vectors: as nnet3), as feats_layout records
@@ -80,7 +82,7 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
     --data $test_input --out $run/loglikes_eval2000
   run_stage 4 "decode sweep" asrdist-decode --graph $graph_dir --trans-mdl $ali_dir/final.mdl \
     --loglikes $run/loglikes_eval2000/loglikes.scp --data $test_input --nj $nj \
-    --lmwt "$lmwts" --wip "$wips" --out $decode
+    --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then

@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh
+. ./cmd.sh
 . "$repo_root/local/log.sh"
 
 stage=0
@@ -28,7 +29,7 @@ pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* a
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
-       [--aug-opts \"FLAGS\"] [--nj J] [--algos \"A B\"] [--learners N]
+       [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
        [--setup blstm|suchen] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
@@ -57,9 +58,11 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
   # MFCC of every part (the GMM trains on train's, aligns train_aug's, decodes test's); fbank
   # of the networks' train and test sets when --nnet-feats fbank
   for part in $(echo train $train test | tr ' ' '\n' | uniq); do
-    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --nj $nj $data/$part $data/${part}_mfcc
+    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --nj $nj --cmd "$train_cmd" \
+      $data/$part $data/${part}_mfcc
     if [ $nnet_feats = fbank ] && { [ $part != train ] || ! $augment; }; then
-      run_stage 1 "fbank $part" asrdist-features --kind fbank --nj $nj $data/$part $data/${part}_fbank
+      run_stage 1 "fbank $part" asrdist-features --kind fbank --nj $nj \
+        --cmd "$train_cmd" $data/$part $data/${part}_fbank
     fi
   done
 fi
@@ -105,7 +108,8 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  decode_opts=(--graph $exp/graph --nj $nj --lmwt "6 8 10 13" --wip "0.0 0.5")  # score.sh: 7..17; no system here won at 17
+  decode_opts=(--graph $exp/graph --nj $nj --cmd "$decode_cmd"
+    --lmwt "6 8 10 13" --wip "0.0 0.5")  # score.sh: 7..17; no system here won at 17
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do

@@ -16,6 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh
+. ./cmd.sh
 . "$repo_root/local/swbd/defaults.sh"
 fisher_audio=""     # LDC2004S13 and LDC2005S13 (fe_03_NNNNN.sph), space-separated
 fisher_text=""      # LDC2004T19 and LDC2005T19 (fe_03_NNNNN.txt), space-separated

@@ -13,6 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh
+. ./cmd.sh
 . "$repo_root/local/swbd/defaults.sh"
 help_message="Usage: $0 --train-data DIR --test-data DIR --ali-dir DIR --graph-dir DIR [options]
    or: $0 --swbd-audio DIR --ms98 DIR --eval2000-audio DIR --eval2000-ref DIR

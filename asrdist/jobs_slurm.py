@@ -90,8 +90,9 @@ class _SlurmJobs(Jobs):
         """Job ``job``'s (0-based) log, as Kaldi names it: log/decode.3.log for the third."""
         return self.runner.log_dir / f"{self.name}.{job + 1}.log"
 
-    def _base(self, job: int) -> Path:
-        return self.queue / f"{self.name}.{job + 1}"
+    def _file(self, job: int, suffix: str) -> Path:
+        """Job ``job``'s (0-based) input (.in), progress (.ticks) or result (.out)."""
+        return self.queue / f"{self.name}.{job + 1}{suffix}"
 
     def call_each(self, method: str, args: Sequence[tuple], progress: Progress | None = None
                   ) -> list:
@@ -101,10 +102,9 @@ class _SlurmJobs(Jobs):
             return []
         self.queue.mkdir(parents=True, exist_ok=True)
         for job, job_args in enumerate(args):
-            base = self._base(job)
             for suffix in (".out", ".ticks"):  # a previous call's
-                base.with_name(base.name + suffix).unlink(missing_ok=True)
-            base.with_name(base.name + ".in").write_bytes(
+                self._file(job, suffix).unlink(missing_ok=True)
+            self._file(job, ".in").write_bytes(
                 pickle.dumps((self.factory, self.factory_args[job], method, job_args)))
         script = self.queue / f"{self.name}.sh"
         script.write_text("#!/bin/bash\n" + shlex.join([
@@ -120,7 +120,7 @@ class _SlurmJobs(Jobs):
             raise
         for job in range(self.count):  # a failed call's stay, to rerun a job by hand
             for suffix in (".in", ".out", ".ticks"):
-                (base := self._base(job)).with_name(base.name + suffix).unlink(missing_ok=True)
+                self._file(job, suffix).unlink(missing_ok=True)
         return results
 
     def _wait(self, array: str, progress: Progress | None) -> list:
@@ -131,13 +131,12 @@ class _SlurmJobs(Jobs):
         asked, squeue_ok = 0.0, time.monotonic()
         while len(results) < self.count:
             for job in set(range(self.count)) - set(results):
-                base = self._base(job)
-                done = base.with_name(base.name + ".ticks")
-                if progress is not None and done.is_file():
-                    n = done.stat().st_size
+                steps = self._file(job, ".ticks")
+                if progress is not None and steps.is_file():
+                    n = steps.stat().st_size
                     progress.update(n - ticks[job])
                     ticks[job] = n
-                out = base.with_name(base.name + ".out")
+                out = self._file(job, ".out")
                 if out.is_file():
                     kind, value = pickle.loads(out.read_bytes())
                     if kind == "error":
@@ -154,12 +153,12 @@ class _SlurmJobs(Jobs):
                         raise
                     states = None
                 for job in set(range(self.count)) - set(results) if states is not None else ():
-                    state = states.get(job + 1, "")
+                    state = states.get(job + 1)
                     if state in _WAITING:
                         gone.pop(job, None)
                         continue
-                    first, _ = gone.setdefault(job, (now, state or "no longer listed"))
-                    gone[job] = (first, state or gone[job][1])
+                    first, last = gone.get(job, (now, "no longer listed"))
+                    gone[job] = (first, state or last)
                     if now - first > GRACE_S:
                         raise self._failed(AsrdistError(
                             f"{self.label(job)}: Slurm job {array}_{job + 1} ended "

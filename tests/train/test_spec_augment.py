@@ -12,6 +12,7 @@ from lhotse.dataset.signal_transforms import SpecAugment
 from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
 from asrdist.testing import make_corpus
+from asrdist.train import spec_augment
 from asrdist.train.spec_augment import (
     APPLIED_FRACTION,
     MAX_MASKED_FRAMES,
@@ -117,6 +118,15 @@ def test_the_same_seed_draws_the_same_masks():
     assert torch.equal(first, _masks(options, x, seed=3))
     assert not torch.equal(mask_generator(0, 0).get_state(), mask_generator(0, 1).get_state())
     assert not torch.equal(mask_generator(0, 0).get_state(), mask_generator(1, 0).get_state())
+
+
+def test_masking_in_blocks_of_rows_masks_as_one_block(monkeypatch):
+    """On CPU the rows go in blocks (serial in torch); the masks are those of one block."""
+    x = _batch(100)
+    options = MaskOptions(feature_masks=2, time_masks=2)
+    blocks = _masks(options, x)
+    monkeypatch.setattr(spec_augment, "GRAIN_SIZE", 10**9)
+    assert torch.equal(_masks(options, x), blocks)
 
 
 @pytest.mark.parametrize("options", [

@@ -1,5 +1,5 @@
 """--cmd as cmd.sh writes it: parsing and its one-line errors, sbatch's options, a job run by
-asrdist.jobs_worker by hand, and a Slurm job that ends without a result (squeue faked; the real
+asrdist.cli.jobs_worker by hand, and a Slurm job that ends without a result (squeue faked; the real
 cluster's tests are tests/cli/test_cmd_slurm.py)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from asrdist import jobs_slurm
 from asrdist.errors import AsrdistError
 from asrdist.jobs import LOCAL, _Call
-from asrdist.jobs_cmd import Cmd, parse_cmd
-from asrdist.jobs_slurm import SlurmRunner
+from asrdist.jobs import slurm as jobs_slurm
+from asrdist.jobs.cmd import Cmd, parse_cmd
+from asrdist.jobs.slurm import SlurmRunner
 from asrdist.progress import Progress
 
 
@@ -71,7 +71,7 @@ def test_a_bad_cmd_is_one_line_naming_what_is_wrong(text, message) -> None:
     ("features", ["src", "dest"]),
 ])
 def test_the_stages_refuse_a_bad_cmd_before_any_work(stage, args) -> None:
-    # imported here: asrdist.jobs_worker imports this module for _square, and should not wait
+    # imported here: asrdist.cli.jobs_worker imports this module for _square, and should not wait
     # for torch
     main = importlib.import_module(f"asrdist.cli.{stage}").main
     result = CliRunner().invoke(main, [*args, "--cmd", "slurm.pl --mem"])
@@ -92,7 +92,7 @@ def _count(n: int):
 
 def _worker(base: Path, fn, *args) -> tuple[int, tuple, str]:
     base.with_name(base.name + ".in").write_bytes(pickle.dumps((_Call, (fn,), "run", args)))
-    proc = subprocess.run([sys.executable, "-m", "asrdist.jobs_worker", str(base.parent / "t"),
+    proc = subprocess.run([sys.executable, "-m", "asrdist.cli.jobs_worker", str(base.parent / "t"),
                            base.name.rsplit(".", 1)[1]], capture_output=True, text=True,
                           timeout=120)
     return proc.returncode, pickle.loads(base.with_name(base.name + ".out").read_bytes()), \
@@ -102,7 +102,7 @@ def _worker(base: Path, fn, *args) -> tuple[int, tuple, str]:
 def test_a_job_run_by_hand_leaves_its_result_ticks_and_kaldi_log_lines(tmp_path) -> None:
     code, result, log = _worker(tmp_path / "t.1", _square, 7)
     assert (code, result) == (0, ("ok", 49))
-    assert log.startswith(f"# {sys.executable} -m asrdist.jobs_worker {tmp_path}/t.1\n")
+    assert log.startswith(f"# {sys.executable} -m asrdist.cli.jobs_worker {tmp_path}/t.1\n")
     assert "# Ended (code 0) at " in log
     code, result, _ = _worker(tmp_path / "t.2", _count, 3)
     assert (code, result) == (0, ("ok", [0, 1, 2]))

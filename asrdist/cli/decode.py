@@ -12,7 +12,7 @@ from asrdist.cli import command, number_list
 from asrdist.decode.acoustic import Chunking
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.decode.decoder import DecodeOptions
-from asrdist.jobs_cmd import Cmd, cmd_option
+from asrdist.jobs.cmd import Cmd, cmd_option
 from asrdist.stage import Skipped
 
 

@@ -8,7 +8,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.data.features import KINDS, FeatureOptions, feature_summary, make_features
-from asrdist.jobs_cmd import Cmd, cmd_option
+from asrdist.jobs.cmd import Cmd, cmd_option
 
 
 @command()

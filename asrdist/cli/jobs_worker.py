@@ -1,6 +1,6 @@
-"""``python -m asrdist.jobs_worker PREFIX [JOB]``: one job of a stage, as a cluster runs it.
+"""``python -m asrdist.cli.jobs_worker PREFIX [JOB]``: one job of a stage, as a cluster runs it.
 
-The submitting stage (:mod:`asrdist.jobs_slurm`) wrote ``PREFIX.JOB.in``: the job's maker, its
+The submitting stage (:mod:`asrdist.jobs.slurm`) wrote ``PREFIX.JOB.in``: the job's maker, its
 arguments and the method to call. The job runs it as :class:`asrdist.jobs.LocalRunner`'s
 processes do (the same :func:`asrdist.jobs._run`), counts its steps in ``PREFIX.JOB.ticks``
 (one byte each) and leaves its result, or its error, in ``PREFIX.JOB.out``: files on the
@@ -30,7 +30,7 @@ def run_job(base: str) -> int:
     env = os.environ
     where = (f"Slurm job {env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']} "
              if "SLURM_ARRAY_TASK_ID" in env else "")
-    print(f"# {sys.executable} -m asrdist.jobs_worker {base}\n"
+    print(f"# {sys.executable} -m asrdist.cli.jobs_worker {base}\n"
           f"# {where}on {socket.gethostname()}, started at {time.ctime(start)}", flush=True)
     with open(f"{base}.ticks", "ab", buffering=0) as ticks:
         try:
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     job = args[1] if len(args) == 2 else os.environ.get("SLURM_ARRAY_TASK_ID")
     if len(args) not in (1, 2) or not job:
-        print("usage: python -m asrdist.jobs_worker PREFIX [JOB] (JOB: default "
+        print("usage: python -m asrdist.cli.jobs_worker PREFIX [JOB] (JOB: default "
               "$SLURM_ARRAY_TASK_ID)", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)

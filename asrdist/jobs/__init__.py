@@ -3,8 +3,8 @@
 :func:`split` divides a stage's utterances as Kaldi's utils/split_data.sh --per-utt does. A
 :class:`Runner` runs one job per part and hands back their results in job order; the first job
 to fail stops them all, and its error, naming the job, is raised. :class:`LocalRunner` runs the
-jobs in processes of this machine, as Kaldi's run.pl; :class:`asrdist.jobs_slurm.SlurmRunner`
-submits them to Slurm, as slurm.pl; a stage's ``--cmd`` picks one (:mod:`asrdist.jobs_cmd`), and
+jobs in processes of this machine, as Kaldi's run.pl; :class:`asrdist.jobs.slurm.SlurmRunner`
+submits them to Slurm, as slurm.pl; a stage's ``--cmd`` picks one (:mod:`asrdist.jobs.cmd`), and
 the stages that take a Runner do not change.
 
 A job is an object made where it runs, from picklable arguments; the stage calls its methods by

@@ -1,7 +1,7 @@
 """``--cmd``: where a stage's ``--nj`` jobs run, written as a Kaldi recipe's cmd.sh writes it.
 
 ``run.pl`` runs them on this machine (:class:`asrdist.jobs.LocalRunner`), ``slurm.pl`` submits
-them to Slurm (:class:`asrdist.jobs_slurm.SlurmRunner`), with Kaldi's options: ``--mem 4G``,
+them to Slurm (:class:`asrdist.jobs.slurm.SlurmRunner`), with Kaldi's options: ``--mem 4G``,
 ``--time 1:00:00``, ``--num-threads N``, ``--gpu N``, ``--max-jobs-run N`` (and ``--partition
 P``). A recipe's cmd.sh switches a line between the two by its first word alone: run.pl takes
 and ignores the resource options, as Kaldi's does.
@@ -42,7 +42,7 @@ class Cmd:
         """The runner; a cluster job's log goes to ``log_dir/<task>.<n>.log``."""
         if self.runner == "run.pl":
             return LOCAL
-        from asrdist.jobs_slurm import SlurmRunner  # a local run never needs it
+        from asrdist.jobs.slurm import SlurmRunner  # a local run never needs it
 
         return SlurmRunner(Path(log_dir), self)
 

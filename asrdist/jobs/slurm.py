@@ -2,7 +2,7 @@
 
 Each call of a stage's jobs (:meth:`asrdist.jobs.Jobs.call_each`) is one ``sbatch --array=1-NJ``
 (``%M`` with ``--max-jobs-run M``, Slurm holding the rest back) of ``python -m
-asrdist.jobs_worker``, with the job's ``--mem``, ``--time``, ``--cpus-per-task`` and
+asrdist.cli.jobs_worker``, with the job's ``--mem``, ``--time``, ``--cpus-per-task`` and
 ``--gres=gpu:N``. Job n's log is ``LOG_DIR/<task>.n.log``; its input, progress and result are
 files in ``LOG_DIR/q`` (a shared disk, as Kaldi needs: no connection back to this host). The stage
 waits for every result, watching squeue for a job that ended without one (killed for memory or
@@ -28,7 +28,7 @@ from asrdist.jobs import Jobs, Runner
 from asrdist.progress import Progress
 
 if TYPE_CHECKING:
-    from asrdist.jobs_cmd import Cmd
+    from asrdist.jobs.cmd import Cmd
 
 POLL_S = 0.5  # how often the result and progress files are looked at
 SQUEUE_EVERY_S = 3.0  # how often squeue is asked which jobs still run
@@ -107,9 +107,9 @@ class _SlurmJobs(Jobs):
             self._file(job, ".in").write_bytes(
                 pickle.dumps((self.factory, self.factory_args[job], method, job_args)))
         script = self.queue / f"{self.name}.sh"
-        script.write_text("#!/bin/bash\n" + shlex.join([
-            sys.executable, "-m", "asrdist.jobs_worker", str((self.queue / self.name).resolve())])
-            + ' "$SLURM_ARRAY_TASK_ID"\n')
+        worker = [sys.executable, "-m", "asrdist.cli.jobs_worker",
+                  str((self.queue / self.name).resolve())]
+        script.write_text("#!/bin/bash\n" + shlex.join(worker) + ' "$SLURM_ARRAY_TASK_ID"\n')
         array = _slurm("sbatch", *self.runner.sbatch_options(self.name, self.count),
                        str(script.resolve())).strip().split(";")[0]
         try:

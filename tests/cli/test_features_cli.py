@@ -45,7 +45,7 @@ def test_cli_writes_readable_features(
     again = CliRunner().invoke(main, ["--kind", kind, str(cli_feat_src), str(dest)])  # --nj 1
     assert again.exit_code == 0 and "4 utterances" in again.output
     assert (f"{dest}: features already done with these options and inputs; skipping "
-            f"(remove {dest / '.features.done'} to redo)") in caplog.messages
+            f"(remove {dest / '.features.done'} to redo)") in caplog.text
     assert {p: p.stat().st_mtime_ns for p in dest.glob("data/*.ark")} == arks
 
 

@@ -129,7 +129,7 @@ def test_second_run_is_skipped(tiny_corpus, caplog):
     result = CliRunner().invoke(main, ["--out", str(out), *TINY])
     assert result.exit_code == 0 and "vocabulary:" in result.output
     assert (f"{out}: prepare_mini already done with these options and inputs; skipping "
-            f"(remove {out / '.prepare_mini.done'} to redo)") in caplog.messages
+            f"(remove {out / '.prepare_mini.done'} to redo)") in caplog.text
     assert [(p, p.stat().st_mtime_ns) for p, _ in mtimes] == mtimes
 
 

@@ -1,0 +1,711 @@
+"""Lattices as Kaldi's latgen-faster-mapped makes them, and the sweep on them.
+
+No packaged library determinizes a lattice as Kaldi does (kaldifst has OpenFst's
+determinization, not Kaldi's lattice determinization; kaldi-hmm-gmm's lattice decoder returns
+only the best path), so :func:`determinize_lattice_phone_pruned` ports Kaldi's
+``DeterminizeLatticePhonePrunedWrapper`` (lat/determinize-lattice-pruned.cc) step by step:
+invert, top-sort and arc-sort the raw lattice; insert phone labels at phone starts; a first
+pruned determinization on words + phones; phones deleted; a second one on words, giving a
+compact lattice; connect. Weights are float32 pairs (graph, acoustic) computed in float32 as
+Kaldi's ``LatticeWeight`` is, the task queue is libstdc++'s binary heap, so that ties resolve
+as Kaldi's do and the output states come out numbered as Kaldi numbers them.
+
+The raw state-level lattice comes from kaldi-decoder's ``LatticeSimpleDecoder``
+(:class:`LatticeDecoder`), with its acoustic costs rounded as LatticeFasterDecoder's cost
+offsets round them (:func:`_with_cost_offsets`). Checked against latgen-faster-mapped
+(tests/decode/kaldi_expected): the same states, arcs, words and transition-ids; a few costs one
+float32 ulp apart. Not ported: --max-active (see :class:`LatticeOptions`) and the
+determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and retries).
+kaldi-decoder hangs a process that imported kaldilm first (which :mod:`asrdist.decode.graph`
+does), so it is imported only inside :class:`LatticeDecoder`.
+
+The sweep (:func:`best_path_words`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
+lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import kaldi_hmm_gmm  # noqa: F401  (first: kaldifst or kaldi_decoder before it hang)
+import numpy as np
+
+from asrdist.errors import AsrdistError
+
+if TYPE_CHECKING:
+    import kaldifst
+
+    from asrdist.kaldi.transition_model import TransitionInfo
+
+F32 = np.float32
+Weight = tuple[np.float32, np.float32]  # (graph cost, acoustic cost), Kaldi's LatticeWeight
+ONE: Weight = (F32(0.0), F32(0.0))
+ZERO: Weight = (F32(np.inf), F32(np.inf))
+DELTA = F32(1.0 / 1024)  # fst::kDelta, DeterminizeLatticePhonePrunedOptions' delta
+
+
+# ---- Kaldi's LatticeWeight arithmetic (fstext/lattice-weight.h) ----------------------------
+
+
+def _is_zero(w: Weight) -> bool:
+    return bool(w[0] == ZERO[0] and w[1] == ZERO[1])
+
+
+def _times(a: Weight, b: Weight) -> Weight:
+    return (a[0] + b[0], a[1] + b[1])
+
+
+def _compare(a: Weight, b: Weight) -> int:
+    """fst::Compare: 1 when a is better (lower cost), -1 when worse, ties on the graph cost."""
+    fa, fb = a[0] + a[1], b[0] + b[1]
+    if fa < fb:
+        return 1
+    if fa > fb:
+        return -1
+    if a[0] < b[0]:
+        return 1
+    if a[0] > b[0]:
+        return -1
+    return 0
+
+
+def _plus(a: Weight, b: Weight) -> Weight:
+    return a if _compare(a, b) >= 0 else b
+
+
+def _divide(a: Weight, b: Weight) -> Weight:
+    v1, v2 = a[0] - b[0], a[1] - b[1]
+    if math.isinf(v1) or math.isinf(v2):
+        return ZERO
+    return (v1, v2)
+
+
+def cost(w: Weight) -> float:
+    """ConvertToCost: the total cost, summed in double."""
+    return float(w[0]) + float(w[1])
+
+
+def _approx_equal(a: Weight, b: Weight) -> bool:
+    if a[0] == b[0] and a[1] == b[1]:
+        return True
+    return bool(abs((a[0] + a[1]) - (b[0] + b[1])) <= DELTA)
+
+
+def _compare_with_strings(aw: Weight, astr: tuple[int, ...], bw: Weight,
+                          bstr: tuple[int, ...]) -> int:
+    """The determinizer's Compare: weights first, then the shorter string, then the smaller."""
+    c = _compare(aw, bw)
+    if c or astr == bstr:
+        return c
+    if len(astr) != len(bstr):
+        return -1 if len(astr) > len(bstr) else 1
+    return -1 if astr < bstr else 1
+
+
+# ---- lattices --------------------------------------------------------------------------------
+
+Arc = tuple[int, int, Weight, int]  # ilabel, olabel, weight, next state
+
+
+@dataclass
+class Lattice:
+    """Kaldi's state-level Lattice (transducer; start state ``start``)."""
+
+    arcs: list[list[Arc]] = field(default_factory=list)
+    final: list[Weight] = field(default_factory=list)
+    start: int = 0
+
+    def add_state(self) -> int:
+        self.arcs.append([])
+        self.final.append(ZERO)
+        return len(self.arcs) - 1
+
+
+CompactArc = tuple[int, Weight, tuple[int, ...], int]  # word, weight, transition-ids, next
+
+
+@dataclass
+class CompactLattice:
+    """Kaldi's CompactLattice: a word acceptor whose weights carry the transition-id strings.
+
+    ``final[s]`` is None for a non-final state, else (weight, transition-ids).
+    """
+
+    arcs: list[list[CompactArc]] = field(default_factory=list)
+    final: list[tuple[Weight, tuple[int, ...]] | None] = field(default_factory=list)
+    start: int = 0
+
+    @property
+    def num_states(self) -> int:
+        return len(self.arcs)
+
+
+def _connected(succ: list[list[int]], final: list[bool], start: int) -> list[int]:
+    """States both reachable from ``start`` and reaching a final state, in order."""
+    n = len(succ)
+    acc = [False] * n
+    acc[start] = True
+    stack = [start]
+    while stack:
+        for t in succ[stack.pop()]:
+            if not acc[t]:
+                acc[t] = True
+                stack.append(t)
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s, ts in enumerate(succ):
+        for t in ts:
+            preds[t].append(s)
+    coacc = list(final)
+    stack = [s for s in range(n) if final[s]]
+    while stack:
+        for p in preds[stack.pop()]:
+            if not coacc[p]:
+                coacc[p] = True
+                stack.append(p)
+    return [s for s in range(n) if acc[s] and coacc[s]] if coacc[start] else []
+
+
+def connect(lat: Lattice) -> Lattice:
+    """fst::Connect: drop states not on a successful path, keeping the others' order."""
+    if not lat.arcs:
+        return lat
+    keep = _connected([[a[3] for a in arcs] for arcs in lat.arcs],
+                      [not _is_zero(f) for f in lat.final], lat.start)
+    new = {s: i for i, s in enumerate(keep)}
+    return Lattice([[(*a[:3], new[a[3]]) for a in lat.arcs[s] if a[3] in new] for s in keep],
+                   [lat.final[s] for s in keep], new.get(lat.start, 0))
+
+
+def _top_order(succ: list[list[int]]) -> list[int]:
+    """A topological order of the states (a lattice is acyclic)."""
+    n = len(succ)
+    indeg = [0] * n
+    for ts in succ:
+        for t in ts:
+            indeg[t] += 1
+    order, stack = [], [s for s in range(n - 1, -1, -1) if indeg[s] == 0]
+    while stack:
+        s = stack.pop()
+        order.append(s)
+        for t in reversed(succ[s]):
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                stack.append(t)
+    if len(order) != n:
+        raise AsrdistError("the lattice has a cycle (empty words or epsilon cycles in the LM?)")
+    return order
+
+
+def top_sort(lat: Lattice) -> Lattice:
+    """States renumbered in a topological order."""
+    order = _top_order([[a[3] for a in arcs] for arcs in lat.arcs])
+    new = [0] * len(order)
+    for i, s in enumerate(order):
+        new[s] = i
+    return Lattice([[(*a[:3], new[a[3]]) for a in lat.arcs[s]] for s in order],
+                   [lat.final[s] for s in order], new[lat.start])
+
+
+# ---- Kaldi's pruned lattice determinization --------------------------------------------------
+
+Element = tuple[int, tuple[int, ...], Weight]  # input state, string, weight
+
+
+class _TaskQueue:
+    """std::priority_queue<Task*> with TaskCompare (lowest cost on top), libstdc++'s heap, so
+    that tasks of equal cost are taken in Kaldi's order."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, int, list[Element]]] = []
+
+    def push(self, task: tuple[float, int, int, list[Element]]) -> None:
+        h = self.heap
+        h.append(task)
+        self._push_up(len(h) - 1, 0, task)
+
+    def _push_up(self, hole: int, top: int, value: tuple) -> None:
+        h = self.heap
+        parent = (hole - 1) // 2
+        while hole > top and h[parent][0] > value[0]:
+            h[hole] = h[parent]
+            hole = parent
+            parent = (hole - 1) // 2
+        h[hole] = value
+
+    def pop(self) -> tuple[float, int, int, list[Element]]:
+        h = self.heap
+        top = h[0]
+        last = h.pop()
+        n = len(h)
+        if n:
+            hole, second = 0, 0
+            while second < (n - 1) // 2:
+                second = 2 * (second + 1)
+                if h[second][0] > h[second - 1][0]:
+                    second -= 1
+                h[hole] = h[second]
+                hole = second
+            if n % 2 == 0 and second == (n - 2) // 2:
+                second = 2 * (second + 1)
+                h[hole] = h[second - 1]
+                hole = second - 1
+            self._push_up(hole, 0, last)
+        return top
+
+    def __bool__(self) -> bool:
+        return bool(self.heap)
+
+
+class _Determinizer:
+    """LatticeDeterminizerPruned (input top-sorted). Its memory limit is not enforced, so the
+    retry with a smaller beam that follows it in Kaldi never happens here."""
+
+    def __init__(self, lat: Lattice, beam: float):
+        self.lat = lat
+        n = len(lat.arcs)
+        back = [0.0] * n
+        for s in range(n - 1, -1, -1):
+            c = cost(lat.final[s])
+            for arc in lat.arcs[s]:
+                c = min(c, cost(arc[2]) + back[arc[3]])
+            back[s] = c
+        self.back = back
+        self.cutoff = back[lat.start] + beam
+        self.emitting = [not _is_zero(lat.final[s]) or
+                         any(a[0] != 0 and not _is_zero(a[2]) for a in lat.arcs[s])
+                         for s in range(n)]
+        # per output state: minimal subset, forward cost, arcs (ilabel, string, next|None, w)
+        self.states: list[tuple[list[Element], float]] = []
+        self.out_arcs: list[list[tuple[int, tuple[int, ...], int | None, Weight]]] = []
+        self.minimal_hash: dict[tuple, list[tuple[list[Weight], int]]] = {}
+        self.initial_hash: dict[tuple, list[tuple[list[Weight], Element]]] = {}
+        self.queue = _TaskQueue()
+
+    @staticmethod
+    def _lookup(table: dict, subset: list[Element]):
+        for weights, value in table.get(tuple((e[0], e[1]) for e in subset), ()):
+            if all(_approx_equal(w, e[2]) for w, e in zip(weights, subset, strict=True)):
+                return value
+        return None
+
+    @staticmethod
+    def _store(table: dict, subset: list[Element], value) -> None:
+        key = tuple((e[0], e[1]) for e in subset)
+        table.setdefault(key, []).append(([e[2] for e in subset], value))
+
+    def run(self) -> None:
+        lat = self.lat
+        subset = self._minimal(self._closure([(lat.start, (), ONE)]))
+        self._new_state(subset, 0.0)
+        while self.queue:
+            _, ostate, label, task_subset = self.queue.pop()
+            self._process_transition(ostate, label, task_subset)
+
+    def _closure(self, subset: list[Element]) -> list[Element]:
+        cur = {e[0]: e for e in subset}
+        heap = [(e[0], i, e) for i, e in enumerate(subset)]
+        heapq.heapify(heap)
+        counter = itertools.count(len(heap))
+        replaced = False
+        while heap:
+            _, _, elem = heapq.heappop(heap)
+            if replaced and cur[elem[0]] != elem:
+                continue
+            for ilabel, olabel, w, nxt in self.lat.arcs[elem[0]]:
+                if ilabel != 0 or _is_zero(w):
+                    continue
+                weight = _times(elem[2], w)
+                string = elem[1] + (olabel,) if olabel else elem[1]
+                old = cur.get(nxt)
+                if old is None:
+                    cur[nxt] = (nxt, string, weight)
+                    heapq.heappush(heap, (nxt, next(counter), cur[nxt]))
+                elif _compare_with_strings(weight, string, old[2], old[1]) == 1:
+                    cur[nxt] = (nxt, string, weight)
+                    heapq.heappush(heap, (nxt, next(counter), cur[nxt]))
+                    replaced = True
+        return sorted(cur.values(), key=lambda e: e[0])
+
+    def _minimal(self, subset: list[Element]) -> list[Element]:
+        return [e for e in subset if self.emitting[e[0]]]
+
+    @staticmethod
+    def _normalize(subset: list[Element]) -> tuple[list[Element], Weight, tuple[int, ...]]:
+        weight = subset[0][2]
+        prefix = subset[0][1]
+        for e in subset[1:]:
+            weight = _plus(weight, e[2])
+            n = 0
+            for a, b in zip(prefix, e[1], strict=False):
+                if a != b:
+                    break
+                n += 1
+            prefix = prefix[:n]
+        k = len(prefix)
+        return [(e[0], e[1][k:], _divide(e[2], weight)) for e in subset], weight, prefix
+
+    def _new_state(self, subset: list[Element], forward_cost: float) -> int:
+        sid = len(self.states)
+        self.states.append((subset, forward_cost))
+        self.out_arcs.append([])
+        self._store(self.minimal_hash, subset, sid)
+        self._process_final(sid)
+        self._process_transitions(sid)
+        return sid
+
+    def _process_final(self, sid: int) -> None:
+        subset, forward_cost = self.states[sid]
+        best: tuple[Weight, tuple[int, ...]] | None = None
+        for state, string, weight in subset:
+            w = _times(weight, self.lat.final[state])
+            if not _is_zero(w) and (best is None or
+                                    _compare_with_strings(w, string, best[0], best[1]) == 1):
+                best = (w, string)
+        if best is not None and cost(best[0]) + forward_cost <= self.cutoff:
+            self.out_arcs[sid].append((0, best[1], None, best[0]))
+
+    def _process_transitions(self, sid: int) -> None:
+        subset, forward_cost = self.states[sid]
+        elems = []
+        for state, string, weight in subset:
+            for ilabel, olabel, w, nxt in self.lat.arcs[state]:
+                if ilabel != 0 and not _is_zero(w):
+                    elems.append((ilabel, (nxt, string + (olabel,) if olabel else string,
+                                           _times(weight, w))))
+        elems.sort(key=lambda p: (p[0], p[1][0]))
+        for label, group in itertools.groupby(elems, key=lambda p: p[0]):
+            task = [e for _, e in group]
+            priority = min(cost(e[2]) + self.back[e[0]] for e in task) + forward_cost
+            if priority > self.cutoff:
+                continue
+            unique: list[Element] = []
+            for e in task:  # MakeSubsetUnique: the best element per state
+                if unique and unique[-1][0] == e[0]:
+                    if _compare_with_strings(e[2], e[1], unique[-1][2], unique[-1][1]) == 1:
+                        unique[-1] = e
+                else:
+                    unique.append(e)
+            self.queue.push((priority, sid, label, unique))
+
+    def _process_transition(self, ostate: int, label: int, subset: list[Element]) -> None:
+        forward_cost = self.states[ostate][1]
+        subset, tot_weight, common = self._normalize(subset)
+        forward_cost += cost(tot_weight)
+        found = self._lookup(self.initial_hash, subset)
+        if found is None:
+            minimal = self._minimal(self._closure(subset))
+            minimal, weight, string = self._normalize(minimal)
+            fc = forward_cost + cost(weight)
+            nxt = self._lookup(self.minimal_hash, minimal)
+            if nxt is None:
+                nxt = self._new_state(minimal, fc)
+            found = (nxt, string, weight)
+            self._store(self.initial_hash, subset, found)
+        nxt, next_string, next_weight = found
+        self.out_arcs[ostate].append((label, common + next_string, nxt,
+                                      _times(tot_weight, next_weight)))
+
+    def output_lattice(self) -> Lattice:
+        """Output(MutableFst<Arc>*): strings spelled out on chains of new states."""
+        out = Lattice()
+        for _ in self.states:
+            out.add_state()
+        for s, arcs in enumerate(self.out_arcs):
+            for ilabel, seq, nxt, weight in arcs:
+                cur = s
+                if nxt is None:
+                    for i, sym in enumerate(seq):
+                        new = out.add_state()
+                        out.arcs[cur].append((0, sym, weight if i == 0 else ONE, new))
+                        cur = new
+                    out.final[cur] = ONE if seq else weight
+                    continue
+                for i in range(len(seq) - 1):
+                    new = out.add_state()
+                    out.arcs[cur].append((ilabel if i == 0 else 0, seq[i],
+                                          weight if i == 0 else ONE, new))
+                    cur = new
+                last = len(seq) <= 1
+                out.arcs[cur].append((ilabel if last else 0, seq[-1] if seq else 0,
+                                      weight if last else ONE, nxt))
+        return out
+
+    def output_compact(self) -> CompactLattice:
+        """Output(MutableFst<CompactArc>*): one state per determinized state."""
+        out = CompactLattice([[] for _ in self.states], [None] * len(self.states), 0)
+        for s, arcs in enumerate(self.out_arcs):
+            for ilabel, seq, nxt, weight in arcs:
+                if nxt is None:
+                    out.final[s] = (weight, seq)
+                else:
+                    out.arcs[s].append((ilabel, weight, seq, nxt))
+        return out
+
+
+@dataclass(frozen=True)
+class _PhoneMap:
+    """Per transition-id: its phone, and whether it starts a phone without being a self-loop
+    (TransitionIdIsStartOfPhone && !IsSelfLoop)."""
+
+    phone: list[int]
+    starts_phone: list[bool]
+
+    @classmethod
+    def of(cls, trans: TransitionInfo) -> _PhoneMap:
+        phone, starts = [0], [False]
+        for p, hmm_state, _fwd, _loop in trans.tuples:
+            for dest, _prob in trans.topology.entry(p)[hmm_state].transitions:
+                phone.append(p)
+                starts.append(hmm_state == 0 and dest != hmm_state)
+        return cls(phone, starts)
+
+
+def _insert_phones(lat: Lattice, phones: _PhoneMap) -> int:
+    """DeterminizeLatticeInsertPhones: a phone label where a phone starts (not on the start
+    state's arcs, as Kaldi); returns the first phone label."""
+    first = 1 + max((a[0] for arcs in lat.arcs for a in arcs), default=0)
+    for s in range(len(lat.arcs)):
+        if s == lat.start:
+            continue
+        arcs = lat.arcs[s]
+        for i, (ilabel, olabel, w, nxt) in enumerate(arcs):
+            if olabel == 0 or not phones.starts_phone[olabel]:
+                continue
+            label = first + phones.phone[olabel]
+            if ilabel == 0:
+                arcs[i] = (label, olabel, w, nxt)
+            else:
+                extra = lat.add_state()
+                lat.arcs[extra].append((label, 0, ONE, nxt))
+                arcs[i] = (ilabel, olabel, w, extra)
+    return first
+
+
+def determinize_lattice_phone_pruned(raw: Lattice, trans: TransitionInfo,
+                                     beam: float) -> CompactLattice:
+    """DeterminizeLatticePhonePrunedWrapper on a raw lattice (transition-ids in, words out)
+    with Kaldi's default options (phone and word determinization, no minimization)."""
+    lat = Lattice([[(a[1], a[0], a[2], a[3]) for a in arcs] for arcs in raw.arcs],
+                  list(raw.final), raw.start)  # Invert
+    if not lat.arcs:
+        return CompactLattice()
+    lat = top_sort(lat)
+    for arcs in lat.arcs:
+        arcs.sort(key=lambda a: a[0])  # ArcSort by ilabel
+    first_phone = _insert_phones(lat, _PhoneMap.of(trans))
+    det = _Determinizer(top_sort(lat), beam)
+    det.run()
+    words = det.output_lattice()
+    words.arcs = [[(0 if a[0] >= first_phone else a[0], *a[1:]) for a in arcs]
+                  for arcs in words.arcs]
+    det = _Determinizer(top_sort(words), beam)
+    det.run()
+    return connect_compact(det.output_compact())
+
+
+def connect_compact(clat: CompactLattice) -> CompactLattice:
+    """fst::Connect on a compact lattice."""
+    if not clat.arcs:
+        return clat
+    keep = _connected([[a[3] for a in arcs] for arcs in clat.arcs],
+                      [f is not None and not _is_zero(f[0]) for f in clat.final], clat.start)
+    new = {s: i for i, s in enumerate(keep)}
+    return CompactLattice([[(*a[:3], new[a[3]]) for a in clat.arcs[s] if a[3] in new]
+                           for s in keep], [clat.final[s] for s in keep], new.get(clat.start, 0))
+
+
+def scale_acoustics(clat: CompactLattice, scale: float) -> CompactLattice:
+    """fst::ScaleLattice(AcousticLatticeScale(scale)): acoustic costs times ``scale``."""
+    return scale_lattice(clat, 1.0, scale)
+
+
+def scale_lattice(clat: CompactLattice, lm_scale: float, ac_scale: float) -> CompactLattice:
+    """ScaleTupleWeight with a diagonal scale, computed in double and stored as float32."""
+    def sc(w: Weight) -> Weight:
+        if math.isinf(w[0]):
+            return ZERO
+        return (F32(lm_scale * float(w[0]) + 0.0 * float(w[1])),
+                F32(0.0 * float(w[0]) + ac_scale * float(w[1])))
+
+    return CompactLattice([[(a[0], sc(a[1]), a[2], a[3]) for a in arcs] for arcs in clat.arcs],
+                          [None if f is None else (sc(f[0]), f[1]) for f in clat.final],
+                          clat.start)
+
+
+# ---- raw lattices from kaldi-decoder ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LatticeOptions:
+    """steps/nnet3/decode.sh's defaults for latgen-faster-mapped. Its --max-active=7000 has no
+    counterpart: LatticeSimpleDecoder keeps every token within the beam, which differs from
+    Kaldi only on frames with more than 7000 tokens inside the beam (large graphs)."""
+
+    acwt: float = 0.1
+    beam: float = 15.0
+    lattice_beam: float = 8.0
+
+
+class LatticeDecoder:
+    """One search per utterance, to a determinized compact lattice (acoustic costs unscaled, as
+    latgen-faster-mapped writes them).
+
+    kaldi-decoder is imported here, never at module level: it hangs a process that imported
+    kaldilm before it, so this refuses to start in such a process.
+    """
+
+    def __init__(self, hclg: kaldifst.StdFst, trans: TransitionInfo,
+                 opts: LatticeOptions = LatticeOptions()):
+        if "kaldilm" in sys.modules and "kaldi_decoder" not in sys.modules:
+            raise AsrdistError("lattice decoding needs kaldi_decoder, which hangs a process that "
+                               "imported kaldilm first (asrdist.decode.graph): run it in a "
+                               "process that imports asrdist.decode.lattice before the graph code")
+        import kaldi_decoder
+
+        self.kd = kaldi_decoder
+        self.trans = trans
+        self.opts = opts
+        self.hclg = hclg  # the C++ decoder keeps a reference only
+        config = kaldi_decoder.LatticeSimpleDecoderConfig()
+        config.beam = opts.beam
+        config.lattice_beam = opts.lattice_beam
+        self.decoder = kaldi_decoder.LatticeSimpleDecoder(hclg, config)
+        self.reached_final = False
+
+    def raw_lattice(self, pdf_scores: np.ndarray) -> Lattice:
+        """The connected state-level lattice of a frames x pdfs score matrix (scaled by acwt).
+
+        As decode.sh (--allow-partial=true), a search that reaches no final state still gives
+        a lattice, ending in the last frame's states; ``reached_final`` says which it was.
+        """
+        if pdf_scores.ndim != 2 or pdf_scores.shape[0] == 0:
+            raise AsrdistError("cannot decode an empty score matrix")
+        matrix = np.ascontiguousarray(
+            F32(self.opts.acwt) * pdf_scores[:, self.trans.tid_to_pdf[1:]].astype(F32))
+        self.decoder.decode(self.kd.DecodableCtc(matrix))
+        self.reached_final = self.decoder.final_relative_cost() != math.inf
+        ok, raw = self.decoder.get_raw_lattice(True)
+        if not ok or raw.num_states == 0:
+            raise AsrdistError("the search kept no lattice (all tokens pruned)")
+        return _with_cost_offsets(connect(_from_kaldifst(raw)))
+
+    def decode(self, pdf_scores: np.ndarray) -> CompactLattice:
+        """latgen-faster-mapped's lattice for one utterance."""
+        clat = determinize_lattice_phone_pruned(self.raw_lattice(pdf_scores), self.trans,
+                                                self.opts.lattice_beam)
+        return scale_acoustics(clat, 1.0 / self.opts.acwt)
+
+
+def _with_cost_offsets(lat: Lattice) -> Lattice:
+    """The acoustic costs as LatticeFasterDecoder stores them, rounded through its per-frame
+    cost offsets: ``(offset + cost) - offset`` in float32, the offset being minus the frame's
+    best token cost (those costs themselves kept relative to the offsets). This moves costs by
+    an ulp or so; without it a lattice differs from latgen-faster-mapped's in the last bits.
+    The frame's best token is looked for among the lattice's states (the search's best
+    token at a frame survives lattice pruning unless all its continuations were pruned).
+    """
+    n = len(lat.arcs)
+    frame = [-1] * n
+    frame[lat.start] = 0
+    by_frame: list[list[int]] = [[lat.start]]
+    for f in itertools.count():  # states per frame, in order (emitting arcs go one frame on)
+        if f >= len(by_frame):
+            break
+        i = 0
+        while i < len(by_frame[f]):
+            s = by_frame[f][i]
+            i += 1
+            for ilabel, _o, _w, nxt in lat.arcs[s]:
+                if frame[nxt] < 0:
+                    frame[nxt] = f + (ilabel != 0)
+                    if frame[nxt] == len(by_frame):
+                        by_frame.append([])
+                    by_frame[frame[nxt]].append(nxt)
+    tot = [F32(np.inf)] * n
+    tot[lat.start] = F32(0.0)
+    arcs = [list(a) for a in lat.arcs]
+    for states in by_frame:
+        changed = True
+        while changed:  # non-emitting arcs within the frame: tot = cur + graph
+            changed = False
+            for s in states:
+                for ilabel, _o, w, nxt in arcs[s]:
+                    if ilabel == 0 and tot[s] + w[0] < tot[nxt]:
+                        tot[nxt], changed = tot[s] + w[0], True
+        offset = -min(tot[s] for s in states)
+        for s in states:
+            for i, (ilabel, olabel, w, nxt) in enumerate(arcs[s]):
+                if ilabel == 0:
+                    continue
+                ac = offset + w[1]  # cost_offset - LogLikelihood
+                cand = (tot[s] + ac) + w[0]
+                if cand < tot[nxt]:
+                    tot[nxt] = cand
+                arcs[s][i] = (ilabel, olabel, (w[0], ac - offset), nxt)
+    return Lattice(arcs, lat.final, lat.start)
+
+
+def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
+    """A kaldifst.Lattice read arc by arc (exact float32 weights, unlike its text form)."""
+    import _kaldifst
+
+    lat = Lattice(start=fst.start)
+    for s in range(fst.num_states):
+        arcs = []
+        it = _kaldifst._ArcIteratorLattice(fst, s)
+        while not it.done:
+            a = it.value
+            arcs.append((a.ilabel, a.olabel, (F32(a.weight.value1), F32(a.weight.value2)),
+                         a.nextstate))
+            it.next()
+        lat.arcs.append(arcs)
+        f = fst.final(s)
+        lat.final.append((F32(f.value1), F32(f.value2)))
+    return lat
+
+
+# ---- the sweep: lattice-scale | lattice-add-penalty | lattice-best-path ----------------------
+
+
+def best_path_words(clat: CompactLattice, lmwt: float, wip: float) -> list[int]:
+    """Words of the best path after ``lattice-scale --inv-acoustic-scale=lmwt`` and
+    ``lattice-add-penalty --word-ins-penalty=wip`` (lattice-best-path's output)."""
+    scaled = scale_lattice(clat, 1.0, 1.0 / lmwt)
+    pen = F32(wip)
+    arcs = [[(a[0], (a[1][0] + pen, a[1][1]) if a[0] != 0 else a[1], a[2], a[3]) for a in arcs]
+            for arcs in scaled.arcs]
+    return _shortest_path_words(CompactLattice(arcs, scaled.final, scaled.start))
+
+
+def _shortest_path_words(clat: CompactLattice) -> list[int]:
+    """CompactLatticeShortestPath's words: states in top-sorted order, the first of equal
+    costs kept (strict <), as Kaldi."""
+    n = clat.num_states
+    if not n:
+        return []
+    order = list(range(n))
+    if clat.start != 0 or any(a[3] <= s for s, arcs in enumerate(clat.arcs) for a in arcs):
+        order = _top_order([[a[3] for a in arcs] for arcs in clat.arcs])
+    best = [math.inf] * (n + 1)
+    back: list[tuple[int, int]] = [(-1, 0)] * (n + 1)
+    best[clat.start] = 0.0
+    for s in order:
+        for word, weight, _string, nxt in clat.arcs[s]:
+            c = best[s] + cost(weight)
+            if c < best[nxt]:
+                best[nxt], back[nxt] = c, (s, word)
+        f = clat.final[s]
+        if f is not None and best[s] + cost(f[0]) < best[n]:
+            best[n], back[n] = best[s] + cost(f[0]), (s, 0)
+    words: list[int] = []
+    s = n
+    while back[s][0] >= 0:
+        s, word = back[s]
+        if word:
+            words.append(word)
+    return words[::-1]

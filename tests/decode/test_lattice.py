@@ -1,0 +1,143 @@
+"""Lattices and the sweep on them, against outputs of Kaldi's own binaries (kaldi_expected/,
+made by the commands in its README: latgen-faster-mapped, lattice-copy, lattice-scale |
+lattice-add-penalty | lattice-best-path)."""
+
+from __future__ import annotations
+
+import gzip
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asrdist.decode.lattice import (
+    ONE,
+    CompactLattice,
+    LatticeDecoder,
+    _TaskQueue,
+    best_path_words,
+)
+from asrdist.decode.lattice_io import (
+    compact_lattice_text,
+    read_lattices_binary,
+    read_lattices_text,
+)
+from asrdist.errors import AsrdistError
+
+EXPECTED = Path(__file__).parent / "kaldi_expected"
+ROOT = Path(__file__).parents[2]
+
+
+def _latgen(out: Path, *options: str) -> bytes:
+    """Our latgen on the committed inputs (its own process: kaldi_decoder cannot be imported
+    after kaldilm, which this test process has loaded); the archive, gunzipped."""
+    subprocess.run([sys.executable, "-m", "asrdist.decode.latgen", *options,
+                    str(EXPECTED / "final.mdl"), str(EXPECTED / "HCLG.fst"),
+                    str(EXPECTED / "loglikes.ark"), str(out)],
+                   check=True, cwd=ROOT, timeout=300)
+    return gzip.decompress(out.read_bytes())
+
+
+@pytest.fixture(scope="module")
+def our_text(tmp_path_factory) -> str:
+    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz", "--text").decode()
+
+
+@pytest.fixture(scope="module")
+def our_binary(tmp_path_factory) -> bytes:
+    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz")
+
+
+def test_lattices_equal_latgen_faster_mappeds_in_kaldi_text(our_text):
+    ours = _entries(our_text)
+    kaldi = _entries((EXPECTED / "lat.1.txt").read_text())
+    assert list(ours) == list(kaldi)
+    for key in ("utt1", "utt2", "utt3"):  # byte for byte
+        assert ours[key] == kaldi[key]
+    # noise1 (102 states): one printed cost in the 6th digit, from an ulp (see below)
+    masked = [re.sub(r"[-0-9.e+]+,[-0-9.e+]+,", "W,", e) for e in (ours["noise1"],
+                                                                   kaldi["noise1"])]
+    assert masked[0] == masked[1]
+
+
+def _entries(text: str) -> dict[str, str]:
+    return {block.split(" ", 1)[0]: block for block in text.split("\n\n") if block}
+
+
+def test_binary_lattices_equal_kaldis_to_an_ulp(our_binary):
+    """Same archive layout, states, arcs, words and transition-ids; a few float32 costs an ulp
+    apart (Kaldi's decoder rounds acoustic costs through per-frame offsets computed from
+    tokens the lattice no longer holds: see lattice._with_cost_offsets)."""
+    ours = read_lattices_binary(our_binary)
+    kaldi = read_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())
+    assert len(our_binary) == len((EXPECTED / "lat.1.bin").read_bytes())
+    assert list(ours) == list(kaldi)
+    for key in kaldi:
+        assert _shape(ours[key]) == _shape(kaldi[key])
+        np.testing.assert_allclose(_costs(ours[key]), _costs(kaldi[key]), rtol=2e-7, atol=0)
+
+
+def _shape(clat: CompactLattice) -> tuple:
+    return (clat.start, [[(a[0], a[2], a[3]) for a in arcs] for arcs in clat.arcs],
+            [None if f is None else f[1] for f in clat.final])
+
+
+def _costs(clat: CompactLattice) -> np.ndarray:
+    weights = [a[1] for arcs in clat.arcs for a in arcs] + [f[0] for f in clat.final if f]
+    return np.array(weights, dtype=np.float64)
+
+
+def test_text_round_trip():
+    text = (EXPECTED / "lat.1.txt").read_text()
+    lats = read_lattices_text(text)
+    assert "".join(compact_lattice_text(k, v) for k, v in lats.items()) == text
+
+
+def _kaldi_sweep() -> dict[tuple[str, str], dict[str, list[int]]]:
+    out: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for line in (EXPECTED / "sweep.txt").read_text().splitlines():
+        lmwt, wip, utt, *words = line.split()
+        out.setdefault((lmwt, wip), {})[utt] = [int(w) for w in words]
+    return out
+
+
+@pytest.mark.parametrize("source", ["ours", "kaldi"])
+def test_sweep_equals_kaldis_best_paths(our_binary, source):
+    data = our_binary if source == "ours" else (EXPECTED / "lat.1.bin").read_bytes()
+    lats = read_lattices_binary(data)
+    sweep = _kaldi_sweep()
+    assert len(sweep) == 39  # s5c's sweep: LMWT 5..17 x WIP 0.0, 0.5, 1.0
+    assert len({tuple(point["noise1"]) for point in sweep.values()}) > 1  # the sweep matters
+    for (lmwt, wip), expected in sweep.items():
+        got = {utt: best_path_words(clat, float(lmwt), float(wip)) for utt, clat in lats.items()}
+        assert got == expected, (lmwt, wip)
+
+
+def test_lattice_decoder_refuses_a_process_with_kaldilm(tiny_system):
+    assert "kaldilm" in sys.modules  # the graph fixtures' import
+    if "kaldi_decoder" in sys.modules:
+        pytest.skip("kaldi_decoder was imported first in this process")
+    with pytest.raises(AsrdistError, match="kaldilm"):
+        LatticeDecoder(None, tiny_system.trans)
+
+
+def test_task_queue_pops_lowest_cost_first():
+    rng = np.random.default_rng(0)
+    queue = _TaskQueue()
+    costs = rng.integers(0, 5, size=50).astype(float)
+    for i, c in enumerate(costs):
+        queue.push((c, i, 0, []))
+    popped = [queue.pop()[0] for _ in costs]
+    assert popped == sorted(costs)
+
+
+def test_word_insertion_penalty_turns_the_best_path():
+    cheap = (np.float32(0.1), np.float32(1.0))
+    lat = CompactLattice([[(5, cheap, (1,), 1), (6, (np.float32(1.0), np.float32(0.0)), (1,), 2)],
+                          [(7, cheap, (1,), 2)], []], [None, None, (ONE, ())], 0)
+    # at LMWT 10 two words cost 2 x 0.2 and one word 1.0; a penalty of 1 per word turns it
+    assert best_path_words(lat, 10.0, 0.0) == [5, 7]
+    assert best_path_words(lat, 10.0, 1.0) == [6]

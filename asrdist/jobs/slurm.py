@@ -21,14 +21,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.jobs import Jobs, Runner
 from asrdist.progress import Progress
-
-if TYPE_CHECKING:
-    from asrdist.jobs.cmd import Cmd
 
 POLL_S = 0.5  # how often the result and progress files are looked at
 SQUEUE_EVERY_S = 3.0  # how often squeue is asked which jobs still run
@@ -39,10 +36,21 @@ _WAITING = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQ
             "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}
 
 
+class SlurmOptions(Protocol):
+    """What sbatch is told of each job (a parsed ``--cmd``: asrdist.jobs.cmd.Cmd)."""
+
+    mem: str | None
+    time: str | None
+    num_threads: int
+    gpu: int
+    partition: str | None
+    max_jobs_run: int | None
+
+
 class SlurmRunner(Runner):
     """Jobs submitted with sbatch; logs in ``log_dir``."""
 
-    def __init__(self, log_dir: Path, cmd: Cmd) -> None:
+    def __init__(self, log_dir: Path, cmd: SlurmOptions) -> None:
         self.log_dir, self.cmd = log_dir, cmd
 
     def start(self, name: str, factory: Callable[..., Any], args: Sequence[tuple]) -> Jobs:

@@ -45,7 +45,15 @@ from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
-from asrdist.stage import Skipped, StageCheck, check_done, record_done, resolved, same_file
+from asrdist.stage import (
+    Skipped,
+    StageCheck,
+    check_done,
+    read_marker,
+    record_done,
+    resolved,
+    same_file,
+)
 from asrdist.train.checkpoint import (
     capture_rng,
     list_checkpoints,
@@ -169,6 +177,16 @@ def train(
             lock.release()
 
 
+def _may_continue(config: TrainConfig, check: StageCheck) -> bool:
+    """Whether every option that differs from the finished run's is one a --resume may
+    change (free, or listed by --resume-allow)."""
+    previous = (read_marker(config.out, "train") or {}).get("options", {})
+    now = check.record["options"]
+    changed = {k for k in set(previous) | set(now) if previous.get(k) != now.get(k)}
+    allowed = _resume_free(config) | resume_allowed(config)
+    return "all" in allowed or changed <= allowed
+
+
 def _check_same_options(verdicts: dict[int, tuple[dict[str, Any], bool]]) -> None:
     """Refuse, on every learner alike, learners started with different options, naming each
     option that differs and the learners' values."""
@@ -186,13 +204,19 @@ def _check_same_options(verdicts: dict[int, tuple[dict[str, Any], bool]]) -> Non
 
 
 def _set_aside_finished_run(config: TrainConfig, check: StageCheck, rank: int) -> None:
-    """A finished run in ``--out`` that does not count (other options or inputs): refused
-    under --resume, else moved aside (each learner its own files, learner 0 the shared ones
-    and the marker) or, with --discard-finished, deleted. Files written after it finished
-    belong to an interrupted retraining (--resume continues it) and stay."""
+    """A finished run in ``--out`` that does not count (other options or inputs): under
+    --resume continued when every option that changed may change on a resume (as
+    --resume-allow says: training it longer, say; the checkpoint's identity check follows),
+    else refused; without --resume moved aside (each learner its own files, learner 0 the
+    shared ones and the marker) or, with --discard-finished, deleted. Files written after it
+    finished belong to an interrupted retraining (--resume continues it) and stay."""
     out, marked_ns = Path(config.out), check.marker_mtime_ns
     assert marked_ns is not None
     why = "; ".join(check.changes[:4])
+    if config.resume and _may_continue(config, check):
+        if rank == 0:
+            log.info("%s: continuing the finished run (%s): --resume", out, why)
+        return
     if config.resume:
         raise AsrdistError(
             f"--resume: {out} holds a finished run done with other options or inputs ({why}); "

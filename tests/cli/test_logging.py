@@ -30,13 +30,17 @@ def _load(target: str) -> click.Command:
 
 @pytest.mark.parametrize(("script", "target"), sorted(_console_scripts().items()))
 def test_every_console_script_sets_logging_up_alike(script, target, monkeypatch):
-    cmd = _load(target)
-    assert isinstance(cmd, AsrdistCommand), f"{script} is not made with asrdist.cli.command"
-    calls = []
+    """Each command, or each mode of a command with modes (asrdist-score's subcommands)."""
+    top = _load(target)
+    commands = list(top.commands.values()) if isinstance(top, click.Group) else [top]
+    calls: list = []
     monkeypatch.setattr(logging, "basicConfig", lambda **kw: calls.append(kw))
     monkeypatch.setattr(click.Command, "invoke", lambda self, ctx: calls.append("body"))
-    cmd.invoke(click.Context(cmd))
-    assert calls == [{"level": logging.INFO, "format": LOG_FORMAT}, "body"], script
+    for cmd in commands:
+        assert isinstance(cmd, AsrdistCommand), f"{script} is not made with asrdist.cli.command"
+        calls.clear()
+        cmd.invoke(click.Context(cmd))
+        assert calls == [{"level": logging.INFO, "format": LOG_FORMAT}, "body"], script
 
 
 def test_a_record_carries_its_time_and_level_and_the_message_unchanged():

@@ -158,3 +158,15 @@ def test_a_checkpoint_of_another_format_or_without_identity_is_refused(corpus, t
     torch.save(state, path)
     with pytest.raises(AsrdistError, match=said):
         _train(corpus, out, resume=True)
+
+
+def test_resume_allow_continues_a_finished_run_from_its_checkpoint(corpus, tmp_path):
+    """--resume --resume-allow max_steps on a run finished at --max-steps: trained longer,
+    from its last checkpoint, not refused and not retrained."""
+    out = tmp_path / "run"
+    _train(corpus, out, max_steps=4, checkpoint_every=2, epochs=3)
+    _train(corpus, out, max_steps=8, checkpoint_every=2, epochs=3, resume=True,
+           resume_allow="max_steps")
+    starts = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "start"]
+    assert [(s["step"], s["resumed"]) for s in starts] == [(0, False), (4, True)]
+    assert not (out / "superseded").exists()

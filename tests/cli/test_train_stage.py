@@ -5,7 +5,6 @@ its old checkpoints, metrics and final.pt moved aside first, never mixed with th
 from __future__ import annotations
 
 import logging
-import os
 
 import pytest
 from click.testing import CliRunner

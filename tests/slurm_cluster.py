@@ -14,10 +14,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pytest
 
 from asrdist.parallel.launch import free_port
 
@@ -162,3 +166,14 @@ def start(root: Path, cpus: int = 2) -> tuple[Cluster | None, str]:
         time.sleep(0.3)
     cluster.stop()
     return None, f"the node did not become idle (see {root / 'log'})"
+
+
+def for_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A test module's cluster (the body of its module-scoped fixture), the test's Python first
+    on its PATH, stopped after the module; the module is skipped where none can run here."""
+    made, why = start(tmp_path_factory.mktemp("slurm") / "cluster")
+    if made is None:
+        pytest.skip(f"no Slurm cluster here: {why}")
+    made.env["PATH"] = f"{Path(sys.executable).parent}:{made.env['PATH']}"
+    yield made
+    made.stop()

@@ -25,12 +25,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    made, why = slurm_cluster.start(tmp_path_factory.mktemp("slurm") / "cluster")
-    if made is None:
-        pytest.skip(f"no Slurm cluster here: {why}")
-    made.env["PATH"] = f"{Path(sys.executable).parent}:{made.env['PATH']}"
-    yield made
-    made.stop()
+    yield from slurm_cluster.for_module(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

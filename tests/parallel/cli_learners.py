@@ -89,3 +89,12 @@ def when_training(out: Path, procs: list, step: int) -> None:
                         + (out / "err0.txt").read_text()[-1500:])
         time.sleep(0.02)
     pytest.fail(f"learner 0 did not reach step {step}")
+
+
+def wait_for(what: str, ok: Callable[[], bool], limit: float = 60.0) -> None:
+    """Poll ``ok`` until it holds; fail naming ``what`` after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not ok():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {limit} s")
+        time.sleep(0.05)

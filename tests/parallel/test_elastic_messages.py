@@ -8,7 +8,6 @@ import os
 import signal
 import time
 
-import pytest
 import torch
 
 from asrdist.parallel.preempt import STOPPED_STATUS
@@ -16,6 +15,7 @@ from tests.parallel.cli_learners import (
     TINY_MODEL,
     join_learners,
     start_learners,
+    wait_for,
     when_training,
 )
 from tests.parallel.conftest import running_stores, stores_end
@@ -26,14 +26,6 @@ TINY = [*TINY_MODEL, "--log-every=1", "--epochs=5000", "--checkpoint-every=40",
 
 def _errs(out, world: int) -> list[str]:
     return [(out / f"err{r}.txt").read_text() for r in range(world)]
-
-
-def _wait_for(what: str, ok, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while not ok():
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {limit} s")
-        time.sleep(0.05)
 
 
 def test_a_learner_woken_after_the_run_ended_says_it_was_dropped(corpus, tmp_path):
@@ -62,7 +54,7 @@ def test_a_learner_woken_while_the_run_goes_on_names_it_and_drops_nobody(corpus,
     procs = start_learners(corpus, out, "adpsgd-random", *TINY, "--max-steps=100000", world=3)
     when_training(out, procs, 20)
     os.kill(procs[1].pid, signal.SIGSTOP)
-    _wait_for("departure line", lambda: "learner 1 left at step" in _errs(out, 3)[0]
+    wait_for("departure line", lambda: "learner 1 left at step" in _errs(out, 3)[0]
               + _errs(out, 3)[2])
     time.sleep(3)  # its exchange thread's waits have run out too: it wakes to failures
     os.kill(procs[1].pid, signal.SIGCONT)

@@ -21,6 +21,7 @@ from tests.parallel.cli_learners import (
     join_learners,
     start_learners,
     train_records,
+    wait_for,
     when_training,
 )
 from tests.parallel.conftest import run_learners, running_stores, stores_end
@@ -165,21 +166,13 @@ def test_elastic_is_refused_by_fail_stop_strategies(corpus, tmp_path):
     assert not (tmp_path / "run" / "final.pt").exists()
 
 
-def _wait_for(what: str, ok, limit: float = 60.0) -> None:
-    deadline = time.monotonic() + limit
-    while not ok():
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {limit} s")
-        time.sleep(0.05)
-
-
 def test_elastic_run_stops_on_a_signal_and_resumes_with_whoever_is_launched(corpus, tmp_path):
     out = tmp_path / "run"
     longer = [*TINY, "--elastic", "--max-steps=100000"]
     procs = start_learners(corpus, out, "adpsgd-random", *longer, world=4)
     when_training(out, procs, 10)
     os.kill(procs[2].pid, signal.SIGKILL)
-    _wait_for("departure line", lambda: any(
+    wait_for("departure line", lambda: any(
         "learner 2 left at step" in (out / f"err{r}.txt").read_text() for r in (0, 1, 3)))
     os.kill(procs[0].pid, signal.SIGTERM)  # announced to the survivors through the store
     codes = join_learners(procs, out, limit=120)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -29,12 +28,7 @@ TINY = [*TINY_MODEL, "--log-every=1", "--epochs=200",
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    made, why = slurm_cluster.start(tmp_path_factory.mktemp("slurm") / "cluster")
-    if made is None:
-        pytest.skip(f"no Slurm cluster here: {why}")
-    made.env["PATH"] = f"{Path(sys.executable).parent}:{made.env['PATH']}"
-    yield made
-    made.stop()
+    yield from slurm_cluster.for_module(tmp_path_factory)
 
 
 def _starts(out: Path) -> list[tuple[int, bool]]:

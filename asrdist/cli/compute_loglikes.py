@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from asrdist.cli import command
 from asrdist.cli.decode import chunking_options
 from asrdist.decode.acoustic import Chunking
-from asrdist.decode.loglikes import compute_loglikes
+from asrdist.decode.loglikes import LOG_DIR, compute_loglikes
+from asrdist.jobs.cmd import Cmd, cmd_option
 
 
 @command()
@@ -17,14 +20,22 @@ from asrdist.decode.loglikes import compute_loglikes
               help="Data dir with feats.scp (as for asrdist-decode --model).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Where loglikes.{ark,scp} and num_pdfs go.")
+@click.option("--nj", default=1, show_default=True, type=int,
+              help="Parallel jobs, each scoring a contiguous part of the utterances.")
+@cmd_option
 @chunking_options
-def main(nnet: str, data_dir: str, out_dir: str, frames_per_chunk: int | None,
-         extra_left_context: int | None, extra_right_context: int | None) -> None:
+def main(nnet: str, data_dir: str, out_dir: str, nj: int, cmd: Cmd,
+         frames_per_chunk: int | None, extra_left_context: int | None,
+         extra_right_context: int | None) -> None:
     """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
     nnet3-compute writes them, for asrdist-decode --loglikes: an LM-weight sweep without
-    re-running the network."""
+    re-running the network. A rerun skips an --out done with the same options (--nj and --cmd
+    aside) and inputs, writing nothing. The --nj jobs' parts are joined into one ark and scp,
+    the same as one job's; a slurm.pl job logs to OUT/.log/loglikes.N.log (hidden, so that
+    asrdist-decode --loglikes does not take the logs for a change of its input)."""
     compute_loglikes(nnet, data_dir, out_dir,
-                     Chunking(frames_per_chunk, extra_left_context, extra_right_context))
+                     Chunking(frames_per_chunk, extra_left_context, extra_right_context),
+                     nj=nj, runner=cmd.make(Path(out_dir) / LOG_DIR))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,11 @@ HCLG with any LM weight and insertion penalty from those, the network untouched.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -21,40 +23,103 @@ import numpy as np
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utterances
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, write_atomically
+from asrdist.jobs import LOCAL, Runner, split
 from asrdist.stage import Skipped, check_done
 
 STAGE = "loglikes"
+LOG_DIR = ".log"  # under OUT: hidden, so asrdist-decode's fingerprint of OUT skips the job logs
+_COPY_BLOCK = 1 << 24  # bytes copied at a time when the parts are joined
 OUTPUTS = ("loglikes.ark", "loglikes.scp", "num_pdfs")
 log = logging.getLogger(__name__)
 
 
 def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
-                     out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED) -> Path | Skipped:
-    """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; Skipped when done already."""
+                     out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED, nj: int = 1,
+                     runner: Runner = LOCAL) -> Path | Skipped:
+    """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; Skipped when done already.
+
+    Only when the work is to be done (a skipped run writes nothing) are the utterances split
+    into ``nj`` contiguous parts, run by ``runner`` (a cluster job logging to ``OUT/.log/``:
+    :data:`LOG_DIR`); each job writes its part beside the output and the parts are joined, in
+    order, into the ark and scp that one job would have written, byte for byte. The network is
+    checked against the data dir here first, before any job starts."""
+    if nj < 1:
+        raise AsrdistError(f"--nj {nj}: must be at least 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     remove_temp_files(out)
     check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
     if check.done:
         return check.skipped()
-    scorer = NnetScorer(final_pt, data_dir, chunking)
-    utts = list_utterances(data_dir)
+    num_pdfs = NnetScorer(final_pt, data_dir, chunking).num_pdfs
+    parts = split(list_utterances(data_dir), nj)
     ark = (out / "loglikes.ark").resolve()
+    threads = 1 if len(parts) > 1 else 0  # jobs side by side: one thread each, as decoding's
     try:
-        with atomic_path(ark) as tmp_ark, atomic_path(out / "loglikes.scp") as tmp_scp:
-            with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-                for utt, scores in scorer.scores(utts):
-                    writer(utt, scores)
-            # the scp names the temporary ark; point it at the final name
-            tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):  # a full disk or quota
-            raise
-        raise AsrdistError(f"{ark}: cannot write the scores: {e.strerror}") from e
-    write_atomically(out / "num_pdfs", lambda f: f.write(f"{scorer.num_pdfs}\n".encode()),
+        runner.map(STAGE, score_part, [(str(final_pt), str(data_dir), chunking, utts, str(ark),
+                                        job, threads) for job, utts in enumerate(parts)])
+        with _writing_scores(ark):
+            _join([_part_paths(ark, job) for job in range(len(parts))], ark,
+                  out / "loglikes.scp")
+    finally:
+        for job in range(len(parts)):
+            for path in _part_paths(ark, job):
+                path.unlink(missing_ok=True)
+    write_atomically(out / "num_pdfs", lambda f: f.write(f"{num_pdfs}\n".encode()),
                      "pdf count")
     check.mark_done(["loglikes.scp"])
     return out
+
+
+def score_part(final_pt: str, data_dir: str, chunking: Chunking, utts: list[str], ark: str,
+               job: int, threads: int) -> None:
+    """One job: the scores of ``utts`` into job ``job``'s part of ``ark`` (``threads``: torch's
+    threads, 0 leaving its default)."""
+    scorer = NnetScorer(final_pt, data_dir, chunking)
+    if threads:
+        scorer.torch.set_num_threads(threads)
+    part_ark, part_scp = _part_paths(Path(ark), job)
+    with _writing_scores(Path(ark)), \
+            kaldiio.WriteHelper(f"ark,scp:{part_ark},{part_scp}") as writer:
+        for utt, scores in scorer.scores(utts):
+            writer(utt, scores)
+
+
+def _part_paths(ark: Path, job: int) -> tuple[Path, Path]:
+    """Job ``job``'s (0-based) part ark and scp: hidden temporary files beside ``ark``, which
+    :func:`remove_temp_files` removes when a killed run left them."""
+    return (ark.with_name(f".loglikes.ark.part{job + 1}.tmp"),
+            ark.with_name(f".loglikes.scp.part{job + 1}.tmp"))
+
+
+def _join(parts: list[tuple[Path, Path]], ark: Path, scp: Path) -> None:
+    """The part arks, in order, into ``ark`` and their scps, offsets moved and naming ``ark``,
+    into ``scp``; both atomically. The first part is renamed, the others appended to it."""
+    lines: list[str] = []
+    start = 0
+    for part_ark, part_scp in parts:
+        for line in part_scp.read_text().splitlines():
+            utt, _, where = line.partition(" ")
+            lines.append(f"{utt} {ark}:{start + int(where.rpartition(':')[2])}\n")
+        start += part_ark.stat().st_size
+    with atomic_path(ark) as tmp_ark, atomic_path(scp) as tmp_scp:
+        os.replace(parts[0][0], tmp_ark)
+        with open(tmp_ark, "ab") as joined:
+            for part_ark, _ in parts[1:]:
+                with open(part_ark, "rb") as f:
+                    shutil.copyfileobj(f, joined, _COPY_BLOCK)
+        tmp_scp.write_text("".join(lines))
+
+
+@contextlib.contextmanager
+def _writing_scores(ark: Path) -> Iterator[None]:
+    """A full disk or quota met while writing the scores: one line naming ``ark``."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        raise AsrdistError(f"{ark}: cannot write the scores: {e.strerror}") from e
 
 
 def remove_temp_files(out: Path) -> None:

@@ -1,6 +1,7 @@
-"""--cmd slurm.pl on a real (private, one-node) Slurm cluster: asrdist-decode's and
-asrdist-features' --nj jobs go through sbatch as a job array with the options asked for, write
-Kaldi's log/<task>.N.log, and give what run.pl gives; a job that fails is named with its log."""
+"""--cmd slurm.pl on a real (private, one-node) Slurm cluster: asrdist-decode's,
+asrdist-features' and asrdist-compute-loglikes' --nj jobs go through sbatch as a job array with
+the options asked for, write Kaldi's log/<task>.N.log (compute-loglikes: .log/, hidden), and
+give what run.pl gives; a job that fails is named with its log."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from asrdist.decode.graph import make_graph
 from tests import slurm_cluster
 from tests.cli.test_decode_cli import SENTENCES
 from tests.cli.test_features_cli import cli_feat_src  # noqa: F401 - a fixture used below
-from tests.decode.tiny_system import make_system, write_test_data
+from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -125,3 +126,41 @@ def test_feature_jobs_through_sbatch_equal_run_pl_s(cluster, cli_feat_src, tmp_p
         assert all(np.array_equal(ours[k], theirs[k]) for k in ours), table
     for n in (1, 2):
         assert "# Ended (code 0) at " in (tmp_path / "slurm" / "log" / f"fbank.{n}.log").read_text()
+
+
+def test_loglikes_jobs_through_sbatch_equal_run_pl_s_and_leave_decode_done(
+        cluster, system, tmp_path):
+    """The network's scores from two Slurm jobs are run.pl's, byte for byte; the jobs log to
+    OUT/.log, which decode's fingerprint of OUT skips; a rerun submits nothing and writes
+    nothing, so the decode from those scores stays done."""
+    data = tmp_path / "data"
+    write_test_data(system, data, SENTENCES, "nnet")
+    write_identity_nnet(system, tmp_path / "final.pt")
+    args = ("--model", str(tmp_path / "final.pt"), "--data", str(data), "--nj", "2")
+    local = _cli(cluster, "compute_loglikes", *args, "--out", str(tmp_path / "local"))
+    assert local.returncode == 0, local.stderr
+    slurm_args = (*args, "--cmd", "slurm.pl --mem 500M --time 5:00", "--out",
+                  str(tmp_path / "slurm"))
+    slurm = _cli(cluster, "compute_loglikes", *slurm_args)
+    assert slurm.returncode == 0, slurm.stderr
+    ours, theirs = tmp_path / "slurm", tmp_path / "local"
+    for name in ("loglikes.ark", "num_pdfs"):
+        assert (ours / name).read_bytes() == (theirs / name).read_bytes(), name
+    assert (ours / "loglikes.scp").read_text() == (theirs / "loglikes.scp").read_text().replace(
+        str(theirs.resolve()), str(ours.resolve()))
+    for n in (1, 2):
+        assert "# Ended (code 0) at " in (ours / ".log" / f"loglikes.{n}.log").read_text()
+    assert sorted(p.name for p in ours.iterdir()) == [
+        ".log", ".loglikes.done", "loglikes.ark", "loglikes.scp", "num_pdfs"]
+
+    decode = ("--graph", str(system.root / "graph"), "--loglikes", str(ours / "loglikes.scp"),
+              "--trans-mdl", str(system.mono / "final.mdl"), "--data", str(data), "--out",
+              str(tmp_path / "dec"))
+    assert _cli(cluster, "decode", *decode).returncode == 0
+    before = {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in ours.rglob("*")}
+    again = _cli(cluster, "compute_loglikes", *slurm_args)
+    assert again.returncode == 0 and "already done" in again.stderr, again.stderr
+    assert {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in ours.rglob("*")} == before
+    redecode = _cli(cluster, "decode", *decode)
+    assert redecode.returncode == 0 and "decode already done" in redecode.stderr, \
+        redecode.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -57,8 +58,8 @@ def test_missing_loglikes_is_one_line_error(system, tmp_path):
 
 
 def test_full_disk_names_the_scores_file(system, tmp_path, monkeypatch):
-    """A write's OSError names no file: the one-line error says which file met the full disk,
-    and no hidden temporary ark stays behind."""
+    """A write's OSError names no file: the one-line error names the job and the file that met
+    the full disk, and no hidden temporary ark (nor part of one) stays behind."""
 
     class FullDisk:
         def __init__(self, spec: str):
@@ -79,7 +80,7 @@ def test_full_disk_names_the_scores_file(system, tmp_path, monkeypatch):
                                        str(system.root / "test_fbank"), "--out", str(out)])
     assert result.exit_code == 1
     assert result.output.splitlines()[-1] == (
-        f"Error: {(out / 'loglikes.ark').resolve()}: cannot write the scores: "
+        f"Error: loglikes job 1/1: {(out / 'loglikes.ark').resolve()}: cannot write the scores: "
         "No space left on device")
     assert sorted(p.name for p in out.iterdir()) == []
 
@@ -103,3 +104,38 @@ def test_a_killed_run_s_temporary_ark_is_removed_by_the_next(system, tmp_path):
     again = run_cli("compute_loglikes", *args)
     assert again.returncode == 0, again.stderr
     assert "already done" in again.stderr and not stale[0].exists()
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every entry under ``root``, hidden ones too: its (size, mtime_ns)."""
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in root.rglob("*")}
+
+
+def test_jobs_give_one_job_s_bytes_and_a_skipped_rerun_writes_nothing(system, tmp_path):
+    """--nj 2 under run.pl writes the ark, scp and num_pdfs that --nj 1 writes (the scp naming
+    its own ark); run again it is skipped writing nothing, so the decode from it stays done."""
+    root = system.root
+    args = ("--model", str(root / "final.pt"), "--data", str(root / "test_fbank"))
+    for nj in ("1", "2"):
+        proc = run_cli("compute_loglikes", *args, "--nj", nj, "--cmd", "run.pl",
+                       "--out", str(tmp_path / f"nj{nj}"))
+        assert proc.returncode == 0, proc.stderr
+    one, two = tmp_path / "nj1", tmp_path / "nj2"
+    assert (two / "loglikes.ark").read_bytes() == (one / "loglikes.ark").read_bytes()
+    assert (two / "num_pdfs").read_bytes() == (one / "num_pdfs").read_bytes()
+    assert (two / "loglikes.scp").read_text() == (one / "loglikes.scp").read_text().replace(
+        str(one.resolve()), str(two.resolve()))
+    assert sorted(p.name for p in two.iterdir()) == [
+        ".loglikes.done", "loglikes.ark", "loglikes.scp", "num_pdfs"]  # no part left over
+
+    decode = ("decode", "--graph", str(root / "graph"), "--loglikes",
+              str(two / "loglikes.scp"), "--trans-mdl", str(system.mono / "final.mdl"),
+              "--data", str(root / "test_fbank"), "--out", str(tmp_path / "dec"))
+    assert run_cli(*decode).returncode == 0
+    before = tree(two)
+    again = run_cli("compute_loglikes", *args, "--nj", "3", "--out", str(two))
+    assert again.returncode == 0 and "already done" in again.stderr, again.stderr
+    assert tree(two) == before
+    redecode = run_cli(*decode)
+    assert redecode.returncode == 0 and "decode already done" in redecode.stderr, redecode.stderr

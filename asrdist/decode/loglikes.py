@@ -94,7 +94,8 @@ def _part_paths(ark: Path, job: int) -> tuple[Path, Path]:
 
 def _join(parts: list[tuple[Path, Path]], ark: Path, scp: Path) -> None:
     """The part arks, in order, into ``ark`` and their scps, offsets moved and naming ``ark``,
-    into ``scp``; both atomically. The first part is renamed, the others appended to it."""
+    into ``scp``; both atomically. The first part is renamed, the others appended to it and
+    removed one by one."""
     lines: list[str] = []
     start = 0
     for part_ark, part_scp in parts:
@@ -108,6 +109,7 @@ def _join(parts: list[tuple[Path, Path]], ark: Path, scp: Path) -> None:
             for part_ark, _ in parts[1:]:
                 with open(part_ark, "rb") as f:
                     shutil.copyfileobj(f, joined, _COPY_BLOCK)
+                part_ark.unlink()  # the disk holds the scores about once, not twice
         tmp_scp.write_text("".join(lines))
 
 

@@ -13,6 +13,18 @@
 #       --fisher-audio "/LDC/LDC2004S13 /LDC/LDC2005S13" --fisher-text "/LDC/LDC2004T19 /LDC/LDC2005T19" \
 #       --ali-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a_ali_nodup_sp --speed-perturb "0.9 1.0 1.1" \
 #       --graph-dir ~/kaldi/egs/fisher_swbd/s5/exp/tri5a/graph_fsh_sw1_tg
+# The stages (--stage N --stop-stage M runs N..M):
+#   0 data       route 1 (--train-data, --test-data): your Kaldi data dirs, as they are;
+#                route 2: asrdist-prepare-swbd: LDC releases (Fisher too) ->
+#                data/{train,train_nodup,train_swbd,eval2000} as fisher_swbd makes them
+#   1 features   40-dim log-mel fbank at 8 kHz, Kaldi framing (or your Kaldi feats as is);
+#                with extra streams (fMLLR, i-vectors), fbank + deltas with them joined per frame
+#   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
+#   3 train      asrdist-train (any --algo) under srun / mpiexec / torchrun
+#   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep
+#   5 score      fisher_swbd's score_sclite.sh: recording-relative CTM, filter, acronyms split
+#                (format_acronyms_ctm_eval2000.py), hubscr semantics; exp/RESULTS: a line per
+#                run dir
 set -euo pipefail
 cd "$(dirname "$0")"
 . ./path.sh
@@ -26,10 +38,11 @@ help_message="Usage: $0 --train-data DIR --test-data DIR --ali-dir DIR --graph-d
 (options: $repo_root/local/swbd/defaults.sh)"
 . "$repo_root/local/parse_options.sh"
 . "$repo_root/local/swbd/check_paths.sh"
+. "$repo_root/local/swbd/dirs.sh"
+. "$repo_root/local/log.sh"
 check_swbd_paths
 
 prepare_opts=()
-score_opts=(--recipe fisher_swbd)  # its score_sclite.sh: format_acronyms_ctm_eval2000.py
 if [ -z "$train_data" ]; then  # route 2: the Fisher releases too
   [ -n "$fisher_audio" ] || _path_error --fisher-audio "" "required: give LDC2004S13 and LDC2005S13"
   [ -n "$fisher_text" ] || _path_error --fisher-text "" "required: give LDC2004T19 and LDC2005T19"
@@ -44,5 +57,58 @@ if [ -z "$train_data" ]; then  # route 2: the Fisher releases too
     prepare_opts+=(--fisher-text "$d")
   done
 fi
+add_convention_opts  # --sp-prefix, --allow-partial, --extend-eval2000
 train_set=train_nodup${speed_perturb:+_sp}
-. "$repo_root/local/swbd/pipeline.sh"
+swbd_dirs  # train_src, train_dir, train_input, targets, run, decode (and the test set's)
+fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
+
+if [ $stage -le 0 ] && [ $stop_stage -ge 0 ] && [ -n "$train_data" ]; then
+  log "stage 0 (data): your Kaldi data dirs $train_data and $test_data, as they are"
+elif [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+  run_stage 0 data asrdist-prepare-swbd "${prepare_opts[@]}" --swbd-audio $swbd_audio \
+    --ms98 $ms98 --eval2000-audio $eval2000_audio --eval2000-ref $eval2000_ref \
+    --dev-utts $dev_utts --max-dup $max_dup --speed-perturb "$speed_perturb" --out $data
+fi
+
+if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
+  if [ -z "$train_feats" ]; then
+    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj \
+      --cmd "$train_cmd" $train_src $train_dir
+  fi
+  if [ -z "$test_feats" ]; then
+    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj \
+      --cmd "$train_cmd" $test_src $test_dir
+  fi
+  if [ -n "$extra_feats" ]; then  # the papers' input: fbank + deltas (per-speaker CMVN), then
+    # the streams unnormalised (fMLLR, i-vectors: as nnet3), as feats_layout records
+    run_stage 1 "join $train_set" asrdist-join-feats --delta-order 2 $train_dir $train_input \
+      $extra_feats
+    run_stage 1 "join eval2000" asrdist-join-feats --delta-order 2 $test_dir $test_input \
+      $extra_test_feats
+  fi
+fi
+
+if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
+  run_stage 2 targets asrdist-ingest-ali $ingest_opts $ali_dir $train_input/feats.scp $targets
+fi
+
+if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
+  run_stage 3 "train $algo x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
+    --launcher $launcher -- --config $train_config --data $train_input --targets $targets \
+    --out $run --algo $algo --device $device --resume $train_opts
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+  run_stage 4 "network on eval2000" asrdist-compute-loglikes --model $run/final.pt \
+    --data $test_input --out $run/loglikes_eval2000
+  run_stage 4 "decode sweep" asrdist-decode --graph $graph_dir --trans-mdl $ali_dir/final.mdl \
+    --loglikes $run/loglikes_eval2000/loglikes.scp --data $test_input --nj $nj \
+    --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode
+fi
+
+if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
+  # fisher_swbd's score_sclite.sh splits acronyms (format_acronyms_ctm_eval2000.py): no map
+  run_stage 5 score asrdist-score hubscr --recipe fisher_swbd --stm $test_src/stm \
+    --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
+  update_results $exp $run $decode/scoring.txt
+fi

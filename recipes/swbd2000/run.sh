@@ -100,7 +100,7 @@ fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   run_stage 4 "network on eval2000" asrdist-compute-loglikes --model $run/final.pt \
-    --data $test_input --out $run/loglikes_eval2000
+    --data $test_input --nj $nj --cmd "$decode_cmd" --out $run/loglikes_eval2000
   run_stage 4 "decode sweep" asrdist-decode --graph $graph_dir --trans-mdl $ali_dir/final.mdl \
     --loglikes $run/loglikes_eval2000/loglikes.scp --data $test_input --nj $nj \
     --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode

@@ -10,7 +10,6 @@ outside, in the CLI.
 from __future__ import annotations
 
 import logging
-import os
 import random
 import time
 from collections.abc import Callable
@@ -34,25 +33,18 @@ from asrdist.data.dataset import (
 )
 from asrdist.data.ingest import read_pdf_counts
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import done_marker
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.models.final import Exported, write_final
 from asrdist.optim.build import build_optimizer
-from asrdist.options import flag
-from asrdist.parallel import registry
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.strategy import Strategy, train_step
 from asrdist.progress import Progress, progress
 from asrdist.stage import (
     Skipped,
-    StageCheck,
     check_done,
-    read_marker,
     record_done,
-    resolved,
-    same_file,
 )
 from asrdist.train.checkpoint import (
     capture_rng,
@@ -62,11 +54,18 @@ from asrdist.train.checkpoint import (
     restore_rng,
     save_checkpoint,
 )
-from asrdist.train.config import TrainConfig, resume_allowed, save_config, strategy_fields
+from asrdist.train.config import TrainConfig, save_config
 from asrdist.train.evaluate import evaluate
+from asrdist.train.identity import (
+    check_resumed_run,
+    check_same_options,
+    run_inputs,
+    run_options,
+    set_aside_finished_run,
+)
 from asrdist.train.interval import Interval
 from asrdist.train.loss import frame_loss
-from asrdist.train.metrics import MetricsWriter, metrics_path
+from asrdist.train.metrics import MetricsWriter
 from asrdist.train.noise_scale import NoiseProbe
 from asrdist.train.prefetch import Prefetcher
 from asrdist.train.priors import log_priors
@@ -95,74 +94,31 @@ class TrainResult:
     stopped_by: str | None = None
 
 
-# Options that do not change the trained model: a finished run rerun with other values of only
-# these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
-NOT_FINGERPRINTED = frozenset({
-    "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
-    "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
-    "noise_scale_every",  # measured on a copy of the model, the random state put back
-    "discard_finished",
-})
-
-
-def _resume_free(config: TrainConfig) -> set[str]:
-    """Options a --resume may change without --resume-allow: those that do not change the
-    model, an injected straggler (timing, not maths), and how long to train when the learning
-    rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans --epochs or
-    --max-steps)."""
-    return set(NOT_FINGERPRINTED) | {"slow_learner"} | (
-        {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set()) | (
-        {"learners"} if config.option("elastic") else set())
-
-
-def _options(config: TrainConfig, world_size: int) -> dict[str, Any]:
-    """What makes the model, beside its inputs' content: the training options and the
-    --algo's own (another strategy's options, ignored by this run, do not count), the input
-    paths resolved (every spelling of a directory is the same run), and the learner count."""
-    unused = set(strategy_fields()) - set(registry.options_of(config.algo))
-    options = {k: v for k, v in config.to_dict().items()
-               if k not in NOT_FINGERPRINTED and k not in unused}
-    for name in INPUT_OPTIONS:
-        if options.get(name):
-            options[name] = resolved(options[name])
-    return {**options, "learners": world_size}
-
-
-INPUT_OPTIONS = ("data", "targets", "init_dbn")
-
-
-def _inputs(config: TrainConfig) -> list[str]:
-    """The files whose change retrains the model (the RBM stack's too, when one is used)."""
-    return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
-
-
 def train(
     config: TrainConfig, strategy: Strategy, rank: int = 0, world_size: int = 1,
     preemption: Preemption | None = None,
 ) -> TrainResult | Skipped:
     """Train one learner of ``world_size``; the strategy is closed at the end and on error.
 
-    A run dir done with the same options (NOT_FINGERPRINTED aside), as many learners and the
-    same data and targets (by content) is skipped (Skipped). One finished with other options
-    or inputs is never deleted unasked: --resume refuses it; a new run (no --resume) moves
-    its files into ``out/superseded/<when it finished>/`` first, or deletes them with
-    --discard-finished. All learners decide together (one gather, which also refuses
-    learners started with different options).
+    A run dir done with the same run (:mod:`asrdist.train.identity`: options, learner count,
+    inputs by content) is skipped (Skipped). A finished run that is another one is never
+    deleted unasked (:func:`~asrdist.train.identity.set_aside_finished_run`). All learners
+    decide together (one gather, which also refuses learners started with different options).
     """
     failed = True
     lock = None
     try:
         out = Path(config.out)
         lock = lock_run(out, rank, world_size)
-        options = _options(config, world_size)
-        check = check_done(out, "train", options, _inputs(config), clear=False)
+        options = run_options(config, world_size)
+        check = check_done(out, "train", options, run_inputs(config), clear=False)
         verdicts = gather((options, check.done), rank, world_size)
-        _check_same_options(verdicts)
+        check_same_options(verdicts)
         if all(done for _, done in verdicts.values()):
             failed = False
             return check.skipped()
         if check.marker_mtime_ns is not None:
-            _set_aside_finished_run(config, check, rank)
+            set_aside_finished_run(config, check, rank)
         result = _Run(config, strategy, rank, world_size, preemption or Preemption(),
                       check.record).run()
         failed = False
@@ -175,75 +131,6 @@ def train(
         strategy.close()
         if lock is not None:
             lock.release()
-
-
-def _may_continue(config: TrainConfig, check: StageCheck) -> bool:
-    """Whether every option that differs from the finished run's is one a --resume may
-    change (free, or listed by --resume-allow)."""
-    previous = (read_marker(config.out, "train") or {}).get("options", {})
-    now = check.record["options"]
-    changed = {k for k in set(previous) | set(now) if previous.get(k) != now.get(k)}
-    allowed = _resume_free(config) | resume_allowed(config)
-    return "all" in allowed or changed <= allowed
-
-
-def _check_same_options(verdicts: dict[int, tuple[dict[str, Any], bool]]) -> None:
-    """Refuse, on every learner alike, learners started with different options, naming each
-    option that differs and the learners' values."""
-    first = verdicts[min(verdicts)][0]
-    different = sorted({name for options, _ in verdicts.values()
-                        for name in set(options) | set(first)
-                        if options.get(name) != first.get(name)})
-    if different:
-        said = "; ".join(
-            f"{flag(name)}: " + ", ".join(f"learner {r} {opts.get(name, '<unset>')}"
-                                          for r, (opts, _) in sorted(verdicts.items()))
-            for name in different[:4])
-        raise AsrdistError(f"the learners were started with different options ({said}); start "
-                           "every learner with the same options")
-
-
-def _set_aside_finished_run(config: TrainConfig, check: StageCheck, rank: int) -> None:
-    """A finished run in ``--out`` that does not count (other options or inputs): under
-    --resume continued when every option that changed may change on a resume (as
-    --resume-allow says: training it longer, say; the checkpoint's identity check follows),
-    else refused; without --resume moved aside (each learner its own files, learner 0 the
-    shared ones and the marker) or, with --discard-finished, deleted. Files written after it
-    finished belong to an interrupted retraining (--resume continues it) and stay."""
-    out, marked_ns = Path(config.out), check.marker_mtime_ns
-    assert marked_ns is not None
-    why = "; ".join(check.changes[:4])
-    if config.resume and _may_continue(config, check):
-        if rank == 0:
-            log.info("%s: continuing the finished run (%s): --resume", out, why)
-        return
-    if config.resume:
-        raise AsrdistError(
-            f"--resume: {out} holds a finished run done with other options or inputs ({why}); "
-            "left as it is: resume with its options, train anew without --resume (the "
-            "finished run is moved aside), or choose another --out")
-    mine = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
-    shared = [out / FINAL, out / "config.yaml"] if rank == 0 else []
-    finished = [p for p in mine + shared if p.exists() and p.stat().st_mtime_ns <= marked_ns]
-    marker = done_marker(out, "train")
-    if config.discard_finished:
-        for path in finished + ([marker] if rank == 0 else []):
-            path.unlink(missing_ok=True)
-        if rank == 0:
-            log.warning("%s: deleted the finished run done with other options or inputs (%s): "
-                        "--discard-finished", out, why)
-        return
-    aside = out / "superseded" / time.strftime("%Y%m%d-%H%M%S", time.gmtime(marked_ns / 1e9))
-    for path in finished + ([marker] if rank == 0 else []):
-        target = aside / path.relative_to(out)
-        if path == marker:
-            target = aside / "train.done.json"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
-    if rank == 0:
-        log.warning("%s: the finished run was done with other options or inputs (%s); moved "
-                    "to %s (--discard-finished deletes it instead); training anew", out, why,
-                    aside)
 
 
 def _device(name: str) -> torch.device:
@@ -374,57 +261,8 @@ class _Run:
                 f"{self.out} was trained by {state['world_size']} learner(s); resume it with "
                 f"as many, not {self.world_size}"
             )
-        self._check_same_run(state)
+        self.changed = check_resumed_run(self.cfg, self.identity, state, self.rank)
         return state
-
-    def _check_same_run(self, state: dict[str, Any]) -> None:
-        """Refuse to continue a run with options or inputs that change what it is, naming each
-        option and both values; those --resume-allow lists are logged and recorded."""
-        old = state.get("run")
-        if old is None:
-            raise AsrdistError(
-                f"--resume: the checkpoint at step {state['step']} in {self.out} does not say "
-                "what run it belongs to (written by an older asrdist): not trusted; choose "
-                "another --out, or move its checkpoints away to train anew")
-        new, free = self.identity, _resume_free(self.cfg)
-        found: dict[str, tuple[Any, Any]] = {}
-        said: dict[str, str] = {}  # name -> how the refusal names the change
-        old_opts, new_opts = old["options"], new["options"]
-        for name in sorted(set(old_opts) & set(new_opts) - free):
-            if old_opts[name] != new_opts[name]:
-                found[name] = (old_opts[name], new_opts[name])
-                said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
-        for path in sorted(set(old["inputs"]) | set(new["inputs"])):
-            if not same_file(old["inputs"].get(path), new["inputs"].get(path), path):
-                name = self._input_option(path)
-                if name not in found:
-                    found[name] = (f"{path} as the run read it", f"{path} changed")
-                    said[name] = f"{flag(name)} {getattr(self.cfg, name)}: {path} changed " \
-                                 "since the run read it"
-        if not found:
-            return
-        allowed = resume_allowed(self.cfg)
-        refused = [n for n in found if n not in allowed and "all" not in allowed]
-        if refused:
-            what = "; ".join(said[n] for n in refused)
-            raise AsrdistError(
-                f"--resume: {what}: the checkpoint at step {state['step']} in {self.out} is of "
-                f"another run; resume with the run's values, pass --resume-allow "
-                f"{','.join(refused)} to change it deliberately, or choose another --out")
-        for name, (old_v, new_v) in found.items():
-            log.warning("--resume: %s changed from %s to %s (--resume-allow); recorded in the "
-                        "start record of %s", flag(name), old_v, new_v,
-                        metrics_path(self.out, self.rank).name)
-            self.changed[name] = [old_v, new_v]
-
-    def _input_option(self, path: str) -> str:
-        """The option whose file or directory holds the input ``path``."""
-        for name in ("data", "targets", "init_dbn"):
-            given = getattr(self.cfg, name)
-            root = resolved(given) if given else None
-            if root and (path == root or path.startswith(root + os.sep)):
-                return name
-        return "data"
 
     def _restore(self, optimizer: torch.optim.Optimizer) -> None:
         s = self.resume_state

@@ -1,0 +1,193 @@
+"""What a training run is, and what becomes of the runs already in its ``--out``.
+
+A run is its fingerprinted options (every option but those in :data:`NOT_FINGERPRINTED`, the
+input paths resolved, the learner count) and its inputs' content (:mod:`asrdist.stage`). All
+learners must agree on it (:func:`check_same_options`). A finished run in ``--out`` that is
+not this one is never deleted unasked (:func:`set_aside_finished_run`), and a checkpoint
+resumed is checked to be of this run, up to what ``--resume-allow`` lets change
+(:func:`check_resumed_run`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import done_marker
+from asrdist.models.final import FILENAME as FINAL
+from asrdist.options import flag
+from asrdist.parallel import registry
+from asrdist.stage import StageCheck, read_marker, resolved, same_file
+from asrdist.train.checkpoint import list_checkpoints
+from asrdist.train.config import TrainConfig, resume_allowed, strategy_fields
+from asrdist.train.metrics import metrics_path
+
+log = logging.getLogger(__name__)
+
+# Options that do not change the trained model: a finished run rerun with other values of only
+# these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
+NOT_FINGERPRINTED = frozenset({
+    "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
+    "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
+    "noise_scale_every",  # measured on a copy of the model, the random state put back
+    "discard_finished",
+})
+
+
+def resume_free(config: TrainConfig) -> set[str]:
+    """Options a --resume may change without --resume-allow: those that do not change the
+    model, an injected straggler (timing, not maths), and how long to train when the learning
+    rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans --epochs or
+    --max-steps)."""
+    return set(NOT_FINGERPRINTED) | {"slow_learner"} | (
+        {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set()) | (
+        {"learners"} if config.option("elastic") else set())
+
+
+def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
+    """What makes the model, beside its inputs' content: the training options and the
+    --algo's own (another strategy's options, ignored by this run, do not count), the input
+    paths resolved (every spelling of a directory is the same run), and the learner count."""
+    unused = set(strategy_fields()) - set(registry.options_of(config.algo))
+    options = {k: v for k, v in config.to_dict().items()
+               if k not in NOT_FINGERPRINTED and k not in unused}
+    for name in INPUT_OPTIONS:
+        if options.get(name):
+            options[name] = resolved(options[name])
+    return {**options, "learners": world_size}
+
+
+INPUT_OPTIONS = ("data", "targets", "init_dbn")
+
+
+def run_inputs(config: TrainConfig) -> list[str]:
+    """The files whose change retrains the model (the RBM stack's too, when one is used)."""
+    return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
+
+
+def _may_continue(config: TrainConfig, check: StageCheck) -> bool:
+    """Whether every option that differs from the finished run's is one a --resume may
+    change (free, or listed by --resume-allow)."""
+    previous = (read_marker(config.out, "train") or {}).get("options", {})
+    now = check.record["options"]
+    changed = {k for k in set(previous) | set(now) if previous.get(k) != now.get(k)}
+    allowed = resume_free(config) | resume_allowed(config)
+    return "all" in allowed or changed <= allowed
+
+
+def check_same_options(verdicts: dict[int, tuple[dict[str, Any], bool]]) -> None:
+    """Refuse, on every learner alike, learners started with different options, naming each
+    option that differs and the learners' values."""
+    first = verdicts[min(verdicts)][0]
+    different = sorted({name for options, _ in verdicts.values()
+                        for name in set(options) | set(first)
+                        if options.get(name) != first.get(name)})
+    if different:
+        said = "; ".join(
+            f"{flag(name)}: " + ", ".join(f"learner {r} {opts.get(name, '<unset>')}"
+                                          for r, (opts, _) in sorted(verdicts.items()))
+            for name in different[:4])
+        raise AsrdistError(f"the learners were started with different options ({said}); start "
+                           "every learner with the same options")
+
+
+def set_aside_finished_run(config: TrainConfig, check: StageCheck, rank: int) -> None:
+    """A finished run in ``--out`` that does not count (other options or inputs): under
+    --resume continued when every option that changed may change on a resume (as
+    --resume-allow says: training it longer, say; the checkpoint's identity check follows),
+    else refused; without --resume moved aside (each learner its own files, learner 0 the
+    shared ones and the marker) or, with --discard-finished, deleted. Files written after it
+    finished belong to an interrupted retraining (--resume continues it) and stay."""
+    out, marked_ns = Path(config.out), check.marker_mtime_ns
+    assert marked_ns is not None
+    why = "; ".join(check.changes[:4])
+    if config.resume and _may_continue(config, check):
+        if rank == 0:
+            log.info("%s: continuing the finished run (%s): --resume", out, why)
+        return
+    if config.resume:
+        raise AsrdistError(
+            f"--resume: {out} holds a finished run done with other options or inputs ({why}); "
+            "left as it is: resume with its options, train anew without --resume (the "
+            "finished run is moved aside), or choose another --out")
+    mine = [*list_checkpoints(out, rank).values(), metrics_path(out, rank)]
+    shared = [out / FINAL, out / "config.yaml"] if rank == 0 else []
+    finished = [p for p in mine + shared if p.exists() and p.stat().st_mtime_ns <= marked_ns]
+    marker = done_marker(out, "train")
+    if config.discard_finished:
+        for path in finished + ([marker] if rank == 0 else []):
+            path.unlink(missing_ok=True)
+        if rank == 0:
+            log.warning("%s: deleted the finished run done with other options or inputs (%s): "
+                        "--discard-finished", out, why)
+        return
+    aside = out / "superseded" / time.strftime("%Y%m%d-%H%M%S", time.gmtime(marked_ns / 1e9))
+    for path in finished + ([marker] if rank == 0 else []):
+        target = aside / path.relative_to(out)
+        if path == marker:
+            target = aside / "train.done.json"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    if rank == 0:
+        log.warning("%s: the finished run was done with other options or inputs (%s); moved "
+                    "to %s (--discard-finished deletes it instead); training anew", out, why,
+                    aside)
+
+
+
+def check_resumed_run(config: TrainConfig, identity: dict[str, Any], state: dict[str, Any],
+                      rank: int) -> dict[str, list[Any]]:
+    """Refuse to continue a run with options or inputs that change what it is, naming each
+    option and both values; those --resume-allow lists are logged and returned, old and new
+    by name (for the start record)."""
+    out = Path(config.out)
+    old = state.get("run")
+    if old is None:
+        raise AsrdistError(
+            f"--resume: the checkpoint at step {state['step']} in {out} does not say "
+            "what run it belongs to (written by an older asrdist): not trusted; choose "
+            "another --out, or move its checkpoints away to train anew")
+    new, free = identity, resume_free(config)
+    found: dict[str, tuple[Any, Any]] = {}
+    said: dict[str, str] = {}  # name -> how the refusal names the change
+    old_opts, new_opts = old["options"], new["options"]
+    for name in sorted(set(old_opts) & set(new_opts) - free):
+        if old_opts[name] != new_opts[name]:
+            found[name] = (old_opts[name], new_opts[name])
+            said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
+    for path in sorted(set(old["inputs"]) | set(new["inputs"])):
+        if not same_file(old["inputs"].get(path), new["inputs"].get(path), path):
+            name = _input_option(config, path)
+            if name not in found:
+                found[name] = (f"{path} as the run read it", f"{path} changed")
+                said[name] = f"{flag(name)} {getattr(config, name)}: {path} changed " \
+                             "since the run read it"
+    if not found:
+        return {}
+    allowed = resume_allowed(config)
+    refused = [n for n in found if n not in allowed and "all" not in allowed]
+    if refused:
+        what = "; ".join(said[n] for n in refused)
+        raise AsrdistError(
+            f"--resume: {what}: the checkpoint at step {state['step']} in {out} is of "
+            f"another run; resume with the run's values, pass --resume-allow "
+            f"{','.join(refused)} to change it deliberately, or choose another --out")
+    for name, (old_v, new_v) in found.items():
+        log.warning("--resume: %s changed from %s to %s (--resume-allow); recorded in the "
+                    "start record of %s", flag(name), old_v, new_v,
+                    metrics_path(out, rank).name)
+    return {name: [old_v, new_v] for name, (old_v, new_v) in found.items()}
+
+
+def _input_option(config: TrainConfig, path: str) -> str:
+    """The option whose file or directory holds the input ``path``."""
+    for name in INPUT_OPTIONS:
+        given = getattr(config, name)
+        root = resolved(given) if given else None
+        if root and (path == root or path.startswith(root + os.sep)):
+            return name
+    return "data"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -65,6 +66,19 @@ def write_atomically(path: str | os.PathLike, write: Callable[[IO[bytes]], objec
             raise
         cause = e.__context__
         raise AsrdistError(f"{path}: cannot write the {what}: {cause.strerror or cause}") from e
+
+
+@contextlib.contextmanager
+def naming_full_disk(path: str | os.PathLike, what: str = "") -> Iterator[None]:
+    """A full disk or quota met in the block is one line naming ``path`` (and ``what`` it was
+    to hold): a write's OSError names no file."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        held = f" {what}" if what else ""
+        raise AsrdistError(f"{path}: cannot write{held}: {e.strerror}") from e
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ then a done marker; a rerun with the same options and inputs skips (asrdist.stag
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -31,7 +30,7 @@ import numpy as np
 from asrdist.data.ali_to_pdf import ali_to_pdf_beside
 from asrdist.data.utt_index import UtteranceIndex
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write
+from asrdist.fsutil import atomic_write, naming_full_disk
 from asrdist.kaldi.alignments import alignment_files, read_alignments, write_int32_ark
 from asrdist.kaldi.data_dir import matrix_rows
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
@@ -312,14 +311,11 @@ def _write_outputs(
 
 @contextlib.contextmanager
 def _naming(path: str | os.PathLike) -> Iterator[None]:
-    """A full disk or quota met while writing ``path`` is one line naming it (a write's
-    OSError names no file; SQLite's says only "database or disk is full")."""
+    """A full disk or quota met while writing ``path`` is one line naming it (SQLite's own
+    error says only "database or disk is full")."""
     try:
-        yield
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        raise AsrdistError(f"{path}: cannot write: {e.strerror}") from e
+        with naming_full_disk(path):
+            yield
     except sqlite3.OperationalError as e:
         if e.sqlite_errorcode != sqlite3.SQLITE_FULL:
             raise

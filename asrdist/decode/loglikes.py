@@ -8,8 +8,6 @@ HCLG with any LM weight and insertion penalty from those, the network untouched.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import logging
 import os
 import shutil
@@ -22,7 +20,7 @@ import numpy as np
 
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utterances
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, write_atomically
+from asrdist.fsutil import atomic_path, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.stage import Skipped, check_done
 
@@ -58,7 +56,7 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
     try:
         runner.map(STAGE, score_part, [(str(final_pt), str(data_dir), chunking, utts, str(ark),
                                         job, threads) for job, utts in enumerate(parts)])
-        with _writing_scores(ark):
+        with naming_full_disk(ark, "the scores"):
             _join([_part_paths(ark, job) for job in range(len(parts))], ark,
                   out / "loglikes.scp")
     finally:
@@ -79,7 +77,7 @@ def score_part(final_pt: str, data_dir: str, chunking: Chunking, utts: list[str]
     if threads:
         scorer.torch.set_num_threads(threads)
     part_ark, part_scp = _part_paths(Path(ark), job)
-    with _writing_scores(Path(ark)), \
+    with naming_full_disk(Path(ark), "the scores"), \
             kaldiio.WriteHelper(f"ark,scp:{part_ark},{part_scp}") as writer:
         for utt, scores in scorer.scores(utts):
             writer(utt, scores)
@@ -111,17 +109,6 @@ def _join(parts: list[tuple[Path, Path]], ark: Path, scp: Path) -> None:
                     shutil.copyfileobj(f, joined, _COPY_BLOCK)
                 part_ark.unlink()  # the disk holds the scores about once, not twice
         tmp_scp.write_text("".join(lines))
-
-
-@contextlib.contextmanager
-def _writing_scores(ark: Path) -> Iterator[None]:
-    """A full disk or quota met while writing the scores: one line naming ``ark``."""
-    try:
-        yield
-    except OSError as e:
-        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
-            raise
-        raise AsrdistError(f"{ark}: cannot write the scores: {e.strerror}") from e
 
 
 def remove_temp_files(out: Path) -> None:

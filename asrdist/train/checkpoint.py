@@ -117,8 +117,5 @@ def restore_rng(state: dict[str, Any], device: torch.device) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch"])
-    cuda = state.get("cuda")
-    if cuda is not None and device.type == "cuda":
-        if isinstance(cuda, list):  # older checkpoints held every visible GPU's generator
-            cuda = cuda[device.index or 0]
-        torch.cuda.set_rng_state(cuda, device)
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)

@@ -267,12 +267,11 @@ class _Run:
     def _restore(self, optimizer: torch.optim.Optimizer) -> None:
         s = self.resume_state
         optimizer.load_state_dict(s["optimizer"])
-        if self.scaler is not None and s.get("scaler") is not None:
+        if self.scaler is not None and s["scaler"] is not None:  # None: trained unscaled
             self.scaler.load_state_dict(s["scaler"])
         self.strategy.load_state_dict(s["strategy"])
         restore_rng(s["rng"], self.device)
-        if "mask_rng" in s:  # absent from checkpoints written before the masks' own generator
-            self.mask_rng.set_state(s["mask_rng"])
+        self.mask_rng.set_state(s["mask_rng"])  # every format-2 checkpoint holds it
         self.step, self.epoch, self.step_in_epoch = s["step"], s["epoch"], s["step_in_epoch"]
         self.frames, self.wall_before = s["frames"], s["wall_s"]
         old_batch = s["run"]["options"]["batch_size"]

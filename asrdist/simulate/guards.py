@@ -13,21 +13,31 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.speed import BACKWARD_SHARE, SpeedModel
 
 FEW_STEPS = 20  # steps per epoch below which an epoch is mostly a strategy's warm-up
 DIVERGED = 2.0  # held-out CE this many times its first record's: the run diverged
 
 
 def step_cost(speed: SpeedModel, learners: int, nbytes: int) -> dict[str, float]:
-    """Seconds of one step's compute and of the exchanges of a model of ``nbytes``: one
-    message (a pairwise exchange) and one ring allreduce of all ``learners``."""
-    return {"compute_s": speed.compute_s, "update_s": speed.update_s,
-            "message_s": speed.send_s(nbytes), "allreduce_s": speed.allreduce_s(nbytes, learners)}
+    """Seconds of one step's compute and of the exchanges of a model of ``nbytes`` among
+    ``learners``: one message across nodes (a pairwise exchange), one ring allreduce of all,
+    and what of it a gradient mean exposes after a backward pass at the base speed; with nodes
+    of several learners, one message and one ring allreduce within a node too."""
+    everyone = range(learners)
+    allreduce = speed.allreduce_s(nbytes, everyone)
+    cost = {"compute_s": speed.compute_s, "update_s": speed.update_s,
+            "message_s": speed.send_s(nbytes, 0, speed.node_size),
+            "allreduce_s": allreduce,
+            "gradient_allreduce_s": speed.exposed_s(allreduce, BACKWARD_SHARE * speed.compute_s)}
+    if speed.node_size > 1:
+        cost["node_message_s"] = speed.send_s(nbytes, 0, 1)
+        cost["node_allreduce_s"] = speed.allreduce_s(nbytes, everyone[:speed.node_size])
+    return cost
 
 
 def cost_line(speed: SpeedModel, learners: int, nbytes: int) -> str:
-    """The start-up line: what a step computes and what the model's exchange costs."""
+    """The start-up line: what a step computes and what the model's exchanges cost."""
     cost = step_cost(speed, learners, nbytes)
     compute = cost["compute_s"] + cost["update_s"]
     line = (f"speed model: a step computes {cost['compute_s']:g} s + {cost['update_s']:g} s "
@@ -37,12 +47,21 @@ def cost_line(speed: SpeedModel, learners: int, nbytes: int) -> str:
     if speed.slow:
         slow = sorted(speed.slow.items())
         line += "; " + ", ".join(f"learner {r} {f:g}x slower" for r, f in slow)
-    if speed.latency_s == 0 and math.isinf(speed.bandwidth):
+    free = speed.latency_s == 0 and math.isinf(speed.bandwidth)
+    if free and (speed.node_size == 1 or speed.node_latency_s == 0
+                 and math.isinf(speed.node_bandwidth)):
         return (line + f"; communication is free (--latency 0, --bandwidth inf): the model's "
                 f"{nbytes / 1e6:.3g} MB cost nothing to exchange; set them to model a link")
     ratio = f" ({cost['allreduce_s'] / compute:.3g}x its compute)" if compute > 0 else ""
-    return (line + f"; the model's {nbytes / 1e6:.3g} MB: {cost['message_s']:.4g} s a message, "
-            f"{cost['allreduce_s']:.4g} s a ring allreduce of {learners}{ratio}")
+    line += (f"; the model's {nbytes / 1e6:.3g} MB: {cost['message_s']:.4g} s a message, "
+             f"{cost['allreduce_s']:.4g} s a ring allreduce of {learners}{ratio}")
+    if speed.overlap > 0:
+        line += (f", {cost['gradient_allreduce_s']:.4g} s of it after backward in a gradient "
+                 f"mean (overlap {speed.overlap:g})")
+    if speed.node_size > 1:
+        line += (f"; nodes of {speed.node_size}: {cost['node_message_s']:.4g} s a message, "
+                 f"{cost['node_allreduce_s']:.4g} s a node's allreduce")
+    return line
 
 
 def few_steps(per_epoch: int, learners: int, batch: int) -> str | None:

@@ -33,7 +33,7 @@ from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.batched import Batcher
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.noise import NoiseProbe
-from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.speed import BACKWARD_SHARE, SpeedModel
 from asrdist.simulate.transport import SimTransport
 from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tensors
 
@@ -171,10 +171,10 @@ class _Learn:
             def loss_fn(m: torch.nn.Module, k: int = k) -> torch.Tensor:
                 if self.batcher is None:
                     loss = world.loss_fn(i, k, m)
-                    comm.sleep(world.speed.step_s(i, k))
+                    self._compute(k)
                     return loss
                 pending = self.batcher.submit(i, k, m)  # its weights and batch, from now
-                comm.sleep(world.speed.step_s(i, k))
+                self._compute(k)
                 return pending.loss()
 
             train_step(self.strategy, wrapped, optimizer, k, loss_fn, self.grad_clip)
@@ -184,6 +184,14 @@ class _Learn:
         self.strategy.finalize(wrapped)
         self.reported[i] = self.strategy.metrics()
         self.strategy.close()
+
+    def _compute(self, k: int) -> None:
+        """Spend step ``k``'s forward and backward; its backward's length is what a gradient
+        mean may overlap."""
+        i, world = self.comm.rank, self.world
+        seconds = world.speed.step_s(i, k)
+        world.backward_s[i] = BACKWARD_SHARE * seconds
+        self.comm.sleep(seconds)
 
 
 class _Evaluator:

@@ -5,15 +5,19 @@ hooks run on it.
 - A collective is a clock :class:`~asrdist.simulate.clock.Meeting` of its group, matched as
   torch.distributed matches them (the k-th call on a group by each member); each member brings
   its tensors, the last to arrive computes the result into all of them, and all leave
-  when the speed model's cost has passed: a ring allreduce for an average, one message for a
-  broadcast (DDP's broadcast of the first member's weights at wrap time included), nothing
-  for a barrier.
+  when the speed model's cost has passed: a ring allreduce for an average (a gradient mean's
+  less what overlapped the members' backward passes), one message for a broadcast (DDP's
+  broadcast of the first member's weights at wrap time included), nothing for a barrier. The
+  links are the speed model's: a node's learners talk over the node link, and a launcher's
+  nodes (a hierarchical strategy's default groups) are the speed model's when it has some.
 - The asynchronous pairwise exchange (a communication thread on processes) is a pair of
   clock events per exchange: the passive side swaps what it serves at the time it starts
   serving (in arrival order: a passive asked twice serves in turn), and both deltas land when
   the transfer ends, so the order of exchanges and the staleness follow from the speed model.
   The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
   real exchange.
+- Every message's bytes are counted (``wire_bytes`` in the run's summary), within nodes and
+  across them.
 - Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``; the
   bookkeeping of processes (liveness, slow-down, timing, distance sampling) has nothing to do
   here (the speed model's slow learners and the run's own distance to the mean replace it).
@@ -97,16 +101,35 @@ class SimTransport(Transport):
         return next(tuple(m) for m in partition if self.rank in m)
 
     def node_names(self) -> list[str] | None:
-        return None  # no launcher, no nodes
+        """The speed model's nodes, if it has nodes of several learners (else none: there is
+        no launcher)."""
+        speed = self.world.speed
+        if speed.node_size <= 1:
+            return None
+        return [f"node{speed.node(r)}" for r in range(self.world_size)]
 
-    def _mean(self, tensors: Sequence[torch.Tensor], members: tuple[int, ...]) -> None:
+    def _allreduce_s(self, nbytes: int, members: tuple[int, ...]) -> float:
+        """A ring allreduce's cost, its bytes counted."""
+        speed = self.world.speed
+        self.world.sent(*speed.ring_bytes(nbytes, members))
+        return speed.allreduce_s(nbytes, members)
+
+    def _mean(self, tensors: Sequence[torch.Tensor], members: tuple[int, ...],
+              overlaps: bool = False) -> None:
+        """Average ``tensors`` over ``members``; with ``overlaps`` (a gradient mean) the
+        allreduce partly runs during the members' backward passes."""
         tensors = list(tensors)
-        cost = self.world.speed.allreduce_s(_nbytes(tensors), len(members))
+        world = self.world
 
-        def mean(m: Meeting) -> None:
+        def mean(m: Meeting) -> float:
             average_into([m.payloads[r] for r in members])
+            cost = self._allreduce_s(_nbytes(tensors), members)
+            if not overlaps:
+                return cost
+            began = max(t - world.backward_s[r] for r, t in m.arrived.items())
+            return world.speed.exposed_s(cost, world.clock.now - began)
 
-        self._meet(members, cost, tensors, mean)
+        self._meet(members, 0.0, tensors, mean)
 
     def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
         self._mean(tensors, self._members(group))
@@ -119,25 +142,29 @@ class SimTransport(Transport):
 
     def _broadcast(self, tensors: list[torch.Tensor], src: int,
                    members: tuple[int, ...]) -> None:
-        cost = self.world.speed.send_s(_nbytes(tensors)) if len(members) > 1 else 0.0
+        """One message from ``src`` to all (pipelined), paced by the slowest link it takes."""
+        speed, nbytes = self.world.speed, _nbytes(tensors)
+        others = [r for r in members if r != src]
+        cost = max((speed.send_s(nbytes, src, r) for r in others), default=0.0)
 
         def copy(m: Meeting) -> None:
+            cross = sum(speed.node(r) != speed.node(src) for r in others)
+            self.world.sent(nbytes * (len(others) - cross), nbytes * cross)
             with torch.no_grad():
-                for r in members:
-                    if r != src:
-                        for t, s in zip(m.payloads[r], m.payloads[src], strict=True):
-                            t.copy_(s)
+                for r in others:
+                    for t, s in zip(m.payloads[r], m.payloads[src], strict=True):
+                        t.copy_(s)
 
         self._meet(members, cost, tensors, copy)
 
     def any_(self, flag: bool) -> bool:
         members = self._members(None)
 
-        def either(m: Meeting) -> None:
+        def either(m: Meeting) -> float:
             m.result = any(m.payloads.values())
+            return self._allreduce_s(4, members)
 
-        return bool(self._meet(members, self.world.speed.allreduce_s(4, len(members)), flag,
-                               either).result)
+        return bool(self._meet(members, 0.0, flag, either).result)
 
     def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
         members = self._members(group)
@@ -152,7 +179,7 @@ class SimTransport(Transport):
         if len(grads) < len(list(model.parameters())):  # as DistributedDataParallel refuses it
             raise AsrdistError("a parameter got no gradient: a gradient mean needs every "
                                "parameter in the loss")
-        self._mean(grads, self._grad_group)
+        self._mean(grads, self._grad_group, overlaps=True)
 
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
@@ -166,7 +193,7 @@ class SimTransport(Transport):
             book = PassiveBook(weights, ready, alloc)
 
         def make_ring(m: Meeting) -> None:
-            m.result = SimRing(len(ranks))
+            m.result = SimRing(list(ranks))
             for i, b in m.payloads.values():
                 if b is not None:
                     m.result.books[i] = b
@@ -198,7 +225,7 @@ class SimRing:
     """What the members of one ring share: the passive members' books, and when each passive
     member is done serving what it was asked so far."""
 
-    size: int
+    ranks: list[int]  # the members' ranks, by index on the ring
     books: dict[int, PassiveBook] = field(default_factory=dict)
     free_at: dict[int, float] = field(default_factory=dict)
 
@@ -236,7 +263,11 @@ class SimExchange:
         assert world.exchanges is not None
         world.exchanges += 1
         begin = max(clock.now, self.ring.free_at.get(peer, 0.0))
-        done = begin + world.speed.send_s(snapshot.numel() * snapshot.element_size())
+        me, other = self.ring.ranks[self.index], self.ring.ranks[peer]
+        nbytes = snapshot.numel() * snapshot.element_size()
+        done = begin + world.speed.send_s(nbytes, me, other)
+        cross = world.speed.node(me) != world.speed.node(other)
+        world.sent(*((0, 2 * nbytes) if cross else (2 * nbytes, 0)))  # a swap: both ways
         self.ring.free_at[peer] = done
         slot = self._slot = _Slot(done)
         book = self.ring.books[peer]

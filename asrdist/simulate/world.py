@@ -60,6 +60,8 @@ class World:
         self.exchanges: int | None = None  # pairwise exchanges started, once a ring exists
         self.on_step: Callable[[], None] | None = None
         self.steps_waited = [0.0] * len(learners)  # each learner's waits during its steps
+        self.backward_s = [0.0] * len(learners)  # each learner's last backward pass (overlap)
+        self.wire = {"node": 0.0, "cross": 0.0}  # bytes sent by all learners, by link
         self._meetings: dict[Any, Meeting] = {}
 
     @property
@@ -87,6 +89,11 @@ class World:
         if self.on_step is not None:
             self.on_step()
 
+    def sent(self, node: float, cross: float) -> None:
+        """Count bytes sent within nodes and across them."""
+        self.wire["node"] += node
+        self.wire["cross"] += cross
+
     def steps_done(self, i: int) -> None:
         """Learner i took its last step: what it waited so far is the run's (what follows is
         the strategy's end, where every learner waits for the last)."""
@@ -103,9 +110,11 @@ class World:
 
     def summary(self) -> dict[str, Any]:
         """time_s: the run's end, the strategy's final average included (a real run's wall
-        time includes it); wait_s: each learner's time spent waiting during its steps."""
+        time includes it); wait_s: each learner's time spent waiting during its steps;
+        wire_bytes: what all learners sent, within nodes and across them."""
         out = {"time_s": self.clock.now, "wait_s": list(self.steps_waited),
-               "staleness": dict(sorted(self.staleness.items()))}
+               "staleness": dict(sorted(self.staleness.items())),
+               "wire_bytes": dict(self.wire)}
         if self.exchanges is not None:
             out["exchanges"] = self.exchanges
         return out

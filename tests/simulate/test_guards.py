@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from asrdist.simulate import guards
 from asrdist.simulate.speed import SpeedModel
 
@@ -12,11 +14,28 @@ def test_the_cost_line_says_what_a_step_and_an_exchange_cost():
     speed = SpeedModel(compute_s=2.0, update_s=0.5, latency_s=0.1, bandwidth=1e6,
                        slow={3: 4.0})
     cost = guards.step_cost(speed, 4, 2_000_000)
-    assert cost == {"compute_s": 2.0, "update_s": 0.5, "message_s": 2.1,
-                    "allreduce_s": 6 * 0.1 + 1.5 * 2.0}
+    assert cost == pytest.approx({"compute_s": 2.0, "update_s": 0.5, "message_s": 2.1,
+                                  "allreduce_s": 6 * 0.1 + 1.5 * 2.0,
+                                  "gradient_allreduce_s": 3.6})
     line = guards.cost_line(speed, 4, 2_000_000)
     assert "a step computes 2 s + 0.5 s update; learner 3 4x slower" in line
     assert "the model's 2 MB: 2.1 s a message, 3.6 s a ring allreduce of 4 (1.44x" in line
+
+
+def test_the_cost_line_says_what_nodes_and_overlap_save():
+    """Two nodes of 2: across them 0.1 s and 1 MB/s, within them free; half of a gradient
+    allreduce may overlap a backward of 2/3 x 3 s."""
+    speed = SpeedModel(compute_s=3.0, latency_s=0.1, bandwidth=1e6, node_size=2, overlap=0.5)
+    cost = guards.step_cost(speed, 4, 2_000_000)
+    allreduce = 6 * (0.1 + 0.5)  # 6 steps of 0.5 MB, each paced by the hops across nodes
+    assert cost == pytest.approx({"compute_s": 3.0, "update_s": 0.0, "message_s": 2.1,
+                                  "allreduce_s": allreduce,
+                                  "gradient_allreduce_s": allreduce / 2,
+                                  "node_message_s": 0.0, "node_allreduce_s": 0.0})
+    line = guards.cost_line(speed, 4, 2_000_000)
+    assert "3.6 s a ring allreduce of 4 (1.2x its compute), 1.8 s of it after backward in " \
+        "a gradient mean (overlap 0.5); nodes of 2: 0 s a message, 0 s a node's allreduce" \
+        in line
 
 
 def test_a_free_link_is_said_to_be_free():

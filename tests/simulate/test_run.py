@@ -248,3 +248,44 @@ def test_bad_input_is_one_line_naming_the_option():
         simulate("ma", 2, 1, make_model, sgd(0.1), mse, options={"avg_periodd": 3})
     with pytest.raises(AsrdistError, match="learners"):
         simulate("ssgd", 0, 1, make_model, sgd(0.1), mse)
+
+
+def test_ssgd_s_allreduce_overlaps_backward_by_hand():
+    """2 learners, 3 s of compute (2 s of it backward), an allreduce of the gradients of 4 s:
+    half of it may overlap, so 2 s of each step's is hidden. Time: the wrap's broadcast (4 s),
+    3 steps of 3 s + the exposed allreduce, and the end's average of the weights (4 s) and
+    4-byte vote; bytes: that broadcast, 4 allreduces of the model (each learner sends it
+    once) and 2 x 4 bytes of the vote."""
+    nbytes = sum(p.numel() * p.element_size() for p in make_model(0).parameters())
+    bandwidth = nbytes / 4  # a ring of 2 moves the tensor once over the link: 4 s
+    vote = 4 / bandwidth
+
+    def run(overlap: float):
+        return simulate("ssgd", 2, 3, make_model, sgd(0.1), mse,
+                        speed=SpeedModel(compute_s=3.0, bandwidth=bandwidth, overlap=overlap))
+
+    plain, overlapped = run(0.0), run(0.5)
+    assert plain.summary["time_s"] == pytest.approx(4 + 3 * (3 + 4) + 4 + vote)
+    assert overlapped.summary["time_s"] == pytest.approx(4 + 3 * (3 + 2) + 4 + vote)
+    assert overlapped.summary["wait_s"] == pytest.approx([4 + 3 * 2] * 2)
+    assert torch.equal(plain.final, overlapped.final)
+    assert overlapped.summary["wire_bytes"] == {"node": 0.0,
+                                                "cross": nbytes + 4 * 2 * nbytes + 2 * 4}
+
+
+def test_hadpsgd_takes_the_speed_model_s_nodes_and_their_link():
+    """Without --learners-per-node, hadpsgd's super-learners are the speed model's nodes (as
+    they are the launcher's on processes), and their allreduces run at the node link."""
+    options = {"hadpsgd_variant": "random"}
+    fast_nodes = SpeedModel(node_size=2, latency_s=1.0, node_latency_s=0.1)
+    by_speed = simulate("hadpsgd", 4, 6, make_model, sgd(0.1), mse, speed=fast_nodes,
+                        options=options)
+    by_option = simulate("hadpsgd", 4, 6, make_model, sgd(0.1), mse,
+                         speed=SpeedModel(latency_s=1.0),
+                         options={**options, "learners_per_node": 2})
+    assert torch.equal(by_speed.final, by_option.final)
+    assert torch.equal(by_speed.learners[0], by_speed.learners[1])
+    assert by_speed.summary["time_s"] < by_option.summary["time_s"]
+    assert by_option.summary["wire_bytes"]["node"] == 0
+    wire = by_speed.summary["wire_bytes"]
+    assert wire["node"] > 0 and wire["cross"] < by_option.summary["wire_bytes"]["cross"]

@@ -81,3 +81,24 @@ def test_a_learner_that_fails_ends_the_run_with_its_error_and_the_others_are_let
     for turn in turns:
         turn.cancel()
         assert not turn._thread.is_alive()
+
+
+def test_a_node_s_ring_runs_at_the_node_link_and_the_bytes_are_counted_by_link():
+    """Two nodes of 2: a node's average pays 2 node latencies, the average of all 6 steps of
+    the cross-node latency; 4-byte tensors, every member sending 2 (n-1)/n of them to the
+    next (the hops 1->2 and 3->0 cross nodes)."""
+    times = {}
+
+    def program(comm: SimTransport) -> None:
+        node = (0, 1) if comm.rank < 2 else (2, 3)
+        comm.average_([torch.tensor([1.0])], node)
+        times[comm.rank, "node"] = comm.world.clock.now
+        comm.average_all_([torch.tensor([1.0])])
+        times[comm.rank, "all"] = comm.world.clock.now
+
+    world = _run(4, program, SpeedModel(latency_s=1.0, node_latency_s=0.1, node_size=2))
+    assert [times[r, "node"] for r in range(4)] == pytest.approx([0.2] * 4)
+    assert [times[r, "all"] for r in range(4)] == pytest.approx([6.2] * 4)
+    assert world.wire == {"node": 2 * 2 * 4 + 2 * 6, "cross": 2 * 6}
+    assert SimTransport(world, 0).node_names() == ["node0", "node0", "node1", "node1"]
+    assert SimTransport(_run(2, lambda comm: None), 0).node_names() is None

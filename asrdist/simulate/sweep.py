@@ -1,0 +1,137 @@
+"""Strategies x scenarios x seeds on one corpus in memory, each run's report in a file of its
+own, so an interrupted comparison resumes where it stopped.
+
+Every run of one seed starts from the same weights and reads the same batches (the run's seed
+seeds both, :func:`asrdist.simulate.experiment.run`), and every run is scored on the same
+held-out chunks (the pool is loaded once): the runs of one seed differ in their strategy and
+scenario only, so their differences are paired. A run's file is named by its cell and holds the
+key of what it was run with (spec, speed model, data); a rerun takes a file whose key matches
+and reruns a cell whose file is missing or was run with other values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asrdist
+from asrdist.fsutil import atomic_write
+from asrdist.models.build import build_model
+from asrdist.parallel import registry
+from asrdist.simulate import guards
+from asrdist.simulate.corpus import ChunkPool
+from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
+from asrdist.simulate.grid import Arm, Scenario
+from asrdist.simulate.speed import SpeedModel
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of a comparison."""
+
+    arm: Arm
+    scenario: Scenario
+    seed: int
+
+    def __str__(self) -> str:
+        return f"{self.arm.label} | {self.scenario.label} | seed {self.seed}"
+
+    def file_name(self) -> str:
+        """A file name that says which run it holds."""
+        words = (self.arm.label, self.scenario.label, f"seed{self.seed}")
+        return "__".join(re.sub(r"[^\w.=-]+", "_", w) for w in words) + ".json"
+
+
+def cells(arms: list[Arm], scenarios: list[Scenario], seeds: list[int]) -> list[Cell]:
+    """Seed by seed, so that the first seeds of every strategy and scenario come first."""
+    return [Cell(a, s, k) for k in seeds for s in scenarios for a in arms]
+
+
+def model_size(pool: ChunkPool, spec: RunSpec) -> dict[str, int]:
+    """The model's weights and bytes (what one exchange of it moves)."""
+    params = list(build_model(spec.model, pool.input_dim, pool.num_pdfs).parameters())
+    return {"weights": sum(p.numel() for p in params),
+            "bytes": sum(p.numel() * p.element_size() for p in params)}
+
+
+class Sweep:
+    """Runs cells of ``base`` (a spec whose strategy, options and seed each cell sets) under
+    ``speed`` (whose slow learners each scenario sets) on ``pool``, keeping each run's report
+    in ``runs_dir``; ``source`` says where the pool came from; ``say`` takes progress lines."""
+
+    def __init__(self, pool: ChunkPool, base: RunSpec, speed: SpeedModel, runs_dir: Path,
+                 source: dict[str, Any], say: Callable[[str], None]) -> None:
+        self.pool, self.base, self.speed, self.runs_dir = pool, base, speed, runs_dir
+        self.source, self.say = source, say
+        runs_dir.mkdir(parents=True, exist_ok=True)
+
+    def spec(self, cell: Cell) -> RunSpec:
+        return dataclasses.replace(self.base, algo=cell.arm.algo, options=cell.arm.options,
+                                   seed=cell.seed, eval_start=True)
+
+    def speed_of(self, cell: Cell) -> SpeedModel:
+        return dataclasses.replace(self.speed, slow=cell.scenario.slow, seed=cell.seed)
+
+    def key(self, cell: Cell) -> str:
+        """What the run's figures depend on, hashed."""
+        values = {"spec": dataclasses.asdict(self.spec(cell)),
+                  "speed": self.speed_of(cell).to_json(),
+                  "data": {**self.source, **self.pool.describe()}}
+        text = json.dumps(values, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def __call__(self, todo: list[Cell]) -> list[dict[str, Any]]:
+        """Every cell's report, run or taken from its file, with a line for each."""
+        reports = []
+        for n, cell in enumerate(todo, 1):
+            path, key = self.runs_dir / cell.file_name(), self.key(cell)
+            report = _read(path)
+            if report is not None and report.get("key") == key:
+                how = "kept"
+            else:
+                report = self._run(cell, key)
+                with atomic_write(path) as f:
+                    json.dump(report, f, indent=1)
+                how = f"host {report['host_s']:.1f} s"
+            final = report["records"][-1]
+            self.say(f"[{n}/{len(todo)}] {cell}: final CE {final['heldout_ce']:.4f} at "
+                     f"{final['time_s']:.4g} s simulated ({how})")
+            for warning in report["warnings"]:
+                self.say(f"[{n}/{len(todo)}] {cell}: warning: {warning}")
+            reports.append(report)
+        return reports
+
+    def _run(self, cell: Cell, key: str) -> dict[str, Any]:
+        spec, speed = self.spec(cell), self.speed_of(cell)
+        per_epoch, steps = run_steps(self.pool, spec)
+        result = run(self.pool, spec, speed)
+        built = registry.make_options(spec.algo, strategy_options(spec, self.pool))
+        size = model_size(self.pool, spec)
+        divergence = guards.diverged(result.records)
+        return {
+            "version": asrdist.__version__, "key": key,
+            "strategy": cell.arm.label, "scenario": cell.scenario.label, "seed": cell.seed,
+            "spec": {**dataclasses.asdict(spec), "options": dataclasses.asdict(built)},
+            "speed": speed.to_json(), "cost": guards.step_cost(speed, spec.learners,
+                                                               size["bytes"]),
+            "data": {**self.source, **self.pool.describe()}, "model": size,
+            "steps": {"per_epoch": per_epoch, "total": steps},
+            "warnings": [divergence] if divergence else [],
+            "records": result.records, "summary": result.summary,
+            "host_s": result.summary["host_s"],
+        }
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    """A run's report, or None if there is none (or only a damaged one: it is rerun)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return found if isinstance(found, dict) else None

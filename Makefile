@@ -43,7 +43,8 @@ lint: venv
 demo: deps venv
 	cd recipes/mini && PATH="$(CURDIR)/$(BIN):$$PATH" ./run.sh
 
-# Benchmarks print their tables; the commands and figures of record are in bench/RESULTS.md.
+# Benchmarks print their tables; --publish makes one its bench/results/<script>.md. What was
+# found, with the command of each figure, is bench/RESULTS.md (by hand; readings: bench/readings/).
 bench: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.train_throughput --steps 60 --repeats 5
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.consensus --rounds 80 --pace-ms 10
@@ -54,7 +55,8 @@ bench: deps venv
 # The one command to run first on a machine with a GPU (bench/gpu_check.py): the CUDA tests, the
 # paper-size BLSTM's frames/s in fp32/bf16/fp16, the trainer against a bare loop, ADPSGD's
 # exchange, every strategy's learners, NG-SGD, the simulator, in that order, inside a time
-# budget (GPU_CHECK_ARGS="--budget 300"); each part's tables go into bench/RESULTS.md as it ends.
+# budget (GPU_CHECK_ARGS="--budget 300"); each part's tables go into bench/results/gpu_check.md
+# as it ends.
 # Without CUDA it runs the same code at tiny size on the CPU and writes nothing (the test run
 # does that too). On a bare host (no venv, no package index) with the wheels installed into a
 # directory (README "Offline install"): make gpu-check GPU_PY=python3 PYTHONPATH=wheels:.
@@ -83,21 +85,22 @@ wheelhouse:
 	ls $(WHEELHOUSE)
 
 # Fault injection with real learner processes (root for its tmpfs and network-namespace rows);
-# writes its table into bench/RESULTS.md. Not part of `make test`.
+# writes its table to bench/results/faults.md. Not part of `make test`.
 faults: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.faults --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.faults --publish
 
 # Held-out cross-entropy of every strategy at 2 and 4 learners; needs `make demo` first.
 study: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.strategies_study --epochs 3 --units 64
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.strategies_study --epochs 3 --units 64 \
+	  --publish
 
-# Issue 11 studies; each writes its section (table + PNG under bench/studies/) into
-# bench/RESULTS.md. Not part of `make test`. network needs root (namespaces, tc); projection
-# reads the network study's bench/studies/network.json.
+# Issue 11 studies; each writes its own bench/results/<study>.md (PNG and JSON beside it).
+# Not part of `make test`. network needs root (namespaces, tc); projection reads the network
+# study's bench/results/network.json and Study 1's bench/results/large_batch.md.
 studies: network stragglers projection staging-cost
 
 # The simulator's studies (issue 11: studies 1, 2 at scale, 3) read a mini corpus's features
-# and alignments, as measured in bench/RESULTS.md: `cd recipes/mini && ./run.sh --stop-stage 3
+# and alignments, as measured in bench/results/: `cd recipes/mini && ./run.sh --stop-stage 3
 # --hours 3 --augment false --nnet-feats fbank` (or more hours), then
 # `make sim-studies STUDY_DATA=... STUDY_TARGETS=...`. Runs are cached in STUDY_CACHE.
 STUDY_DATA ?= recipes/mini/data/train_fbank
@@ -108,38 +111,38 @@ STUDY_WER ?= recipes/mini/exp/graph recipes/mini/data/test_fbank recipes/mini/da
 STUDY_ARGS = --data $(STUDY_DATA) --targets $(STUDY_TARGETS) --cache $(STUDY_CACHE)
 sim-studies: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.sim_cost --learners 16 64 128 --steps 2 \
-	  --out bench/RESULTS.md
+	  --publish
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.delay1_mixing $(STUDY_ARGS) \
-	  --max-utts 1600 --hours 3 --out bench/RESULTS.md
+	  --max-utts 1600 --hours 3 --publish
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.large_batch $(STUDY_ARGS) \
 	  --hours 0.75 --epochs 6 --multiples 4 8 16 32 64 --wide-multiples 16 64 --strategies ssgd adpsgd-random \
 	  --few-strategies adpsgd-fixed adpsgd-delay1 adpsgd-delayavg hadpsgd ma bmuf diloco \
 	  --few-multiples 4 16 32 64 \
-	  --noise-every 20 --check-epochs 11 --wer $(STUDY_WER) --out bench/RESULTS.md
+	  --noise-every 20 --check-epochs 11 --wer $(STUDY_WER) --publish
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers_sim $(STUDY_ARGS) \
-	  --max-utts 300 --learners 16 64 --evals 6 --out bench/RESULTS.md
+	  --max-utts 300 --learners 16 64 --evals 6 --publish
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_methods $(STUDY_ARGS) \
-	  --epochs 1 --seeds 2 --hours 0.75 --out bench/RESULTS.md
+	  --epochs 1 --seeds 2 --hours 0.75 --publish
 
 network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \
-	  --steps 20 --out bench/RESULTS.md
+	  --steps 20 --publish
 
 # Issue 23: bmuf and diloco against adpsgd-random and ssgd on the network study's namespaces
 # at 100 Mbit (root; about 25 minutes).
 outer-network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_network --rates 100mbit \
-	  --steps 200 --out bench/RESULTS.md
+	  --steps 200 --publish
 
 stragglers: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers --steps 100 \
-	  --out bench/RESULTS.md
+	  --publish
 
 projection: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.projection --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.projection --publish
 
 staging-cost: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.staging_cost --out bench/RESULTS.md
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.staging_cost --publish
 
 clean:
 	rm -rf $(VENV) recipes/*/data recipes/*/exp

@@ -19,7 +19,7 @@ with nj=1 in a fresh process, CPU time of the process and its children:
 
 Then where the time of the first row goes, timed piece by piece in this process.
 
-    .venv/bin/python -m bench.audio_throughput --out bench/RESULTS.md
+    .venv/bin/python -m bench.audio_throughput --publish
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from asrdist.kaldi.data_dir import c_sorted, read_table
 from asrdist.kaldi.segments import segment_samples
 from asrdist.kaldi.sphere import change_speed, read_sphere, sphere_channel
 from asrdist.testing.sphere_writer import write_sphere
-from bench.results import REPO, publish
+from bench.results import REPO, publish, publish_option
 
 RATE = 8000
 SPEEDS = (0.9, 1.0, 1.1)
@@ -217,7 +217,7 @@ def main() -> None:
     parser.add_argument("--old-ref", default="", help="git ref of the per-side/per-speed path "
                         "(e.g. the commit before the decode-once change); none: no such row")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", help="markdown file whose section to replace")
+    publish_option(parser, __file__)
     args = parser.parse_args()
     seconds = args.minutes * 60
     with tempfile.TemporaryDirectory() as tmp:
@@ -280,7 +280,7 @@ def main() -> None:
         "",
         *split,
         *([""] + checks if checks else []),
-    ], args.out)
+    ], args.publish)
 
 
 if __name__ == "__main__":

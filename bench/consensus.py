@@ -6,7 +6,7 @@ distance to the mean, sqrt(mean_i ||w_i - mean||^2) at round k over the same at 
 report the first round at which it falls below each threshold. The mean itself must not move.
 
     .venv/bin/python -m bench.consensus [--rounds 80]
-        [--out bench/RESULTS.md]   # replaces its section there
+        [--publish]   # writes its file in bench/results
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from asrdist.parallel import rings
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
 from asrdist.parallel.weights import flat_weights
-from bench.results import publish
+from bench.results import publish, publish_option
 from bench.straggler import launch
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3)
@@ -62,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=80)
     ap.add_argument("--pace-ms", type=float, default=10.0)
-    ap.add_argument("--out")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     cmd = f".venv/bin/python -m bench.consensus --rounds {args.rounds} --pace-ms {args.pace_ms:g}"
     lines = ["## ADPSGD consensus at lr 0 (fixed vs random ring)", "",
@@ -81,7 +81,7 @@ def main() -> None:
             gap = rings.expected_mixing_gap(kind, n, 400)
             lines.append(f"| {n} | {kind} | {cells} | {moved:.1e} | {gap:.3f} |")
             print(lines[-1], flush=True)
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ loads the worker and decodes every utterance with the main setting and one LM we
 penalty, then reports its peak RSS (``ru_maxrss``) and wall time. ``--old-tree DIR`` (a
 checkout of an older asrdist) runs that tree's worker too.
 
-    .venv/bin/python -m bench.decode_penalty_memory [--old-tree DIR] [--out bench/RESULTS.md]
+    .venv/bin/python -m bench.decode_penalty_memory [--old-tree DIR] [--publish]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import numpy as np
 from asrdist.hmm.tree import monophone_tree
 from asrdist.kaldi.final_mdl import write_final_mdl
 from asrdist.kaldi.lang import Lang, prepare_lang
-from bench.results import publish
+from bench.results import publish, publish_option
 
 PENALTIES = {1: (0.0,), 3: (0.0, 0.5, 1.0), 5: (0.0, 0.25, 0.5, 0.75, 1.0)}
 WORDS = 20000
@@ -153,7 +153,7 @@ def main() -> None:
     ap.add_argument("--frames", type=int, default=300)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--old-tree", type=Path, default=None)
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     new_tree = Path(__file__).resolve().parents[1]
     rows = []
@@ -170,7 +170,7 @@ def main() -> None:
         "## Decode job memory across insertion penalties (asrdist-decode --wip)", "",
         "Command: `.venv/bin/python -m bench.decode_penalty_memory"
         + (" --old-tree OLD" if args.old_tree else "")
-        + f" --out bench/RESULTS.md` (OLD: a checkout of the code before the change). A "
+        + f" --publish` (OLD: a checkout of the code before the change). A "
         f"generated graph: {args.states} states x {args.arcs} arcs, HCLG.fst {size:.0f} MB "
         f"on disk; {args.utts} utterances of {args.frames} frames, max-active 2000; one "
         "decode job in a fresh process (peak RSS: ru_maxrss). 2 shared cores, other jobs "
@@ -183,7 +183,7 @@ def main() -> None:
                    "yes" if old[0]["texts"] == new["texts"] else "NO"] if old else ["-"] * 3)
         lines.append(f"| {count} ({', '.join(map(str, PENALTIES[count]))}) | "
                      + " | ".join(cells) + " |")
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

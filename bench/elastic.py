@@ -8,7 +8,7 @@ learner did, the wall time from the start to the last learner's exit, the step t
 logged for the lost learner, and the held-out cross-entropy of the exported average (final.pt,
 learner 0's ``final`` record).
 
-    .venv/bin/python -m bench.elastic --out bench/RESULTS.md
+    .venv/bin/python -m bench.elastic --publish
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 from asrdist.parallel.launch import free_port
 from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
-from bench.results import publish
+from bench.results import publish, publish_option
 
 STEPS = 300
 ARGS = ["--algo=adpsgd-random", "--elastic", "--layers=2", "--units=256", "--chunk-len=20",
@@ -102,7 +102,7 @@ def table(outcomes: list[Outcome], seconds: float) -> list[str]:
     lines = [
         "## Elastic ADPSGD: a learner lost at 30 % of the run (4 learners)",
         "",
-        "Command: `.venv/bin/python -m bench.elastic --out bench/RESULTS.md` "
+        "Command: `.venv/bin/python -m bench.elastic --publish` "
         f"(took {seconds:.0f} s). adpsgd-random `--elastic`, each learner to step {STEPS} "
         "(`" + " ".join(a for a in ARGS if not a.startswith("--algo")) + "`) on "
         f"`asrdist.testing.make_corpus(num_utts=64, num_pdfs={PDFS})`, learners started by "
@@ -127,7 +127,7 @@ def table(outcomes: list[Outcome], seconds: float) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", help="write the section into this RESULTS.md")
+    publish_option(parser, __file__)
     args = parser.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="asrdist-elastic-") as tmp:
@@ -136,7 +136,7 @@ def main() -> None:
         outcomes = [run(data, targets, root / "full", 4, None),
                     run(data, targets, root / "killed", 4, 0.3),
                     run(data, targets, root / "three", 3, None)]
-    publish(table(outcomes, time.monotonic() - t0), args.out)
+    publish(table(outcomes, time.monotonic() - t0), args.publish)
 
 
 if __name__ == "__main__":

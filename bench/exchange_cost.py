@@ -12,7 +12,7 @@ threads: the exchange thread's arithmetic and gloo's), wall time and minor page 
 driver calls only what both versions have), "after" this tree's; "gloo swap alone" posts the
 same two 172 MB transfers between vectors made once, with no arithmetic: the floor.
 
-    .venv/bin/python -m bench.exchange_cost [--exchanges 20] [--trials 2] [--out bench/RESULTS.md]
+    .venv/bin/python -m bench.exchange_cost [--exchanges 20] [--trials 2] [--publish]
 
 Compute-stream part (:func:`gpu_rows`, called by bench.gpu_check): one learner on the device
 trains (forward, backward, SGD step) alone, then with ADPSGD's exchange in the background,
@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from bench.projection import CHUNK
-from bench.results import publish
+from bench.results import publish, publish_option
 
 REPO = Path(__file__).resolve().parents[1]
 BEFORE = "99b4986"  # the last commit with the old exchange (fresh vectors, host arithmetic)
@@ -333,7 +333,7 @@ def main() -> None:
     ap.add_argument("--exchanges", type=int, default=20)
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--before", default=BEFORE, help="commit of the 'before' code")
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -355,7 +355,7 @@ def main() -> None:
         f"{args.trials} alternating runs of {args.exchanges} exchanges after 2 warm-up ones.",
         "",
         f"Command: `.venv/bin/python -m bench.exchange_cost --exchanges {args.exchanges} "
-        f"--trials {args.trials} --out bench/RESULTS.md`", "",
+        f"--trials {args.trials} --publish`", "",
         *HOST_HEAD, *rows, "",
         f"1-minute load average {os.getloadavg()[0]:.1f} at the end (the machine was shared: "
         "CPU time is the robust figure, wall time is not). After: no vector is made per "
@@ -364,7 +364,7 @@ def main() -> None:
         "difference (2), pending sum and merge. With the model on a GPU those run on the "
         "device and only the gloo swap (the floor) stays on the host: by construction, not "
         "measured here (no GPU; bench.gpu_check runs gpu_rows).",
-    ], args.out)
+    ], args.publish)
 
 
 if __name__ == "__main__":

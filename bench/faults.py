@@ -10,7 +10,7 @@ first (its partner then waits in the exchange) and kills it there; "during a che
 kills the learner the moment its temporary checkpoint file appears. The disk-full scenario runs
 in a small tmpfs, the cut link between two network namespaces (root only).
 
-    .venv/bin/python -m bench.faults --out bench/RESULTS.md
+    .venv/bin/python -m bench.faults --publish
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from asrdist.parallel.launch import free_port
 from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
-from bench.results import publish
+from bench.results import publish, publish_option
 
 INTERVAL = 20  # --checkpoint-every
 STEPS = 200
@@ -381,7 +381,7 @@ def under_torchrun(data: Path, targets: Path, root: Path, target: str) -> Outcom
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="RESULTS.md to write the table into")
+    publish_option(ap, __file__)
     ap.add_argument("--only", help="run only scenarios whose name contains this")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="asrdist-faults-"))
@@ -454,7 +454,7 @@ def main() -> None:
         "the fault minus the step `--resume` continued from (at most one interval expected; "
         "the corrupt-checkpoint row falls back one checkpoint on purpose).",
         "",
-        "Command: `.venv/bin/python -m bench.faults --out bench/RESULTS.md` (`make faults`; "
+        "Command: `.venv/bin/python -m bench.faults --publish` (`make faults`; "
         "root for the tmpfs and network-namespace rows). The rows after the cut link are a "
         "user's mistakes and launchers: for the refused second job and --resume, Detect is "
         "until the refused learners exited; for the bad utterance, from the failing learner's "
@@ -472,7 +472,7 @@ def main() -> None:
     scratch = sum("resumed at [0, 0]" in o.result for o in outcomes)
     lines += ["", f"Hangs: {hangs}; losing more than one interval: {over}; restarted from "
                   f"scratch: {scratch}."]
-    publish(lines, args.out if not args.only else None)
+    publish(lines, args.publish if not args.only else None)
 
 
 def _cut_link(data: Path, targets: Path, root: Path) -> Outcome:

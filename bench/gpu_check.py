@@ -21,14 +21,14 @@ importance, each timed, in one process tree:
 7. the simulator's learners computed together against one at a time on the device: 1, 16 and
    64 learners of the mini recipe's BLSTM, host seconds per simulated step (bench.sim_cost).
 
-A lease can end at any time, so the section of bench/RESULTS.md is rewritten (atomically) as
-each part ends, listing the parts not run yet; a part that raises is one FAILED line and the
-others still run. ``--budget SECONDS`` skips each part whose estimated cost (:data:`PARTS`,
-guessed before any GPU run: correct them from the seconds each part's heading records) does
-not fit in what is left of it, so the least important ones go first.
+A lease can end at any time, so its generated file, bench/results/gpu_check.md, is rewritten
+(atomically) as each part ends, listing the parts not run yet; a part that raises is one FAILED
+line and the others still run. ``--budget SECONDS`` skips each part whose estimated cost
+(:data:`PARTS`, guessed before any GPU run: correct them from the seconds each part's heading
+records) does not fit in what is left of it, so the least important ones go first.
 
 Without CUDA (or with ``--tiny``) it runs the same code at a tiny size on the CPU, so the test
-run keeps it working; its figures are then printed, and written only to an ``--out`` given.
+run keeps it working; its figures are then printed, and written only with ``--publish``.
 """
 
 from __future__ import annotations
@@ -59,10 +59,9 @@ from asrdist.train.metrics import metrics_path, read_metrics
 from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from bench import ngsgd_throughput, sim_cost, staging_cost, train_throughput
 from bench.projection import CHUNK, paper_model
-from bench.results import write_section
+from bench.results import generated, publish_option, write_generated
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = REPO / "bench" / "RESULTS.md"
 HEADING = "## GPU check"
 DEFAULT_BUDGET_S = 360.0  # the whole check on one H100 (the estimates below add up to less)
 
@@ -380,7 +379,7 @@ def device_line(device: torch.device) -> str:
 
 def section(head: list[str], outcomes: list[Outcome], pending: list[Part],
             seconds: float) -> list[str]:
-    """The RESULTS.md section as it stands: the parts ended so far and those still to run."""
+    """The generated section as it stands: the parts ended so far and those still to run."""
     skipped = [o.part.title for o in outcomes if o.status == "skipped"]
     failed = [o.part.title for o in outcomes if o.status == "failed"]
     state = (f"Not run yet (running, or stopped): {', '.join(p.title for p in pending)}."
@@ -400,15 +399,13 @@ def run_check(check: Check, budget: float, head: list[str], out: Path | None) ->
         print("\n".join(outcome.section()), flush=True)
         if out is not None:
             text = section(head, outcomes, PARTS[i + 1:], time.monotonic() - t0)
-            write_section(out, "\n".join(text) + "\n")
+            write_generated(out, "\n".join(text) + "\n")
     return outcomes
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path,
-                        help="the RESULTS.md whose GPU section is written as each part ends "
-                             "(default: bench/RESULTS.md with CUDA, none on the CPU)")
+    publish_option(parser, __file__)  # with CUDA it publishes unasked
     parser.add_argument("--tiny", action="store_true",
                         help="the CPU smoke test even where CUDA is available (the test run's)")
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
@@ -421,11 +418,11 @@ def main(argv: list[str] | None = None) -> None:
     size, device = (GPU, torch.device("cuda")) if cuda else (TINY, torch.device("cpu"))
     host = torch.device("cuda") if torch.cuda.is_available() else device
     print(f"gpu-check: {device_line(host)}", flush=True)
-    out = args.out or (RESULTS if cuda else None)
+    out = args.publish or (generated(__file__) if cuda else None)
     if not cuda:
         why = "--tiny" if args.tiny else "no CUDA device here"
         print(f"gpu-check: {why}; running the same checks at tiny size on the CPU"
-              + (f" (written to {out})" if out else " (nothing written to RESULTS.md)"),
+              + (f" (written to {out})" if out else " (nothing written)"),
               flush=True)
     command = " ".join(["python -m bench.gpu_check", *(["--tiny"] if args.tiny else []),
                         f"--budget {args.budget:g}"])

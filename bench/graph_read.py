@@ -11,7 +11,7 @@ utterances of ``--frames`` random frames. Every figure is a fresh process; its p
 (the converter process of a const read: its ru_maxrss as a child). ``--old-tree DIR`` (a
 checkout of the code before) runs that tree's reader on a graph of ``--old-states`` states.
 
-    .venv/bin/python -m bench.graph_read [--old-tree DIR] [--out bench/RESULTS.md]
+    .venv/bin/python -m bench.graph_read [--old-tree DIR] [--publish]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.decode_penalty_memory import WORDS, make_setup
-from bench.results import publish
+from bench.results import publish, publish_option
 
 _FST_MAGIC = 2125659606
 _CONST_STATE = np.dtype([("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"),
@@ -121,7 +121,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--old-tree", type=Path, default=None)
     ap.add_argument("--tmp", default=None, help="scratch folder (default: the system's)")
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     new_tree = Path(__file__).resolve().parents[1]
     rows = []
@@ -147,7 +147,7 @@ def main() -> None:
         "## Decoding: reading Kaldi's const graphs", "",
         "2026-11-27, 2 shared CPU cores (other jobs beside it: times are contended). Command: "
         "`.venv/bin/python -m bench.graph_read" + (" --old-tree OLD" if args.old_tree else "")
-        + " --out bench/RESULTS.md` (OLD: a checkout of the code before the change). A "
+        + " --publish` (OLD: a checkout of the code before the change). A "
         "generated const HCLG (OpenFst's layout, 1-4 arcs per state, a third of them with a "
         f"word); {args.utts} utterances of {args.frames} random frames, max-active 2000. Peak "
         "RSS (VmHWM) of a fresh process that only reads the graph (`read_fst`; the converter "
@@ -164,7 +164,7 @@ def main() -> None:
             f"{read['load_s']:.1f} | " + " | ".join(
                 f"{j['rss_mb']:.0f} / {j['rss_mb'] / size:.2f} | "
                 f"{j['load_s']:.1f} / {j['total_s']:.1f}" for j in jobs) + " |")
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ the headers alone (``--frames-from headers``, no utt2num_frames), or from utt2nu
 (``--frames-from utt2num_frames``).
 
     .venv/bin/python -m bench.ingest_memory --dir DIR [--base-utts 27000] [--scales 1 4 16]
-        [--compare main] [--frames-from headers] [--out bench/RESULTS.md]
+        [--compare main] [--frames-from headers] [--publish]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from asrdist.kaldi.alignments import write_int32_ark
 from asrdist.kaldi.final_mdl import write_final_mdl
-from bench.results import REPO, publish
+from bench.results import REPO, publish, publish_option
 
 NUM_PHONES = 300  # 3-state phones: 900 pdfs (a tri4 tree has ~9000; the count does not matter)
 DIM = 40
@@ -146,7 +146,7 @@ def main() -> None:
     parser.add_argument("--nj", type=int, default=16)
     parser.add_argument("--frames-from", choices=["headers", "utt2num_frames"], default="headers")
     parser.add_argument("--compare", metavar="REF", help="also run git revision REF's code")
-    parser.add_argument("--out", help="write the section into this RESULTS.md")
+    publish_option(parser, __file__)
     args = parser.parse_args()
 
     args.dir = args.dir.resolve()
@@ -179,7 +179,7 @@ def main() -> None:
         "",
         f"`python -m bench.ingest_memory --dir DIR --base-utts {args.base_utts} --scales "
         f"{' '.join(map(str, args.scales))} --nj {args.nj} --frames-from {args.frames_from}"
-        + (f" --compare {args.compare}" if args.compare else "") + " --out bench/RESULTS.md`",
+        + (f" --compare {args.compare}" if args.compare else "") + " --publish`",
         "",
         "Generated Switchboard-shaped alignment dirs (900 pdfs, ~350 frames per utterance, "
         f"{args.nj} jobs, 1 % of utterances unaligned, 1 % one frame long) and feats.scp "
@@ -206,7 +206,7 @@ def main() -> None:
                 f"frames: {r0 + slope * (SWB_SP_FRAMES - f0):.0f} MiB, "
                 f"{(w1 / f1) * SWB_SP_FRAMES / 60:.0f} min at the {mine[-1][1]}x rate."
             )
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

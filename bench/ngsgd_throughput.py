@@ -1,6 +1,6 @@
 """Throughput of NG-SGD against plain SGD on the same model and the very same batches.
 
-    python -m bench.ngsgd_throughput [--steps 60] [--device cpu] [--threads N] [--out RESULTS.md]
+    python -m bench.ngsgd_throughput [--steps 60] [--device cpu] [--threads N] [--publish]
 
 Models: Su & Chen's sigmoid DNN of recipes/mini/conf/train_dnn_suchen.yaml (every layer
 affine, so all of it preconditioned) and the mini recipe's BLSTM (only its output layer is
@@ -25,7 +25,7 @@ from torch.nn import functional as F
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.optim.build import build_optimizer
 from asrdist.optim.ngsgd import NGOptions
-from bench.results import publish
+from bench.results import publish, publish_option
 
 DIM, PDFS = 40, 120
 MODELS = {
@@ -100,7 +100,7 @@ def main() -> None:
                         help="torch intra-op threads (default: torch's own choice); 1 keeps "
                              "a machine shared with other jobs from stalling both optimizers "
                              "at every parallel region")
-    parser.add_argument("--out", help="markdown file whose section to replace")
+    publish_option(parser, __file__)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -119,7 +119,7 @@ def main() -> None:
         "",
         *TABLE_HEAD,
         *rows,
-    ], args.out)
+    ], args.publish)
 
 
 if __name__ == "__main__":

@@ -5,11 +5,11 @@ The demo's model and options (``recipes/mini/conf/train_blstm.yaml``: BLSTM 2x12
 10-frame chunks, SpecAugment, lr 1.6 at 256 chunks, linear scaling) on one learner with the
 demo's global batch (2 learners x 64 = 128 chunks, so the same 0.8 per step), measuring
 B_simple every ``--every`` steps from the halves of each batch (B_small 64, B_big 128).
-Writes ``bench/noise_scale.png`` (B_simple and the held-out cross-entropy against epochs) and,
-with ``--out``, its section of RESULTS.md.
+Writes ``bench/results/noise_scale.png`` (B_simple and the held-out cross-entropy against
+epochs) and, with ``--publish``, its section, ``bench/results/noise_scale.md``.
 
     .venv/bin/python -m bench.noise_scale --data DATA --targets TARGETS --work DIR
-        [--epochs 2] [--every 10] [--out bench/RESULTS.md]
+        [--epochs 2] [--every 10] [--publish]
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from asrdist.parallel.strategy import Single
 from asrdist.train.config import make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train
-from bench.results import REPO, publish, shown
+from bench.results import REPO, generated, publish, publish_option, shown
 from bench.studies.figure import panels, write_png
 
 CONFIG = REPO / "recipes/mini/conf/train_blstm.yaml"
-PNG = REPO / "bench/noise_scale.png"
+PNG = generated(__file__, ".png")
 POINTS = (0.0, 0.1, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # epochs shown in the table
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--png", default=str(PNG))
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     out = run(args)
@@ -107,7 +107,7 @@ def main() -> None:
         "## Gradient noise scale (critical batch) along training", "",
         f"Command: `.venv/bin/python -m bench.noise_scale --data DATA --targets TARGETS "
         f"--epochs {args.epochs} --every {args.every} --batch-size {args.batch_size} --work DIR "
-        f"--out bench/RESULTS.md`", "",
+        f"--publish`", "",
         "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018, arXiv:1812.06162), the batch "
         "above which larger batches mostly stop buying fewer steps, measured by "
         "`asrdist-train --noise-scale-every` (asrdist.train.noise_scale): the unbiased "
@@ -140,10 +140,10 @@ def main() -> None:
         "",
         "Study 1's largest good batches (the largest global batch per strategy whose held-out "
         "CE stays within 2 % of the single learner's) are set beside the B_simple of study "
-        "1's own model, measured the same way on its SSGD run, in its section (\"Study 1: "
-        "large batch (simulator)\").",
+        "1's own model, measured the same way on its SSGD run, in its generated section, "
+        "`bench/results/large_batch.md`.",
     ]
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

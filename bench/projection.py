@@ -4,7 +4,7 @@ calibrated to the papers' own single-GPU time, beside the papers' figures.
 Measured here: the paper-size BLSTM (6 bidirectional layers of 512 cells per direction, 260
 inputs, a 256 bottleneck, 32,000 outputs: about 43 M parameters) forward and backward on
 21-frame chunks on this CPU, against a plain GEMM's FLOP rate on the same CPU; and, from the
-network study (``bench/studies/network.json``), how much of a link's rate a gloo weight swap
+network study (``bench/results/network.json``), how much of a link's rate a gloo weight swap
 achieves and how much of each strategy's communication hid behind compute. Everything else is
 an assumption, listed in :data:`ASSUMPTIONS` and printed with the table.
 
@@ -14,9 +14,9 @@ is therefore taken from the papers: one week over 16 epochs of SWB-2000's frames
 over the GEMM-scaled figure is printed), and checked against the papers' one small-cluster
 time, 14 h for ADPSGD on 16 P100 (ICASSP'19), with the P100 slower than the V100 by their
 fp32 peak rates. The global batch per strategy is study 1's largest batch within 2 % of its
-single learner (``bench/RESULTS.md``, section "Study 1"), as a multiple of its baseline batch
-times the papers' baseline of 256 chunks, where study 1 found one; else the papers' (IBM blog:
-4096 for SSGD, 12,288 for ADPSGD and its variants).
+single learner (Study 1's generated section, ``bench/results/large_batch.md``), as a multiple
+of its baseline batch times the papers' baseline of 256 chunks, where study 1 found one; else
+the papers' (IBM blog: 4096 for SSGD, 12,288 for ADPSGD and its variants).
 
 Model, per learner step (local batch ``b`` chunks of 21 frames, ``g`` GPUs per node, model of
 ``M`` bytes, inter-node bandwidth ``B`` = link rate x measured swap efficiency):
@@ -33,7 +33,7 @@ Model, per learner step (local batch ``b`` chunks of 21 frames, ``g`` GPUs per n
 - exposed communication ``max(comm - h * window, (1 - h) * comm)`` with ``h`` the hidden
   fraction the network study measured for that strategy on its faster link.
 
-    .venv/bin/python -m bench.projection --out bench/RESULTS.md
+    .venv/bin/python -m bench.projection --publish
 """
 
 from __future__ import annotations
@@ -50,10 +50,9 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.models.blstm import BLSTM
-from bench.results import publish, shown
+from bench.results import generated, publish, publish_option, shown
 
-REPO = Path(__file__).resolve().parents[1]
-NETWORK = REPO / "bench/studies/network.json"
+NETWORK = generated("network", ".json")
 CHUNK = 21
 ASSUMPTIONS: dict[str, Any] = {
     "hours": 1975,  # SWB-2000: 262 h SWB-1 + 1,698 h Fisher + 15 h CallHome (papers.md §5)
@@ -84,7 +83,7 @@ PAPERS = {
     (64, "adpsgd-delay1"): (2.28, "ICASSP'20"),
     (128, "adpsgd-delay1"): (1.98, "ICASSP'20; TASLP'21: < 2 h"),
 }
-RESULTS = REPO / "bench/RESULTS.md"
+STUDY1 = generated("large_batch")  # Study 1's section, its batch limits
 
 
 def paper_model() -> BLSTM:
@@ -205,7 +204,7 @@ def calibrated_t_frame(c: dict[str, Any], a: dict[str, Any]) -> float:
 def study1_limits(path: Path) -> dict[str, int | None]:
     """Study 1's largest global batch within 2 % of its single learner per strategy, as a
     multiple of its baseline batch (the largest over its learner counts; None: no batch was
-    within 2 %); {} when RESULTS.md has no Study 1 table."""
+    within 2 %); {} when ``path`` has no Study 1 table."""
     text = path.read_text() if path.is_file() else ""
     m = re.search(r"^## Study 1.*?(?=^## |\Z)", text, re.S | re.M)
     base = re.search(r"baseline at batch (\d+)", m.group(0)) if m else None
@@ -257,9 +256,9 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="timings per batch (the fastest counts)")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (the machine is shared)")
     ap.add_argument("--network", default=str(NETWORK), help="the network study's JSON")
-    ap.add_argument("--results", default=str(RESULTS),
-                    help="RESULTS.md whose Study 1 section gives the batch limits")
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    ap.add_argument("--results", default=str(STUDY1),
+                    help="Study 1's generated section, which gives the batch limits")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     a, c = ASSUMPTIONS, CALIBRATION
@@ -344,7 +343,7 @@ def main() -> None:
         "is taken to need the same 16 epochs; GPU efficiency does not fall at small local "
         "batches (optimistic at 128 GPUs, where SSGD's local batch is 32 chunks); "
         "learners equally fast; ma is not modelled.",
-        "", "Command: `.venv/bin/python -m bench.projection --out bench/RESULTS.md` "
+        "", "Command: `.venv/bin/python -m bench.projection --publish` "
         "(`make projection`, after `make network`)", "",
         "| GPUs | strategy | global batch (chunks) | compute/step (ms) | exposed comm/step (ms)"
         " | 16 epochs, GEMM-scaled (h) | 16 epochs, calibrated (h) | papers (h) | "
@@ -361,7 +360,7 @@ def main() -> None:
         lines.append(f"| {r['gpus']} | {r['algo']} | {r['batch']} ({source}) | "
                      f"{r['compute_ms']:.0f} | {r['comm_ms']:.1f} | {g['total_h']:.1f} | "
                      f"{r['total_h']:.1f} | {seen} | {ratio} |")
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -1,41 +1,74 @@
-"""Publishing a benchmark's markdown section into bench/RESULTS.md."""
+"""Where a benchmark's figures go.
+
+Each script owns one generated file, ``bench/results/<script>.md`` (its PNG and JSON beside
+it, ``bench/results/<script>.png``), and rewrites it whole on each run; the hand-written
+reading of those figures lives in ``bench/readings/<script>.md``, which no script writes.
+``bench/RESULTS.md``, the page of findings, is written by hand and links to both::
+
+    publish_option(ap, __file__)          # --publish [FILE]: bench/results/<script>.md
+    publish(lines, args.publish)          # print the section; write it there when asked
+"""
 
 from __future__ import annotations
 
-import re
+import argparse
 from pathlib import Path
 
+from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 
+REPO = Path(__file__).resolve().parents[1]
+GENERATED = REPO / "bench" / "results"
+READINGS = REPO / "bench" / "readings"
+FINDINGS = REPO / "bench" / "RESULTS.md"
 
-def write_section(path: str | Path, text: str) -> None:
-    """Replace the section of ``path`` headed by ``text``'s first line (up to the next '## '),
-    or append it; so re-running a benchmark updates its figures instead of repeating them."""
-    path = Path(path)
-    heading = text.splitlines()[0]
-    old = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(heading) + r"\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):  # a blank line before the next section's heading, as in markdown
-        new = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", old).rstrip("\n") + "\n"
-    else:
-        new = old.rstrip("\n") + "\n\n" + text if old else text
+
+def script_name(script: str | Path) -> str:
+    """The name a script's files go by: its module's stem (``bench/studies/network.py``:
+    ``network``)."""
+    return Path(script).stem
+
+
+def generated(script: str | Path, suffix: str = ".md") -> Path:
+    """The script's generated file (``suffix`` ``.png`` or ``.json``: its figure or data)."""
+    return GENERATED / f"{script_name(script)}{suffix}"
+
+
+def reading(script: str | Path) -> Path:
+    """The hand-written reading of the script's figures."""
+    return READINGS / f"{script_name(script)}.md"
+
+
+def publish_option(ap: argparse.ArgumentParser, script: str | Path) -> None:
+    """Add ``--publish [FILE]`` to ``ap``: where the generated section is written (alone:
+    ``bench/results/<script>.md``; not given: only printed)."""
+    ap.add_argument("--publish", nargs="?", const=generated(script), default=None, type=Path,
+                    metavar="FILE", help="write the generated section to FILE, replacing it "
+                    f"(alone: bench/results/{script_name(script)}.md; the reading beside it "
+                    "in bench/readings/ is never written)")
+
+
+def write_generated(path: str | Path, text: str) -> None:
+    """Replace ``path`` by ``text``, atomically; never the page of findings or a reading."""
+    path = Path(path).resolve()
+    if path == FINDINGS or path.parent == READINGS:
+        raise AsrdistError(f"{shown(path, str(path))} is written by hand; a script writes "
+                           "its own bench/results/<script>.md (--publish alone)")
+    path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as f:
-        f.write(new)
+        f.write(text)
 
 
 def publish(lines: list[str], path: str | Path | None) -> None:
-    """Print the section made of ``lines`` and, when ``path`` is given, write it there."""
-    text = "\n".join(lines) + "\n"
+    """Print the section made of ``lines`` and, when ``path`` is given, make it that file."""
+    text = "\n".join(lines).rstrip("\n") + "\n"
     print(text)
     if path:
-        write_section(path, text)
-
-
-REPO = Path(__file__).resolve().parents[1]
+        write_generated(path, text)
 
 
 def shown(path: str | Path, placeholder: str) -> str:
-    """How ``path`` is written into RESULTS.md: relative to the repository when it lies inside
+    """How ``path`` is written into a section: relative to the repository when it lies inside
     it, else ``placeholder`` (a scratch directory of one machine means nothing on another)."""
     try:
         return str(Path(path).resolve().relative_to(REPO))

@@ -17,7 +17,7 @@ set and both subsets), as stage 5 runs it; and, with ``--old-tree DIR`` (a check
 older asrdist, e.g. ``git worktree add DIR main``), that tree's ``score_decode_dir`` over the
 first ``--old-points`` points, in a subprocess, the rest extrapolated.
 
-    .venv/bin/python -m bench.scoring_cost [--old-tree DIR] [--out bench/RESULTS.md]
+    .venv/bin/python -m bench.scoring_cost [--old-tree DIR] [--publish]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 from asrdist.score.hubscr import score_decode_dir
-from bench.results import publish
+from bench.results import publish, publish_option
 
 LMWTS = (6, 8, 10, 12, 14, 17)
 WIPS = (0.0, 0.5, 1.0)
@@ -212,7 +212,7 @@ def main() -> None:
                     help="fractions of segments whose hypothesis is redrawn at each point")
     ap.add_argument("--old-tree", type=Path, default=None)
     ap.add_argument("--old-points", type=int, default=1)
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     rows = []
     for changed in args.changed:
@@ -240,7 +240,7 @@ def main() -> None:
         "## Scoring an eval2000-sized sweep (asrdist-score --stm --glm --data)", "",
         "Command: `.venv/bin/python -m bench.scoring_cost"
         + (" --old-tree OLD" if args.old_tree else "")
-        + f" --out bench/RESULTS.md` (seed {args.seed}; OLD: a checkout of the code before"
+        + f" --publish` (seed {args.seed}; OLD: a checkout of the code before"
         " the change). Generated eval2000-shaped input: 80 sides, "
         f"{args.segments} segments, a {args.rules}-rule GLM with the hub5 GLM's constructs;"
         " each sweep point scored for the set and both subsets, as stage 5 does"
@@ -259,7 +259,7 @@ def main() -> None:
         lines_out.append(f"| {changed:.0%} | {words} | {points} | {new[0]:.0f} / {new[1]:.0f} | "
                          f"{old_cell} | {same_cell} | "
                          f"{', '.join(best)} |")
-    publish(lines_out, args.out)
+    publish(lines_out, args.publish)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ features of the recipe's shapes: the cost does not depend on their values. Torch
 thread, as asrdist-simulate runs by default; ``--device cuda`` puts the models on a GPU.
 
     .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 8]
-        [--device cpu] [--out bench/RESULTS.md]   # replaces its section there
+        [--device cpu] [--publish]   # writes its file in bench/results
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.simulate.batched import FrameLoss
 from asrdist.simulate.run import simulate
-from bench.results import publish
+from bench.results import publish, publish_option
 
 DIM, PDFS, CHUNK = 40, 181, 21
 MODES = {"one": "one at a time", "together": "together"}
@@ -127,7 +127,7 @@ def main() -> None:
                     help="learners computed at once in the 'together' rows")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.algos[0], args.learners[0], args.steps, args.batch,
@@ -141,7 +141,7 @@ def main() -> None:
         "",
         "Command: `.venv/bin/python -m bench.sim_cost --learners "
         f"{' '.join(map(str, args.learners))} --steps {args.steps} --together {args.together} "
-        f"--device {args.device} --out bench/RESULTS.md`. The mini recipe's BLSTM "
+        f"--device {args.device} --publish`. The mini recipe's BLSTM "
         f"{args.layers}x{args.units} ({params / 1e6:.2f} M parameters), {args.batch} chunks of "
         f"{CHUNK} frames per learner-step, synthetic 40-dim features; torch on 1 thread, on "
         f"{args.device}; each row its own process, the two modes of one N run one after the "
@@ -153,7 +153,7 @@ def main() -> None:
         "",
         *table(rows),
     ]
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ on a GPU also one training step of the model (forward and backward of ``--batch`
 chunks) alone and with a snapshot before it and a merge after it, which is the stall the
 exchange adds to the compute stream. On CPU every copy is synchronous, so issue = ready.
 
-    .venv/bin/python -m bench.staging_cost [--device cuda] [--out bench/RESULTS.md]
+    .venv/bin/python -m bench.staging_cost [--device cuda] [--publish]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 
 from asrdist.parallel.staging import DeviceStaging
 from bench.projection import CHUNK, paper_model
-from bench.results import publish
+from bench.results import publish, publish_option
 
 
 def _sync(device: torch.device) -> None:
@@ -83,7 +83,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--batch", type=int, default=64, help="chunks per training step (GPU)")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     device = torch.device(args.device)
     model = paper_model().to(device)
@@ -100,7 +100,7 @@ def main() -> None:
         f"--batch {args.batch} --reps {args.reps}`", "",
         "| what | ms |", "|---|---|",
     ] + [f"| {what} | {s * 1e3:.1f} |" for what, s in rows]
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ Each learner is a real process (gloo on 127.0.0.1, one compute thread each) trai
 with the trainer's own step (asrdist.parallel.strategy.train_step).
 
     .venv/bin/python -m bench.straggler [--steps 60] [--factor 3] [--learners 4]
-        [--learners-per-node 2] [--out bench/RESULTS.md]   # replaces its section there
+        [--learners-per-node 2] [--publish]   # writes its file in bench/results
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import torch.distributed as dist
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
-from bench.results import publish
+from bench.results import publish, publish_option
 
 STRATEGIES: list[tuple[str, dict[str, Any]]] = [
     ("ssgd", {}),
@@ -122,7 +122,7 @@ def main() -> None:
     ap.add_argument("--sim-compute-ms", type=float, default=0.0,
                     help="add this much simulated (sleeping, accelerator-like) compute per step; "
                     "on a CPU-starved machine it keeps the learners from competing for cores")
-    ap.add_argument("--out", help="append the results section to this markdown file")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     n, per_node = args.learners, args.learners_per_node
     if n < 2 or not 0 <= args.slow_rank < n:
@@ -179,7 +179,7 @@ def main() -> None:
     for algo, b, s, slow in rows:
         lines.append(f"| {algo} | {b:.2f} | {s:.2f} | {s / b:.2f} | "
                      f"{' / '.join(f'{x:.2f}' for x in slow)} |")
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,10 @@ Every run is the real CLI under mpiexec with one torch thread per learner::
 All runs share every other setting (per-learner batch, learning-rate rule, seed). The exported
 final.pt (the learners' average) is then scored on the utterances the trainer held out (same
 seed, same split); learner 0's own figures at the end of the last epoch, before the final
-average, come from its metrics.jsonl. The table replaces (or is appended as) its section of
-bench/RESULTS.md.
+average, come from its metrics.jsonl. With ``--publish`` the table is written to
+bench/results/strategies_study.md.
 
-    .venv/bin/python -m bench.strategies_study [--epochs 3] [--units 64] [--out OUT]
+    .venv/bin/python -m bench.strategies_study [--epochs 3] [--units 64] [--out OUT] [--publish]
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from asrdist.parallel import registry
 from asrdist.train.config import make_config
 from asrdist.train.evaluate import evaluate
 from asrdist.train.metrics import read_metrics
-from bench.results import publish, scrub, shown
+from bench.results import publish, publish_option, scrub, shown
 
 REPO = Path(__file__).resolve().parents[1]
 MINI = Path("recipes/mini")  # paths relative to the repository root, where the runs start
@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--units", type=int, default=64)
     ap.add_argument("--learners", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--algos", nargs="+", default=ALGOS)
-    ap.add_argument("--results", type=Path, default=Path("bench/RESULTS.md"))
+    publish_option(ap, __file__)
     args = ap.parse_args()
     os.chdir(REPO)
     rows = []
@@ -117,7 +117,8 @@ def main() -> None:
         + (" OUT: the runs' scratch directory." if shown(args.out, "OUT") == "OUT" else ""),
         "",
         f"Command: `.venv/bin/python -m bench.strategies_study --epochs {args.epochs} "
-        f"--units {args.units} --out {args.out}`, which runs for each strategy and N:", "",
+        f"--units {args.units} --out {args.out} --publish`, which runs for each strategy "
+        "and N:", "",
         f"    OMP_NUM_THREADS=1 {example}", "",
         "| learners | strategy | steps per learner | wall s | held-out CE (final.pt) "
         "| frame acc (final.pt) | CE (learner 0) | acc (learner 0) |",
@@ -127,7 +128,7 @@ def main() -> None:
         lines.append(f"| {r['learners']} | {r['algo']} | {r['steps']} | {r['seconds']:.0f} | "
                      f"{r['ce']:.4f} | {r['acc']:.4f} | {r['own_ce']:.4f} | {r['own_acc']:.4f} |")
     publish(scrub(lines, {args.out: "OUT", args.data: "DATA", args.targets: "TARGETS",
-                          args.config: "CONFIG"}), args.results)
+                          args.config: "CONFIG"}), args.publish)
 
 
 if __name__ == "__main__":

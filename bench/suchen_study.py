@@ -34,7 +34,7 @@ import numpy as np
 
 from asrdist.data.dataset import load_corpus, steps_per_epoch
 from asrdist.train.metrics import read_metrics
-from bench.results import publish, scrub, shown
+from bench.results import generated, publish, publish_option, scrub, shown
 from bench.strategies_study import score_final
 from bench.studies.figure import write_png
 
@@ -194,7 +194,7 @@ def main() -> None:
     ap.add_argument("--heldout-utts", type=int, default=60)
     ap.add_argument("--lr", type=float, default=0.2)
     ap.add_argument("--lr-final", type=float, default=0.02)
-    ap.add_argument("--results", type=Path, default=REPO / "bench/RESULTS.md")
+    publish_option(ap, __file__)
     ap.add_argument("--report-only", action="store_true",
                     help="re-make the table and plot from OUT/rows.json")
     args = ap.parse_args()
@@ -203,7 +203,7 @@ def main() -> None:
         rows = json.loads((args.out / "rows.json").read_text())
     else:
         rows = run_all(args)
-    plot(rows, REPO / "bench/suchen_study.png")
+    plot(rows, generated(__file__, ".png"))
     paths = {args.data: "DATA", args.targets: "TARGETS", args.dbn: "DBN", args.out: "OUT"}
     named = [name for path, name in paths.items() if shown(path, name) == name]
     meaning = {"DATA": "the features", "TARGETS": "the ingested targets",
@@ -216,15 +216,15 @@ def main() -> None:
         f"N x {args.lr_final}), momentum 0, seed 0; RBM stack `{args.dbn}`. Target CE of a "
         "variant = the held-out CE its 1-learner run had after half of its steps; speed-up "
         "= that run's steps to the target / the N-learner run's. Plot: "
-        "`bench/suchen_study.png` (held-out CE against data seen)."
+        "`bench/results/suchen_study.png` (held-out CE against data seen)."
         + ("".join(f" {name}: {meaning[name]}." for name in named)), "",
         f"Command: `.venv/bin/python -m bench.suchen_study --data {args.data} --targets "
         f"{args.targets} --dbn {args.dbn} --learners {' '.join(map(str, args.learners))} "
         f"--periods {' '.join(map(str, args.periods))} --sweep "
-        f"{' '.join(map(str, args.sweep))} --fraction {args.fraction}`; one run:", "",
+        f"{' '.join(map(str, args.sweep))} --fraction {args.fraction} --publish`; one run:", "",
         f"    {rows[-1]['cmd']}", "",
         *table(rows),
-    ], paths), args.results)
+    ], paths), args.publish)
 
 
 if __name__ == "__main__":

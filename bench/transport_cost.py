@@ -15,7 +15,7 @@ e.g. ``git archive`` of the commit before the transport) beside this one, altern
   microseconds per learner-step, the forward/backward of the tiny model included.
 
     .venv/bin/python -m bench.transport_cost [--baseline DIR] [--repeats 3]
-        [--out bench/RESULTS.md]   # replaces its section there
+        [--publish]   # writes bench/results/transport_cost.md
 """
 
 from __future__ import annotations
@@ -160,7 +160,10 @@ def main() -> None:
     ap.add_argument("--sim-steps", type=int, default=30)
     ap.add_argument("--algos", nargs="+", help="only these strategies (default: all)")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    ap.add_argument("--out", default=None)
+    if "--one" not in sys.argv:  # a measuring child runs another checkout's bench package
+        from bench.results import publish_option
+
+        publish_option(ap, __file__)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(_one(args)))
@@ -194,7 +197,7 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
         f"--learners {args.learners} --steps {args.steps} --width {args.width} "
         f"--sim-learners {' '.join(map(str, args.sim_learners))} --sim-steps {args.sim_steps} "
         + (f"--algos {' '.join(args.algos)} " if args.algos else "") +
-        "--out bench/RESULTS.md`"
+        "--publish`"
         + (" (DIR: `git archive` of the commit before the transport interface)"
            if "baseline" in runs else "") + ". Medians of the repeats, run alternately. "
         "CPU, gloo on 127.0.0.1, torch on 1 thread per learner, on the shared 2-core machine "
@@ -227,7 +230,7 @@ def _report(runs: dict[str, list[dict]], args: argparse.Namespace) -> None:
             cells = [c for name in names
                      for c in _cells([r["simulator"][algo][str(n)] for r in runs[name]], 0)]
             lines.append(f"| {algo} | {n} | {' | '.join(cells)} |")
-    publish(lines, args.out)
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ runs that tell why delay-by-one loses (momentum, learning rate, and the other re
 rule: averaging one step late with a fresh gradient, ``adpsgd-delayavg``).
 
     .venv/bin/python -m bench.studies.delay1_mixing --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--out bench/RESULTS.md]
+        [--cache DIR] [--max-utts N] [--publish]
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from asrdist.parallel import rings
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
-from bench.results import publish
-from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.results import generated, publish, publish_option
+from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
 from bench.studies.figure import write_png
 
 SIZES = (4, 8, 16, 32, 64, 128)
@@ -133,7 +133,7 @@ def main() -> None:
     ap.add_argument("--lr-ref-batch", type=int, default=256)
     ap.add_argument("--evals", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=200)
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     t0 = time.perf_counter()
     mix = mixing(args.rounds)
@@ -145,9 +145,9 @@ def main() -> None:
         runs.append((spec, res))
         print(label, spec.algo, spec.learners, spec.batch, spec.momentum, round(spec.lr, 4),
               round(final_ce(res), 4), res["summary"]["staleness"], flush=True)
-    png = REPO / "bench/studies/delay1_mixing.png"
+    png = generated(__file__, ".png")
     plot(mix, runs, str(png))
-    publish(section(args, mix, runs, mix_s, runner), args.out)
+    publish(section(args, mix, runs, mix_s, runner), args.publish)
 
 
 def section(args, mix, runs, mix_s, runner) -> list[str]:
@@ -156,13 +156,13 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
         "## Study 3: delay-by-one and mixing (simulator)",
         "",
         "Command: `.venv/bin/python -m bench.studies.delay1_mixing --data DATA --targets "
-        f"TARGETS --max-utts {args.max_utts} --epochs {args.epochs} --out bench/RESULTS.md` "
+        f"TARGETS --max-utts {args.max_utts} --epochs {args.epochs} --publish` "
         f"(DATA, TARGETS: `recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`'s "
         f"train_fbank and mono_pdf). {chunks} training chunks of 21 frames, 100 held-out "
         "utterances; "
         f"a {small_blstm().layers}x{small_blstm().units} BLSTM; equally fast learners "
         f"(compute {SPEED.compute_s} s, optimizer+data {SPEED.update_s} s, exchange "
-        f"{SPEED.latency_s} s per step). Plot: `bench/studies/delay1_mixing.png`. Host time: "
+        f"{SPEED.latency_s} s per step). Plot: `bench/results/delay1_mixing.png`. Host time: "
         f"mixing {mix_s:.0f} s, training {runner.host_s:.0f} s (runs not in the cache), on "
         "the shared 2-core machine.",
         "",

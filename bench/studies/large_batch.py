@@ -26,7 +26,7 @@ decoded over the graph with the mini recipe's LM-weight sweep and scored against
 
     .venv/bin/python -m bench.studies.large_batch --data DIR --targets DIR
         [--cache DIR] [--epochs E] [--jobs 2] [--wer GRAPH TEST_DATA TEST_TEXT]
-        [--out bench/RESULTS.md]
+        [--publish]
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ from asrdist.score.score import score_hypotheses
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions
-from bench.results import publish
-from bench.studies.common import REPO, Runner, corpus_options, small_blstm
+from bench.results import generated, publish, publish_option
+from bench.studies.common import Runner, corpus_options, small_blstm
 from bench.studies.figure import write_png
 from bench.studies.outer_methods import BmufPoint
 
@@ -475,7 +475,7 @@ def main() -> None:
                     "(seed 0) over GRAPH on TEST_DATA (the features of --data's kind) and "
                     "score them against TEST_TEXT")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once, a process each")
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     args = ap.parse_args()
     if args.wer and (why := missing_wer_input(*args.wer)):
         ap.error(why)  # before the sweep's hours, not at the first decode
@@ -499,8 +499,8 @@ def main() -> None:
     noise = study.noise()
     longer = study.longer()
     wers = study.wers()
-    plot(study, curve, noise, REPO / "bench/studies/large_batch.png")
-    publish(section(study, runner, curve, noise, longer, wers), args.out)
+    plot(study, curve, noise, generated(__file__, ".png"))
+    publish(section(study, runner, curve, noise, longer, wers), args.publish)
 
 
 # ---- the section
@@ -599,7 +599,7 @@ def section(study: Study, runner: Runner, curve: list[float],
         + (f" --check-epochs {args.check_epochs} --check-multiple {args.check_multiple}"
            if args.check_epochs else "")
         + (" --wer GRAPH TEST_DATA TEST_TEXT" if wers else "")
-        + f" --jobs {args.jobs} --cache DIR --out bench/RESULTS.md` (`recipes/mini/run.sh "
+        + f" --jobs {args.jobs} --cache DIR --publish` (`recipes/mini/run.sh "
         f"--stop-stage 3 --hours {args.hours}`: {args.hours} h of clean training speech, "
         "about four times that after augmentation). "
         f"{len(runner.pool.train)} training chunks of 21 frames, "
@@ -627,7 +627,7 @@ def section(study: Study, runner: Runner, curve: list[float],
         f"(its largest batch within 2 % and the next one) get {args.seeds} seeds at that rate "
         "(mean +- standard deviation); other cells are one seed. "
         f"Single-learner baseline at batch {b0}: CE {cell(study, base_p)}. "
-        f"Plot: `bench/studies/large_batch.png`. Host time of the runs {host / 60:.0f} min "
+        f"Plot: `bench/results/large_batch.png`. Host time of the runs {host / 60:.0f} min "
         f"of one core, {args.jobs} runs at a time on the shared 2-core machine.",
         "",
         "| strategy | learners | " + " | ".join(f"B={b0 * m} ({m}x)" for m in args.multiples)

@@ -10,7 +10,7 @@ is ``1 - exposed wait / (the strategy's exchange alone)``. Learners 0, 1 sit in 
 node B; hadpsgd's super-learners are the nodes. Root only (namespaces, tc).
 
     .venv/bin/python -m bench.studies.network --rates 1gbit,250mbit,100mbit --steps 20 \\
-        --out bench/RESULTS.md
+        --publish
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import torch.distributed as dist
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from bench.faults import NS, NS_ADDR, VETH, netns_down, netns_up
-from bench.results import publish
+from bench.results import generated, publish, publish_option
 from bench.straggler import launch
 from bench.studies import figure, learner
 
-STUDIES = Path(__file__).resolve().parent
 STRATEGIES = [s for s in learner.STRATEGIES if s[0] != "ma"]  # ma: not in this study
 LEARNERS = 4  # 2 per node
 CLONE_NEWNET = 0x40000000
@@ -151,7 +150,7 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--probe-reps", type=int, default=3)
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise AsrdistError("bench.studies.network: network namespaces and tc need root")
@@ -179,13 +178,13 @@ def main() -> None:
     finally:
         netns_down()
     mbytes = size * 4 / 1e6
-    with atomic_write(STUDIES / "network.json") as f:
+    with atomic_write(generated(__file__, ".json")) as f:
         json.dump({"bytes": size * 4, "probes": probes, "rows": rows,
                    "sim_compute_ms": args.sim_compute_ms}, f, indent=1)
-    plot(rows, rates, STUDIES / "network.png")
+    plot(rows, rates, generated(__file__, ".png"))
     cmd = (f".venv/bin/python -m bench.studies.network --rates {args.rates} --steps {args.steps}"
            f" --sim-compute-ms {args.sim_compute_ms:g} --width {args.width} --batch {args.batch}"
-           " --out bench/RESULTS.md")
+           " --publish")
     lines = [
         "## Network: communication hidden behind compute (2 netns nodes x 2 learners)", "",
         f"Two network namespaces joined by a veth pair, `tc tbf` on both ends at each rate; "
@@ -217,8 +216,8 @@ def main() -> None:
                      f"{r['step_s'] * 1000:.0f} | {r['wait_s'] * 1000:.0f} | "
                      f"{r['blocked_s'] * 1000:.0f} | {r['alone_s'] * 1000:.0f} | "
                      f"{r['hidden']:.0%} | {r['steps_s']:.1f} |")
-    lines += ["", "![network study](studies/network.png)"]
-    publish(lines, args.out)
+    lines += ["", "![network study](network.png)"]
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ x ``--bmuf-zeta-mults``, inner lr ``--lr``). Its best point per learner count is
 row of every link, also run in the classic form and at each H of ``--bmuf-tuned-periods``.
 
     .venv/bin/python -m bench.studies.outer_methods --data DIR --targets DIR
-        [--cache DIR] [--max-utts N] [--epochs E] [--ma-periods H ...] [--out bench/RESULTS.md]
+        [--cache DIR] [--max-utts N] [--epochs E] [--ma-periods H ...] [--publish]
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from typing import Any
 from asrdist.models.build import build_model
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
-from bench.results import publish
-from bench.studies.common import REPO, Runner, corpus_options, final_ce, small_blstm
+from bench.results import generated, publish, publish_option
+from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
 from bench.studies.figure import curves, panels, write_png
 
 PAPER_BYTES = 173e6  # the paper-size BLSTM's float32 weights (43.2 M parameters)
@@ -224,7 +224,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed-methods", nargs="+",
                     default=["ssgd", "adpsgd-random", "ma H=10", "diloco H=10",
                              "bmuf H=10 tuned"])
-    ap.add_argument("--out", default=None)
+    publish_option(ap, __file__)
     return ap
 
 
@@ -294,9 +294,9 @@ def main() -> None:
                    for seed in range(args.seeds)]
             spread[n, label] = ces
             print(args.links[-1], n, label, "seeds", [round(c, 4) for c in ces], flush=True)
-    plot(rows, args, REPO / "bench/studies/outer_methods.png")
+    plot(rows, args, generated(__file__, ".png"))
     publish(section(args, rows, runner, small_bytes, done, spread, grid, tuned),
-            args.out)
+            args.publish)
 
 
 def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Any) -> None:
@@ -338,7 +338,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         f"--bmuf-tuned-periods {' '.join(map(str, args.bmuf_tuned_periods))} "
         + f"--links {' '.join(args.links)} "
         f"--lr {args.lr:g} --evals {args.evals} --seeds {args.seeds} --hours {args.hours} "
-        "--cache DIR --out bench/RESULTS.md` "
+        "--cache DIR --publish` "
         f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
         f"{len(runner.pool.train)} training chunks of {runner.pool.chunk_len} frames, 100 "
         f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
@@ -355,7 +355,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         "hadpsgd super-learners of 4, random ring. Clock: a chunk costs the paper-size BLSTM's "
         f"V100 time ({FRAME_S * 1e6:.0f} us/frame), a message the time of {PAPER_BYTES / 1e6:.0f}"
         f" MB over the link plus {LATENCY_S * 1e3:g} ms (see the module's docstring). Plot: "
-        f"`bench/studies/outer_methods.png` (CE axis cut at {PLOT_CE_TOP:g}). Host time "
+        f"`bench/results/outer_methods.png` (CE axis cut at {PLOT_CE_TOP:g}). Host time "
         f"{sum(done.values()):.0f} s summed over the {len(done)} runs (each on one thread; "
         "this pass computed "
         f"{runner.host_s:.0f} s, the rest came from the cache) on the shared 2-core machine.",
@@ -387,7 +387,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
             lines.append(f"| {n} | {label} | {len(ces)} | {statistics.mean(ces):.4f} | "
                          f"{statistics.stdev(ces):.4f} |")
     lines += grid_table(args, grid, tuned)
-    lines += ["", "![outer methods study](studies/outer_methods.png)"]
+    lines += ["", "![outer methods study](outer_methods.png)"]
     return lines
 
 

@@ -20,7 +20,7 @@ network study. Root only (namespaces, tc), except with ``--loopback``: the same 
 whatever the link).
 
     .venv/bin/python -m bench.studies.outer_network --rates 100mbit --steps 200 \\
-        --out bench/RESULTS.md
+        --publish
     .venv/bin/python -m bench.studies.outer_network --loopback --sim-compute-ms 0 \\
         --only "bmuf H=10" --bmuf-block-lr 0.25
 """
@@ -37,12 +37,11 @@ from typing import Any
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from bench.faults import NS_ADDR, netns_down, netns_up
-from bench.results import publish
+from bench.results import generated, publish, publish_option
 from bench.straggler import launch
 from bench.studies import figure, learner
 from bench.studies.network import LEARNERS, enter_node, exchange_alone, limit, probe
 
-STUDIES = Path(__file__).resolve().parent
 SKIP = 2  # warm-up steps left out of the step time
 
 
@@ -159,7 +158,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--only", nargs="+", help="run just these methods (labels as in the table)")
     ap.add_argument("--loopback", action="store_true",
                     help="all learners on 127.0.0.1, no namespaces or rate limit (no root)")
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args(argv)
     if args.bmuf_inner_lr is None:
         args.bmuf_inner_lr = args.lr
@@ -169,8 +168,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.eval_every < 1:
         raise AsrdistError(f"bench.studies.outer_network: --eval-every {args.eval_every}: "
                            "the curves need an evaluation every so many steps (>= 1)")
-    if args.loopback and args.out:
-        raise AsrdistError("bench.studies.outer_network: --loopback with --out: a run without "
+    if args.loopback and args.publish:
+        raise AsrdistError("bench.studies.outer_network: --loopback with --publish: a run without "
                            "the link is for tuning and writes no section")
     return args
 
@@ -213,11 +212,11 @@ def main() -> None:
     if args.loopback:  # a tuning run: its table only, the study's files stay as they are
         publish(section(args, rows, probes, loads, size * 4 / 1e6), None)
         return
-    with atomic_write(STUDIES / "outer_network.json") as f:
+    with atomic_write(generated(__file__, ".json")) as f:
         json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "loads": loads,
                    "args": vars(args)}, f, indent=1)
-    plot(rows, rates, STUDIES / "outer_network.png")
-    publish(section(args, rows, probes, loads, size * 4 / 1e6), args.out)
+    plot(rows, rates, generated(__file__, ".png"))
+    publish(section(args, rows, probes, loads, size * 4 / 1e6), args.publish)
 
 
 def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
@@ -234,7 +233,7 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
            f"--target-ce {args.target_ce:g}")
     if args.only:
         cmd += " --only " + " ".join(f'"{label}"' for label in args.only)
-    cmd += " --loopback" if args.loopback else " --out bench/RESULTS.md"
+    cmd += " --loopback" if args.loopback else " --publish"
     eta = "1 - 1/N = 0.75" if args.bmuf_momentum == -1 else f"{args.bmuf_momentum:g}"
     lines = [
         "## Outer optimizers on a real slow link: BMUF and DiLoCo against ADPSGD "
@@ -290,7 +289,7 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
                      f"{r['run_steps_s']:.2f} | {r['final_ce']:.3f} | {r['final_s']:.0f} | "
                      f"{reached(r, 'ssgd')} | {reached(r, 'adpsgd-random')} | "
                      f"{reached(r, None)} |")
-    lines += ["", "![outer optimizers on a slow link](studies/outer_network.png)"]
+    lines += ["", "![outer optimizers on a slow link](outer_network.png)"]
     return lines
 
 

@@ -14,7 +14,7 @@ the others get meanwhile. Per run:
 
 The 16-64-learner half of the study is the simulator's (:mod:`bench.studies.stragglers_sim`).
 
-    .venv/bin/python -m bench.studies.stragglers --steps 100 --out bench/RESULTS.md
+    .venv/bin/python -m bench.studies.stragglers --steps 100 --publish
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.fsutil import atomic_write
-from bench.results import publish
+from bench.results import generated, publish, publish_option
 from bench.straggler import launch
 from bench.studies import figure, learner
 
-STUDIES = Path(__file__).resolve().parent
 LEARNERS = 4
 # name -> {rank: slow-down}; learner 0 (the evaluator) is never slowed. Two slowed learners sit
 # one in each of hadpsgd's super-learners (ranks 0-1 and 2-3), and one active (1) and one
@@ -74,7 +73,7 @@ def main() -> None:
     ap.add_argument("--sim-compute-ms", type=float, default=40.0)
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--only", help="run only the strategies whose name contains this")
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     rows, loads = [], []
     for algo, options in learner.STRATEGIES:
@@ -90,12 +89,12 @@ def main() -> None:
             print(f"{algo:14s} {name:14s} {r['throughput']:6.1f} steps/s  learner 0 done "
                   f"{r['lead_done_s']:5.1f} s CE {r['lead_ce']:.3f}; all {r['final_s']:5.1f} s "
                   f"CE {r['final_ce']:.3f}", file=sys.stderr, flush=True)
-    with atomic_write(STUDIES / "stragglers.json") as f:
+    with atomic_write(generated(__file__, ".json")) as f:
         json.dump(rows, f, indent=1)
-    plot(rows, STUDIES / "stragglers.png")
+    plot(rows, generated(__file__, ".png"))
     cmd = (f".venv/bin/python -m bench.studies.stragglers --steps {args.steps} "
            f"--sim-compute-ms {args.sim_compute_ms:g} --eval-every {args.eval_every} "
-           "--out bench/RESULTS.md")
+           "--publish")
     base = {r["algo"]: r["throughput"] for r in rows if r["scenario"] == "none"}
     lines = [
         "## Stragglers with real processes (4 learners)", "",
@@ -120,12 +119,12 @@ def main() -> None:
         lines.append(f"| {r['algo']} | {r['scenario']} | {r['throughput']:.1f} | {rel:.2f} | "
                      f"{r['lead_done_s']:.1f} | {r['lead_ce']:.3f} | {r['final_s']:.1f} | "
                      f"{r['final_ce']:.3f} |")
-    lines += ["", "![held-out CE against wall time](studies/stragglers.png)", "",
+    lines += ["", "![held-out CE against wall time](stragglers.png)", "",
               "Lines: learner 0's own weights; stars: the final average when every learner "
               "has finished.", "",
-              "16-64 learners: \"Study 2 at scale\" below (the simulator, "
-              "`bench.studies.stragglers_sim`)."]
-    publish(lines, args.out)
+              "16-64 learners: \"Study 2 at scale\", `bench/results/stragglers_sim.md` (the "
+              "simulator, `bench.studies.stragglers_sim`)."]
+    publish(lines, args.publish)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ The global batch is the same at every learner count (chunks per learner = global
 runs see the same number of updates per epoch.
 
     .venv/bin/python -m bench.studies.stragglers_sim --data DIR --targets DIR --max-utts 400 \
-        --out bench/RESULTS.md
+        --publish
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from typing import Any
 from asrdist.models.build import build_model
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
-from bench.results import publish
+from bench.results import generated, publish, publish_option
 from bench.studies import figure
 from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
 
-STUDIES = Path(__file__).resolve().parent
 STRATEGIES = ("ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd", "ma")
 FACTORS = (2.0, 4.0)
 # forward+backward 1 s, optimizer and data 0.25 s, a message 10 ms of latency; the bandwidth
@@ -85,7 +84,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=0.1, help="at the global batch (linear rule)")
     ap.add_argument("--evals", type=int, default=8)
-    ap.add_argument("--out", help="RESULTS.md to write the section into")
+    publish_option(ap, __file__)
     args = ap.parse_args()
     runner = Runner(args.data, args.targets, args.cache, args.max_utts)
     model = build_model(small_blstm(), runner.pool.input_dim, runner.pool.num_pdfs)
@@ -102,15 +101,15 @@ def main() -> None:
                              "time_s": res["summary"]["time_s"], "ce": final_ce(res)})
                 print(n, algo, name, round(rows[-1]["time_s"]), round(rows[-1]["ce"], 4),
                       flush=True)
-    plot(rows, STUDIES / "stragglers_sim.png")
-    publish(section(args, rows, runner), args.out)
+    plot(rows, generated(__file__, ".png"))
+    publish(section(args, rows, runner), args.publish)
 
 
 def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner) -> list[str]:
     base = {(r["n"], r["algo"]): r for r in rows if r["scenario"] == "none"}
     cmd = (f".venv/bin/python -m bench.studies.stragglers_sim --data DATA --targets TARGETS "
            f"--max-utts {args.max_utts} --learners {' '.join(map(str, args.learners))} "
-           f"--global-batch {args.global_batch} --epochs {args.epochs:g} --out bench/RESULTS.md")
+           f"--global-batch {args.global_batch} --epochs {args.epochs:g} --publish")
     lines = [
         "## Study 2 at scale: stragglers among 16-64 simulated learners", "",
         f"Command: `{cmd}` (DATA, TARGETS: the mini recipe's train_fbank and mono_pdf). "
@@ -126,7 +125,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         "were done, relative to the same strategy without stragglers; 'CE at T0' is the "
         "held-out CE of the learners' mean at the simulated time the same strategy "
         f"finished without stragglers. Host time {runner.host_s:.0f} s (runs not cached) on "
-        "the shared 2-core machine. Plot: `bench/studies/stragglers_sim.png` (4x scenarios).",
+        "the shared 2-core machine. Plot: `bench/results/stragglers_sim.png` (4x scenarios).",
         "",
         "| learners | strategy | stragglers | progress | relative | CE at T0 | finish (sim s) "
         "| final CE |",
@@ -139,7 +138,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         lines.append(f"| {r['n']} | {r['algo']} | {r['scenario']} | {rate:.1f} | {rel:.2f} | "
                      f"{ce_at(r['records'], ref['time_s']):.4f} | {r['time_s']:.0f} | "
                      f"{r['ce']:.4f} |")
-    lines += ["", "![held-out CE against simulated time](studies/stragglers_sim.png)"]
+    lines += ["", "![held-out CE against simulated time](stragglers_sim.png)"]
     return lines
 
 

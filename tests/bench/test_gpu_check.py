@@ -20,10 +20,10 @@ TITLES = [part.title for part in gpu_check.PARTS]
 
 
 def test_gpu_check_runs_every_part_at_tiny_size_without_console_scripts(tmp_path):
-    out = tmp_path / "RESULTS.md"
+    out = tmp_path / "gpu_check.md"
     bin_dir = str(Path(sys.executable).parent)  # no asrdist-* script on PATH
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != bin_dir)
-    proc = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--tiny", "--out", str(out),
+    proc = subprocess.run([sys.executable, "-m", "bench.gpu_check", "--tiny", "--publish", str(out),
                            "--budget", "1800"],  # a loaded machine must not skip a part
                           cwd=REPO, env=dict(os.environ, PATH=path), capture_output=True,
                           text=True, timeout=600, check=False)
@@ -77,15 +77,15 @@ def _stub_parts(monkeypatch, out: Path, seconds: float = 0.0, fail: str | None =
 
 def test_each_part_is_published_as_it_ends_and_a_failing_part_leaves_the_others(
         tmp_path, monkeypatch):
-    out = tmp_path / "RESULTS.md"
-    out.write_text("# Results\n\n## GPU check\n\nold figures\n\n## Next section\n\nkept\n")
+    out = tmp_path / "gpu_check.md"
+    out.write_text("## GPU check\n\nold figures\n")
     failing = TITLES[2]
     ran, problems = _stub_parts(monkeypatch, out, fail=failing)
     with pytest.raises(SystemExit, match=f"gpu-check: failed: {failing}"):
-        gpu_check.main(["--tiny", "--out", str(out)])
+        gpu_check.main(["--tiny", "--publish", str(out)])
     assert ran == TITLES and problems == []
     text = out.read_text()
-    assert "old figures" not in text and text.endswith("## Next section\n\nkept\n")
+    assert "old figures" not in text and text.startswith("## GPU check\n")
     assert f"### {failing} (" in text and "FAILED: RuntimeError: boom\n" in text
     assert "and a long traceback" not in text
     for title in TITLES:
@@ -102,9 +102,9 @@ def test_the_budget_skips_the_parts_that_would_not_fit_least_important_first(
     monkeypatch.setattr(gpu_check, "PARTS", [
         dataclasses.replace(p, gpu_s=c, tiny_s=c) for p, c in zip(gpu_check.PARTS, costs,
                                                                  strict=True)])
-    out = tmp_path / "RESULTS.md"
+    out = tmp_path / "gpu_check.md"
     ran, problems = _stub_parts(monkeypatch, out, seconds=1.0)
-    gpu_check.main(["--tiny", "--out", str(out), "--budget", "5.5"])
+    gpu_check.main(["--tiny", "--publish", str(out), "--budget", "5.5"])
     assert ran == [TITLES[i] for i in (0, 1, 2, 4, 5)] and problems == []
     text = out.read_text()
     for i in (3, 6):

@@ -50,7 +50,7 @@ def test_bmuf_and_diloco_get_their_own_options_and_bmuf_its_inner_lr():
 @pytest.mark.parametrize("argv, message", [
     (["--steps", "2"], "--steps 2"),
     (["--eval-every", "0"], "--eval-every 0"),
-    (["--loopback", "--out", "R.md"], "--loopback with --out"),
+    (["--loopback", "--publish", "R.md"], "--loopback with --publish"),
 ])
 def test_bad_arguments_are_one_line_errors_naming_the_option(argv, message):
     with pytest.raises(AsrdistError, match=message):

@@ -1,0 +1,137 @@
+"""asrdist-compare on the tiny learnable corpus, as a process: the table's rows and columns,
+its paired differences recomputed here from the runs' own reports, a rerun that keeps them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+
+import pytest
+from click.testing import CliRunner
+
+from asrdist.cli import compare
+from asrdist.testing import make_corpus
+from tests.cli_process import run_cli
+
+TINY = ("--learners", "2", "--batch-size", "4", "--chunk-len", "5", "--heldout-utts", "4",
+        "--layers", "1", "--units", "8", "--epochs", "1", "--evals", "3", "--lr", "0.3",
+        "--lr-scaling", "none", "--latency", "0.05", "--bandwidth", "1e5")
+GRID = ("--algo", "ssgd", "--algo", "ma:avg_period=2", "--scenario", "none",
+        "--scenario", "straggler:1x3", "--seeds", "2")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return make_corpus(tmp_path_factory.mktemp("compare") / "corpus", num_utts=24)
+
+
+@pytest.fixture(scope="module")
+def compared(corpus, tmp_path_factory):
+    data, targets = corpus
+    out = tmp_path_factory.mktemp("out") / "cmp"
+    res = run_cli("compare", "--data", data, "--targets", targets, "--out", out, *GRID, *TINY)
+    assert res.returncode == 0, res.stderr
+    return out, res
+
+
+def _csv(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def _finals(out):
+    """Each run's final CE, read from its own report."""
+    found = {}
+    for path in (out / "runs").glob("*.json"):
+        report = json.loads(path.read_text())
+        found[report["strategy"], report["scenario"], report["seed"]] = report
+    return found
+
+
+def test_the_table_has_a_row_per_strategy_and_scenario_paired_by_seed(compared):
+    out, res = compared
+    rows = _csv(out / "table.csv")
+    assert [(r["strategy"], r["scenario"]) for r in rows] == [
+        ("ssgd", "none"), ("ma:avg_period=2", "none"),
+        ("ssgd", "straggler:1x3"), ("ma:avg_period=2", "straggler:1x3")]
+    budgets = json.loads((out / "compare.json").read_text())["budgets_s"]
+    assert list(rows[0]) == ["strategy", "scenario", "seeds", "final_ce", "final_ce_sd",
+                             "diff_ce", "diff_ce_sd", "end_time_s", "time_to_target_s",
+                             "reached", *(f"ce_at_{b:g}s" for b in budgets), "sent_mb",
+                             "cross_mb", "diverged"]
+    reports = _finals(out)
+    assert len(reports) == 8 and len(_csv(out / "runs.csv")) == 8
+    for row in rows:
+        scenario = row["scenario"]
+        finals = [reports[row["strategy"], scenario, s]["records"][-1]["heldout_ce"]
+                  for s in (0, 1)]
+        base = [reports["ssgd", scenario, s]["records"][-1]["heldout_ce"] for s in (0, 1)]
+        diffs = [finals[0] - base[0], finals[1] - base[1]]
+        assert float(row["seeds"]) == 2
+        assert float(row["final_ce"]) == pytest.approx(statistics.fmean(finals))
+        assert float(row["final_ce_sd"]) == pytest.approx(statistics.stdev(finals))
+        assert float(row["diff_ce"]) == pytest.approx(statistics.fmean(diffs))
+        assert float(row["diff_ce_sd"]) == pytest.approx(statistics.stdev(diffs), abs=1e-12)
+    assert float(rows[1]["diff_ce"]) != 0.0  # averaging every 2 steps is not ssgd
+    markdown = (out / "table.md").read_text()
+    assert "| ma:avg_period=2 | straggler:1x3 | 2 |" in markdown and markdown in res.stdout
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "[1/8] ssgd | none | seed 0: final CE" in res.stderr
+    assert "scenario straggler:1x3: speed model: a step computes 1 s + 0 s update; learner " \
+        "1 3x slower" in res.stderr
+
+
+def test_runs_of_one_seed_start_alike_and_a_straggler_only_slows_ssgd(compared):
+    out, _ = compared
+    reports = _finals(out)
+    for seed in (0, 1):
+        starts = {json.dumps(r["records"][0]) for (_, _, s), r in reports.items() if s == seed}
+        assert len(starts) == 1  # the same weights, scored on the same held-out chunks
+        fast, slow = reports["ssgd", "none", seed], reports["ssgd", "straggler:1x3", seed]
+        assert fast["records"][-1]["heldout_ce"] == slow["records"][-1]["heldout_ce"]
+        assert slow["summary"]["time_s"] > fast["summary"]["time_s"]
+        assert slow["speed"]["slow"] == [{"learner": 1, "factor": 3.0}]
+    assert all(r["records"][-1]["final"] for r in reports.values())
+    assert reports["ma:avg_period=2", "none", 0]["spec"]["options"]["avg_period"] == 2
+
+
+def test_a_rerun_keeps_the_runs_and_a_changed_value_reruns_them(compared, corpus, tmp_path):
+    out, _ = compared
+    data, targets = corpus
+    before = {p.name: p.read_bytes() for p in (out / "runs").glob("*.json")}
+    table = (out / "table.csv").read_text()
+    again = run_cli("compare", "--data", data, "--targets", targets, "--out", out, *GRID, *TINY)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("(kept)") == 8
+    assert {p.name: p.read_bytes() for p in (out / "runs").glob("*.json")} == before
+    assert (out / "table.csv").read_text() == table
+    other = run_cli("compare", "--data", data, "--targets", targets, "--out", out,
+                    "--algo", "ssgd", "--seeds", "1", *TINY, "--lr", "0.1")
+    assert other.returncode == 0, other.stderr
+    assert "(kept)" not in other.stderr
+    assert len(_csv(out / "table.csv")) == 1
+
+
+def test_asrdist_plot_draws_a_compared_run(compared, tmp_path):
+    out, _ = compared
+    png = tmp_path / "one.png"
+    res = run_cli("plot", next((out / "runs").glob("*.json")), "--out", png)
+    assert res.returncode == 0, res.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--algo", "ssgd", "--scenario", "slow"), "--scenario 'slow': expected 'none' or"),
+    (("--algo", "ssgd", "--scenario", "straggler:2x3"), "no learner 2 among 2"),
+    (("--algo", "nosuch"), "--algo 'nosuch': unknown --algo"),
+    (("--algo", "ssgd", "--baseline", "ma"), "'ma' is none of the --algo given"),
+])
+def test_bad_input_is_one_line_before_the_corpus_loads(corpus, tmp_path, args, message):
+    """In process: refused before anything is read or written."""
+    data, targets = corpus
+    res = CliRunner().invoke(compare.main, ["--data", str(data), "--targets", str(targets),
+                                            "--out", str(tmp_path / "x"), *args, *TINY])
+    assert res.exit_code == 2
+    assert message in res.output.strip().splitlines()[-1]
+    assert not (tmp_path / "x").exists()

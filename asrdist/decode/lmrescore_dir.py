@@ -1,0 +1,185 @@
+"""Rescoring a decode dir's lattices with a new LM, as steps/lmrescore_const_arpa.sh does:
+
+    OLD_LANG (G.fst, words.txt[, oov.int])  NEW_LM (ARPA, .gz or not)  IN_DIR  OUT_DIR
+
+IN_DIR's ``num_jobs`` lattice archives ``lat.N.gz`` are each rescored into OUT_DIR's
+``lat.N.gz`` (:func:`asrdist.decode.lmrescore.rescore`), one archive per task as Kaldi's
+``$cmd JOB=1:$nj``; ``nj`` jobs (at most the archives' number) take the archives in
+contiguous groups, each loading G and the ARPA LM once. Every archive is written atomically
+(gzip without name or time, as ``gzip -c`` into a pipe; binary, which keeps the costs exact:
+Kaldi's script writes ``ark,t``, which its tools read the same). A lattice that no path of the
+new LM accepts is left out with a warning, as the Kaldi binaries leave it out.
+The stage is done (asrdist.stage) when OUT holds its marker for the same inputs: a rerun
+skips it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from asrdist.decode.arpa import read_arpa
+from asrdist.decode.lattice import best_path_words
+from asrdist.decode.lattice_io import compact_lattice_binary
+from asrdist.decode.lmrescore import BackoffFst, read_lattice_archive, rescore
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path, atomic_write, naming_full_disk
+from asrdist.jobs import LOCAL, Runner, split
+from asrdist.kaldi.data_dir import read_symbols
+from asrdist.progress import progress
+from asrdist.stage import Skipped, check_done
+
+log = logging.getLogger(__name__)
+
+STAGE = "lmrescore"
+
+
+@dataclass(frozen=True)
+class RescoreInputs:
+    """What one job loads: the old LM's G.fst, the new ARPA LM, words.txt and the oov word."""
+
+    g_fst: str
+    arpa: str
+    words_txt: str
+    oov: str | None
+
+
+@dataclass
+class ArchiveResult:
+    """One lat.N.gz rescored: its utterances written and those dropped."""
+
+    archive: str
+    done: int
+    dropped: list[str]
+
+
+class _Job:
+    """One job's old and new LM, loaded once for all its archives."""
+
+    def __init__(self, inputs: RescoreInputs) -> None:
+        self.g = BackoffFst(inputs.g_fst)
+        self.lm = read_arpa(inputs.arpa, read_symbols(inputs.words_txt), inputs.oov)
+
+    def run(self, pairs: list[tuple[str, str]]) -> Iterator[tuple[str, str, bool]]:
+        """Rescore each (in, out) archive; per lattice (a progress step): the output archive,
+        the utterance and whether it was kept."""
+        for src, dst in pairs:
+            with naming_full_disk(dst, "lattices"), atomic_path(dst) as tmp, \
+                    open(tmp, "wb") as raw, \
+                    gzip.GzipFile("", "wb", compresslevel=6, fileobj=raw, mtime=0) as out:
+                for key, clat in read_lattice_archive(src).items():
+                    rescored = rescore(clat, self.g, self.lm)
+                    if rescored is not None:
+                        out.write(compact_lattice_binary(key, rescored))
+                    yield dst, key, rescored is not None
+
+
+def old_lm_inputs(old_lang: str | os.PathLike, new_lm: str | os.PathLike) -> RescoreInputs:
+    """OLD_LANG's G.fst and words.txt, its oov word (oov.int or oov.txt: unk of the new LM, as
+    build_const_arpa_lm.sh's --unk-symbol), checked before any job starts."""
+    lang = Path(old_lang)
+    for name in ("G.fst", "words.txt"):
+        if not (lang / name).is_file():
+            raise AsrdistError(f"{lang / name}: missing (OLD_LANG must hold the old LM's G.fst "
+                               "and its words.txt)")
+    if not Path(new_lm).is_file():
+        raise AsrdistError(f"{new_lm}: no such ARPA LM")
+    words = read_symbols(lang / "words.txt")
+    oov = None
+    if (lang / "oov.int").is_file():
+        ids = {i: w for w, i in words.items()}
+        text = (lang / "oov.int").read_text().split()
+        if len(text) != 1 or not text[0].isdigit() or int(text[0]) not in ids:
+            raise AsrdistError(f"{lang / 'oov.int'}: not a word id of {lang / 'words.txt'}")
+        oov = ids[int(text[0])]
+    elif (lang / "oov.txt").is_file():
+        oov = (lang / "oov.txt").read_text().strip() or None
+    else:
+        log.warning("%s: no oov.int or oov.txt: words the new LM lacks get no LM score and "
+                    "their paths are dropped", lang)
+    return RescoreInputs(str(lang / "G.fst"), str(new_lm), str(lang / "words.txt"), oov)
+
+
+def input_archives(in_dir: str | os.PathLike) -> list[Path]:
+    """IN_DIR/lat.1.gz .. lat.<num_jobs>.gz, all of them there."""
+    src = Path(in_dir)
+    try:
+        num_jobs = int((src / "num_jobs").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        raise AsrdistError(f"{src / 'num_jobs'}: missing or not a number (is {src} a decode "
+                           "dir with lattices?)") from None
+    archives = [src / f"lat.{n}.gz" for n in range(1, num_jobs + 1)]
+    missing = [a.name for a in archives if not a.is_file()]
+    if missing:
+        raise AsrdistError(f"{src}: no {', '.join(missing[:3])}"
+                           f"{' ...' if len(missing) > 3 else ''} (num_jobs says {num_jobs})")
+    return archives
+
+
+def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
+                       in_dir: str | os.PathLike, out_dir: str | os.PathLike,
+                       nj: int | None = None, runner: Runner = LOCAL
+                       ) -> list[ArchiveResult] | Skipped:
+    """Write OUT/lat.N.gz and OUT/num_jobs; Skipped when OUT is done with these inputs."""
+    inputs = old_lm_inputs(old_lang, new_lm)
+    archives = input_archives(in_dir)
+    nj = len(archives) if nj is None else nj
+    if nj < 1:
+        raise AsrdistError(f"--nj {nj}: must be at least 1")
+    out = Path(out_dir)
+    check = check_done(out, STAGE, {"old_lm_scale": -1.0, "new_lm_scale": 1.0},
+                       [inputs.g_fst, inputs.words_txt, Path(old_lang) / "oov.int", new_lm,
+                        *archives])
+    if check.done:
+        return check.skipped()
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.glob("lat.*.gz"):  # none of an older run with more jobs may stay behind
+        if re.fullmatch(r"lat\.[0-9]+\.gz", old.name):
+            old.unlink()
+    pairs = [(str(a), str(out / a.name)) for a in archives]
+    groups = split(pairs, nj)
+    with progress(None, "lmrescore", "lat") as bar, \
+            runner.start(STAGE, _Job, [(inputs,)] * len(groups)) as jobs:
+        steps = [step for part in jobs.call_each("run", [(g,) for g in groups], bar)
+                 for step in part]
+    with atomic_write(out / "num_jobs") as f:
+        f.write(f"{len(archives)}\n")
+    results = {dst: ArchiveResult(dst, 0, []) for _, dst in pairs}
+    for dst, key, kept in steps:
+        if kept:
+            results[dst].done += 1
+        else:
+            results[dst].dropped.append(key)
+            log.warning("%s: empty lattice for utterance %s after rescoring (incompatible "
+                        "LM?): left out", dst, key)
+    check.mark_done()
+    return list(results.values())
+
+
+def write_sweep_texts(out_dir: str | os.PathLike, words_txt: str | os.PathLike,
+                      lmwts: tuple[float, ...], wips: tuple[float, ...],
+                      main_lmwt: float = 10.0) -> None:
+    """OUT/text (LMWT ``main_lmwt``, no penalty) and OUT/score_LMWT_WIP/text, read off
+    OUT/lat.*.gz as lattice-scale | lattice-add-penalty | lattice-best-path gives them.
+    No CTMs: word times need the decode dir's word alignment (asrdist-decode's)."""
+    out = Path(out_dir)
+    names = {i: w for w, i in read_symbols(words_txt).items()}
+    lattices = {k: c for a in input_archives(out) for k, c in read_lattice_archive(a).items()}
+    points = [("text", main_lmwt, 0.0)] + [
+        (f"score_{lmwt:g}_{wip:.1f}/text", lmwt, wip) for lmwt in lmwts for wip in wips]
+    for path, lmwt, wip in points:
+        lines = []
+        for utt in sorted(lattices, key=str.encode):
+            try:
+                words = [names[w] for w in best_path_words(lattices[utt], lmwt, wip)]
+            except KeyError as e:
+                raise AsrdistError(f"{out}: utterance {utt} has word id {e} that {words_txt} "
+                                   "lacks") from None
+            lines.append(f"{utt} {' '.join(words)}".rstrip() + "\n")
+        with atomic_write(out / path) as f:
+            f.write("".join(lines))

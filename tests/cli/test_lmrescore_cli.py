@@ -1,0 +1,93 @@
+"""asrdist-lmrescore on a decode dir of latgen-faster-mapped's lattices (split over two
+archives): the rescored archives hold Kaldi's rescored lattices (kaldi_expected/), the sweep's
+texts their best paths; a rerun skips; bad input is one line."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from asrdist.decode.lattice_io import compact_lattice_binary
+from asrdist.decode.lmrescore import read_lattice_archive
+from tests.cli_process import run_cli
+
+EXPECTED = Path(__file__).parents[1] / "decode" / "kaldi_expected"
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory) -> Path:
+    """ROOT/lang (G.fst, words.txt, oov.int), ROOT/data, ROOT/decode (lat.1.gz: utt1 utt2,
+    lat.2.gz: utt3 noise1, num_jobs 2)."""
+    root = tmp_path_factory.mktemp("lmrescore")
+    (root / "lang").mkdir()
+    for name in ("G.fst", "words.txt", "oov.int"):
+        shutil.copy(EXPECTED / name, root / "lang" / name)
+    (root / "data").mkdir()
+    lattices = list(read_lattice_archive(EXPECTED / "lat.1.bin").items())
+    (root / "decode").mkdir()
+    for n, part in enumerate((lattices[:2], lattices[2:]), 1):
+        (root / "decode" / f"lat.{n}.gz").write_bytes(
+            gzip.compress(b"".join(compact_lattice_binary(k, c) for k, c in part)))
+    (root / "decode" / "num_jobs").write_text("2\n")
+    return root
+
+
+def rescore(root: Path, out: str, *options: str, lm: Path = EXPECTED / "fg.arpa"):
+    return run_cli("lmrescore", *options, "--lmwt", "5 9", "--wip", "0.0 1.0",
+                   root / "lang", lm, root / "data", root / "decode", root / out)
+
+
+def test_rescored_decode_dir_holds_kaldis_lattices_and_best_paths(dirs):
+    done = rescore(dirs, "decode_fg", "--nj", "2")
+    assert done.returncode == 0, done.stderr
+    out = dirs / "decode_fg"
+    assert (out / "num_jobs").read_text() == "2\n"
+    kaldi = read_lattice_archive(EXPECTED / "rescored.1.bin")
+    ours = {**read_lattice_archive(out / "lat.1.gz"), **read_lattice_archive(out / "lat.2.gz")}
+    assert list(read_lattice_archive(out / "lat.1.gz")) == ["utt1", "utt2"]
+    for key, clat in kaldi.items():
+        assert (ours[key].arcs, ours[key].final) == (clat.arcs, clat.final)
+    words = {i: w for w, i in (line.split() for line in
+                               (EXPECTED / "words.txt").read_text().splitlines())}
+    for line in (EXPECTED / "rescored_sweep.txt").read_text().splitlines():
+        lmwt, wip, utt, *best = line.split()
+        if lmwt in ("5", "9") and wip in ("0.0", "1.0"):
+            hyps = dict(row.partition(" ")[::2] for row in
+                        (out / f"score_{lmwt}_{wip}" / "text").read_text().splitlines())
+            assert hyps[utt].split() == [words[w] for w in best]
+    assert (out / "text").is_file()
+
+    again = rescore(dirs, "decode_fg", "--nj", "1")  # --nj is no change: skipped
+    assert again.returncode == 0
+    assert "already done" in again.stderr
+
+
+def test_one_job_equals_two(dirs):
+    assert rescore(dirs, "decode_fg1", "--nj", "1", "--skip-scoring").returncode == 0
+    assert rescore(dirs, "decode_fg2", "--skip-scoring").returncode == 0
+    for n in (1, 2):
+        assert (dirs / "decode_fg1" / f"lat.{n}.gz").read_bytes() == \
+            (dirs / "decode_fg2" / f"lat.{n}.gz").read_bytes()
+    assert not (dirs / "decode_fg1" / "text").exists()
+
+
+def test_a_bad_arpa_file_is_one_line(dirs, tmp_path):
+    bad = tmp_path / "bad.arpa.gz"
+    bad.write_bytes(gzip.compress(b"\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\n\\end\\\n"))
+    failed = rescore(dirs, "decode_bad", lm=bad)
+    assert failed.returncode == 1
+    last = failed.stderr.strip().splitlines()[-1]  # the job that read it, then the file's line
+    assert last.startswith("Error: lmrescore job ")
+    assert last.endswith(f"{bad}:5: invalid 1-gram line '-1.0' (expected 'logprob word')")
+
+
+def test_a_decode_dir_without_lattices_is_one_line(dirs, tmp_path):
+    (tmp_path / "num_jobs").write_text("3\n")
+    failed = run_cli("lmrescore", dirs / "lang", EXPECTED / "fg.arpa", dirs / "data", tmp_path,
+                     tmp_path / "out")
+    assert failed.returncode == 1
+    assert f"Error: {tmp_path}: no lat.1.gz, lat.2.gz, lat.3.gz (num_jobs says 3)" in \
+        failed.stderr

@@ -34,7 +34,7 @@ from asrdist.simulate import guards, table
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run_steps
 from asrdist.simulate.figures import plot_curves
-from asrdist.simulate.grid import check_learners, parse_arm, parse_scenario
+from asrdist.simulate.grid import Scenario, check_learners, parse_arm, parse_scenario
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.sweep import Sweep, cells, model_size
 from asrdist.train.config import strategy_fields
@@ -89,13 +89,13 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     for name, f in option_fields().items():
         check_value(name, f, values[name])
     try:
-        parsed = [parse_arm(a) for a in dict.fromkeys(arms)]
-        worlds = [parse_scenario(s) for s in dict.fromkeys(scenarios)]
-        check_learners(worlds, values["learners"])
+        arm_list = [parse_arm(a) for a in dict.fromkeys(arms)]
+        scenario_list = [parse_scenario(s) for s in dict.fromkeys(scenarios)]
+        check_learners(scenario_list, values["learners"])
     except AsrdistError as e:
         raise click.BadParameter(str(e)) from None
-    baseline = baseline or parsed[0].label
-    if baseline not in {a.label for a in parsed}:
+    baseline = baseline or arm_list[0].label
+    if baseline not in {a.label for a in arm_list}:
         raise click.BadParameter(f"{baseline!r} is none of the --algo given",
                                  param_hint="--baseline")
     torch.set_num_threads(values["threads"])
@@ -103,12 +103,12 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     speed = make(SpeedModel, values)
     pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
                           cmvn=values["cmvn"], seed=0, max_utts=values["max_utts"])
-    _start_up_lines(pool, base, speed, worlds)
+    _start_up_lines(pool, base, speed, scenario_list)
     source = {"data": data, "targets": targets, "max_utts": values["max_utts"]}
     out_dir = Path(out)
     sweep = Sweep(pool, base, speed, out_dir / "runs", source, lambda line: log.info("%s", line))
-    reports = sweep(cells(parsed, worlds, list(range(seeds))))
-    _write(out_dir, reports, baseline, worlds[0].label, target_ce, list(budgets))
+    reports = sweep(cells(arm_list, scenario_list, list(range(seeds))))
+    _write(out_dir, reports, baseline, scenario_list[0].label, target_ce, list(budgets))
 
 
 def _base_spec(values: dict[str, Any]) -> RunSpec:
@@ -122,12 +122,13 @@ def _base_spec(values: dict[str, Any]) -> RunSpec:
 
 
 def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,
-                    worlds: list[Any]) -> None:
+                    scenario_list: list[Scenario]) -> None:
     """What a step costs in each scenario, and a short epoch's warning, before any run."""
     nbytes = model_size(pool, base)["bytes"]
-    for world in worlds:
-        slowed = dataclasses.replace(speed, slow=world.slow)
-        log.info("scenario %s: %s", world.label, guards.cost_line(slowed, base.learners, nbytes))
+    for scenario in scenario_list:
+        slowed = dataclasses.replace(speed, slow=scenario.slow)
+        log.info("scenario %s: %s", scenario.label,
+                 guards.cost_line(slowed, base.learners, nbytes))
     few = guards.few_steps(run_steps(pool, base)[0], base.learners, base.batch)
     if few is not None:
         log.warning("%s", few)

@@ -1,7 +1,14 @@
-"""Tests marked ``cuda`` need a CUDA device: skipped without one, run by ``make gpu-check``."""
+"""Tests marked ``cuda`` need a CUDA device: skipped without one, run by ``make gpu-check``.
+
+kaldi_decoder is loaded first, so that a test may build a graph (kaldilm) and then decode to
+lattices in its own process (asrdist.decode.lattice.load_kaldi_decoder)."""
 
 from __future__ import annotations
 
+import kaldi_hmm_gmm  # noqa: F401  (first of the Kaldi wheels: DESIGN.md section 7)
+
+# isort: split
+import kaldi_decoder  # noqa: F401  (before kaldilm: tests build graphs, then decode lattices)
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
-"""asrdist-decode: hybrid (final.pt) or GMM (final.mdl) decoding of a data dir over HCLG."""
+"""asrdist-decode: hybrid (final.pt) or GMM (final.mdl) decoding of a data dir over HCLG, to
+lattices (steps/nnet3/decode.sh) and the LM-weight x penalty sweep on them (score_sclite.sh)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import click
 
 from asrdist.cli import command, number_list
 from asrdist.decode.acoustic import Chunking
-from asrdist.decode.decode_dir import decode_data_dir
-from asrdist.decode.decoder import DecodeOptions
+from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS, decode_data_dir
+from asrdist.decode.lattice import LatticeOptions
 from asrdist.jobs.cmd import Cmd, cmd_option
 from asrdist.stage import Skipped
 
@@ -43,31 +44,35 @@ def chunking_options(f):
               help="final.mdl holding the transition model (default: GRAPH/final.mdl).")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
               help="Test data dir with feats.scp (fbank for --model, mfcc for --gmm).")
-@click.option("--acwt", default=0.1, show_default=True, help="Acoustic scale.")
-@click.option("--beam", default=13.0, show_default=True, help="Decoding beam.")
-@click.option("--max-active", default=7000, show_default=True, help="Max active states.")
-@click.option("--min-active", default=200, show_default=True, help="Min active states.")
-@click.option("--lmwt", "lmwts", default="", help="Sweep: LM weights, e.g. '8 10 12' "
-              "(each decodes with acwt 1/LMWT into score_LMWT_WIP/text).")
-@click.option("--wip", "wips", default="0.0", show_default=True,
-              help="Sweep: word insertion penalties, e.g. '0.0 0.5 1.0'.")
+@click.option("--acwt", default=0.1, show_default=True,
+              help="Acoustic scale of the search (the main text and ctm: LMWT 1/acwt).")
+@click.option("--beam", default=15.0, show_default=True, help="Decoding beam.")
+@click.option("--lattice-beam", default=8.0, show_default=True,
+              help="Lattice beam: paths kept within it of the best.")
+@click.option("--lmwt", "lmwts", default=" ".join(map(str, S5C_LMWTS)), show_default=True,
+              help="Sweep: LM weights, each read off the lattices into score_LMWT_WIP/ "
+                   "('': none).")
+@click.option("--wip", "wips", default=" ".join(map(str, S5C_WIPS)), show_default=True,
+              help="Sweep: word insertion penalties.")
 @click.option("--nj", default=1, show_default=True, help="Parallel decoding jobs.")
 @cmd_option
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
-              help="Decode dir: text, ctm, score_*/{text,ctm}, log/decode.log.")
+              help="Decode dir: lat.N.gz, num_jobs, text, ctm, score_*/{text,ctm}, "
+                   "log/decode.log.")
 @chunking_options
 def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None,
          trans_mdl: str | None,
-         data_dir: str, acwt: float, beam: float, max_active: int, min_active: int,
+         data_dir: str, acwt: float, beam: float, lattice_beam: float,
          lmwts: str, wips: str, nj: int, cmd: Cmd, out_dir: str, frames_per_chunk: int | None,
          extra_left_context: int | None, extra_right_context: int | None) -> None:
-    """Decode DATA with the acoustic model over the graph; Kaldi-style text and CTM out.
+    """Decode DATA with the acoustic model over the graph, once, to Kaldi's lattices; the
+    sweep's texts and CTMs read off them.
 
     A rerun skips an --out done with the same options (--nj and --cmd aside) and the same model,
     graph dir and data dir files, and redoes it otherwise."""
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
-        opts=DecodeOptions(acwt, beam, max_active, min_active),
+        opts=LatticeOptions(acwt, beam, lattice_beam),
         lmwts=number_list(lmwts, "--lmwt"), wips=number_list(wips, "--wip") or [0.0], nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=Chunking(frames_per_chunk, extra_left_context, extra_right_context),

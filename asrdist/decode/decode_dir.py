@@ -1,16 +1,20 @@
-"""Decoding a whole data dir: ``nj`` jobs, hypothesis texts, CTM, log and RTF summary.
+"""Decoding a whole data dir as Kaldi's steps/nnet3/decode.sh and local/score_sclite.sh do.
 
-Each job loads the graph, the transition model and the acoustic scorer once, scores each of
-its utterances once and searches it with every decoding variant (the main setting and the
-score_<lmwt>_<wip> sweep points). A job reads the graph once, whatever the number of insertion
-penalties (:mod:`asrdist.decode.word_penalty`): it scores a batch of utterances (up to
-SCORE_BUFFER bytes of scores), then searches the batch with every variant of one penalty
-before it moves to the next (which rewrites the costs of the word arcs without input, if any).
+Each of the ``nj`` jobs loads the graph (once), the transition model and the acoustic scorer,
+then searches each of its utterances once, to a lattice (:class:`LatticeDecoder`: latgen-
+faster-mapped's), written to the job's ``lat.N.gz`` as decode.sh writes it (acoustic costs
+unscaled: --post-decode-acwt 1.0). Every decoding variant is read off that lattice: the main
+one (LMWT 1/acwt, no penalty: ``text``, ``ctm``) and the sweep, what ``lattice-scale
+--inv-acoustic-scale=LMWT | lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path``
+gives (``score_LMWT_WIP/text``), with word times as ``lattice-1best | lattice-align-words-lexicon
+| nbest-to-ctm`` gives them (``ctm``).
 """
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -19,18 +23,20 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
-from asrdist.decode.decoder import (
-    DecodeOptions,
-    Decoder,
-    Hypothesis,
-    check_compatible,
+from asrdist.decode.decoder import check_compatible
+from asrdist.decode.lattice import (
+    BestPath,
+    CompactLattice,
+    LatticeDecoder,
+    LatticeOptions,
+    best_path,
+    load_kaldi_decoder,
 )
-from asrdist.decode.graph import max_ilabel, read_fst
+from asrdist.decode.lattice_io import compact_lattice_binary
 from asrdist.decode.loglikes import LoglikeScorer
 from asrdist.decode.word_align import WordAligner
-from asrdist.decode.word_penalty import PenaltyGraph
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import write_atomically
+from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
@@ -39,15 +45,16 @@ from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
 STAGE = "decode"
-SCORE_BUFFER = 256 << 20  # bytes of scores a job keeps to search them under every penalty
+S5C_LMWTS = tuple(range(5, 18))  # local/score_sclite.sh's min_lmwt..max_lmwt
+S5C_WIPS = (0.0, 0.5, 1.0)  # its word_ins_penalty
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One decoding setting: the main one (name None) or a sweep point score_<name>."""
+    """One reading of the lattices: the main one (name None) or a sweep point score_<name>."""
 
     name: str | None
-    acwt: float
+    lmwt: float
     wip: float = 0.0
 
 
@@ -60,7 +67,7 @@ class DecodeJob:
     data_dir: str
     nnet: str | None
     gmm: str | None
-    opts: DecodeOptions
+    opts: LatticeOptions
     variants: tuple[Variant, ...]
     threads: int
     loglikes: str | None = None  # saved scores (asrdist.decode.loglikes) instead of a model
@@ -74,7 +81,8 @@ class UttResult:
     texts: dict[str | None, dict[str, list[str]]]
     ctm: dict[str | None, list[str]]  # per variant
     frames: int
-    seconds: float
+    seconds: float  # the lattice search
+    sweep_seconds: float  # reading every variant off the lattice
     failed: list[str]
     partial: list[str]
     log: list[str]
@@ -97,36 +105,29 @@ def frame_shift(data_dir: str | os.PathLike) -> float:
 
 
 class _Worker:
-    """One job's graph, decoders and acoustic scorer, loaded once."""
+    """One job's graph, lattice decoder and acoustic scorer, loaded once."""
 
     def __init__(self, job: DecodeJob):
         import torch
+
+        load_kaldi_decoder()  # before the graph code imports kaldilm (see asrdist.decode.lattice)
+        from asrdist.decode.graph import read_fst
 
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
         self.trans = read_transition_model(job.trans_mdl)
         self.words_txt = graph_dir / "words.txt"
-        words = read_symbols(self.words_txt)
-        self.id2word = {i: w for w, i in words.items()}
-        real = [i for w, i in words.items()
-                if i > 0 and not w.startswith("#") and w not in ("<s>", "</s>")]
-        self.opts = job.opts
-        self.wips = sorted({v.wip for v in job.variants})
-        self.penalties = None
-        if self.wips == [0.0]:
-            self.graph, trans = read_fst(graph_dir / "HCLG.fst"), self.trans
-        else:
-            self.penalties = PenaltyGraph(graph_dir / "HCLG.fst", real, self.trans)
-            self.graph, trans = self.penalties.fst, self.penalties.trans
-        self.decoders = {acwt: Decoder(self.graph, trans, DecodeOptions(
-            acwt, self.opts.beam, self.opts.max_active, self.opts.min_active))
-            for acwt in sorted({v.acwt for v in job.variants})}
+        self.id2word = {i: w for w, i in read_symbols(self.words_txt).items()}
+        self.decoder = LatticeDecoder(read_fst(graph_dir / "HCLG.fst"), self.trans, job.opts)
         lexicon = graph_dir / "phones" / "align_lexicon.int"
         self.aligner = None
         if lexicon.is_file():
             rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
             self.aligner = WordAligner(self.trans, rows)
-        self.shift = frame_shift(job.data_dir)
+        self.shift = np.float32(frame_shift(job.data_dir))  # nbest-to-ctm's: a float
+        shift = float(self.shift)  # compared in double, as C++ does: 0.01f < 0.01 holds
+        self.ctm_digits = 2 + (shift < 0.01) + (shift < 0.001)
+        self.scorer_name = job.loglikes or job.nnet or job.gmm
         if job.loglikes is not None:
             self.scorer = LoglikeScorer(job.loglikes)
         elif job.nnet is not None:
@@ -135,32 +136,59 @@ class _Worker:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
         self.variants = job.variants
 
-    def _search(self, wip: float, batch: list[tuple[str, np.ndarray]],
-                hyps: dict[str, dict[tuple[float, float], Hypothesis | None]]) -> None:
-        """Search every utterance of ``batch`` with every variant of penalty ``wip``."""
-        if self.penalties is not None:
-            self.penalties.set_penalty(wip)
-        for utt, scores in batch:
-            for acwt in sorted({v.acwt for v in self.variants if v.wip == wip}):
-                if self.penalties is None:
-                    hyps[utt][acwt, wip] = self.decoders[acwt].decode(scores)
-                    continue
-                hyp = self.decoders[acwt].decode(self.penalties.scores(scores, acwt))
-                if hyp is not None:
-                    hyp.alignment = self.penalties.alignment(hyp.alignment)
-                hyps[utt][acwt, wip] = hyp
+    def run(self, utts: Sequence[str], lattices: str) -> Iterator[UttResult]:
+        """Search each utterance once to a lattice (into the archive ``lattices``, lat.N.gz),
+        then read every variant off it."""
+        with naming_full_disk(lattices, "lattices"), atomic_write(lattices, "wb") as raw, \
+                gzip.GzipFile("", "wb", compresslevel=6, fileobj=raw, mtime=0) as archive:
+            # as `gzip -c` writes a pipe: no name, no time (the same lattices, the same bytes)
+            start = time.perf_counter()
+            for utt, scores in self.scorer.scores(list(utts)):
+                result = UttResult({v.name: {} for v in self.variants},
+                                   {v.name: [] for v in self.variants}, scores.shape[0], 0.0,
+                                   0.0, [], [], [])
+                self._check_scores(utt, scores)
+                try:
+                    clat = self.decoder.decode(scores)
+                except AsrdistError as e:  # latgen's "Failed to get traceback": left out
+                    result.failed.append(utt)
+                    result.log.append(f"WARNING: {utt}: {e}")
+                    clat = None
+                searched = time.perf_counter()
+                result.seconds = searched - start
+                if clat is not None:
+                    archive.write(compact_lattice_binary(utt, clat))
+                    self._read_variants(utt, clat, result)
+                start = time.perf_counter()
+                result.sweep_seconds = start - searched
+                yield result
 
-    def _batches(self, utts: Sequence[str]) -> Iterator[list[tuple[str, np.ndarray]]]:
-        """Scored utterances, one at a time under one penalty, else up to SCORE_BUFFER bytes."""
-        batch, size = [], 0
-        for utt, scores in self.scorer.scores(list(utts)):
-            batch.append((utt, scores))
-            size += scores.nbytes
-            if len(self.wips) == 1 or size >= SCORE_BUFFER:
-                yield batch
-                batch, size = [], 0
-        if batch:
-            yield batch
+    def _check_scores(self, utt: str, scores: np.ndarray) -> None:
+        """A frames x pdfs matrix of finite numbers, or one line naming the utterance."""
+        if scores.ndim != 2 or scores.shape[0] == 0 or scores.shape[1] != self.trans.num_pdfs:
+            raise AsrdistError(f"utterance {utt}: {self.scorer_name} gives scores of shape "
+                               f"{scores.shape}, not frames x {self.trans.num_pdfs} pdfs")
+        if not np.isfinite(scores).all():
+            raise AsrdistError(f"utterance {utt}: {self.scorer_name} gives scores that hold "
+                               "NaN or inf")
+
+    def _read_variants(self, utt: str, clat: CompactLattice, result: UttResult) -> None:
+        if not self.decoder.reached_final:
+            result.partial.append(utt)
+            result.log.append(f"WARNING: {utt}: no final state reached, partial lattice kept")
+        paths: dict[tuple[float, float], BestPath] = {}
+        for v in self.variants:
+            key = (v.lmwt, v.wip)
+            if key not in paths:
+                paths[key] = best_path(clat, v.lmwt, v.wip)
+            path = paths[key]
+            result.texts[v.name][utt] = self._words(utt, path.words)
+            lines = self._ctm(utt, path)
+            if v.name is None:
+                result.log.append(f"{utt} {' '.join(result.texts[None][utt])}")
+                if lines is None:
+                    result.log.append(f"WARNING: {utt}: no word timings, left out of the CTM")
+            result.ctm[v.name] += lines or []
 
     def _words(self, utt: str, ids: Sequence[int]) -> list[str]:
         """The words of a path's word ids; an id words.txt lacks (the graph was built with
@@ -172,54 +200,15 @@ class _Worker:
                                f"outputs for utterance {utt} (HCLG.fst built with another "
                                "words.txt?)") from None
 
-    def run(self, utts: Sequence[str]) -> Iterator[UttResult]:
-        """Score each utterance once, then search it with every variant, penalty by penalty."""
-        start = time.perf_counter()
-        for batch in self._batches(utts):
-            hyps: dict[str, dict[tuple[float, float], Hypothesis | None]] = {
-                utt: {} for utt, _ in batch}
-            for wip in self.wips:
-                self._search(wip, batch, hyps)
-            now = time.perf_counter()
-            frames = sum(scores.shape[0] for _, scores in batch)
-            for utt, scores in batch:
-                result = UttResult({v.name: {} for v in self.variants},
-                                   {v.name: [] for v in self.variants}, scores.shape[0],
-                                   (now - start) * scores.shape[0] / max(frames, 1), [], [], [])
-                for v in self.variants:
-                    hyp = hyps[utt][v.acwt, v.wip]
-                    if hyp is None:
-                        if v.name is None:
-                            result.failed.append(utt)
-                            result.log.append(f"WARNING: {utt}: no path survived the beam")
-                        continue
-                    result.texts[v.name][utt] = self._words(utt, hyp.words)
-                    if v.name is None:
-                        self._main_outputs(utt, hyp, scores.shape[0], result)
-                    else:
-                        result.ctm[v.name] += self._ctm(utt, hyp) or []
-                yield result
-            start = now
-
-    def _main_outputs(self, utt: str, hyp: Hypothesis, frames: int, result: UttResult) -> None:
-        if not hyp.reached_final:
-            result.partial.append(utt)
-            result.log.append(f"WARNING: {utt}: no final state reached, partial path used")
-        result.log.append(f"{utt} {' '.join(self._words(utt, hyp.words))}  "
-                          f"(cost {hyp.cost:.2f}, {frames} frames)")
-        lines = self._ctm(utt, hyp)
-        if lines is None:
-            result.log.append(f"WARNING: {utt}: no word timings, left out of the CTM")
-            return
-        result.ctm[None] += lines
-
-    def _ctm(self, utt: str, hyp: Hypothesis) -> list[str] | None:
-        """CTM lines (times relative to the utterance); None without word timings."""
-        timed = self.aligner.align(hyp.alignment, hyp.words) if self.aligner else None
+    def _ctm(self, utt: str, path: BestPath) -> list[str] | None:
+        """CTM lines (times relative to the utterance, as nbest-to-ctm prints them); None
+        without word timings."""
+        timed = self.aligner.align(path.alignment, path.words) if self.aligner else None
         if timed is None:
             return None
         words = self._words(utt, [w for w, _, _ in timed])
-        return [f"{utt} 1 {s * self.shift:.2f} {d * self.shift:.2f} {word}"
+        shift, digits = self.shift, self.ctm_digits
+        return [f"{utt} 1 {float(shift * s):.{digits}f} {float(shift * d):.{digits}f} {word}"
                 for word, (_, s, d) in zip(words, timed, strict=True)]
 
 
@@ -233,7 +222,9 @@ class DecodeSummary:
     partial: int
     audio_seconds: float
     wall_seconds: float
-    cpu_seconds: float
+    cpu_seconds: float  # the jobs' lattice searches
+    sweep_seconds: float  # the jobs' readings of the variants off the lattices
+    variants: int
 
     @property
     def rtf(self) -> float:
@@ -241,10 +232,12 @@ class DecodeSummary:
         return self.wall_seconds / self.audio_seconds if self.audio_seconds else 0.0
 
     def line(self) -> str:
+        per_job = self.cpu_seconds / max(self.audio_seconds, 1e-9)
         return (f"decoded {self.decoded}/{self.utterances} utterances ({self.failed} failed, "
                 f"{self.partial} partial), {self.audio_seconds:.1f} s of audio in "
-                f"{self.wall_seconds:.1f} s: RTF {self.rtf:.3f} "
-                f"(per job {self.cpu_seconds / max(self.audio_seconds, 1e-9):.3f})")
+                f"{self.wall_seconds:.1f} s: RTF {self.rtf:.3f} (lattice search per job "
+                f"{per_job:.3f}; {self.variants} readings of the lattices "
+                f"{self.sweep_seconds:.1f} s)")
 
 
 def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
@@ -258,7 +251,24 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
     return read_am_diag_gmm(gmm).num_pdfs, str(gmm)
 
 
-_DEFAULT_OPTIONS = DecodeOptions()  # frozen, so one shared default is safe
+def _variants(acwt: float, lmwts: Sequence[float], wips: Sequence[float]) -> list[Variant]:
+    """The main reading (LMWT 1/acwt, no penalty) and score_<LMWT>_<WIP> per sweep point."""
+    for x, flag in [(w, "--lmwt") for w in lmwts] + [(acwt, "--acwt")]:
+        if not x > 0:
+            raise AsrdistError(f"{flag} {x:g}: must be positive")
+    return [Variant(None, 1.0 / acwt)] + [
+        Variant(f"{lmwt:g}_{wip:.1f}", lmwt, wip) for lmwt in lmwts for wip in wips]
+
+
+def _remove_old_lattices(out: Path) -> None:
+    """A rerun's lat.N.gz replace the last run's; none of an older, larger --nj may stay behind
+    for a ``lat.*.gz`` glob (Kaldi's scoring reads them all)."""
+    for old in out.glob("lat.*.gz"):
+        if re.fullmatch(r"lat\.[0-9]+\.gz", old.name):
+            old.unlink()
+
+
+_DEFAULT_OPTIONS = LatticeOptions()  # frozen, so one shared default is safe
 
 
 def decode_data_dir(
@@ -268,16 +278,17 @@ def decode_data_dir(
     nnet: str | None = None,
     gmm: str | None = None,
     trans_mdl: str | None = None,
-    opts: DecodeOptions = _DEFAULT_OPTIONS,
-    lmwts: Sequence[float] = (),
-    wips: Sequence[float] = (0.0,),
+    opts: LatticeOptions = _DEFAULT_OPTIONS,
+    lmwts: Sequence[float] = S5C_LMWTS,
+    wips: Sequence[float] = S5C_WIPS,
     nj: int = 1,
     command: str = "",
     loglikes: str | None = None,
     chunking: Chunking = AS_TRAINED,
     runner: Runner = LOCAL,
 ) -> DecodeSummary | Skipped:
-    """Decode every utterance of ``data_dir``; write text, ctm, score_<lmwt>_<wip>/text, log.
+    """Decode every utterance of ``data_dir`` to lattices; write lat.N.gz, num_jobs, text, ctm,
+    score_<lmwt>_<wip>/{text,ctm} and log/decode.log.
 
     ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores, or
     ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes);
@@ -286,16 +297,21 @@ def decode_data_dir(
     and acoustic model that do not belong together, are errors. The ``nj`` jobs are run by
     ``runner``. Returns Skipped when ``out_dir`` is done with the same options and inputs
     (asrdist.stage): the models, the whole graph and data dirs. ``nj`` and ``command`` are
-    left out: they do not change the output.
+    left out: they do not change the texts (the lattices are split otherwise, as Kaldi's).
+    This process must not have imported kaldilm (see :func:`load_kaldi_decoder`).
     """
+    load_kaldi_decoder()  # a single job decodes in this process: before the graph code
+    from asrdist.decode.graph import max_ilabel
+
     if loglikes is not None and (nnet is not None or gmm is not None):
         raise AsrdistError("--loglikes replaces --model and --gmm: give only one of them")
     if loglikes is None and (nnet is None) == (gmm is None):
         raise AsrdistError("give exactly one of --model (final.pt) and --gmm (final.mdl)")
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
-    options = {"acwt": opts.acwt, "beam": opts.beam, "max_active": opts.max_active,
-               "min_active": opts.min_active, "lmwts": list(lmwts), "wips": list(wips),
+    variants = _variants(opts.acwt, lmwts, wips)
+    options = {"acwt": opts.acwt, "beam": opts.beam, "lattice_beam": opts.lattice_beam,
+               "lmwts": list(lmwts), "wips": list(wips),
                "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
     if nnet is not None:
         options["chunking"] = asdict(chunking)
@@ -317,30 +333,32 @@ def decode_data_dir(
     check_compatible(max_ilabel(graph / "HCLG.fst"), graph_num_pdfs, trans,
                      num_pdfs, {"graph": str(graph), "trans": str(trans_path), "model": model_name})
 
-    variants = [Variant(None, opts.acwt)]
-    variants += [Variant(f"{lmwt:g}_{wip:.1f}", 1.0 / lmwt, wip) for lmwt in lmwts for wip in wips]
     parts = deal(utts, nj)  # outputs are sorted below; dealt, the jobs finish together
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
                     tuple(variants), threads=1 if len(parts) > 1 else max(1, os.cpu_count() or 1),
                     loglikes=loglikes, chunking=chunking)
     out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _remove_old_lattices(out)
     start = time.perf_counter()
     with progress(len(utts), "decode", "utt") as bar, \
             runner.start("decode", _Worker, [(job,)] * len(parts)) as jobs:
-        results = [r for part in jobs.call_each("run", [(p,) for p in parts], bar) for r in part]
+        results = [r for part in jobs.call_each(
+            "run", [(p, str(out / f"lat.{n}.gz")) for n, p in enumerate(parts, 1)], bar)
+            for r in part]
     wall = time.perf_counter() - start
 
     summary = DecodeSummary(
         len(utts), sum(len(r.texts[None]) for r in results), sum(len(r.failed) for r in results),
         sum(len(r.partial) for r in results),
         frame_shift(data_dir) * sum(r.frames for r in results), wall,
-        sum(r.seconds for r in results))
+        sum(r.seconds for r in results), sum(r.sweep_seconds for r in results), len(variants))
+    _write(out / "num_jobs", f"{len(parts)}\n", "number of jobs")
     for v in variants:
         texts = {u: w for r in results for u, w in r.texts[v.name].items()}
         path = out / "text" if v.name is None else out / f"score_{v.name}" / "text"
         _write(path, "".join(f"{u} {' '.join(texts[u])}".rstrip() + "\n"
                              for u in sorted(texts, key=str.encode)), "hypotheses")
-    for v in variants:
         ctm = sorted((line for r in results for line in r.ctm[v.name]),
                      key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
         _write(out / ("ctm" if v.name is None else f"score_{v.name}/ctm"),

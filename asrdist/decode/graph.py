@@ -222,20 +222,15 @@ def max_ilabel(path: str | os.PathLike) -> int:
                default=0)
 
 
-def write_vector(path: str | os.PathLike, out: BinaryIO, relabel: int = 0) -> None:
+def write_vector(path: str | os.PathLike, out: BinaryIO) -> None:
     """Write a binary FST, vector or const, to ``out`` in OpenFst's vector layout (what
-    kaldifst reads). ``relabel`` > 0 adds it to the input label of every arc that has both
-    an input label and a word (asrdist.decode.word_penalty)."""
+    kaldifst reads)."""
     head = read_header(path)
     props = head.properties | _MUTABLE_EXPANDED
-    if relabel:
-        props = _MUTABLE_EXPANDED  # the labels change: claim nothing of them
     out.write(np.int32(_FST_MAGIC).tobytes() + _header_string("vector")
               + _header_string("standard") + struct.pack("<iiQqqq", 2, 0, props, head.start,
                                                          head.num_states, head.num_arcs))
     for final, narcs, arcs in fst_chunks(path):
-        if relabel:
-            arcs["i"][(arcs["i"] != 0) & (arcs["o"] != 0)] += relabel
         at = np.cumsum(3 + 4 * narcs) - (3 + 4 * narcs)  # int32 words of each state's record
         words = np.empty(int(3 * len(narcs) + 4 * len(arcs)), dtype="<i4")
         words[at] = final.view("<i4")
@@ -253,21 +248,21 @@ def _header_string(text: str) -> bytes:
 
 
 _STREAM = ("import sys; from asrdist.decode.graph import write_vector; "
-           "write_vector(sys.argv[1], sys.stdout.buffer, int(sys.argv[2]))")
+           "write_vector(sys.argv[1], sys.stdout.buffer)")
 
 
-def read_fst(path: str | os.PathLike, relabel: int = 0) -> kaldifst.StdVectorFst:
-    """Read a binary FST, vector or const (see ``write_vector`` for ``relabel``)."""
+def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
+    """Read a binary FST, vector or const."""
     path = Path(path)
     head = read_header(path)
-    if head.fst_type == "vector" and not relabel:
+    if head.fst_type == "vector":
         fst = kaldifst.StdVectorFst.read(str(path))
         if fst is None:
             raise AsrdistError(f"{path}: cannot read FST")
         return fst
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(_PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    with subprocess.Popen([sys.executable, "-c", _STREAM, str(path), str(relabel)],
+    with subprocess.Popen([sys.executable, "-c", _STREAM, str(path)],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         fst = kaldifst.StdVectorFst.read(f"/dev/fd/{proc.stdout.fileno()}")

@@ -19,8 +19,9 @@ determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and r
 kaldi-decoder hangs a process that imported kaldilm first (which :mod:`asrdist.decode.graph`
 does), so it is imported only inside :class:`LatticeDecoder`.
 
-The sweep (:func:`best_path_words`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
-lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point.
+The sweep (:func:`best_path`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
+lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point (and
+lattice-1best's transition-ids, for the word times).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import itertools
 import math
 import sys
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import kaldi_hmm_gmm  # noqa: F401  (first: kaldifst or kaldi_decoder before it hang)
@@ -551,6 +553,18 @@ class LatticeOptions:
     lattice_beam: float = 8.0
 
 
+def load_kaldi_decoder() -> ModuleType:
+    """kaldi_decoder, imported; an error in a process that imported kaldilm first (it would
+    hang). A process that decodes calls this before it imports :mod:`asrdist.decode.graph`."""
+    if "kaldilm" in sys.modules and "kaldi_decoder" not in sys.modules:
+        raise AsrdistError("lattice decoding needs kaldi_decoder, which hangs a process that "
+                           "imported kaldilm first (asrdist.decode.graph): run it in a "
+                           "process that imports asrdist.decode.lattice before the graph code")
+    import kaldi_decoder
+
+    return kaldi_decoder
+
+
 class LatticeDecoder:
     """One search per utterance, to a determinized compact lattice (acoustic costs unscaled, as
     latgen-faster-mapped writes them).
@@ -561,12 +575,7 @@ class LatticeDecoder:
 
     def __init__(self, hclg: kaldifst.StdFst, trans: TransitionInfo,
                  opts: LatticeOptions = LatticeOptions()):
-        if "kaldilm" in sys.modules and "kaldi_decoder" not in sys.modules:
-            raise AsrdistError("lattice decoding needs kaldi_decoder, which hangs a process that "
-                               "imported kaldilm first (asrdist.decode.graph): run it in a "
-                               "process that imports asrdist.decode.lattice before the graph code")
-        import kaldi_decoder
-
+        kaldi_decoder = load_kaldi_decoder()
         self.kd = kaldi_decoder
         self.trans = trans
         self.opts = opts
@@ -672,40 +681,56 @@ def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
 # ---- the sweep: lattice-scale | lattice-add-penalty | lattice-best-path ----------------------
 
 
+@dataclass
+class BestPath:
+    """One path of a compact lattice: its words and its frames' transition-ids."""
+
+    words: list[int]
+    alignment: list[int]
+
+
 def best_path_words(clat: CompactLattice, lmwt: float, wip: float) -> list[int]:
     """Words of the best path after ``lattice-scale --inv-acoustic-scale=lmwt`` and
     ``lattice-add-penalty --word-ins-penalty=wip`` (lattice-best-path's output)."""
+    return best_path(clat, lmwt, wip).words
+
+
+def best_path(clat: CompactLattice, lmwt: float, wip: float) -> BestPath:
+    """The best path after ``lattice-scale --inv-acoustic-scale=lmwt | lattice-add-penalty
+    --word-ins-penalty=wip``: lattice-best-path's words, lattice-1best's transition-ids."""
     scaled = scale_lattice(clat, 1.0, 1.0 / lmwt)
     pen = F32(wip)
     arcs = [[(a[0], (a[1][0] + pen, a[1][1]) if a[0] != 0 else a[1], a[2], a[3]) for a in arcs]
             for arcs in scaled.arcs]
-    return _shortest_path_words(CompactLattice(arcs, scaled.final, scaled.start))
+    return _shortest_path(CompactLattice(arcs, scaled.final, scaled.start))
 
 
-def _shortest_path_words(clat: CompactLattice) -> list[int]:
-    """CompactLatticeShortestPath's words: states in top-sorted order, the first of equal
-    costs kept (strict <), as Kaldi."""
+def _shortest_path(clat: CompactLattice) -> BestPath:
+    """CompactLatticeShortestPath: states in top-sorted order, the first of equal costs kept
+    (strict <), as Kaldi."""
     n = clat.num_states
     if not n:
-        return []
+        return BestPath([], [])
     order = list(range(n))
     if clat.start != 0 or any(a[3] <= s for s, arcs in enumerate(clat.arcs) for a in arcs):
         order = _top_order([[a[3] for a in arcs] for arcs in clat.arcs])
     best = [math.inf] * (n + 1)
-    back: list[tuple[int, int]] = [(-1, 0)] * (n + 1)
+    back: list[tuple[int, int, tuple[int, ...]]] = [(-1, 0, ())] * (n + 1)
     best[clat.start] = 0.0
     for s in order:
-        for word, weight, _string, nxt in clat.arcs[s]:
+        for word, weight, string, nxt in clat.arcs[s]:
             c = best[s] + cost(weight)
             if c < best[nxt]:
-                best[nxt], back[nxt] = c, (s, word)
+                best[nxt], back[nxt] = c, (s, word, string)
         f = clat.final[s]
         if f is not None and best[s] + cost(f[0]) < best[n]:
-            best[n], back[n] = best[s] + cost(f[0]), (s, 0)
+            best[n], back[n] = best[s] + cost(f[0]), (s, 0, f[1])
     words: list[int] = []
+    strings: list[tuple[int, ...]] = []
     s = n
     while back[s][0] >= 0:
-        s, word = back[s]
+        s, word, string = back[s]
+        strings.append(string)
         if word:
             words.append(word)
-    return words[::-1]
+    return BestPath(words[::-1], [t for string in reversed(strings) for t in string])

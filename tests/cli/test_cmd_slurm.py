@@ -70,7 +70,8 @@ def test_decode_jobs_go_through_sbatch_and_give_run_pl_s_output(cluster, system,
     assert slurm.returncode == 0, slurm.stderr
     outputs = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*")
                      if p.is_file() and p.parent.name != "log")
-    assert len(outputs) == 12  # words.txt, text, ctm, the sweep's 4 x (text, ctm), .decode.done
+    assert len(outputs) == 15  # lat.{1,2}.gz, num_jobs, words.txt, text, ctm, the sweep's
+    # 4 x (text, ctm), .decode.done
     for name in outputs:
         if name.name != ".decode.done":  # it names the options and inputs, --cmd left out
             assert (tmp_path / "slurm" / name).read_bytes() == \

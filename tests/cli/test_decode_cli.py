@@ -13,9 +13,6 @@ from click.testing import CliRunner
 
 from asrdist import fsutil
 from asrdist.cli.decode import main as decode_main
-from asrdist.decode import decode_dir
-from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
-from asrdist.decode.decoder import DecodeOptions
 from asrdist.decode.graph import make_graph
 from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
@@ -44,7 +41,7 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert sorted(p.name for p in out.glob("score_*")) == [
         "score_10_0.0", "score_10_1.0", "score_5_0.0", "score_5_1.0"]
     ctm = [line.split() for line in (out / "ctm").read_text().splitlines()]
-    assert ctm[0] == ["v1-u1", "1", "0.15", "0.27", "dog"]
+    assert ctm[0] == ["v1-u1", "1", "0.150", "0.270", "dog"]  # nbest-to-ctm's 3 digits
     assert [f[4] for f in ctm if f[0] == "v1-u1"] == "dog sit on cat".split()
     assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
 
@@ -74,53 +71,18 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
     assert "RTF" not in again.stderr
     assert (out / "text").stat().st_mtime_ns == decoded.st_mtime_ns
 
-    wider = run_cli("decode", *args, "--beam", "15")  # another option: decoded again
+    wider = run_cli("decode", *args, "--beam", "13")  # another option: decoded again
     assert wider.returncode == 0, wider.stderr
-    assert "decode was done with other options or inputs (beam 13.0 -> 15.0); redoing it" \
+    assert "decode was done with other options or inputs (beam 15.0 -> 13.0); redoing it" \
         in wider.stderr and "RTF" in wider.stderr
     assert (out / "text").stat().st_mtime_ns != decoded.st_mtime_ns
 
     record = torch.load(system.root / "final.pt", weights_only=False)
     torch.save({**record, "steps": 1}, system.root / "final.pt")  # a retrained model
-    retrained = run_cli("decode", *args, "--beam", "15")
+    retrained = run_cli("decode", *args, "--beam", "13")
     assert retrained.returncode == 0, retrained.stderr
     assert f"input {system.root / 'final.pt'} changed" in retrained.stderr
     assert "RTF" in retrained.stderr
-
-
-def test_the_main_setting_shares_its_search_with_the_same_sweep_point(system, tmp_path):
-    data = tmp_path / "test_mfcc"
-    write_test_data(system, data, SENTENCES, "gmm")
-    variants = (Variant(None, 0.1), Variant("10_0.0", 0.1), Variant("5_0.0", 0.2))
-    job = DecodeJob(str(system.root / "graph"), str(system.mono / "final.mdl"), str(data), None,
-                    str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
-    worker = _Worker(job)
-    results = list(worker.run(sorted(SENTENCES)))
-    assert sorted(worker.decoders) == [0.1, 0.2]  # the penalty's searches: one per scale
-    texts = {v.name: {u: w for r in results for u, w in r.texts[v.name].items()}
-             for v in variants}
-    assert texts[None] == texts["10_0.0"]
-    assert {u: " ".join(w) for u, w in texts["5_0.0"].items()} == SENTENCES
-
-
-def test_penalties_give_the_same_texts_in_batches_of_any_size(system, tmp_path, monkeypatch):
-    data = tmp_path / "test_mfcc"
-    write_test_data(system, data, SENTENCES, "gmm")
-    variants = (Variant(None, 0.1), *(Variant(f"10_{w:.1f}", 0.1, w) for w in (0.0, 4.0, -4.0)),
-                Variant("5_4.0", 0.2, 4.0))
-    job = DecodeJob(str(system.root / "graph"), str(system.mono / "final.mdl"), str(data), None,
-                    str(system.mono / "final.mdl"), DecodeOptions(), variants, threads=1)
-
-    def texts(buffer: int) -> dict:
-        monkeypatch.setattr(decode_dir, "SCORE_BUFFER", buffer)
-        results = list(_Worker(job).run(sorted(SENTENCES)))
-        assert [r.ctm[None][0].split()[0] for r in results] == sorted(SENTENCES)
-        return {v.name: {u: w for r in results for u, w in r.texts[v.name].items()}
-                for v in variants}
-
-    one_at_a_time = texts(1)  # the graph goes 0 -> 4 -> -4, back, and forth per utterance
-    assert texts(1 << 30) == one_at_a_time  # all four utterances under each penalty in turn
-    assert one_at_a_time[None] == one_at_a_time["10_0.0"]
 
 
 def test_model_not_matching_graph_is_refused_before_decoding(system, tmp_path):
@@ -264,5 +226,6 @@ def test_full_disk_names_the_output_being_written(system, tmp_path, monkeypatch)
         "--data", str(data), "--out", str(out)])
     assert result.exit_code == 1
     assert result.output.splitlines()[-1] == (
-        f"Error: {out / 'text'}: cannot write the hypotheses: No space left on device")
+        f"Error: decode job 1/1: {out / 'lat.1.gz'}: cannot write lattices: No space left on "
+        "device")
     assert not (out / ".decode.done").exists() and not list(out.glob(".*.tmp"))

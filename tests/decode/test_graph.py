@@ -10,8 +10,8 @@ import kaldifst
 import numpy as np
 import pytest
 
-from asrdist.decode.decoder import DecodeOptions, Decoder, max_input_label
 from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst
+from asrdist.decode.lattice import LatticeDecoder, best_path
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.hmm.tree import read_tree
@@ -23,7 +23,7 @@ def test_graph_dir_has_kaldi_files(tiny_system, tiny_graph):
         assert (tiny_graph / name).is_file(), name
     assert int((tiny_graph / "num_pdfs").read_text()) == tiny_system.trans.num_pdfs
     hclg = read_fst(tiny_graph / "HCLG.fst")
-    assert max_input_label(hclg) <= tiny_system.trans.num_transition_ids
+    assert max_ilabel(tiny_graph / "HCLG.fst") <= tiny_system.trans.num_transition_ids
     disambig = {int(x) for x in (tiny_graph / "disambig_tid.int").read_text().split()}
     labels = {a.ilabel for s in range(hclg.num_states) for a in kaldifst.ArcIterator(hclg, s)}
     assert disambig and not labels & disambig
@@ -54,13 +54,14 @@ def test_const_fst_of_openfst_fstconvert_reads_and_decodes_as_its_vector_twin(
     assert _arcs(got) == _arcs(vector)
     assert [got.final(s) for s in range(got.num_states)] == [
         vector.final(s) for s in range(vector.num_states)]
-    assert max_ilabel(const) == max_input_label(vector)
+    assert max_ilabel(const) == max_ilabel(tiny_graph / "HCLG.fst")
     rng = np.random.default_rng(0)
     pdfs = tiny_system.pdf_frames("dog sit on cat")
     scores = rng.normal(-6.0, 1.0, (len(pdfs), tiny_system.trans.num_pdfs)).astype(np.float32)
     scores[np.arange(len(pdfs)), pdfs] += 3.0
-    hyps = [Decoder(g, tiny_system.trans, DecodeOptions()).decode(scores) for g in (vector, got)]
-    assert hyps[1].words == hyps[0].words and hyps[0].words
+    hyps = [best_path(LatticeDecoder(g, tiny_system.trans).decode(scores), 10.0, 0.0).words
+            for g in (vector, got)]
+    assert hyps[1] == hyps[0] and hyps[0]
 
 
 def test_truncated_or_foreign_fst_is_one_line_naming_the_file(tiny_graph, tmp_path):

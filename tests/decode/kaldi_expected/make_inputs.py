@@ -1,5 +1,6 @@
 """Writes this folder's inputs as Kaldi files: the tiny system's HCLG.fst, final.mdl (its
-transition model), words.txt, and loglikes.ark, pseudo log-likelihoods that spell a few
+transition model), words.txt, phones/align_lexicon.int (a graph dir, as utils/mkgraph.sh leaves
+one), and loglikes.ark, pseudo log-likelihoods that spell a few
 sentences with look-alike pdfs close behind, so the lattices hold competing words, and one of
 pure noise (``noise1``), whose lattice is large and whose best path moves with the LM weight.
 
@@ -39,7 +40,8 @@ def main() -> None:
         system = make_system(Path(tmp) / "sys")
         graph = make_graph(system.lang, system.mono / "final.mdl", system.train_text,
                            Path(tmp) / "graph", order=3)
-        for name in ("HCLG.fst", "final.mdl", "words.txt"):
+        for name in ("HCLG.fst", "final.mdl", "words.txt", "phones/align_lexicon.int"):
+            (HERE / name).parent.mkdir(exist_ok=True)
             shutil.copy(graph / name, HERE / name)
         scores = {utt: loglikes(system.pdf_frames(text), system.trans.num_pdfs, rng)
                   for utt, text in sorted(SENTENCES.items())}

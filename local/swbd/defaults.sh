@@ -34,10 +34,9 @@ learners=1          # learner processes (one per GPU); the run dir is
 affix=""            # tells apart runs of one strategy and learner count (Kaldi's --affix)
 launcher=auto       # auto (srun in a Slurm job, else mpiexec, else torchrun), srun, mpiexec, none
 device=auto         # cuda, cpu or auto
-lmwts="6 8 10 12 14 17"  # LM weights of the decoding sweep, one search each: 6 of the 13
-                    # that s5c's and fisher_swbd's local/score_sclite.sh rescore their lattices
-                    # with (every integer 5..17, min_lmwt/max_lmwt; 5..20 before Kaldi's 2016
-                    # change); --lmwts "$(seq -s ' ' 5 17)" for all of them
+lmwts="5 6 7 8 9 10 11 12 13 14 15 16 17"  # LM weights of the sweep, each read off the
+                    # lattices: s5c's and fisher_swbd's local/score_sclite.sh's min_lmwt..max_lmwt
+                    # (5..20 before Kaldi's 2016 change)
 wips="0.0 0.5 1.0"  # word insertion penalties of the sweep: score_sclite.sh's word_ins_penalty
 acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: your system's
                     # data/local/dict_nosp/acronyms.map beside --test-data, else stage 0's);

@@ -108,8 +108,9 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
-  decode_opts=(--graph $exp/graph --nj $nj --cmd "$decode_cmd"
-    --lmwt "6 8 10 13" --wip "0.0 0.5")  # score.sh: 7..17; no system here won at 17
+  # one lattice search per utterance; the sweep (s5c's LMWT 5..17 x WIP 0.0 0.5 1.0) is read
+  # off the lattices
+  decode_opts=(--graph $exp/graph --nj $nj --cmd "$decode_cmd")
   run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
     --data $data/test_mfcc --out $exp/mono/decode_test
   for r in $runs; do

@@ -127,8 +127,8 @@ def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,
     nbytes = model_size(pool, base)["bytes"]
     for scenario in scenario_list:
         slowed = dataclasses.replace(speed, slow=scenario.slow)
-        log.info("scenario %s: %s", scenario.label,
-                 guards.cost_line(slowed, base.learners, nbytes))
+        log.log(logging.WARNING if guards.free_link(speed) else logging.INFO, "scenario %s: %s",
+                scenario.label, guards.cost_line(slowed, base.learners, nbytes))
     few = guards.few_steps(run_steps(pool, base)[0], base.learners, base.batch)
     if few is not None:
         log.warning("%s", few)

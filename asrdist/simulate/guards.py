@@ -36,6 +36,13 @@ def step_cost(speed: SpeedModel, learners: int, nbytes: int) -> dict[str, float]
     return cost
 
 
+def free_link(speed: SpeedModel) -> bool:
+    """Whether every message costs nothing: then no strategy pays for communicating."""
+    free = speed.latency_s == 0 and math.isinf(speed.bandwidth)
+    return free and (speed.node_size == 1 or speed.node_latency_s == 0
+                     and math.isinf(speed.node_bandwidth))
+
+
 def cost_line(speed: SpeedModel, learners: int, nbytes: int) -> str:
     """The start-up line: what a step computes and what the model's exchanges cost."""
     cost = step_cost(speed, learners, nbytes)
@@ -47,9 +54,7 @@ def cost_line(speed: SpeedModel, learners: int, nbytes: int) -> str:
     if speed.slow:
         slow = sorted(speed.slow.items())
         line += "; " + ", ".join(f"learner {r} {f:g}x slower" for r, f in slow)
-    free = speed.latency_s == 0 and math.isinf(speed.bandwidth)
-    if free and (speed.node_size == 1 or speed.node_latency_s == 0
-                 and math.isinf(speed.node_bandwidth)):
+    if free_link(speed):
         return (line + f"; communication is free (--latency 0, --bandwidth inf): the model's "
                 f"{nbytes / 1e6:.3g} MB cost nothing to exchange; set them to model a link")
     ratio = f" ({cost['allreduce_s'] / compute:.3g}x its compute)" if compute > 0 else ""

@@ -41,6 +41,9 @@ def test_the_cost_line_says_what_nodes_and_overlap_save():
 def test_a_free_link_is_said_to_be_free():
     line = guards.cost_line(SpeedModel(), 16, 1000)
     assert "communication is free (--latency 0, --bandwidth inf)" in line
+    assert guards.free_link(SpeedModel(node_size=4))
+    assert not guards.free_link(SpeedModel(node_size=4, node_latency_s=1e-6))
+    assert not guards.free_link(SpeedModel(bandwidth=1e9))
 
 
 def test_short_epochs_are_warned_of():

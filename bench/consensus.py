@@ -21,8 +21,8 @@ from asrdist.parallel import rings
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
 from asrdist.parallel.weights import flat_weights
+from asrdist.testing.learners import launch
 from bench.results import publish, publish_option
-from bench.straggler import launch
 
 THRESHOLDS = (1e-1, 1e-2, 1e-3)
 

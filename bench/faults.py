@@ -33,6 +33,7 @@ from asrdist.parallel.launch import free_port
 from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics
+from bench.harness import NS, NS_ADDR, VETH, netns_down, netns_up, set_link
 from bench.results import publish, publish_option
 
 INTERVAL = 20  # --checkpoint-every
@@ -41,9 +42,6 @@ ARGS = ["--layers=1", "--units=64", "--chunk-len=10", "--batch-size=4", "--shuff
         "--heldout-utts=2", "--lr-ref-batch=8", "--log-every=1", "--epochs=100",
         f"--max-steps={STEPS}", f"--checkpoint-every={INTERVAL}", "--exchange-timeout=10",
         "--distance-every=0"]
-NS = ("asrdist-fa", "asrdist-fb")  # the two test "nodes" of the cut-link scenario
-NS_ADDR = ("10.231.7.1", "10.231.7.2")
-VETH = ("asrdist-va", "asrdist-vb")
 
 
 @dataclass
@@ -178,30 +176,8 @@ def corrupt_newest(out: Path) -> None:
         files[-1].write_bytes(files[-1].read_bytes()[:4096])
 
 
-def netns_up() -> bool:
-    """Two namespaces joined by a veth pair; False (and nothing left) when that fails."""
-    cmds = [["ip", "netns", "add", NS[0]], ["ip", "netns", "add", NS[1]],
-            ["ip", "link", "add", "asrdist-va", "netns", NS[0], "type", "veth", "peer",
-             "name", "asrdist-vb", "netns", NS[1]]]
-    for i in range(2):
-        v = "asrdist-va" if i == 0 else "asrdist-vb"
-        cmds += [["ip", "-n", NS[i], "addr", "add", f"{NS_ADDR[i]}/24", "dev", v],
-                 ["ip", "-n", NS[i], "link", "set", v, "up"],
-                 ["ip", "-n", NS[i], "link", "set", "lo", "up"]]
-    for cmd in cmds:
-        if subprocess.run(cmd, capture_output=True).returncode != 0:
-            netns_down()
-            return False
-    return True
-
-
-def netns_down() -> None:
-    for ns in NS:
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-
-
 def cut_link(job: Job) -> None:
-    subprocess.run(["ip", "-n", NS[0], "link", "set", "asrdist-va", "down"], check=True)
+    set_link(False)
 
 
 def disk_full(data: Path, targets: Path, root: Path) -> Outcome:
@@ -491,7 +467,7 @@ def _cut_link(data: Path, targets: Path, root: Path) -> Outcome:
         before = [max(b, job.steps(r)) for r, b in enumerate(before)]
         if detect is None:
             return Outcome(name, None, None, "HANG: learners still running after 90 s")
-        subprocess.run(["ip", "-n", NS[0], "link", "set", "asrdist-va", "up"], check=True)
+        set_link(True)
         return _resume_netns(data, targets, out, before, name, detect, codes)
     finally:
         netns_down()

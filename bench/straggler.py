@@ -18,62 +18,16 @@ with the trainer's own step (asrdist.parallel.strategy.train_step).
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import time
-from collections.abc import Callable
-from datetime import timedelta
-from typing import Any
 
 import torch
-import torch.distributed as dist
 
-from asrdist.parallel.launch import free_port
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
+from asrdist.testing.learners import launch
+from bench.harness import presets
 from bench.results import publish, publish_option
-
-STRATEGIES: list[tuple[str, dict[str, Any]]] = [
-    ("ssgd", {}),
-    ("adpsgd-fixed", {}),
-    ("adpsgd-random", {}),
-    ("adpsgd-delay1", {}),
-    ("hadpsgd", {"hadpsgd_variant": "random"}),  # learners_per_node from --learners-per-node
-    ("ma", {"avg_period": 8}),
-]
-
-
-def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple,
-           addr: str, setup: Callable[[int], None] | None) -> None:
-    torch.set_num_threads(1)
-    if setup is not None:
-        setup(rank)
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
-                            world_size=n, timeout=timedelta(seconds=120))
-    q.put((rank, fn(rank, n, *args)))
-    dist.destroy_process_group()
-
-
-def launch(fn: Callable[..., Any], n: int, *args: Any, addr: str = "127.0.0.1",
-           setup: Callable[[int], None] | None = None, timeout_s: float = 600) -> list[Any]:
-    """Run ``fn(rank, n, *args)`` in ``n`` forked learner processes; their results by rank
-    (each within ``timeout_s`` of the start).
-
-    ``setup(rank)`` runs in each child before the rendezvous at ``addr`` (e.g. entering a
-    network namespace)."""
-    ctx = multiprocessing.get_context("fork")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_child, args=(fn, r, n, port, q, args, addr, setup))
-             for r in range(n)]
-    for p in procs:
-        p.start()
-    out = dict(q.get(timeout=timeout_s) for _ in procs)
-    for p in procs:
-        p.join()
-        if p.exitcode != 0:
-            raise RuntimeError(f"learner exited {p.exitcode}")
-    return [out[r] for r in range(n)]
 
 
 def _learner(rank: int, n: int, algo: str, options: dict, steps: int, slow: str | None,
@@ -135,9 +89,7 @@ def main() -> None:
     node_of = [r // per_node for r in range(n)]
     t0, load = time.perf_counter(), os.getloadavg()
     rows = []
-    for algo, options in STRATEGIES:
-        if algo == "hadpsgd":
-            options = {**options, "learners_per_node": per_node}
+    for algo, options in presets(per_node):
         base = launch(_learner, n, algo, options, args.steps, None, args.width,
                       args.sim_compute_ms)
         slow = launch(_learner, n, algo, options, args.steps,

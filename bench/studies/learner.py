@@ -30,15 +30,6 @@ from asrdist.parallel.weights import unwrap
 
 CLASSES = 32
 POOL = 256  # batches of training data per learner, reused cyclically
-# The strategies the studies run at 4 learners; hadpsgd's nodes are ranks 0-1 and 2-3.
-STRATEGIES: list[tuple[str, dict[str, Any]]] = [
-    ("ssgd", {}),
-    ("adpsgd-fixed", {}),
-    ("adpsgd-random", {}),
-    ("adpsgd-delay1", {}),
-    ("hadpsgd", {"learners_per_node": 2, "hadpsgd_variant": "random"}),
-    ("ma", {"avg_period": 8}),
-]
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,8 @@ node B; hadpsgd's super-learners are the nodes. Root only (namespaces, tc).
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
-import subprocess
 import sys
 import time
 from datetime import timedelta
@@ -31,35 +29,13 @@ import torch.distributed as dist
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from bench.faults import NS, NS_ADDR, VETH, netns_down, netns_up
+from asrdist.testing.learners import launch
+from bench.harness import NS_ADDR, enter_node, limit, netns_down, netns_up, presets
 from bench.results import generated, publish, publish_option
-from bench.straggler import launch
 from bench.studies import figure, learner
 
-STRATEGIES = [s for s in learner.STRATEGIES if s[0] != "ma"]  # ma: not in this study
+STRATEGIES = [s for s in presets() if s[0] != "ma"]  # ma: not in this study
 LEARNERS = 4  # 2 per node
-CLONE_NEWNET = 0x40000000
-
-
-def enter_node(rank: int) -> None:
-    """Move this (single-threaded, just forked) learner into its node's namespace; gloo then
-    talks over that node's veth end (the other node) or its loopback (the same node)."""
-    ns = NS[rank // 2]
-    fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
-    try:
-        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {ns}")
-    finally:
-        os.close(fd)
-    os.environ["GLOO_SOCKET_IFNAME"] = VETH[rank // 2]
-
-
-def limit(rate: str) -> None:
-    """Both ends of the link limited to ``rate`` (tc syntax: 1gbit, 250mbit)."""
-    for ns, dev in zip(NS, VETH, strict=True):
-        subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
-                        "tbf", "rate", rate, "burst", "512kb", "latency", "100ms"], check=True,
-                       capture_output=True)
 
 
 def _timed(fn: Any, reps: int) -> float:

@@ -36,11 +36,11 @@ from typing import Any
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from bench.faults import NS_ADDR, netns_down, netns_up
+from asrdist.testing.learners import launch
+from bench.harness import NS_ADDR, enter_node, limit, netns_down, netns_up
 from bench.results import generated, publish, publish_option
-from bench.straggler import launch
 from bench.studies import figure, learner
-from bench.studies.network import LEARNERS, enter_node, exchange_alone, limit, probe
+from bench.studies.network import LEARNERS, exchange_alone, probe
 
 SKIP = 2  # warm-up steps left out of the step time
 

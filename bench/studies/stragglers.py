@@ -27,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.fsutil import atomic_write
+from asrdist.testing.learners import launch
+from bench.harness import presets
 from bench.results import generated, publish, publish_option
-from bench.straggler import launch
 from bench.studies import figure, learner
 
 LEARNERS = 4
@@ -76,7 +77,7 @@ def main() -> None:
     publish_option(ap, __file__)
     args = ap.parse_args()
     rows, loads = [], []
-    for algo, options in learner.STRATEGIES:
+    for algo, options in presets():
         if args.only and args.only not in algo:
             continue
         for name, slow in SCENARIOS.items():

@@ -5,9 +5,7 @@ with exactly opposite deltas, and hadpsgd's node sync shares a zero count with n
 
 from __future__ import annotations
 
-import multiprocessing
 import random
-from datetime import timedelta
 
 import pytest
 import torch
@@ -15,11 +13,11 @@ import torch.distributed as dist
 
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.hadpsgd import HADPSGD, HADPSGDOptions
-from asrdist.parallel.launch import free_port
 from asrdist.parallel.rules import PassiveBook, half_difference_
 from asrdist.parallel.staging import DeviceStaging, Link, lane
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.weights import flat_weights
+from asrdist.testing.learners import launch
 from tests.parallel.conftest import ok, run_learners
 
 
@@ -90,11 +88,9 @@ def test_link_and_lane_on_cpu_are_the_vectors_themselves():
 STEPS = 5
 
 
-def _learner(rank: int, port: int, q: multiprocessing.Queue, device: str) -> None:
+def _learner(rank: int, n: int, device: str) -> tuple:
     """Learner 1 (active) and 0 (passive), one exchange per step, in lock step; each reports
     its snapshots, deltas and the vectors they lived in."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2, timeout=timedelta(seconds=30))
     torch.manual_seed(rank)
     model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.Tanh(),
                                 torch.nn.Linear(6, 2)).to(device)
@@ -122,24 +118,14 @@ def _learner(rank: int, port: int, q: multiprocessing.Queue, device: str) -> Non
         seen.append((kept, delta.cpu(), snapshot.data_ptr(), delta.data_ptr()))
         staging.add(model, delta)
     eng.finish()
-    q.put((rank, start, flat_weights(model), seen))
-    dist.destroy_process_group()
+    return start, flat_weights(model), seen
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def test_two_learners_reuse_their_vectors_and_swap_exact_negatives(device):
     """On CPU; with CUDA also on the GPU (streams, events, the pinned pair), both learners on
     one device (spawned: a forked child cannot start CUDA once the parent has)."""
-    ctx = multiprocessing.get_context("fork" if device == "cpu" else "spawn")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_learner, args=(r, port, q, device)) for r in range(2)]
-    for p in procs:
-        p.start()
-    out = {r: (start, end, seen) for r, start, end, seen in (q.get(timeout=60) for _ in procs)}
-    for p in procs:
-        p.join(10)
-        assert p.exitcode == 0
+    out = launch(_learner, 2, device, timeout_s=60, start="fork" if device == "cpu" else "spawn")
     (p_start, p_end, passive), (a_start, a_end, active) = out[0], out[1]
     for k in range(STEPS):
         a_snap, a_delta, _, _ = active[k]

@@ -4,17 +4,14 @@ only once its gather is done."""
 
 from __future__ import annotations
 
-import multiprocessing
-from datetime import timedelta
-
 import pytest
 import torch
 import torch.distributed as dist
 
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
-from asrdist.parallel.launch import free_port
 from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.weights import flat_weights
+from asrdist.testing.learners import launch
 
 
 def _model(seed: int) -> torch.nn.Module:
@@ -57,11 +54,9 @@ def test_snapshots_alternate_between_two_vectors_made_once():
     assert ptrs[0] != ptrs[1] and ptrs[::2] == [ptrs[0]] * 3 and ptrs[1::2] == [ptrs[1]] * 2
 
 
-def _pair(rank: int, port: int, q: multiprocessing.Queue) -> None:
+def _pair(rank: int, n: int) -> tuple[list[float], int]:
     """Each learner hands the exchange a vector still "in copy" (NaN) whose ``ready`` fills
     it: the swap is exact only if the thread waited for ``ready`` before reading."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2, timeout=timedelta(seconds=30))
     group = make_exchange_group([0, 1], 30)
     eng = PairwiseExchange(group=group, ranks=[0, 1], index=rank, weights=torch.zeros(3),
                            partner_of=lambda r: 0, timeout_s=30, rank=rank)
@@ -82,21 +77,11 @@ def _pair(rank: int, port: int, q: multiprocessing.Queue) -> None:
         dist.barrier()
         eng.finish()  # returns once the active learner said DONE: its exchange was served
         delta, _ = eng.take_pending()
-    q.put((rank, delta.tolist(), len(calls)))
-    dist.destroy_process_group()
+    return delta.tolist(), len(calls)
 
 
 def test_exchange_waits_for_ready_before_reading_a_snapshot():
-    ctx = multiprocessing.get_context("fork")
-    q = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_pair, args=(r, port, q)) for r in range(2)]
-    for p in procs:
-        p.start()
-    out = {r: (d, c) for r, d, c in (q.get(timeout=60) for _ in procs)}
-    for p in procs:
-        p.join(10)
-        assert p.exitcode == 0
+    out = launch(_pair, 2, timeout_s=60)
     # learner 0 (passive) holds 10, learner 1 (active) 20: deltas (20-10)/2 and (10-20)/2
     assert out[0] == ([5.0] * 3, 1)
     assert out[1] == ([-5.0] * 3, 1)

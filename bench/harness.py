@@ -1,0 +1,81 @@
+"""What the real-process benchmarks share: two emulated nodes joined by a link (Linux network
+namespaces and a veth pair; root only), and the strategies they run at 4 learners.
+
+The learner processes themselves are :func:`asrdist.testing.learners.launch` (the tests' too);
+``bench.transport_cost`` keeps its own, since it measures another checkout that has none.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+from typing import Any
+
+NS = ("asrdist-fa", "asrdist-fb")  # the two nodes' namespaces
+NS_ADDR = ("10.231.7.1", "10.231.7.2")  # node A's address is the rendezvous's
+VETH = ("asrdist-va", "asrdist-vb")  # each node's end of the link
+CLONE_NEWNET = 0x40000000
+
+
+def netns_up() -> bool:
+    """Two namespaces joined by a veth pair; False (and nothing left) when that fails."""
+    cmds = [["ip", "netns", "add", NS[0]], ["ip", "netns", "add", NS[1]],
+            ["ip", "link", "add", VETH[0], "netns", NS[0], "type", "veth", "peer",
+             "name", VETH[1], "netns", NS[1]]]
+    for ns, addr, dev in zip(NS, NS_ADDR, VETH, strict=True):
+        cmds += [["ip", "-n", ns, "addr", "add", f"{addr}/24", "dev", dev],
+                 ["ip", "-n", ns, "link", "set", dev, "up"],
+                 ["ip", "-n", ns, "link", "set", "lo", "up"]]
+    for cmd in cmds:
+        if subprocess.run(cmd, capture_output=True).returncode != 0:
+            netns_down()
+            return False
+    return True
+
+
+def netns_down() -> None:
+    """Remove both namespaces (and with them the link)."""
+    for ns in NS:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def set_link(up: bool) -> None:
+    """Cut the link between the nodes (node A's end down), or restore it."""
+    subprocess.run(["ip", "-n", NS[0], "link", "set", VETH[0], "up" if up else "down"],
+                   check=True)
+
+
+def limit(rate: str) -> None:
+    """Both ends of the link limited to ``rate`` (tc syntax: 1gbit, 250mbit)."""
+    for ns, dev in zip(NS, VETH, strict=True):
+        subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
+                        "tbf", "rate", rate, "burst", "512kb", "latency", "100ms"], check=True,
+                       capture_output=True)
+
+
+def enter_node(rank: int) -> None:
+    """Move this (single-threaded, just forked) learner into its node's namespace, ranks 0-1
+    node A and 2-3 node B; gloo then talks over that node's veth end (the other node) or its
+    loopback (the same node). A ``setup`` for :func:`asrdist.testing.learners.launch`."""
+    ns = NS[rank // 2]
+    fd = os.open(f"/var/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if ctypes.CDLL(None, use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {ns}")
+    finally:
+        os.close(fd)
+    os.environ["GLOO_SOCKET_IFNAME"] = VETH[rank // 2]
+
+
+def presets(learners_per_node: int = 2) -> list[tuple[str, dict[str, Any]]]:
+    """The strategies the real-process benchmarks run, with their options: hadpsgd in nodes of
+    ``learners_per_node`` consecutive ranks on a random ring, ma averaging every 8 steps."""
+    return [
+        ("ssgd", {}),
+        ("adpsgd-fixed", {}),
+        ("adpsgd-random", {}),
+        ("adpsgd-delay1", {}),
+        ("hadpsgd", {"learners_per_node": learners_per_node, "hadpsgd_variant": "random"}),
+        ("ma", {"avg_period": 8}),
+    ]

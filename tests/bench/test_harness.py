@@ -1,0 +1,45 @@
+"""The learner launcher that benchmarks and tests share, and the benchmarks' strategy presets."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from asrdist.parallel import registry
+from asrdist.testing.learners import launch
+from bench.harness import presets
+
+
+def _sum_of_ranks(rank: int, n: int, scale: int) -> tuple[int, int, float]:
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t)
+    return rank, n, scale * t.item()
+
+
+def _fails_on_rank_1(rank: int, n: int) -> int:
+    if rank == 1:
+        raise RuntimeError("learner 1 fails")
+    return rank
+
+
+def test_launch_returns_each_learners_result_by_rank() -> None:
+    assert launch(_sum_of_ranks, 3, 10, timeout_s=60) == [(0, 3, 30.0), (1, 3, 30.0),
+                                                          (2, 3, 30.0)]
+
+
+def test_a_failing_learner_fails_the_launch_at_once() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"exit codes \[0, 1\], results from ranks \[0\]"):
+        launch(_fails_on_rank_1, 2, timeout_s=60)
+    assert time.monotonic() - t0 < 30
+
+
+def test_presets_name_registered_strategies_and_the_node_size() -> None:
+    names = registry.algo_names()
+    for per_node in (2, 4):
+        chosen = dict(presets(per_node))
+        assert set(chosen) <= set(names)
+        assert chosen["hadpsgd"] == {"learners_per_node": per_node, "hadpsgd_variant": "random"}

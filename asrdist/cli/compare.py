@@ -107,6 +107,7 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     source = {"data": data, "targets": targets, "max_utts": values["max_utts"]}
     out_dir = Path(out)
     sweep = Sweep(pool, base, speed, out_dir / "runs", source, lambda line: log.info("%s", line))
+    sweep.check(arm_list)
     reports = sweep(cells(arm_list, scenario_list, list(range(seeds))))
     _write(out_dir, reports, baseline, scenario_list[0].label, target_ce, list(budgets))
 

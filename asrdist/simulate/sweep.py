@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 import asrdist
+from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import build_model
 from asrdist.parallel import registry
@@ -28,6 +31,7 @@ from asrdist.simulate import guards
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
 from asrdist.simulate.grid import Arm, Scenario
+from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 
 
@@ -69,7 +73,20 @@ class Sweep:
                  source: dict[str, Any], say: Callable[[str], None]) -> None:
         self.pool, self.base, self.speed, self.runs_dir = pool, base, speed, runs_dir
         self.source, self.say = source, say
-        runs_dir.mkdir(parents=True, exist_ok=True)
+
+    def check(self, arms: list[Arm]) -> None:
+        """Refuse a strategy that cannot run with these learners and speed model (an option
+        out of range, groups that need nodes) before any run: each is wrapped and ended, no
+        step taken, on a one-weight model."""
+        for arm in arms:
+            spec = dataclasses.replace(self.base, algo=arm.algo, options=arm.options)
+            try:
+                simulate(arm.algo, spec.learners, 0, lambda i: torch.nn.Linear(1, 1),
+                         lambda m: torch.optim.SGD(m.parameters(), lr=0.0),
+                         lambda i, k, m: m.weight.sum(), speed=self.speed,
+                         options=strategy_options(spec, self.pool))
+            except (AsrdistError, ValueError) as e:
+                raise AsrdistError(f"--algo {arm.label}: {e}") from None
 
     def spec(self, cell: Cell) -> RunSpec:
         return dataclasses.replace(self.base, algo=cell.arm.algo, options=cell.arm.options,
@@ -88,6 +105,7 @@ class Sweep:
 
     def __call__(self, todo: list[Cell]) -> list[dict[str, Any]]:
         """Every cell's report, run or taken from its file, with a line for each."""
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
         reports = []
         for n, cell in enumerate(todo, 1):
             path, key = self.runs_dir / cell.file_name(), self.key(cell)

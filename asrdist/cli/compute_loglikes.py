@@ -9,7 +9,7 @@ import click
 from asrdist.cli import command
 from asrdist.cli.decode import chunking_options
 from asrdist.decode.acoustic import Chunking
-from asrdist.decode.loglikes import LOG_DIR, compute_loglikes
+from asrdist.decode.loglikes import COMPRESSION, LOG_DIR, compute_loglikes
 from asrdist.jobs.cmd import Cmd, cmd_option
 
 
@@ -22,9 +22,16 @@ from asrdist.jobs.cmd import Cmd, cmd_option
               help="Where loglikes.{ark,scp} and num_pdfs go.")
 @click.option("--nj", default=1, show_default=True, type=int,
               help="Parallel jobs, each scoring a contiguous part of the utterances.")
+@click.option("--compress", default="2byte", show_default=True,
+              type=click.Choice(list(COMPRESSION)),
+              help="Kaldi compressed matrices: 2byte (16 bits a score, about 1e-3 nats off), "
+                   "1byte (8 bits on per-pdf quartiles, 4x smaller than none), none (float32).")
+@click.option("--device", default="cpu", show_default=True,
+              help="Where each job runs the network: cpu, cuda (the job's first visible GPU) "
+                   "or cuda:N.")
 @cmd_option
 @chunking_options
-def main(nnet: str, data_dir: str, out_dir: str, nj: int, cmd: Cmd,
+def main(nnet: str, data_dir: str, out_dir: str, nj: int, compress: str, device: str, cmd: Cmd,
          frames_per_chunk: int | None, extra_left_context: int | None,
          extra_right_context: int | None) -> None:
     """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
@@ -35,7 +42,8 @@ def main(nnet: str, data_dir: str, out_dir: str, nj: int, cmd: Cmd,
     asrdist-decode --loglikes does not take the logs for a change of its input)."""
     compute_loglikes(nnet, data_dir, out_dir,
                      Chunking(frames_per_chunk, extra_left_context, extra_right_context),
-                     nj=nj, runner=cmd.make(Path(out_dir) / LOG_DIR))
+                     nj=nj, runner=cmd.make(Path(out_dir) / LOG_DIR), compress=compress,
+                     device=device)
 
 
 if __name__ == "__main__":

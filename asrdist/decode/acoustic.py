@@ -79,20 +79,27 @@ def chunk_starts(frames: int, chunk: int) -> np.ndarray:
 
 
 class NnetScorer:
-    """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``, chunk by chunk."""
+    """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``, chunk by chunk, on
+    ``device`` (the features are prepared on the host, the network and the softmax run there,
+    the scores come back as float32)."""
 
     def __init__(self, final_pt: str | os.PathLike, data_dir: str | os.PathLike,
-                 chunking: Chunking = AS_TRAINED):
+                 chunking: Chunking = AS_TRAINED, device: str = "cpu"):
         import torch
 
+        from asrdist.devices import torch_device
         from asrdist.models.final import load_final
 
         self.torch = torch
+        self.device = torch_device(device)
         self.model, exported = load_final(final_pt)
+        self.model.to(self.device)
         self.path = Path(final_pt)
         self.num_pdfs = exported.num_pdfs
         self.input_dim = exported.input_dim
         self.log_priors = exported.log_priors
+        self._priors_on_device = torch.from_numpy(np.asarray(self.log_priors, np.float32)).to(
+            self.device)
         self.cmvn = exported.cmvn
         self.norm_vars = exported.cmvn_norm_vars
         self.left = exported.left_context
@@ -159,20 +166,22 @@ class NnetScorer:
             feats = apply_cmvn(feats, self.spk_stats[spk], self.norm_vars)
         return feats
 
-    def logits(self, feats: np.ndarray) -> np.ndarray:
-        """frames x num_pdfs logits of normalised features: the utterance cut into chunks of
-        ``frames_per_chunk`` frames (0: one chunk), each with ``left``/``right`` context frames
-        (the edges repeat the end frames, as in training), run as one batch."""
+    def logits(self, feats: np.ndarray):
+        """frames x num_pdfs float32 logits (a tensor on the scorer's device) of normalised
+        features: the utterance cut into chunks of ``frames_per_chunk`` frames (0: one chunk),
+        each with ``left``/``right`` context frames (the edges repeat the end frames, as in
+        training), run as one batch."""
+        torch = self.torch
         frames = feats.shape[0]
         padded = np.pad(feats, ((self.left, self.right), (0, 0)), mode="edge")
         chunk = min(self.frames_per_chunk or frames, frames)
         starts = chunk_starts(frames, chunk)
         windows = padded[starts[:, None] + np.arange(self.left + chunk + self.right)]
-        x = self.torch.from_numpy(np.ascontiguousarray(windows))
-        with self.torch.no_grad():
-            out = self.model(x, self.left, self.right).float().numpy()
-        logits = np.empty((frames, out.shape[-1]), dtype=np.float32)
-        for start, chunk_out in zip(starts[::-1], out[::-1], strict=True):
+        x = torch.from_numpy(np.ascontiguousarray(windows)).to(self.device)
+        with torch.no_grad():
+            out = self.model(x, self.left, self.right).float()
+        logits = torch.empty((frames, out.shape[-1]), dtype=torch.float32, device=self.device)
+        for start, chunk_out in zip(starts[::-1].tolist(), out.flip(0), strict=True):
             logits[start:start + chunk] = chunk_out  # overlapping frames: the earlier chunk's
         return logits
 
@@ -180,8 +189,8 @@ class NnetScorer:
         """(utt, frames x num_pdfs float32 pseudo log-likelihoods) for each utterance."""
         torch = self.torch
         for utt in utts:
-            post = torch.log_softmax(torch.from_numpy(self.logits(self._features(utt))), dim=-1)
-            yield utt, post.numpy() - self.log_priors
+            post = torch.log_softmax(self.logits(self._features(utt)), dim=-1)
+            yield utt, (post - self._priors_on_device).cpu().numpy()
 
 
 _GMM_BATCH = 256  # utterances whose GMM features are loaded together

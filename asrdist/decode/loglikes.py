@@ -1,9 +1,11 @@
 """Keeping the network's pseudo log-likelihoods so that a decoding sweep never re-runs it.
 
-Kaldi keeps lattices and rescores them per LM weight; a lattice-free Viterbi decoder has no
-lattice, so what is kept is the acoustic side: ``log p(pdf | x) - log p(pdf)`` per frame, in a
-Kaldi ark/scp (what ``nnet3-compute`` writes). ``asrdist-decode --loglikes SCP`` then searches
-HCLG with any LM weight and insertion penalty from those, the network untouched.
+What is kept is the acoustic side: ``log p(pdf | x) - log p(pdf)`` per frame, in a Kaldi
+ark/scp (what ``nnet3-compute`` writes), so ``asrdist-decode --loglikes SCP`` decodes again (another
+graph, beam or model comparison) without the network. At float32 those are 4 bytes x pdfs x
+frames: 3.6 MB a second of speech at 9 k pdfs, tens of GB for eval2000. So they are kept as
+Kaldi compressed matrices by default (``copy-feats --compress``'s format, read by every Kaldi
+tool and by kaldiio): :data:`COMPRESSION` says what each choice costs.
 """
 
 from __future__ import annotations
@@ -28,13 +30,22 @@ STAGE = "loglikes"
 LOG_DIR = ".log"  # under OUT: hidden, so asrdist-decode's fingerprint of OUT skips the job logs
 _COPY_BLOCK = 1 << 24  # bytes copied at a time when the parts are joined
 OUTPUTS = ("loglikes.ark", "loglikes.scp", "num_pdfs")
+# --compress: Kaldi's CompressionMethod (matrix/compressed-matrix.h) and what it keeps.
+# 2byte (kTwoByteAuto): 16 bits a value over the matrix's range, so an error of at most
+# range / 131070 (about 1e-3 nats for scores spanning 70); 1byte (kSpeechFeature): 8 bits a
+# value on a per-pdf piecewise-linear grid through its quartiles, 4x smaller, errors up to
+# about 1 % of a pdf's range; none: float32, exact.
+COMPRESSION = {"2byte": 3, "1byte": 2, "none": None}
 log = logging.getLogger(__name__)
 
 
 def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
                      out_dir: str | os.PathLike, chunking: Chunking = AS_TRAINED, nj: int = 1,
-                     runner: Runner = LOCAL) -> Path | Skipped:
+                     runner: Runner = LOCAL, compress: str = "2byte",
+                     device: str = "cpu") -> Path | Skipped:
     """Write ``OUT/loglikes.{ark,scp}`` and ``OUT/num_pdfs``; Skipped when done already.
+    ``compress``: a key of :data:`COMPRESSION`; ``device``: where each job runs the network
+    (``cuda``: the job's first visible GPU, as a grid job given one sees it).
 
     Only when the work is to be done (a skipped run writes nothing) are the utterances split
     into ``nj`` contiguous parts, run by ``runner`` (a cluster job logging to ``OUT/.log/``:
@@ -46,16 +57,20 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     remove_temp_files(out)
-    check = check_done(out, STAGE, asdict(chunking), [final_pt, data_dir])
+    if compress not in COMPRESSION:
+        raise AsrdistError(f"--compress {compress}: choose one of {', '.join(COMPRESSION)}")
+    check = check_done(out, STAGE, {**asdict(chunking), "compress": compress},
+                       [final_pt, data_dir])
     if check.done:
         return check.skipped()
-    num_pdfs = NnetScorer(final_pt, data_dir, chunking).num_pdfs
+    num_pdfs = NnetScorer(final_pt, data_dir, chunking, device).num_pdfs
     parts = split(list_utterances(data_dir), nj)
     ark = (out / "loglikes.ark").resolve()
     threads = 1 if len(parts) > 1 else 0  # jobs side by side: one thread each, as decoding's
     try:
         runner.map(STAGE, score_part, [(str(final_pt), str(data_dir), chunking, utts, str(ark),
-                                        job, threads) for job, utts in enumerate(parts)])
+                                        job, threads, compress, device)
+                                       for job, utts in enumerate(parts)])
         with naming_full_disk(ark, "the scores"):
             _join([_part_paths(ark, job) for job in range(len(parts))], ark,
                   out / "loglikes.scp")
@@ -70,15 +85,16 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
 
 
 def score_part(final_pt: str, data_dir: str, chunking: Chunking, utts: list[str], ark: str,
-               job: int, threads: int) -> None:
+               job: int, threads: int, compress: str = "2byte", device: str = "cpu") -> None:
     """One job: the scores of ``utts`` into job ``job``'s part of ``ark`` (``threads``: torch's
     threads, 0 leaving its default)."""
-    scorer = NnetScorer(final_pt, data_dir, chunking)
+    scorer = NnetScorer(final_pt, data_dir, chunking, device)
     if threads:
         scorer.torch.set_num_threads(threads)
     part_ark, part_scp = _part_paths(Path(ark), job)
     with naming_full_disk(Path(ark), "the scores"), \
-            kaldiio.WriteHelper(f"ark,scp:{part_ark},{part_scp}") as writer:
+            kaldiio.WriteHelper(f"ark,scp:{part_ark},{part_scp}",
+                                compression_method=COMPRESSION[compress]) as writer:
         for utt, scores in scorer.scores(utts):
             writer(utt, scores)
 

@@ -113,17 +113,18 @@ def make_setup(root: Path, states: int, arcs: int, utts: int, frames: int,
 
 _RUN = """
 import hashlib, json, resource, sys, time
+import tempfile
 from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
-from asrdist.decode.decoder import DecodeOptions
+from asrdist.decode.lattice import LatticeOptions
 graph, mdl, data, scp, wips, utts = sys.argv[1:7]
 wips = [float(w) for w in wips.split(",")]
-variants = (Variant(None, 0.1),) + tuple(Variant(f"10_{w:.1f}", 0.1, w) for w in wips)
-job = DecodeJob(graph, mdl, data, None, None, DecodeOptions(max_active=2000), variants, 1,
-                loglikes=scp)
+variants = (Variant(None, 10.0),) + tuple(Variant(f"10_{w:.1f}", 10.0, w) for w in wips)
+job = DecodeJob(graph, mdl, data, None, None, LatticeOptions(), variants, 1, loglikes=scp)
 t = time.perf_counter()
 worker = _Worker(job)
 loaded = time.perf_counter() - t
-results = list(worker.run([f"u{k}" for k in range(int(utts))]))
+with tempfile.TemporaryDirectory() as tmp:
+    results = list(worker.run([f"u{k}" for k in range(int(utts))], f"{tmp}/lat.1.gz"))
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "load_s": loaded, "total_s": time.perf_counter() - t,
                   "texts": hashlib.sha1(repr(sorted((str(v), u, w) for r in results
@@ -172,7 +173,8 @@ def main() -> None:
         + (" --old-tree OLD" if args.old_tree else "")
         + f" --publish` (OLD: a checkout of the code before the change). A "
         f"generated graph: {args.states} states x {args.arcs} arcs, HCLG.fst {size:.0f} MB "
-        f"on disk; {args.utts} utterances of {args.frames} frames, max-active 2000; one "
+        f"on disk; {args.utts} utterances of {args.frames} frames, a lattice search (no "
+        "max-active); one "
         "decode job in a fresh process (peak RSS: ru_maxrss). 2 shared cores, other jobs "
         "beside it (times are contended).", "",
         "| penalties | new: peak RSS (MB) | new: load / total (s) | old: peak RSS (MB) "

@@ -87,17 +87,18 @@ print(json.dumps({"rss_mb": peak_mb(), "load_s": time.perf_counter() - t,
 
 _DECODE = _PEAK + """
 import json, sys, time
+import tempfile
 from asrdist.decode.decode_dir import DecodeJob, Variant, _Worker
-from asrdist.decode.decoder import DecodeOptions
+from asrdist.decode.lattice import LatticeOptions
 graph, mdl, data, scp, utts, wips = sys.argv[1:7]
-variants = (Variant(None, 0.1),) + tuple(Variant(f"10_{w}", 0.1, float(w))
-                                         for w in wips.split(",") if float(w))
-job = DecodeJob(graph, mdl, data, None, None, DecodeOptions(max_active=2000), variants, 1,
-                loglikes=scp)
+variants = (Variant(None, 10.0),) + tuple(Variant(f"10_{w}", 10.0, float(w))
+                                          for w in wips.split(",") if float(w))
+job = DecodeJob(graph, mdl, data, None, None, LatticeOptions(), variants, 1, loglikes=scp)
 t = time.perf_counter()
 worker = _Worker(job)
 loaded = time.perf_counter() - t
-list(worker.run([f"u{k}" for k in range(int(utts))]))
+with tempfile.TemporaryDirectory() as tmp:
+    list(worker.run([f"u{k}" for k in range(int(utts))], f"{tmp}/lat.1.gz"))
 print(json.dumps({"rss_mb": peak_mb(), "load_s": loaded, "total_s": time.perf_counter() - t}))
 """
 
@@ -149,7 +150,8 @@ def main() -> None:
         "`.venv/bin/python -m bench.graph_read" + (" --old-tree OLD" if args.old_tree else "")
         + " --publish` (OLD: a checkout of the code before the change). A "
         "generated const HCLG (OpenFst's layout, 1-4 arcs per state, a third of them with a "
-        f"word); {args.utts} utterances of {args.frames} random frames, max-active 2000. Peak "
+        f"word); {args.utts} utterances of {args.frames} random frames, a lattice search "
+        "(no max-active). Peak "
         "RSS (VmHWM) of a fresh process that only reads the graph (`read_fst`; the converter "
         "process beside it apart), and of one decode job (`_Worker`: load, then decode every "
         "utterance) with one insertion penalty (0.0) and with three (0.0, 0.5, 1.0).", "",

@@ -16,7 +16,7 @@ from typing import Any
 from asrdist.simulate.speed import BACKWARD_SHARE, SpeedModel
 
 FEW_STEPS = 20  # steps per epoch below which an epoch is mostly a strategy's warm-up
-DIVERGED = 2.0  # held-out CE this many times its first record's: the run diverged
+DIVERGED = 2.0  # held-out CE this many times its lowest so far: the run diverged
 
 
 def step_cost(speed: SpeedModel, learners: int, nbytes: int) -> dict[str, float]:
@@ -79,15 +79,14 @@ def few_steps(per_epoch: int, learners: int, batch: int) -> str | None:
 
 
 def diverged(records: Sequence[dict[str, Any]]) -> str | None:
-    """A warning when a held-out CE is not finite or above :data:`DIVERGED` times the first
-    record's (the start, with a step-0 record)."""
-    if not records:
-        return None
-    start = records[0]["heldout_ce"]
-    for r in records[1:]:
+    """A warning when a held-out CE is not finite or above :data:`DIVERGED` times the lowest
+    before it (the start's, with a step-0 record, or a later one): a run that learned and then
+    blew up is caught even where it stays below twice its start."""
+    for k, r in enumerate(records[1:], 1):
+        best = min(records[:k], key=lambda b: b["heldout_ce"])
         ce = r["heldout_ce"]
-        if not math.isfinite(ce) or ce > DIVERGED * start:
-            return (f"held-out CE diverged: {ce:.4g} at step {r['steps']:.0f}, from "
-                    f"{start:.4g} at step {records[0]['steps']:.0f}; lower --lr or the "
-                    "strategy's outer rate or momentum")
+        if not math.isfinite(ce) or ce > DIVERGED * best["heldout_ce"]:
+            return (f"held-out CE diverged: {ce:.4g} at step {r['steps']:.0f}, more than "
+                    f"{DIVERGED:g}x its lowest before, {best['heldout_ce']:.4g} at step "
+                    f"{best['steps']:.0f}; lower --lr or the strategy's outer rate or momentum")
     return None

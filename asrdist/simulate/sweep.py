@@ -120,8 +120,9 @@ class Sweep:
             final = report["records"][-1]
             self.say(f"[{n}/{len(todo)}] {cell}: final CE {final['heldout_ce']:.4f} at "
                      f"{final['time_s']:.4g} s simulated ({how})")
-            for warning in report["warnings"]:
-                self.say(f"[{n}/{len(todo)}] {cell}: warning: {warning}")
+            divergence = guards.diverged(report["records"])
+            if divergence is not None:
+                self.say(f"[{n}/{len(todo)}] {cell}: warning: {divergence}")
             reports.append(report)
         return reports
 

@@ -4,7 +4,8 @@ baseline strategy.
 Per run: the final held-out CE (the exported model's record), the simulated time to the end,
 the time of the first evaluation at or below the target CE (its resolution is the run's
 evaluations), the CE of the last evaluation within each time budget (what a run stopped then
-would have evaluated) and the megabytes each learner sent on average, across nodes and in all.
+would have evaluated), the megabytes each learner sent on average, across nodes and in all, and
+whether its held-out CE diverged (by the guard of today's code, also for runs made before).
 Per strategy and scenario: the runs' means, the final CE's standard deviation over seeds, and
 the paired difference of the final CE from the baseline's in the same scenario and seed (the
 same initial weights, batches and held-out chunks), with its standard deviation over seeds:
@@ -19,6 +20,8 @@ import math
 import statistics
 from collections.abc import Sequence
 from typing import Any
+
+from asrdist.simulate import guards
 
 Report = dict[str, Any]
 
@@ -59,7 +62,8 @@ def run_rows(reports: Sequence[Report], baseline: str, target: float,
             "diff_ce": None if paired is None else final_ce(r) - paired,
             "end_time_s": r["summary"]["time_s"], "time_to_target_s": time_to(r, target),
             **{_budget_column(b): ce_at(r, b) for b in budgets},
-            "sent_mb": sent, "cross_mb": cross, "warnings": " | ".join(r["warnings"]),
+            "sent_mb": sent, "cross_mb": cross,
+            "divergence": guards.diverged(r["records"]) or "",
         })
     return rows
 
@@ -84,7 +88,7 @@ def summary_rows(runs: Sequence[dict[str, Any]], budgets: Sequence[float]
             **{(c := _budget_column(b)): _mean([r[c] for r in rows]) for b in budgets},
             "sent_mb": _mean([r["sent_mb"] for r in rows]),
             "cross_mb": _mean([r["cross_mb"] for r in rows]),
-            "diverged": sum(bool(r["warnings"]) for r in rows),
+            "diverged": sum(bool(r["divergence"]) for r in rows),
         })
     return out
 

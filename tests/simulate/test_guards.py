@@ -51,11 +51,15 @@ def test_short_epochs_are_warned_of():
     assert "an epoch is only 3 steps of 16 learners x 4 chunks" in guards.few_steps(3, 16, 4)
 
 
-def test_divergence_is_a_ce_above_twice_the_start_or_not_finite():
+def test_divergence_is_a_ce_above_twice_its_lowest_so_far_or_not_finite():
     def records(*ces: float) -> list[dict[str, float]]:
         return [{"steps": 10.0 * k, "heldout_ce": ce} for k, ce in enumerate(ces)]
 
     assert guards.diverged([]) is None
-    assert guards.diverged(records(3.5, 2.0, 6.9)) is None
-    assert "10.5 at step 20, from 3.5 at step 0" in guards.diverged(records(3.5, 2.0, 10.5))
+    assert guards.diverged(records(3.5, 2.0, 3.9)) is None
+    assert "10.5 at step 20, more than 2x its lowest before, 3.5 at step 0" in \
+        guards.diverged(records(3.5, 4.0, 10.5))
+    # learned, then blew up, still below twice the start (bmuf's default at 16 learners)
+    assert "8.855 at step 30, more than 2x its lowest before, 3.454 at step 20" in \
+        guards.diverged(records(5.19, 3.86, 3.454, 8.855, 7.706))
     assert "nan at step 10" in guards.diverged(records(3.5, math.nan))

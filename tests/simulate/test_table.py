@@ -10,14 +10,14 @@ from asrdist.simulate import table
 
 
 def _report(strategy: str, scenario: str, seed: int, points: list[tuple[float, float]],
-            wire: tuple[float, float] = (0.0, 0.0), warnings: tuple[str, ...] = ()) -> dict:
+            wire: tuple[float, float] = (0.0, 0.0)) -> dict:
     """A run of 2 learners with held-out CE ``ce`` at simulated time ``t`` for each (t, ce)."""
     return {"strategy": strategy, "scenario": scenario, "seed": seed,
             "records": [{"time_s": t, "heldout_ce": ce, "steps": k}
                         for k, (t, ce) in enumerate(points)],
             "summary": {"time_s": points[-1][0],
                         "wire_bytes": {"node": wire[0], "cross": wire[1]}},
-            "spec": {"learners": 2}, "warnings": list(warnings)}
+            "spec": {"learners": 2}}
 
 
 REPORTS = [
@@ -25,7 +25,7 @@ REPORTS = [
     _report("b", "none", 0, [(0, 3.0), (5, 2.2), (10, 1.6)], wire=(2e6, 2e6)),
     _report("a", "none", 1, [(0, 3.2), (10, 2.1), (20, 1.7)], wire=(0, 4e6)),
     _report("b", "none", 1, [(0, 3.2), (5, 2.0), (10, 1.6)], wire=(2e6, 2e6)),
-    _report("b", "slow", 0, [(0, 3.0), (15, 2.5), (30, 9.0)], warnings=("diverged",)),
+    _report("b", "slow", 0, [(0, 3.0), (15, 2.5), (30, 9.0)]),  # diverged: 9 > 2 x 2.5
 ]
 
 
@@ -40,7 +40,9 @@ def test_per_run_figures():
     assert runs[2]["time_to_target_s"] == 20  # 2.1 at 10 s is above it
     slow = runs[4]
     assert slow["diff_ce"] is None  # no baseline run in that scenario
-    assert slow["time_to_target_s"] is None and slow["warnings"] == "diverged"
+    assert slow["time_to_target_s"] is None
+    assert slow["divergence"].startswith("held-out CE diverged: 9 at step 2, more than 2x")
+    assert runs[0]["divergence"] == ""
 
 
 def test_summary_rows_pair_the_seeds():

@@ -88,11 +88,12 @@ def test_the_rescoring_changes_best_paths():
     assert any(before[k] != v for k, v in after.items())
 
 
-def test_an_lm_that_accepts_nothing_drops_the_lattice(lattices, new_lm):
-    lm = ArpaLM(new_lm.order, new_lm.bos, new_lm.eos, None)
-    lm.prob = {g: p for g, p in new_lm.prob.items() if g != (words()["dog"],)}
-    lm.prob = {g: p for g, p in lm.prob.items() if words()["dog"] not in g}
-    assert add_lm(lattices["utt1"], lm) is None  # every path of utt1 holds "dog"
+def test_an_lm_that_accepts_nothing_drops_the_lattice(lattices, tmp_path):
+    """Without an unk word, a word the LM lacks has no arc: every path of utt1 holds "dog"."""
+    arpa = tmp_path / "no_dog.arpa"
+    arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1.0 <s>\n-1.0 </s>\n-1.0 cat\n"
+                    "-1.0 sat\n\\end\\\n")
+    assert add_lm(lattices["utt1"], read_arpa(arpa, words(), None)) is None
 
 
 def test_archives_read_gzipped_binary_and_text(tmp_path, lattices):
@@ -132,7 +133,10 @@ def test_arpa_lookups_follow_const_arpa(new_lm):
 def test_a_gzipped_arpa_reads_the_same(tmp_path, new_lm):
     gz = tmp_path / "fg.arpa.gz"
     gz.write_bytes(gzip.compress((EXPECTED / "fg.arpa").read_bytes()))
-    assert read_arpa(gz, words(), "<unk>").prob == new_lm.prob
+    again = read_arpa(gz, words(), "<unk>")
+    for ours, theirs in zip(again.tables, new_lm.tables, strict=True):
+        for field in ("keys", "prob", "backoff", "parent"):
+            assert np.array_equal(getattr(ours, field), getattr(theirs, field))
 
 
 @pytest.mark.parametrize("text, error", [
@@ -148,6 +152,10 @@ def test_a_gzipped_arpa_reads_the_same(tmp_path, new_lm):
      r"lm\.arpa:6: more 1-grams than the header's 1"),
     ("\\data\\\nngram 1=1\nngram 2=1\n\n\\1-grams:\n-1.0 cat\n\n\\2-grams:\n-1.0 dog cat\n"
      "\\end\\\n", r"lm\.arpa:9: 2-gram 'dog cat' has no parent 1-gram"),
+    ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 cat\n-2.0 cat\n\\end\\\n",
+     r"lm\.arpa:6: this 1-gram appears twice"),
+    ("\\data\\\nngram 1=1\nngram 2=0\n\n\\1-grams:\n-1.0 cat -x\n\n\\2-grams:\n\\end\\\n",
+     r"lm\.arpa:6: invalid backoff weight '-x'"),
     ("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0 cat\n", r"expected '\\end\\', found the end"),
 ])
 def test_a_bad_arpa_file_is_one_line_naming_the_file_and_line(tmp_path, text, error):

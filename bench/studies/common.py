@@ -1,4 +1,5 @@
-"""What the simulator studies share: cached runs, the corpus in memory, a table helper."""
+"""What the simulator studies share: cached runs, the corpus in memory, the study options, the
+model and hadpsgd's nodes."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 
-REPO = Path(__file__).resolve().parents[2]
+# hadpsgd as the simulator studies run it: super-learners of 4 GPUs (a node) on a random ring
+HADPSGD_NODES_OF_4 = {"learners_per_node": 4, "hadpsgd_variant": "random"}
 
 
 class Runner:

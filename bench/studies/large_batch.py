@@ -47,7 +47,7 @@ from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions
 from bench.results import generated, publish, publish_option
-from bench.studies.common import Runner, corpus_options, small_blstm
+from bench.studies.common import HADPSGD_NODES_OF_4, Runner, corpus_options, small_blstm
 from bench.studies.figure import write_png
 from bench.studies.outer_methods import BmufPoint
 
@@ -55,7 +55,7 @@ PERIOD = 8  # local steps between the averages of ma, bmuf and diloco
 STRATEGIES = {
     "ssgd": {}, "ma": {"avg_period": PERIOD}, "adpsgd-fixed": {}, "adpsgd-random": {},
     "adpsgd-delay1": {}, "adpsgd-delayavg": {},
-    "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"},
+    "hadpsgd": HADPSGD_NODES_OF_4,
     "bmuf": {"avg_period": PERIOD},  # and BMUF's filter: strategy_options
     "diloco": {"avg_period": PERIOD},
 }

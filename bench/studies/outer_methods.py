@@ -34,7 +34,7 @@ from asrdist.models.build import build_model
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
-from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
+from bench.studies.common import HADPSGD_NODES_OF_4, Runner, corpus_options, final_ce, small_blstm
 from bench.studies.figure import curves, panels, write_png
 
 PAPER_BYTES = 173e6  # the paper-size BLSTM's float32 weights (43.2 M parameters)
@@ -45,7 +45,7 @@ PERIODIC = ("ma", "bmuf", "diloco")  # the strategies that take --avg-period
 PLOT_CE_TOP = 5.0  # the untuned bmuf at --lr diverges above it
 MARGINS = (1.02, 1.15)  # the targets: ssgd's final held-out CE times these
 BASELINES = {"ssgd": {}, "adpsgd-random": {},
-             "hadpsgd": {"learners_per_node": 4, "hadpsgd_variant": "random"}}
+             "hadpsgd": HADPSGD_NODES_OF_4}
 
 
 def methods(periods: dict[str, list[int]]) -> dict[str, tuple[str, dict, bool]]:

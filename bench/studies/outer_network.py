@@ -221,7 +221,7 @@ def main() -> None:
 
 def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
             loads: list[float], mbytes: float) -> list[str]:
-    """The RESULTS.md section of a finished study."""
+    """The generated section of a finished study."""
     cmd = (f".venv/bin/python -m bench.studies.outer_network --rates {args.rates} "
            f"--steps {args.steps} --periods {' '.join(map(str, args.periods))} "
            f"--ma-periods{''.join(f' {h}' for h in args.ma_periods)} "

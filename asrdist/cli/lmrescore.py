@@ -8,35 +8,41 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command, number_list
-from asrdist.decode.lmrescore_dir import rescore_decode_dir, write_sweep_texts
+from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
+from asrdist.decode.lmrescore_dir import read_rescored_dir, rescore_decode_dir
 from asrdist.jobs.cmd import Cmd, cmd_option
 from asrdist.stage import Skipped
-
-SWEEP_LMWTS, SWEEP_WIPS = "5 6 7 8 9 10 11 12 13 14 15 16 17", "0.0 0.5 1.0"  # score_sclite.sh's
 
 
 @command()
 @click.option("--nj", default=None, type=click.IntRange(min=1),
               help="Parallel jobs [default: IN_DIR's num_jobs, a job per lat.N.gz].")
 @cmd_option
-@click.option("--lmwt", "lmwts", default=SWEEP_LMWTS, show_default=True,
+@click.option("--lmwt", "lmwts", default=" ".join(map(str, S5C_LMWTS)), show_default=True,
               help="Sweep: LM weights read off the rescored lattices into score_LMWT_WIP/.")
-@click.option("--wip", "wips", default=SWEEP_WIPS, show_default=True,
+@click.option("--wip", "wips", default=" ".join(map(str, S5C_WIPS)), show_default=True,
               help="Sweep: word insertion penalties.")
+@click.option("--acwt", default=0.1, show_default=True,
+              help="The main text and ctm: LMWT 1/acwt, as asrdist-decode's.")
+@click.option("--trans-mdl", default=None, type=click.Path(dir_okay=False),
+              help="final.mdl with the transition model, for the CTMs' word times "
+                   "[default: IN_DIR/../final.mdl, else OLD_LANG/final.mdl].")
 @click.option("--skip-scoring", is_flag=True, help="Only the lattices (Kaldi's --skip-scoring).")
 @click.argument("old_lang", type=click.Path(file_okay=False))
 @click.argument("new_lm", type=click.Path(dir_okay=False))
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("in_dir", type=click.Path(file_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, skip_scoring: bool, old_lang: str,
-         new_lm: str, data_dir: str, in_dir: str, out_dir: str) -> None:
+def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, acwt: float, trans_mdl: str | None,
+         skip_scoring: bool, old_lang: str, new_lm: str, data_dir: str, in_dir: str,
+         out_dir: str) -> None:
     """Rescore IN_DIR's lat.N.gz into OUT_DIR's: OLD_LANG's G.fst scores out
     (lattice-lmrescore --lm-scale=-1), NEW_LM's in (an ARPA file, gzipped or not:
     lattice-lmrescore-const-arpa --lm-scale=1, unknown words as OLD_LANG's oov.int), then the
-    sweep read off them as asrdist-decode reads it. OLD_LANG is a lang or graph dir with G.fst
-    and words.txt; DATA is the decode's data dir. A rerun with the same inputs skips the
-    rescoring."""
+    texts and CTMs read off them as asrdist-decode reads its own (text, ctm, score_LMWT_WIP/),
+    so OUT_DIR is scored like any decode dir. OLD_LANG is a lang or graph dir with G.fst and
+    words.txt (phones/align_lexicon.int for the CTMs); DATA is the decode's data dir. A rerun
+    with the same inputs skips the rescoring."""
     rescored = rescore_decode_dir(old_lang, new_lm, in_dir, out_dir, nj,
                                   cmd.make(Path(out_dir) / "log"))
     if not isinstance(rescored, Skipped):
@@ -45,8 +51,9 @@ def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, skip_scoring: bool, ol
         click.echo(f"lmrescore: {kept} lattices rescored, {dropped} dropped (no path of the "
                    f"new LM), into {out_dir}", err=True)
     if not skip_scoring:
-        write_sweep_texts(out_dir, Path(old_lang) / "words.txt", number_list(lmwts, "--lmwt"),
-                          number_list(wips, "--wip") or (0.0,))
+        read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl,
+                          number_list(lmwts, "--lmwt"), number_list(wips, "--wip") or (0.0,),
+                          acwt)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.decode.arpa import read_arpa
-from asrdist.decode.lattice import best_path_words
 from asrdist.decode.lattice_io import compact_lattice_binary
+from asrdist.decode.lattice_readings import write_readings
 from asrdist.decode.lmrescore import BackoffFst, read_lattice_archive, rescore
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, naming_full_disk
@@ -161,25 +161,20 @@ def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
     return list(results.values())
 
 
-def write_sweep_texts(out_dir: str | os.PathLike, words_txt: str | os.PathLike,
-                      lmwts: tuple[float, ...], wips: tuple[float, ...],
-                      main_lmwt: float = 10.0) -> None:
-    """OUT/text (LMWT ``main_lmwt``, no penalty) and OUT/score_LMWT_WIP/text, read off
-    OUT/lat.*.gz as lattice-scale | lattice-add-penalty | lattice-best-path gives them.
-    No CTMs: word times need the decode dir's word alignment (asrdist-decode's)."""
-    out = Path(out_dir)
-    names = {i: w for w, i in read_symbols(words_txt).items()}
-    lattices = {k: c for a in input_archives(out) for k, c in read_lattice_archive(a).items()}
-    points = [("text", main_lmwt, 0.0)] + [
-        (f"score_{lmwt:g}_{wip:.1f}/text", lmwt, wip) for lmwt in lmwts for wip in wips]
-    for path, lmwt, wip in points:
-        lines = []
-        for utt in sorted(lattices, key=str.encode):
-            try:
-                words = [names[w] for w in best_path_words(lattices[utt], lmwt, wip)]
-            except KeyError as e:
-                raise AsrdistError(f"{out}: utterance {utt} has word id {e} that {words_txt} "
-                                   "lacks") from None
-            lines.append(f"{utt} {' '.join(words)}".rstrip() + "\n")
-        with atomic_write(out / path) as f:
-            f.write("".join(lines))
+
+def read_rescored_dir(old_lang: str | os.PathLike, data_dir: str | os.PathLike,
+                      in_dir: str | os.PathLike, out_dir: str | os.PathLike,
+                      trans_mdl: str | os.PathLike | None, lmwts: tuple[float, ...],
+                      wips: tuple[float, ...], acwt: float = 0.1) -> None:
+    """OUT's texts and CTMs off its rescored lattices (:func:`write_readings`), spelled with
+    OLD_LANG's words.txt; word times from ``trans_mdl`` (else IN_DIR/../final.mdl, where
+    Kaldi's scoring looks, else OLD_LANG/final.mdl, where asrdist-mkgraph puts one) and
+    OLD_LANG/phones/align_lexicon.int."""
+    lang = Path(old_lang)
+    if trans_mdl is None:
+        trans_mdl = next((p for p in (Path(in_dir).parent / "final.mdl", lang / "final.mdl")
+                          if p.is_file()), None)
+    lexicon = lang / "phones" / "align_lexicon.int"
+    lattices = {k: c for a in input_archives(out_dir) for k, c in read_lattice_archive(a).items()}
+    write_readings(out_dir, lattices, data_dir, lang / "words.txt", trans_mdl,
+                   lexicon if lexicon.is_file() else None, lmwts, wips, acwt)

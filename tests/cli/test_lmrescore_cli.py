@@ -19,11 +19,12 @@ EXPECTED = Path(__file__).parents[1] / "decode" / "kaldi_expected"
 
 @pytest.fixture(scope="module")
 def dirs(tmp_path_factory) -> Path:
-    """ROOT/lang (G.fst, words.txt, oov.int), ROOT/data, ROOT/decode (lat.1.gz: utt1 utt2,
-    lat.2.gz: utt3 noise1, num_jobs 2)."""
+    """ROOT/lang (G.fst, words.txt, oov.int, final.mdl, phones/align_lexicon.int: a graph dir
+    as asrdist-mkgraph writes it), ROOT/data, ROOT/decode (lat.1.gz: utt1 utt2, lat.2.gz: utt3
+    noise1, num_jobs 2)."""
     root = tmp_path_factory.mktemp("lmrescore")
-    (root / "lang").mkdir()
-    for name in ("G.fst", "words.txt", "oov.int"):
+    (root / "lang" / "phones").mkdir(parents=True)
+    for name in ("G.fst", "words.txt", "oov.int", "final.mdl", "phones/align_lexicon.int"):
         shutil.copy(EXPECTED / name, root / "lang" / name)
     (root / "data").mkdir()
     lattices = list(read_lattice_archive(EXPECTED / "lat.1.bin").items())
@@ -59,6 +60,9 @@ def test_rescored_decode_dir_holds_kaldis_lattices_and_best_paths(dirs):
                         (out / f"score_{lmwt}_{wip}" / "text").read_text().splitlines())
             assert hyps[utt].split() == [words[w] for w in best]
     assert (out / "text").is_file()
+    ctm = (out / "score_9_1.0" / "ctm").read_text().splitlines()  # word times, as decode's
+    assert [line.split()[4] for line in ctm if line.startswith("utt1 ")] == \
+        hyps["utt1"].split()
 
     again = rescore(dirs, "decode_fg", "--nj", "1")  # --nj is no change: skipped
     assert again.returncode == 0

@@ -31,3 +31,13 @@ for lmwt in 5 9 13 17; do
       | lattice-best-path ark:- ark,t:- 2>/dev/null | sed "s/^/$lmwt $wip /"
   done
 done > rescored_sweep.txt
+# their word times, as score_sclite.sh's CTMs: LMWT WIP utt channel start duration word-id
+for lmwt in 5 9 13 17; do
+  for wip in 0.0 0.5 1.0; do
+    lattice-scale --inv-acoustic-scale=$lmwt ark:rescored.1.bin ark:- 2>/dev/null \
+      | lattice-add-penalty --word-ins-penalty=$wip ark:- ark:- 2>/dev/null \
+      | lattice-1best ark:- ark:- 2>/dev/null \
+      | lattice-align-words-lexicon phones/align_lexicon.int final.mdl ark:- ark:- 2>/dev/null \
+      | nbest-to-ctm ark:- - 2>/dev/null | sed "s/^/$lmwt $wip /"
+  done
+done > rescored_sweep_ctm.txt

@@ -1,0 +1,93 @@
+"""A decode dir's texts and CTMs read off the lattices it holds (``lat.*.gz``), as
+asrdist-decode writes them for the lattices it searched: ``text`` and ``ctm`` at LMWT 1/acwt,
+``score_LMWT_WIP/{text,ctm}`` per sweep point (lattice-scale | lattice-add-penalty |
+lattice-best-path; word times as lattice-1best | lattice-align-words-lexicon | nbest-to-ctm),
+and the words.txt they are spelled with; for lattices made elsewhere (asrdist-lmrescore's), so
+that the dir is scored like any decode dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from asrdist.decode.decode_dir import frame_shift
+from asrdist.decode.lattice import BestPath, CompactLattice, best_path
+from asrdist.decode.word_align import WordAligner
+from asrdist.errors import AsrdistError
+from asrdist.fsutil import write_atomically
+from asrdist.kaldi.data_dir import read_symbols
+from asrdist.kaldi.transition_model import read_transition_model
+
+log = logging.getLogger(__name__)
+
+
+class _Reader:
+    """Words and (with a transition model and align_lexicon.int) CTM lines of a best path."""
+
+    def __init__(self, words_txt: Path, trans_mdl: Path | None, lexicon: Path | None,
+                 shift: float) -> None:
+        self.words_txt = words_txt
+        self.id2word = {i: w for w, i in read_symbols(words_txt).items()}
+        self.aligner = None
+        if trans_mdl is not None and lexicon is not None:
+            rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
+            self.aligner = WordAligner(read_transition_model(trans_mdl), rows)
+        self.shift = np.float32(shift)  # nbest-to-ctm's: a float, compared in double
+        self.digits = 2 + (float(self.shift) < 0.01) + (float(self.shift) < 0.001)
+
+    def words(self, utt: str, ids: Sequence[int]) -> list[str]:
+        try:
+            return [self.id2word[w] for w in ids]
+        except KeyError as e:
+            raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which the "
+                               f"lattice of utterance {utt} holds") from None
+
+    def ctm(self, utt: str, path: BestPath) -> list[str] | None:
+        timed = self.aligner.align(path.alignment, path.words) if self.aligner else None
+        if timed is None:
+            return None
+        words = self.words(utt, [w for w, _, _ in timed])
+        s, d = self.shift, self.digits
+        return [f"{utt} 1 {float(s * a):.{d}f} {float(s * n):.{d}f} {word}"
+                for word, (_, a, n) in zip(words, timed, strict=True)]
+
+
+def write_readings(out_dir: str | os.PathLike, lattices: dict[str, CompactLattice],
+                   data_dir: str | os.PathLike, words_txt: str | os.PathLike,
+                   trans_mdl: str | os.PathLike | None, lexicon: str | os.PathLike | None,
+                   lmwts: Sequence[float], wips: Sequence[float], acwt: float = 0.1) -> None:
+    """OUT's text, ctm and score_LMWT_WIP/{text,ctm} from ``lattices``, and a copy of
+    ``words_txt``; every file written atomically. Without ``trans_mdl`` or ``lexicon`` (the
+    lang's phones/align_lexicon.int) the CTMs are left out, with a warning."""
+    out = Path(out_dir)
+    reader = _Reader(Path(words_txt), Path(trans_mdl) if trans_mdl else None,
+                     Path(lexicon) if lexicon else None, frame_shift(data_dir))
+    if reader.aligner is None:
+        log.warning("%s: no transition model or align_lexicon.int: texts only, no CTMs", out)
+    points = [("", 1.0 / acwt, 0.0)] + [(f"score_{lmwt:g}_{wip:.1f}/", lmwt, wip)
+                                        for lmwt in lmwts for wip in wips]
+    utts = sorted(lattices, key=str.encode)
+    paths: dict[tuple[str, float, float], BestPath] = {}
+    for prefix, lmwt, wip in points:
+        texts, ctm = [], []
+        for utt in utts:
+            key = (utt, lmwt, wip)
+            if key not in paths:
+                paths[key] = best_path(lattices[utt], lmwt, wip)
+            texts.append(f"{utt} {' '.join(reader.words(utt, paths[key].words))}".rstrip())
+            ctm += reader.ctm(utt, paths[key]) or []
+        ctm.sort(key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
+        _write(out / f"{prefix}text", "".join(t + "\n" for t in texts), "hypotheses")
+        if reader.aligner is not None:
+            _write(out / f"{prefix}ctm", "".join(c + "\n" for c in ctm), "CTM")
+    _write(out / "words.txt", Path(words_txt).read_text(encoding="utf-8"), "words.txt")
+
+
+def _write(path: Path, text: str, what: str) -> None:
+    raw = text.encode("utf-8")
+    write_atomically(path, lambda f: f.write(raw), what)

@@ -1,0 +1,45 @@
+"""Texts and CTMs read off lattices made elsewhere (asrdist-lmrescore's) equal Kaldi's
+lattice-best-path and lattice-1best | lattice-align-words-lexicon | nbest-to-ctm on the same
+lattices (kaldi_expected/rescored.1.bin, make_lmrescore_expected.sh)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from asrdist.decode.lattice_readings import write_readings
+from asrdist.decode.lmrescore import read_lattice_archive
+
+EXPECTED = Path(__file__).parent / "kaldi_expected"
+
+
+def test_readings_of_rescored_lattices_equal_kaldis(tmp_path):
+    words = {i: w for w, i in (line.split() for line in
+                               (EXPECTED / "words.txt").read_text().splitlines())}
+    (tmp_path / "data").mkdir()  # no frame_shift file: Kaldi's 10 ms
+    write_readings(tmp_path / "out", read_lattice_archive(EXPECTED / "rescored.1.bin"),
+                   tmp_path / "data", EXPECTED / "words.txt", EXPECTED / "final.mdl",
+                   EXPECTED / "phones" / "align_lexicon.int", (5, 9, 13, 17), (0.0, 0.5, 1.0))
+    out = tmp_path / "out"
+    texts: dict[str, list[str]] = {}
+    for line in (EXPECTED / "rescored_sweep.txt").read_text().splitlines():
+        lmwt, wip, utt, *ids = line.split()
+        texts.setdefault(f"score_{lmwt}_{wip}", []).append(
+            " ".join([utt, *(words[i] for i in ids)]))
+    ctms: dict[str, list[str]] = {}
+    for line in (EXPECTED / "rescored_sweep_ctm.txt").read_text().splitlines():
+        lmwt, wip, utt, channel, start, duration, word = line.split()
+        ctms.setdefault(f"score_{lmwt}_{wip}", []).append(
+            f"{utt} {channel} {start} {duration} {words[word]}")
+    assert sorted(ctms) == sorted(texts) and len(texts) == 12
+    for point in texts:
+        assert (out / point / "text").read_text().splitlines() == sorted(texts[point])
+        assert (out / point / "ctm").read_text().splitlines() == sorted(ctms[point])
+    assert (out / "text").is_file() and (out / "ctm").is_file()  # LMWT 1/acwt = 10
+    assert (out / "words.txt").read_text() == (EXPECTED / "words.txt").read_text()
+
+
+def test_without_word_alignment_only_texts(tmp_path):
+    write_readings(tmp_path, read_lattice_archive(EXPECTED / "rescored.1.bin"), tmp_path,
+                   EXPECTED / "words.txt", None, None, (10,), (0.0,))
+    assert (tmp_path / "score_10_0.0" / "text").is_file()
+    assert not (tmp_path / "score_10_0.0" / "ctm").exists() and not (tmp_path / "ctm").exists()

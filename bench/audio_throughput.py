@@ -25,11 +25,7 @@ Then where the time of the first row goes, timed piece by piece in this process.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable
@@ -44,6 +40,7 @@ from asrdist.kaldi.data_dir import c_sorted, read_table
 from asrdist.kaldi.segments import segment_samples
 from asrdist.kaldi.sphere import change_speed, read_sphere, sphere_channel
 from asrdist.testing.sphere_writer import write_sphere
+from bench.harness import commit_of, extract, fresh_process
 from bench.results import REPO, publish, publish_option
 
 RATE = 8000
@@ -152,24 +149,7 @@ def sph2wav_pipe(sph: Path, channel: int, speed: float) -> str:
 
 def run_row(tree: Path, src: Path, dest: Path, prefix: str = "") -> dict:
     """make_features(src, dest) with nj=1 in a fresh process with ``tree`` first on its path."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    proc = subprocess.run([sys.executable, "-c", prefix + WORKER, str(src), str(dest)],
-                          capture_output=True, text=True, env=env, cwd=tree)
-    if proc.returncode != 0:
-        raise SystemExit(f"make_features on {src} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def old_tree(ref: str, into: Path) -> tuple[Path, str]:
-    """The repository's ``asrdist`` package at ``ref`` (git archive), and the commit."""
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", ref],
-                            capture_output=True, text=True, check=True).stdout.strip()
-    archive = into / "old.tar"
-    subprocess.run(["git", "-C", str(REPO), "archive", "-o", str(archive), commit, "asrdist"],
-                   check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into / "old", filter="data")
-    return into / "old", commit
+    return fresh_process(prefix + WORKER, src, dest, tree=tree)
 
 
 def breakdown(src: Path, files: dict[str, Path]) -> dict[str, float]:
@@ -238,7 +218,8 @@ def main() -> None:
         rows.append(("pure-Python desphere, each file decoded once", len(few), few_audio, pure))
         checks = []
         if args.old_ref:
-            tree, commit = old_tree(args.old_ref, work)
+            commit = commit_of(args.old_ref)
+            tree = extract(commit, work / "old")
             write_data_dir(work / "old_src", files, seconds, args.seed, sph2wav_pipe)
             old = run_row(tree, work / "old_src", work / "old")
             rows.append((f"{commit}: one asrdist-sph2wav process per side and speed "

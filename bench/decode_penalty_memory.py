@@ -16,10 +16,6 @@ checkout of an older asrdist) runs that tree's worker too.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -30,6 +26,7 @@ import numpy as np
 from asrdist.hmm.tree import monophone_tree
 from asrdist.kaldi.final_mdl import write_final_mdl
 from asrdist.kaldi.lang import Lang, prepare_lang
+from bench.harness import fresh_process
 from bench.results import publish, publish_option
 
 PENALTIES = {1: (0.0,), 3: (0.0, 0.5, 1.0), 5: (0.0, 0.25, 0.5, 0.75, 1.0)}
@@ -137,13 +134,7 @@ print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss /
 def measure(tree: Path, setup: tuple[Path, Path, Path, Path], wips: tuple[float, ...],
             utts: int) -> dict:
     """Peak RSS and times of a fresh process running ``tree``'s decode worker."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    proc = subprocess.run([sys.executable, "-c", _RUN, *map(str, setup),
-                           ",".join(map(str, wips)), str(utts)],
-                          env=env, capture_output=True, text=True, cwd=tree)
-    if proc.returncode:
-        raise SystemExit(proc.stderr[-3000:])
-    return json.loads(proc.stdout.splitlines()[-1])
+    return fresh_process(_RUN, *setup, ",".join(map(str, wips)), utts, tree=tree)
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from bench.harness import extract
 from bench.projection import CHUNK
 from bench.results import publish, publish_option
 
@@ -253,14 +254,6 @@ def run_pairs(jobs: list[dict[str, Any]], asrdist_root: Path = REPO) -> list[lis
     results = [json.loads(next(line[len(MARK):] for line in out.splitlines()
                                if line.startswith(MARK))) for out in outs]
     return [results[i : i + 2] for i in range(0, len(results), 2)]
-
-
-def extract(commit: str, into: Path) -> Path:
-    """The ``asrdist`` package of ``commit``, written under ``into`` (read from git only)."""
-    archive = subprocess.run(["git", "archive", commit, "asrdist"], cwd=REPO,
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def _head() -> str:

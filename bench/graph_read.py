@@ -17,8 +17,6 @@ checkout of the code before) runs that tree's reader on a graph of ``--old-state
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import struct
 import subprocess
 import sys
@@ -28,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.decode_penalty_memory import WORDS, make_setup
+from bench.harness import fresh_process
 from bench.results import publish, publish_option
 
 _FST_MAGIC = 2125659606
@@ -103,16 +102,6 @@ print(json.dumps({"rss_mb": peak_mb(), "load_s": loaded, "total_s": time.perf_co
 """
 
 
-def _run(tree: Path, code: str, *args: object) -> dict:
-    """The JSON line printed by ``code`` run in a fresh process on ``tree``'s asrdist."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], env=env,
-                          capture_output=True, text=True, cwd=tree)
-    if proc.returncode:
-        raise SystemExit(proc.stderr[-3000:])
-    return json.loads(proc.stdout.splitlines()[-1])
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--states", type=int, default=18_000_000)
@@ -140,8 +129,8 @@ def main() -> None:
             for name, tree in trees:
                 if name == "old" and states != args.old_states:
                     continue
-                read = _run(tree, _READ, graph / "HCLG.fst")
-                jobs = [_run(tree, _DECODE, graph, mdl, data, scp, args.utts, wips)
+                read = fresh_process(_READ, graph / "HCLG.fst", tree=tree)
+                jobs = [fresh_process(_DECODE, graph, mdl, data, scp, args.utts, wips, tree=tree)
                         for wips in ("0.0", "0.0,0.5,1.0")]
                 rows.append((name, states, arcs, size, read, jobs))
     lines = [

@@ -1,5 +1,6 @@
-"""What the real-process benchmarks share: two emulated nodes joined by a link (Linux network
-namespaces and a veth pair; root only), and the strategies they run at 4 learners.
+"""What the benchmarks share: another revision's asrdist and a fresh process to measure a tree's
+code in; two emulated nodes joined by a link (Linux network namespaces and a veth pair; root
+only); the strategies the real-process benchmarks run at 4 learners.
 
 The learner processes themselves are :func:`asrdist.testing.learners.launch` (the tests' too);
 ``bench.transport_cost`` keeps its own, since it measures another checkout that has none.
@@ -8,9 +9,48 @@ The learner processes themselves are :func:`asrdist.testing.learners.launch` (th
 from __future__ import annotations
 
 import ctypes
+import io
+import json
 import os
 import subprocess
+import sys
+import tarfile
+from pathlib import Path
 from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+
+def commit_of(ref: str) -> str:
+    """The short commit of git revision ``ref`` of this repository."""
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", ref],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def extract(ref: str, into: Path) -> Path:
+    """The ``asrdist`` package of git revision ``ref`` (read from git only: no edits of the
+    working tree), unpacked under ``into``; ``into``, a tree to measure."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", ref, "asrdist"],
+                             capture_output=True, check=True).stdout
+    into.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def fresh_process(code: str, *args: object, tree: Path = REPO,
+                  env: dict[str, str] | None = None) -> Any:
+    """What ``python -c code args...`` prints last, as JSON, run in a fresh process on
+    ``tree``'s asrdist (its PYTHONPATH, and its cwd: ``-c`` puts the cwd first on sys.path),
+    with ``env`` added; its stderr's tail, as SystemExit, when it fails."""
+    proc = subprocess.run([sys.executable, "-c", code, *map(str, args)], cwd=tree,
+                          env={**os.environ, "PYTHONPATH": str(tree), **(env or {})},
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
 
 NS = ("asrdist-fa", "asrdist-fb")  # the two nodes' namespaces
 NS_ADDR = ("10.231.7.1", "10.231.7.2")  # node A's address is the rendezvous's

@@ -26,8 +26,6 @@ import argparse
 import gzip
 import os
 import subprocess
-import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -37,6 +35,7 @@ import numpy as np
 
 from asrdist.kaldi.alignments import write_int32_ark
 from asrdist.kaldi.final_mdl import write_final_mdl
+from bench.harness import extract, fresh_process
 from bench.results import REPO, publish, publish_option
 
 NUM_PHONES = 300  # 3-state phones: 900 pdfs (a tri4 tree has ~9000; the count does not matter)
@@ -108,34 +107,17 @@ def generate(root: Path, num_utts: int, nj: int, frames_from: str, seed: int = 0
     return total
 
 
-def extract(ref: str, dest: Path) -> Path:
-    """The ``asrdist`` package of git revision ``ref``, unpacked under ``dest``."""
-    blob = subprocess.run(["git", "-C", str(REPO), "archive", ref, "asrdist"], check=True,
-                          capture_output=True).stdout
-    tar = dest / "src.tar"
-    tar.write_bytes(blob)
-    with tarfile.open(tar) as t:
-        t.extractall(dest, filter="data")
-    return dest
-
-
 def measure(tree: Path, root: Path, out: Path) -> tuple[float, float]:
     """(peak RSS in MiB, wall seconds) of ingesting ``root`` with the code under ``tree``."""
     code = ("import sys; from asrdist.data.ingest import ingest_alignments; "
             "ingest_alignments(sys.argv[1], sys.argv[2], sys.argv[3]); "
             "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])")
-    env = {**os.environ, "PYTHONPATH": str(tree), "PATH": os.defpath}  # no Kaldi ali-to-pdf
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code, str(root / "ali"),
-                           str(root / "data" / "feats.scp"), str(out)], env=env,
-                          cwd=tree,  # python -c puts the cwd first on sys.path
-                          stdout=subprocess.PIPE, text=True, check=False)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"ingestion with {tree} failed on {root}")
+    kib = fresh_process(code, root / "ali", root / "data" / "feats.scp", out, tree=tree,
+                        env={"PATH": os.defpath})  # no Kaldi ali-to-pdf
     # The process's own high-water mark: wait4's ru_maxrss would also count this process's
     # memory, which the child's address space held between fork and exec.
-    return int(proc.stdout.split()[-1]) / 1024, wall
+    return kib / 1024, time.perf_counter() - start
 
 
 def main() -> None:

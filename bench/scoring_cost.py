@@ -23,17 +23,14 @@ first ``--old-points`` points, in a subprocess, the rest extrapolated.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import random
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from asrdist.score.hubscr import score_decode_dir
+from bench.harness import fresh_process
 from bench.results import publish, publish_option
 
 LMWTS = (6, 8, 10, 12, 14, 17)
@@ -195,11 +192,7 @@ def time_old(tree: Path, stm: Path, glm: Path, decode: Path, data: Path,
              points: int) -> tuple[float, float, list[str]]:
     """Wall and CPU seconds ``tree``'s score_decode_dir takes over the first ``points`` sweep
     points, and the lines it prints."""
-    env = {**os.environ, "PYTHONPATH": str(tree)}
-    proc = subprocess.run([sys.executable, "-c", _OLD, str(stm), str(glm), str(decode),
-                           str(data), str(points)], env=env, capture_output=True, text=True,
-                          check=True, cwd=tree)
-    wall, cpu, lines = json.loads(proc.stdout.splitlines()[-1])
+    wall, cpu, lines = fresh_process(_OLD, stm, glm, decode, data, points, tree=tree)
     return wall, cpu, lines
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,7 +11,7 @@ import torch.distributed as dist
 
 from asrdist.parallel import registry
 from asrdist.testing.learners import launch
-from bench.harness import presets
+from bench.harness import REPO, extract, fresh_process, presets
 
 
 def _sum_of_ranks(rank: int, n: int, scale: int) -> tuple[int, int, float]:
@@ -43,3 +44,18 @@ def test_presets_name_registered_strategies_and_the_node_size() -> None:
         chosen = dict(presets(per_node))
         assert set(chosen) <= set(names)
         assert chosen["hadpsgd"] == {"learners_per_node": per_node, "hadpsgd_variant": "random"}
+
+
+def test_a_fresh_process_runs_the_extracted_revisions_asrdist(tmp_path) -> None:
+    tree = extract("HEAD", tmp_path / "old")
+    assert (tree / "asrdist" / "__init__.py").is_file()
+    code = ("import json, sys, asrdist; print('noise'); "
+            "print(json.dumps([asrdist.__file__, sys.argv[1:]]))")
+    where, args = fresh_process(code, 1, tmp_path, tree=tree)
+    assert Path(where).is_relative_to(tree) and args == ["1", str(tmp_path)]
+    assert fresh_process(code, tree=REPO)[0] == str(REPO / "asrdist" / "__init__.py")
+
+
+def test_a_failing_fresh_process_is_its_stderr() -> None:
+    with pytest.raises(SystemExit, match="ZeroDivisionError"):
+        fresh_process("1 / 0")

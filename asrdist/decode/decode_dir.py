@@ -173,17 +173,17 @@ class _Worker:
                                "NaN or inf")
 
     def _read_variants(self, utt: str, clat: CompactLattice, result: UttResult) -> None:
+        """Every variant's words and CTM lines, off the lattice (a point the main reading shares
+        with the sweep is read once)."""
         if not self.decoder.reached_final:
             result.partial.append(utt)
             result.log.append(f"WARNING: {utt}: no final state reached, partial lattice kept")
-        paths: dict[tuple[float, float], BestPath] = {}
+        read: dict[tuple[float, float], tuple[list[str], list[str] | None]] = {}
         for v in self.variants:
-            key = (v.lmwt, v.wip)
-            if key not in paths:
-                paths[key] = best_path(clat, v.lmwt, v.wip)
-            path = paths[key]
-            result.texts[v.name][utt] = self._words(utt, path.words)
-            lines = self._ctm(utt, path)
+            if (v.lmwt, v.wip) not in read:
+                path = best_path(clat, v.lmwt, v.wip)
+                read[v.lmwt, v.wip] = self._words(utt, path.words), self._ctm(utt, path)
+            result.texts[v.name][utt], lines = read[v.lmwt, v.wip]
             if v.name is None:
                 result.log.append(f"{utt} {' '.join(result.texts[None][utt])}")
                 if lines is None:

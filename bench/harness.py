@@ -12,9 +12,11 @@ import ctypes
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,20 @@ def fresh_process(code: str, *args: object, tree: Path = REPO,
     if proc.returncode:
         raise SystemExit(proc.stderr[-3000:])
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_training(cmd: list[str], out: Path) -> tuple[subprocess.CompletedProcess, float]:
+    """Run a training command (``asrdist-train``, under mpiexec or not) afresh into ``out``:
+    one torch thread a learner, this interpreter's console scripts first on PATH; the finished
+    process (its stderr kept) and its wall seconds."""
+    if out.exists():
+        shutil.rmtree(out)
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    return proc, time.monotonic() - t0
 
 
 NS = ("asrdist-fa", "asrdist-fb")  # the two nodes' namespaces

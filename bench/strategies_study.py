@@ -19,10 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -33,6 +30,7 @@ from asrdist.parallel import registry
 from asrdist.train.config import make_config
 from asrdist.train.evaluate import evaluate
 from asrdist.train.metrics import read_metrics
+from bench.harness import run_training
 from bench.results import publish, publish_option, scrub, shown
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,14 +63,7 @@ def score_final(run: Path) -> tuple[float, float]:
 
 def run_one(args: argparse.Namespace, algo: str, learners: int) -> dict:
     out = args.out / f"{algo}_x{learners}"
-    if out.exists():
-        shutil.rmtree(out)
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    t0 = time.monotonic()
-    proc = subprocess.run(train_command(args, algo, learners, out), env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    seconds = time.monotonic() - t0
+    proc, seconds = run_training(train_command(args, algo, learners, out), out)
     if proc.returncode != 0:
         raise SystemExit(f"{algo} x{learners} failed:\n{proc.stderr[-3000:]}")
     records = read_metrics(out / "metrics.jsonl")

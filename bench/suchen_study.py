@@ -23,17 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 from asrdist.data.dataset import load_corpus, steps_per_epoch
 from asrdist.train.metrics import read_metrics
+from bench.harness import run_training
 from bench.results import generated, publish, publish_option, scrub, shown
 from bench.strategies_study import score_final
 from bench.studies.figure import write_png
@@ -65,15 +62,9 @@ def run_one(args: argparse.Namespace, variant: str, learners: int, period: int) 
         cmd += ["--init-dbn", str(args.dbn)]
     if learners > 1:
         cmd = ["mpiexec", "-n", str(learners), *cmd]
-    if out.exists():
-        shutil.rmtree(out)
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True)
+    proc, seconds = run_training(cmd, out)
     row = {"variant": variant, "learners": learners, "period": period, "steps": steps,
-           "seconds": time.monotonic() - t0,
+           "seconds": seconds,
            "cmd": " ".join(cmd).replace(sys.executable, "python")}
     if proc.returncode != 0:
         if "loss is" not in proc.stderr:

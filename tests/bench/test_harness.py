@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch.distributed as dist
 
 from asrdist.parallel import registry
 from asrdist.testing.learners import launch
-from bench.harness import REPO, extract, fresh_process, presets
+from bench.harness import REPO, extract, fresh_process, presets, run_training
 
 
 def _sum_of_ranks(rank: int, n: int, scale: int) -> tuple[int, int, float]:
@@ -59,3 +60,12 @@ def test_a_fresh_process_runs_the_extracted_revisions_asrdist(tmp_path) -> None:
 def test_a_failing_fresh_process_is_its_stderr() -> None:
     with pytest.raises(SystemExit, match="ZeroDivisionError"):
         fresh_process("1 / 0")
+
+
+def test_run_training_starts_afresh_on_one_thread(tmp_path) -> None:
+    out = tmp_path / "run"
+    (out / "old").mkdir(parents=True)
+    code = ("import os, sys; assert not os.path.exists(sys.argv[1]); "
+            "sys.stderr.write(os.environ['OMP_NUM_THREADS']); sys.exit(3)")
+    proc, seconds = run_training([sys.executable, "-c", code, str(out)], out)
+    assert (proc.returncode, proc.stderr) == (3, "1") and seconds > 0

@@ -34,7 +34,7 @@ def test_a_message_of_the_small_model_lasts_as_long_as_173_mb_over_the_link():
     speed = speed_model(100e6 / 8, 280_000, 16, 21)
     assert speed.compute_s == pytest.approx(16 * 21 * 53e-6)
     # 173 MB at 12.5 MB/s is 13.84 s, plus 0.1 ms of latency
-    assert speed.send_s(280_000) == pytest.approx(13.8401)
+    assert speed.send_s(280_000, 0, 1) == pytest.approx(13.8401)  # learners on two nodes
 
 
 RECORDS = [{"time_s": 2.0, "heldout_ce": 3.0}, {"time_s": 5.0, "heldout_ce": 2.5},

@@ -29,7 +29,7 @@ from asrdist.stage import Skipped
                    "[default: IN_DIR/../final.mdl, else OLD_LANG/final.mdl].")
 @click.option("--skip-scoring", is_flag=True, help="Only the lattices (Kaldi's --skip-scoring).")
 @click.argument("old_lang", type=click.Path(file_okay=False))
-@click.argument("new_lm", type=click.Path(dir_okay=False))
+@click.argument("new_lm", type=click.Path())
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("in_dir", type=click.Path(file_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
@@ -37,8 +37,9 @@ def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, acwt: float, trans_mdl
          skip_scoring: bool, old_lang: str, new_lm: str, data_dir: str, in_dir: str,
          out_dir: str) -> None:
     """Rescore IN_DIR's lat.N.gz into OUT_DIR's: OLD_LANG's G.fst scores out
-    (lattice-lmrescore --lm-scale=-1), NEW_LM's in (an ARPA file, gzipped or not:
-    lattice-lmrescore-const-arpa --lm-scale=1, unknown words as OLD_LANG's oov.int), then the
+    (lattice-lmrescore --lm-scale=-1), NEW_LM's in (lattice-lmrescore-const-arpa
+    --lm-scale=1; NEW_LM: an ARPA file, gzipped or not, its unknown words as OLD_LANG's oov.int,
+    or Kaldi's G.carpa, or a lang dir holding one), then the
     texts and CTMs read off them as asrdist-decode reads its own (text, ctm, score_LMWT_WIP/),
     so OUT_DIR is scored like any decode dir. OLD_LANG is a lang or graph dir with G.fst and
     words.txt (phones/align_lexicon.int for the CTMs); DATA is the decode's data dir. A rerun

@@ -9,8 +9,9 @@ with G (its output labels; OpenFst's composition with the sequence filter, which
 order of the epsilon moves on either side and so how the float32 costs are summed), inverted,
 determinized (:mod:`asrdist.decode.determinize_lattice`) and scaled by lm_scale. With scale -1
 every word sequence loses its best G path's cost. :func:`add_lm` is
-lattice-lmrescore-const-arpa: the compact lattice composed with the ARPA LM as a deterministic
-on-demand FST (:class:`ArpaFst`, ConstArpaLmDeterministicFst), breadth first, converted to a
+lattice-lmrescore-const-arpa: the compact lattice composed with the new LM (an ARPA file, or
+Kaldi's G.carpa) as a deterministic on-demand FST (:class:`ArpaFst`,
+ConstArpaLmDeterministicFst), breadth first, converted to a
 Lattice, inverted and determinized again. A lattice that no LM path accepts is dropped with a
 warning, as both binaries drop it. The acoustic costs pass through untouched.
 """
@@ -23,10 +24,10 @@ import os
 import struct
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from asrdist.decode.arpa import ArpaLM
 from asrdist.decode.determinize_lattice import determinize_lattice
 from asrdist.decode.graph import fst_chunks, read_header
 from asrdist.decode.lattice import (
@@ -196,12 +197,25 @@ def remove_lm(clat: CompactLattice, g: BackoffFst, lm_scale: float = -1.0
 # ---- lattice-lmrescore-const-arpa -----------------------------------------------------------
 
 
+class NgramLM(Protocol):
+    """What ConstArpaLmDeterministicFst asks of its LM: :class:`asrdist.decode.arpa.ArpaLM`
+    (an ARPA file) or :class:`asrdist.decode.carpa.CarpaLM` (Kaldi's G.carpa)."""
+
+    order: int
+    bos: int
+    eos: int
+
+    def logprob(self, word: int, hist: tuple[int, ...]) -> float: ...
+
+    def history_exists(self, hist: tuple[int, ...]) -> bool: ...
+
+
 class ArpaFst:
     """ConstArpaLmDeterministicFst: a state per word history (the start one <s>); the arc for
     a word costs -ln p(word | history) and goes to the history plus the word, cut to order-1
     words and then to its longest suffix that is an LM state; no arc where the LM gives -inf."""
 
-    def __init__(self, lm: ArpaLM) -> None:
+    def __init__(self, lm: NgramLM) -> None:
         self.lm = lm
         self.histories: list[tuple[int, ...]] = [(lm.bos,)]
         self.index = {(lm.bos,): 0}
@@ -258,7 +272,7 @@ def _compose_arpa(clat: CompactLattice, lm: ArpaFst) -> CompactLattice:
     return connect_compact(out)
 
 
-def add_lm(clat: CompactLattice, lm: ArpaLM, lm_scale: float = 1.0) -> CompactLattice | None:
+def add_lm(clat: CompactLattice, lm: NgramLM, lm_scale: float = 1.0) -> CompactLattice | None:
     """lattice-lmrescore-const-arpa --lm-scale=``lm_scale``: None when the result is empty."""
     if lm_scale == 0.0:
         return clat
@@ -272,7 +286,7 @@ def add_lm(clat: CompactLattice, lm: ArpaLM, lm_scale: float = 1.0) -> CompactLa
     return scale_lattice(det, lm_scale, 1.0) if det.num_states else None
 
 
-def rescore(clat: CompactLattice, g: BackoffFst, lm: ArpaLM) -> CompactLattice | None:
+def rescore(clat: CompactLattice, g: BackoffFst, lm: NgramLM) -> CompactLattice | None:
     """The old LM's costs out (scale -1), the new one's in (scale 1); None when empty."""
     removed = remove_lm(clat, g)
     return None if removed is None else add_lm(removed, lm)

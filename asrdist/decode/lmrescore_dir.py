@@ -1,6 +1,10 @@
 """Rescoring a decode dir's lattices with a new LM, as steps/lmrescore_const_arpa.sh does:
 
-    OLD_LANG (G.fst, words.txt[, oov.int])  NEW_LM (ARPA, .gz or not)  IN_DIR  OUT_DIR
+    OLD_LANG (G.fst, words.txt[, oov.int])  NEW_LM  IN_DIR  OUT_DIR
+
+NEW_LM is an ARPA file (.gz or not; its words mapped through OLD_LANG's words.txt, the oov word
+as unk, as utils/build_const_arpa_lm.sh does), Kaldi's G.carpa, or a lang dir holding one
+(lmrescore_const_arpa.sh's NEW_LANG).
 
 IN_DIR's ``num_jobs`` lattice archives ``lat.N.gz`` are each rescored into OUT_DIR's
 ``lat.N.gz`` (:func:`asrdist.decode.lmrescore.rescore`), one archive per task as Kaldi's
@@ -24,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from asrdist.decode.arpa import read_arpa
+from asrdist.decode.carpa import MAGIC, CarpaLM
 from asrdist.decode.lattice_io import compact_lattice_binary
 from asrdist.decode.lattice_readings import write_readings
-from asrdist.decode.lmrescore import BackoffFst, read_lattice_archive, rescore
+from asrdist.decode.lmrescore import BackoffFst, NgramLM, read_lattice_archive, rescore
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, naming_full_disk
 from asrdist.jobs import LOCAL, Runner, split
@@ -41,12 +46,19 @@ STAGE = "lmrescore"
 
 @dataclass(frozen=True)
 class RescoreInputs:
-    """What one job loads: the old LM's G.fst, the new ARPA LM, words.txt and the oov word."""
+    """What one job loads: the old LM's G.fst, the new LM (ARPA or G.carpa), words.txt and
+    the oov word."""
 
     g_fst: str
-    arpa: str
+    new_lm: str
     words_txt: str
     oov: str | None
+
+    def load_new_lm(self) -> NgramLM:
+        with open(self.new_lm, "rb") as f:
+            if f.read(len(MAGIC)) == MAGIC:
+                return CarpaLM(self.new_lm)
+        return read_arpa(self.new_lm, read_symbols(self.words_txt), self.oov)
 
 
 @dataclass
@@ -63,7 +75,7 @@ class _Job:
 
     def __init__(self, inputs: RescoreInputs) -> None:
         self.g = BackoffFst(inputs.g_fst)
-        self.lm = read_arpa(inputs.arpa, read_symbols(inputs.words_txt), inputs.oov)
+        self.lm = inputs.load_new_lm()
 
     def run(self, pairs: list[tuple[str, str]]) -> Iterator[tuple[str, str, bool]]:
         """Rescore each (in, out) archive; per lattice (a progress step): the output archive,
@@ -79,16 +91,20 @@ class _Job:
                     yield dst, key, rescored is not None
 
 
-def old_lm_inputs(old_lang: str | os.PathLike, new_lm: str | os.PathLike) -> RescoreInputs:
-    """OLD_LANG's G.fst and words.txt, its oov word (oov.int or oov.txt: unk of the new LM, as
-    build_const_arpa_lm.sh's --unk-symbol), checked before any job starts."""
+def rescore_inputs(old_lang: str | os.PathLike, new_lm: str | os.PathLike) -> RescoreInputs:
+    """OLD_LANG's G.fst and words.txt, its oov word (oov.int or oov.txt: unk of an ARPA LM, as
+    build_const_arpa_lm.sh's --unk-symbol) and NEW_LM (NEW_LM/G.carpa for a dir), checked
+    before any job starts."""
     lang = Path(old_lang)
     for name in ("G.fst", "words.txt"):
         if not (lang / name).is_file():
             raise AsrdistError(f"{lang / name}: missing (OLD_LANG must hold the old LM's G.fst "
                                "and its words.txt)")
+    if Path(new_lm).is_dir():
+        new_lm = Path(new_lm) / "G.carpa"
     if not Path(new_lm).is_file():
-        raise AsrdistError(f"{new_lm}: no such ARPA LM")
+        raise AsrdistError(f"{new_lm}: no such file (NEW_LM: an ARPA file, a G.carpa or a lang "
+                           "dir with one)")
     words = read_symbols(lang / "words.txt")
     oov = None
     if (lang / "oov.int").is_file():
@@ -126,15 +142,15 @@ def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
                        nj: int | None = None, runner: Runner = LOCAL
                        ) -> list[ArchiveResult] | Skipped:
     """Write OUT/lat.N.gz and OUT/num_jobs; Skipped when OUT is done with these inputs."""
-    inputs = old_lm_inputs(old_lang, new_lm)
+    inputs = rescore_inputs(old_lang, new_lm)
     archives = input_archives(in_dir)
     nj = len(archives) if nj is None else nj
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
     out = Path(out_dir)
     check = check_done(out, STAGE, {"old_lm_scale": -1.0, "new_lm_scale": 1.0},
-                       [inputs.g_fst, inputs.words_txt, Path(old_lang) / "oov.int", new_lm,
-                        *archives])
+                       [inputs.g_fst, inputs.words_txt, Path(old_lang) / "oov.int",
+                        inputs.new_lm, *archives])
     if check.done:
         return check.skipped()
     out.mkdir(parents=True, exist_ok=True)

@@ -78,6 +78,18 @@ def test_one_job_equals_two(dirs):
     assert not (dirs / "decode_fg1" / "text").exists()
 
 
+def test_a_lang_dir_with_g_carpa_rescores_the_same(dirs, tmp_path):
+    """lmrescore_const_arpa.sh's NEW_LANG: Kaldi's G.carpa read as it is."""
+    (tmp_path / "lang_fg").mkdir()
+    shutil.copy(EXPECTED / "G.carpa", tmp_path / "lang_fg" / "G.carpa")
+    done = rescore(dirs, "decode_carpa", "--skip-scoring", lm=tmp_path / "lang_fg")
+    assert done.returncode == 0, done.stderr
+    out = dirs / "decode_carpa"
+    ours = {**read_lattice_archive(out / "lat.1.gz"), **read_lattice_archive(out / "lat.2.gz")}
+    for key, clat in read_lattice_archive(EXPECTED / "rescored.1.bin").items():
+        assert (ours[key].arcs, ours[key].final) == (clat.arcs, clat.final)
+
+
 def test_a_bad_arpa_file_is_one_line(dirs, tmp_path):
     bad = tmp_path / "bad.arpa.gz"
     bad.write_bytes(gzip.compress(b"\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\n\\end\\\n"))

@@ -41,6 +41,15 @@ wips="0.0 0.5 1.0"  # word insertion penalties of the sweep: score_sclite.sh's w
 acronyms=""         # swbd300: the s5c dict's acronyms.map for scoring (default: your system's
                     # data/local/dict_nosp/acronyms.map beside --test-data, else stage 0's);
                     # swbd2000 (fisher_swbd) uses none
+rescore_lm=""       # a 4-gram to rescore the tg lattices with, as s5c's
+                    # steps/lmrescore_const_arpa.sh: an ARPA file (.gz or not), e.g. s5c's
+                    # data/local/lm/sw1_fsh.o4g.kn.gz, or a lang dir with G.carpa, e.g. its
+                    # data/lang_sw1_fsh_fg; the fg decode dir goes beside the tg one and
+                    # exp/RESULTS gets its rows too
+rescore_old_lang="" # the lang dir with the tg G.fst (default: --graph-dir when it has G.fst,
+                    # else <s5c>/data/lang_<lm> for <s5c>/exp/<model>/graph_<lm>)
+rescore_name=""     # the fg dir's and rows' name (default: the lang dir's name less lang_,
+                    # or the ARPA file's name up to its first dot + _fg: sw1_fsh_fg)
 nj=4                # parallel jobs for features and decoding (where: cmd.sh's train_cmd and
                     # decode_cmd, or --train-cmd and --decode-cmd)
 data=data

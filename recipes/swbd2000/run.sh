@@ -21,7 +21,8 @@
 #                with extra streams (fMLLR, i-vectors), fbank + deltas with them joined per frame
 #   2 targets    asrdist-ingest-ali: the Kaldi alignment dir -> pdf-id targets
 #   3 train      asrdist-train (any --algo) under srun / mpiexec / torchrun
-#   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep
+#   4 decode     network once over eval2000 (scores kept), then the LM-weight x WIP sweep;
+#                with --rescore-lm, the lattices rescored with a 4-gram (lmrescore_const_arpa.sh)
 #   5 score      fisher_swbd's score_sclite.sh: recording-relative CTM, filter, acronyms split
 #                (format_acronyms_ctm_eval2000.py), hubscr semantics; exp/RESULTS: a line per
 #                run dir
@@ -39,6 +40,7 @@ help_message="Usage: $0 --train-data DIR --test-data DIR --ali-dir DIR --graph-d
 . "$repo_root/local/parse_options.sh"
 . "$repo_root/local/swbd/check_paths.sh"
 . "$repo_root/local/swbd/dirs.sh"
+. "$repo_root/local/swbd/rescore.sh"
 . "$repo_root/local/log.sh"
 check_swbd_paths
 
@@ -60,6 +62,7 @@ fi
 add_convention_opts  # --sp-prefix, --allow-partial, --extend-eval2000
 train_set=train_nodup${speed_perturb:+_sp}
 swbd_dirs  # train_src, train_dir, train_input, targets, run, decode (and the test set's)
+rescore_dirs  # with --rescore-lm: rescore_old_lang, rescore_name, decode_rescored
 fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ] && [ -n "$train_data" ]; then
@@ -104,6 +107,11 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   run_stage 4 "decode sweep" asrdist-decode --graph $graph_dir --trans-mdl $ali_dir/final.mdl \
     --loglikes $run/loglikes_eval2000/loglikes.scp --data $test_input --nj $nj \
     --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode
+  if [ -n "$rescore_lm" ]; then  # steps/lmrescore_const_arpa.sh: tg scores out, 4-gram in
+    run_stage 4 "rescore $rescore_name" asrdist-lmrescore --cmd "$decode_cmd" \
+      --lmwt "$lmwts" --wip "$wips" $rescore_old_lang $rescore_lm $test_input $decode \
+      $decode_rescored
+  fi
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
@@ -111,4 +119,10 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   run_stage 5 score asrdist-score hubscr --recipe fisher_swbd --stm $test_src/stm \
     --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
   update_results $exp $run $decode/scoring.txt
+  if [ -n "$rescore_lm" ]; then  # the fg rows beside the tg ones: <run>_<rescore_name>
+    run_stage 5 "score $rescore_name" asrdist-score hubscr --recipe fisher_swbd \
+      --stm $test_src/stm --glm $test_src/glm --data $test_src $decode_rescored \
+      | tee $decode_rescored/scoring.txt
+    update_results $exp ${run}_$rescore_name $decode_rescored/scoring.txt
+  fi
 fi

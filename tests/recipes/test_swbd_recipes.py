@@ -153,8 +153,11 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
 @pytest.mark.parametrize("recipe, name", [("swbd300", "user"), ("swbd2000", "fisher_user")])
 def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, request, tmp_path):
     system = request.getfixturevalue(name)[2]
+    # --rescore-lm: the graph's own trigram, gzipped, as a stand-in for s5c's 4-gram
+    lm = tmp_path / "sw1_fsh.o4g.kn.gz"
+    lm.write_bytes(gzip.compress((system.graph_dir / "lm.arpa").read_bytes()))
     proc = run_recipe(recipe, *_route1(request.getfixturevalue(name), tmp_path),
-                      "--algo", "ssgd")
+                      "--algo", "ssgd", "--rescore-lm", str(lm))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"stage 0 (data): your Kaldi data dirs {system.train_data} and " \
            f"{system.test_data}, as they are" in proc.stderr
@@ -168,6 +171,12 @@ def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, reques
     _check_targets(system, tmp_path / "exp", tmp_path / "data" / "train_nodup_sp_fbank")
     results = _results(tmp_path / "exp", "blstm_ssgd_n1")
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)
+    # the rescoring stage: the fg decode dir beside the tg one, its rows beside the tg rows
+    assert re.search(r"stage 4 \(rescore sw1_fsh_fg\): done in \d+ s", proc.stderr)
+    fg = tmp_path / "exp" / "blstm_ssgd_n1" / "decode_eval2000_sw1_fsh_fg"
+    assert (fg / "lat.1.gz").is_file() and (fg / "score_8_0.0" / "ctm").is_file()
+    rescored = _results(tmp_path / "exp", "blstm_ssgd_n1_sw1_fsh_fg")
+    assert len(rescored) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in rescored)
 
 
 def test_route1_needs_both_dirs_and_the_s5c_acronyms(user, tmp_path):

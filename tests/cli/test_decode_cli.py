@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gzip
 import shutil
 
 import kaldiio
@@ -14,6 +15,8 @@ from click.testing import CliRunner
 from asrdist import fsutil
 from asrdist.cli.decode import main as decode_main
 from asrdist.decode.graph import make_graph
+from asrdist.decode.lattice import best_path_words
+from asrdist.decode.lattice_io import read_lattices_binary
 from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
@@ -44,6 +47,14 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert ctm[0] == ["v1-u1", "1", "0.150", "0.270", "dog"]  # nbest-to-ctm's 3 digits
     assert [f[4] for f in ctm if f[0] == "v1-u1"] == "dog sit on cat".split()
     assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
+    assert (out / "num_jobs").read_text() == "2\n"  # Kaldi's layout: lat.N.gz per job
+    lats = {u: lat for n in (1, 2) for u, lat in
+            read_lattices_binary(gzip.decompress((out / f"lat.{n}.gz").read_bytes())).items()}
+    id2word = {int(i): w for w, i in (line.split() for line in
+                                       (out / "words.txt").read_text().splitlines())}
+    assert {u: " ".join(id2word[w] for w in best_path_words(lat, 5.0, 1.0))
+            for u, lat in lats.items()} == dict(
+        line.split(maxsplit=1) for line in (out / "score_5_1.0" / "text").read_text().splitlines())
 
     score = run_cli("score", "text", "--subsets-by", "spk", str(data / "text"), str(out))
     assert score.returncode == 0, score.stderr

@@ -16,7 +16,8 @@ inputs, tests/decode/kaldi_expected). Each figure is a fresh process, one job, o
 
 CPU time, not wall time: the machines these run on are shared.
 
-The texts at LMWT 10, WIP 0 are compared with ``lattice-best-path`` on Kaldi's lattices.
+Our lattices are compared with Kaldi's by ``lattice-equivalent``, our 39 points' texts with
+``lattice-scale | lattice-add-penalty | lattice-best-path`` on Kaldi's lattices.
 
     .venv/bin/python -m bench.lattice_decode [--kaldi-bin /opt/kaldi-lite/bin] [--utts N]
         [--graph DIR --mdl final.mdl (--gmm-data DIR | --loglikes ARK)] [--publish]
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -100,15 +102,39 @@ def kaldi_latgen(bin_dir: Path, graph: Path, mdl: Path, ark: Path, out: Path) ->
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def kaldi_best_texts(bin_dir: Path, lats: Path, words: Path) -> dict[str, str]:
-    """lattice-scale --inv-acoustic-scale=10 | lattice-best-path on Kaldi's lattices, as words."""
-    scale = subprocess.run([str(bin_dir / "lattice-scale"), "--inv-acoustic-scale=10",
+def kaldi_best_texts(bin_dir: Path, lats: Path, words: Path, lmwt: int, wip: float
+                     ) -> dict[str, str]:
+    """lattice-scale | lattice-add-penalty | lattice-best-path on Kaldi's lattices, as words."""
+    scale = subprocess.run([str(bin_dir / "lattice-scale"), f"--inv-acoustic-scale={lmwt}",
                             f"ark:{lats}", "ark:-"], check=True, capture_output=True).stdout
-    best = subprocess.run([str(bin_dir / "lattice-best-path"), "ark:-", "ark,t:-"], input=scale,
+    pen = subprocess.run([str(bin_dir / "lattice-add-penalty"), f"--word-ins-penalty={wip}",
+                          "ark:-", "ark:-"], input=scale, check=True, capture_output=True).stdout
+    best = subprocess.run([str(bin_dir / "lattice-best-path"), "ark:-", "ark,t:-"], input=pen,
                           check=True, capture_output=True).stdout.decode()
     id2word = {i: w for w, i in (line.split() for line in words.read_text().splitlines())}
     return {u: " ".join(id2word[i] for i in ids) for u, *ids in
             (line.split() for line in best.splitlines())}
+
+
+def equivalent(bin_dir: Path, ours_gz: Path, kaldi: Path) -> str:
+    """lattice-equivalent's count: 'E/N'."""
+    log = subprocess.run([str(bin_dir / "lattice-equivalent"), f"ark:gunzip -c {ours_gz}|",
+                          f"ark:{kaldi}"], capture_output=True, text=True).stderr
+    done = re.search(r"Done (\d+) lattices, (\d+) were equivalent", log)
+    return f"{done.group(2)}/{done.group(1)}" if done else "?"
+
+
+def sweep_agreement(bin_dir: Path, kaldi: Path, words: Path, decode: Path) -> tuple[int, int]:
+    """Utterance x point transcripts of our score_*/text equal to Kaldi's, and their number."""
+    same = total = 0
+    for lmwt in range(5, 18):
+        for wip in (0.0, 0.5, 1.0):
+            theirs = kaldi_best_texts(bin_dir, kaldi, words, lmwt, wip)
+            mine = dict((line.split(" ", 1) + [""])[:2] for line in
+                        (decode / f"score_{lmwt}_{wip:.1f}" / "text").read_text().splitlines())
+            same += sum(mine.get(u) == w for u, w in theirs.items())
+            total += len(theirs)
+    return same, total
 
 
 def ours(graph: Path, mdl: Path, data: Path, scp: Path, out: Path, sweep: bool) -> dict:
@@ -154,14 +180,11 @@ def main() -> None:
         num_pdfs = next(iter(kaldiio.load_ark(str(ark))))[1].shape[1]
         data, scp = inputs_dir(work, ark, num_pdfs)
         kaldi_cpu = kaldi_latgen(args.kaldi_bin, args.graph, args.mdl, ark, work / "kaldi.lat")
-        kaldi_texts = kaldi_best_texts(args.kaldi_bin, work / "kaldi.lat",
-                                       args.graph / "words.txt")
         one = ours(args.graph, args.mdl, data, scp, work / "one", sweep=False)
         full = ours(args.graph, args.mdl, data, scp, work / "sweep", sweep=True)
-        texts = dict(line.split(" ", 1) if " " in line else (line, "")
-                     for line in (work / "sweep" / "score_10_0.0" / "text").read_text()
-                     .splitlines())
-        same = sum(texts.get(u) == w for u, w in kaldi_texts.items())
+        same_lats = equivalent(args.kaldi_bin, work / "one" / "lat.1.gz", work / "kaldi.lat")
+        same, total = sweep_agreement(args.kaldi_bin, work / "kaldi.lat",
+                                      args.graph / "words.txt", work / "sweep")
         graph_mb = (args.graph / "HCLG.fst").stat().st_size / 1e6
         lines = [
             "## Lattice decoding against latgen-faster-mapped; the sweep against one pass", "",
@@ -181,9 +204,10 @@ def main() -> None:
             f"| of which the 40 readings of the lattices | {full['sweep']:.2f} | "
             f"{full['sweep'] / one['audio']:.4f} |", "",
             f"Ours / Kaldi, lattice search: {one['search'] / kaldi_cpu:.1f}x. Pass + 39-point "
-            f"sweep / one pass (CPU of the whole call): {full['cpu'] / one['cpu']:.2f}x. Texts "
-            f"at LMWT 10, WIP 0 equal to lattice-best-path on Kaldi's lattices: "
-            f"{same}/{len(kaldi_texts)}.",
+            f"sweep / one pass (CPU of the whole call): {full['cpu'] / one['cpu']:.2f}x. "
+            f"Lattices equivalent to Kaldi's (lattice-equivalent): {same_lats}. Sweep "
+            f"transcripts (utterances x 39 points) equal to lattice-scale | lattice-add-penalty "
+            f"| lattice-best-path on Kaldi's lattices: {same}/{total}.",
         ]
         publish(scrub(lines, {work: "TMP"}), args.publish)
 

@@ -4,11 +4,12 @@
       | lattice-lmrescore-const-arpa --lm-scale=1.0 new/G.carpa
 
 :func:`remove_lm` is lattice-lmrescore: the lattice (transition-ids in, words out, as Kaldi
-reads a compact lattice into a Lattice) has its graph costs scaled by 1/lm_scale, is composed
+reads a compact lattice into a Lattice) has its graph costs negated (1/lm_scale), is composed
 with G (its output labels; OpenFst's composition with the sequence filter, which decides the
 order of the epsilon moves on either side and so how the float32 costs are summed), inverted,
-determinized (:mod:`asrdist.decode.determinize_lattice`) and scaled by lm_scale. With scale -1
-every word sequence loses its best G path's cost. :func:`add_lm` is
+determinized (:mod:`asrdist.decode.determinize_lattice`: the best G path per word sequence)
+and negated again (lm_scale): every word sequence loses its best G path's cost. Only the
+scales lmrescore_const_arpa.sh uses, -1 and 1, are implemented. :func:`add_lm` is
 lattice-lmrescore-const-arpa: the compact lattice composed with the new LM (an ARPA file, or
 Kaldi's G.carpa) as a deterministic on-demand FST (:class:`ArpaFst`,
 ConstArpaLmDeterministicFst), breadth first, converted to a
@@ -125,7 +126,8 @@ def to_lattice(clat: CompactLattice) -> Lattice:
 
 
 def _scale_graph(w: Weight, scale: float) -> Weight:
-    """ScaleTupleWeight by [[scale, 0], [0, 1]] (double arithmetic, float32 result)."""
+    """ScaleTupleWeight by [[scale, 0], [0, 1]] (double arithmetic, float32 result; Zero
+    stays Zero)."""
     if np.isinf(w[0]):
         return ZERO
     return (F32(scale * float(w[0]) + 0.0 * float(w[1])),
@@ -179,19 +181,16 @@ def _invert(lat: Lattice) -> Lattice:
                    lat.final, lat.start)
 
 
-def remove_lm(clat: CompactLattice, g: BackoffFst, lm_scale: float = -1.0
-              ) -> CompactLattice | None:
-    """lattice-lmrescore --lm-scale=``lm_scale`` with G: None when the result is empty."""
-    if lm_scale == 0.0:
-        return clat
+def remove_lm(clat: CompactLattice, g: BackoffFst) -> CompactLattice | None:
+    """lattice-lmrescore --lm-scale=-1.0 with G: None when the result is empty."""
     lat = to_lattice(clat)
-    lat.arcs = [[(a[0], a[1], _scale_graph(a[2], 1.0 / lm_scale), a[3]) for a in arcs]
+    lat.arcs = [[(a[0], a[1], _scale_graph(a[2], -1.0), a[3]) for a in arcs]
                 for arcs in lat.arcs]
-    lat.final = [_scale_graph(f, 1.0 / lm_scale) for f in lat.final]
+    lat.final = [_scale_graph(f, -1.0) for f in lat.final]
     for arcs in lat.arcs:
         arcs.sort(key=lambda a: a[1])  # ArcSort by olabel (distinct labels: any order)
     det = determinize_lattice(_invert(_compose_g(lat, g)))
-    return scale_lattice(det, lm_scale, 1.0) if det.num_states else None
+    return scale_lattice(det, -1.0, 1.0) if det.num_states else None
 
 
 # ---- lattice-lmrescore-const-arpa -----------------------------------------------------------
@@ -272,18 +271,16 @@ def _compose_arpa(clat: CompactLattice, lm: ArpaFst) -> CompactLattice:
     return connect_compact(out)
 
 
-def add_lm(clat: CompactLattice, lm: NgramLM, lm_scale: float = 1.0) -> CompactLattice | None:
-    """lattice-lmrescore-const-arpa --lm-scale=``lm_scale``: None when the result is empty."""
-    if lm_scale == 0.0:
-        return clat
+def add_lm(clat: CompactLattice, lm: NgramLM) -> CompactLattice | None:
+    """lattice-lmrescore-const-arpa --lm-scale=1.0 (its scalings by 1 and 1/1 change
+    nothing): None when the result is empty."""
     if not clat.num_states:
         return None
-    scaled = scale_lattice(clat, 1.0 / lm_scale, 1.0)
-    composed = _compose_arpa(scaled, ArpaFst(lm))
+    composed = _compose_arpa(clat, ArpaFst(lm))
     if not composed.num_states:
         return None
     det = determinize_lattice(_invert(to_lattice(composed)))
-    return scale_lattice(det, lm_scale, 1.0) if det.num_states else None
+    return det if det.num_states else None
 
 
 def rescore(clat: CompactLattice, g: BackoffFst, lm: NgramLM) -> CompactLattice | None:

@@ -15,7 +15,8 @@ the lattice decoder does not have):
 - the rescoring: read lat.1.gz, :func:`rescore` every lattice, write the archive, with the
   time to load G.fst and the ARPA LM apart;
 - with ``--kaldi BIN`` (Kaldi's bin/, e.g. /opt/kaldi-lite/bin), the same through Kaldi's
-  latgen-faster-mapped and lattice-lmrescore | lattice-lmrescore-const-arpa, for scale.
+  latgen-faster-mapped and lattice-lmrescore | lattice-lmrescore-const-arpa (on our
+  lattices), for scale, and how many of Kaldi's rescored lattices equal ours.
 
     .venv/bin/python -m bench.lmrescore_cost [--copies 25] [--kaldi BIN] [--publish]
 
@@ -128,9 +129,13 @@ def main() -> None:
                  f"'fstproject --project_type=output {SYSTEM / 'G.fst'} |' ark:- | "
                  "lattice-lmrescore-const-arpa --lm-scale=1.0 ark:- G.carpa ark:fg.lat"],
                 env=kenv, cwd=work, stderr=subprocess.DEVNULL)
+            kaldi = read_lattice_archive(work / "fg.lat")
+            same = sum(1 for k, c in rescored if c is not None and k in kaldi
+                       and (kaldi[k].arcs, kaldi[k].final) == (c.arcs, c.final))
             lines.append(f"- Kaldi: latgen-faster-mapped {t_kaldi_latgen:.2f} s; "
                          f"lattice-lmrescore | lattice-lmrescore-const-arpa "
-                         f"{t_kaldi_rescore:.2f} s (same lattices)")
+                         f"{t_kaldi_rescore:.2f} s (same lattices); its rescored lattices equal "
+                         f"ours (states, arcs, strings, float32 costs): {same} of {len(kaldi)}")
         publish(lines, args.publish)
 
 

@@ -84,7 +84,7 @@ class _Determinizer:
             for ilabel, olabel, w, nxt in self.lat.arcs[elem[0]]:
                 if ilabel != 0 or _is_zero(w):
                     continue
-                new = (nxt, elem[1] + (olabel,) if olabel else elem[1], _times(elem[2], w))
+                new = (nxt, elem[1] + olabel, _times(elem[2], w))
                 old = cur.get(nxt)
                 if old is None:
                     cur[nxt] = new
@@ -139,8 +139,7 @@ class _Determinizer:
         for state, string, weight in self.subsets[sid]:
             for ilabel, olabel, w, nxt in self.lat.arcs[state]:
                 if ilabel != 0 and not _is_zero(w):
-                    elems.append((ilabel, (nxt, string + (olabel,) if olabel else string,
-                                           _times(weight, w))))
+                    elems.append((ilabel, (nxt, string + olabel, _times(weight, w))))
         elems.sort(key=lambda p: (p[0], p[1][0]))
         i = 0
         while i < len(elems):
@@ -181,6 +180,7 @@ class _Determinizer:
 
 def determinize_lattice(lat: Lattice) -> CompactLattice:
     """DeterminizeLattice(ifst, &compact_ofst) with default options: input labels (words)
-    become the compact lattice's labels, output labels (transition-ids) its strings.
-    An empty lattice (no start state) gives an empty one."""
+    become the compact lattice's labels, output labels its strings; an output label here is a
+    tuple of transition-ids (a string on one arc: :func:`asrdist.decode.lmrescore.to_string_
+    lattice`). An empty lattice (no start state) gives an empty one."""
     return _Determinizer(lat).run()

@@ -96,32 +96,31 @@ class BackoffFst:
 # ---- lattice-lmrescore ----------------------------------------------------------------------
 
 
-def to_lattice(clat: CompactLattice) -> Lattice:
-    """ConvertLattice(CompactLattice -> Lattice, invert=true): transition-ids in, words out;
-    each arc's string spelled on a chain of new states (the word and the weight on the first
-    arc), a final string on a chain ending in a final state; the states keep their numbers."""
+def to_string_lattice(clat: CompactLattice) -> Lattice:
+    """ConvertLattice(CompactLattice -> Lattice, invert=true) with each arc's chain of
+    transition-ids kept as one arc whose input label is the whole string (a tuple): words out.
+
+    Kaldi spells a string on a chain of new states, the word and the weight on the first arc;
+    the chain's inner states have one output-epsilon arc and are not final, so composition
+    moves through them without a G move and determinization passes them adding One: keeping the
+    string on one arc composes and determinizes to the same lattice, costs included, with a
+    state per compact state instead of one per transition-id. A final string keeps its own arc
+    (output epsilon, the final weight) to a new final state, as Kaldi's chain: the state it
+    leaves has an output-epsilon arc and is not final, which the sequence filter looks at."""
     n = clat.num_states
     lat = Lattice([[] for _ in range(n)], [ZERO] * n, clat.start if n else 0)
     for s in range(n):
         final = clat.final[s]
         if final is not None:
             weight, string = final
-            cur = s
-            for i, tid in enumerate(string):
-                nxt = lat.add_state()
-                lat.arcs[cur].append((tid, 0, weight if i == 0 else ONE, nxt))
-                cur = nxt
-            lat.final[cur] = ONE if string else weight
+            if string:
+                end = lat.add_state()
+                lat.arcs[s].append((string, 0, weight, end))
+                lat.final[end] = ONE
+            else:
+                lat.final[s] = weight
         for word, weight, string, nxt in clat.arcs[s]:
-            cur = s
-            for i in range(len(string) - 1):
-                new = lat.add_state()
-                lat.arcs[cur].append((string[i], word if i == 0 else 0,
-                                      weight if i == 0 else ONE, new))
-                cur = new
-            first = len(string) <= 1
-            lat.arcs[cur].append((string[-1] if string else 0, word if first else 0,
-                                  weight if first else ONE, nxt))
+            lat.arcs[s].append((string, word, weight, nxt))
     return lat
 
 
@@ -164,7 +163,7 @@ def _compose_g(lat: Lattice, g: BackoffFst) -> Lattice:
         if g_eps and not (eps1 == len(arcs1) and _is_zero(final1)):
             after = 0 if eps1 == 0 else 1
             for c, n2 in g_eps:  # the lattice stays, G backs off
-                out.arcs[s].append((0, 0, _times(ONE, (c, F32(0.0))), state((s1, n2, after))))
+                out.arcs[s].append(((), 0, _times(ONE, (c, F32(0.0))), state((s1, n2, after))))
         for ilabel, olabel, w, n1 in arcs1:
             if olabel == 0:
                 if fs == 0:  # G stays
@@ -183,7 +182,7 @@ def _invert(lat: Lattice) -> Lattice:
 
 def remove_lm(clat: CompactLattice, g: BackoffFst) -> CompactLattice | None:
     """lattice-lmrescore --lm-scale=-1.0 with G: None when the result is empty."""
-    lat = to_lattice(clat)
+    lat = to_string_lattice(clat)
     lat.arcs = [[(a[0], a[1], _scale_graph(a[2], -1.0), a[3]) for a in arcs]
                 for arcs in lat.arcs]
     lat.final = [_scale_graph(f, -1.0) for f in lat.final]
@@ -279,7 +278,7 @@ def add_lm(clat: CompactLattice, lm: NgramLM) -> CompactLattice | None:
     composed = _compose_arpa(clat, ArpaFst(lm))
     if not composed.num_states:
         return None
-    det = determinize_lattice(_invert(to_lattice(composed)))
+    det = determinize_lattice(_invert(to_string_lattice(composed)))
     return det if det.num_states else None
 
 

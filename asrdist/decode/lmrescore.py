@@ -4,17 +4,19 @@
       | lattice-lmrescore-const-arpa --lm-scale=1.0 new/G.carpa
 
 :func:`remove_lm` is lattice-lmrescore: the lattice (transition-ids in, words out, as Kaldi
-reads a compact lattice into a Lattice) has its graph costs negated (1/lm_scale), is composed
-with G (its output labels; OpenFst's composition with the sequence filter, which decides the
-order of the epsilon moves on either side and so how the float32 costs are summed), inverted,
-determinized (:mod:`asrdist.decode.determinize_lattice`: the best G path per word sequence)
-and negated again (lm_scale): every word sequence loses its best G path's cost. Only the
-scales lmrescore_const_arpa.sh uses, -1 and 1, are implemented. :func:`add_lm` is
-lattice-lmrescore-const-arpa: the compact lattice composed with the new LM (an ARPA file, or
-Kaldi's G.carpa) as a deterministic on-demand FST (:class:`ArpaFst`,
-ConstArpaLmDeterministicFst), breadth first, converted to a
-Lattice, inverted and determinized again. A lattice that no LM path accepts is dropped with a
-warning, as both binaries drop it. The acoustic costs pass through untouched.
+reads a compact lattice into a Lattice; each arc's transition-ids kept as one string,
+:func:`to_string_lattice`) has its graph costs negated (1/lm_scale), is composed with G (its
+output labels; OpenFst's composition with the sequence filter, which decides the order of the
+epsilon moves on either side and so how the float32 costs are summed), inverted, determinized
+(:mod:`asrdist.decode.determinize_lattice`: the best G path per word sequence) and negated
+again (lm_scale): every word sequence loses its best G path's cost. :func:`add_lm` is
+lattice-lmrescore-const-arpa: the compact lattice composed breadth first with the new LM (an
+ARPA file, or Kaldi's G.carpa) as a deterministic on-demand FST (:class:`ArpaFst`:
+ConstArpaLmDeterministicFst), then converted, inverted and determinized as above. Only the
+scales lmrescore_const_arpa.sh uses, -1 and 1, are implemented. A lattice that no LM path
+accepts gives None (both binaries drop it with a warning). The acoustic costs pass through
+untouched. Checked against Kaldi's binaries: the same lattices, float32 costs to the bit
+(tests/decode/kaldi_expected, bench.lmrescore_cost).
 """
 
 from __future__ import annotations

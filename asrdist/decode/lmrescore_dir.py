@@ -142,6 +142,9 @@ def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
                        nj: int | None = None, runner: Runner = LOCAL
                        ) -> list[ArchiveResult] | Skipped:
     """Write OUT/lat.N.gz and OUT/num_jobs; Skipped when OUT is done with these inputs."""
+    if Path(in_dir).resolve() == Path(out_dir).resolve():
+        raise AsrdistError(f"{out_dir}: the output dir is the input dir; rescore into another "
+                           "(its lattices would be overwritten)")
     inputs = rescore_inputs(old_lang, new_lm)
     archives = input_archives(in_dir)
     nj = len(archives) if nj is None else nj

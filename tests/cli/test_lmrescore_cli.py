@@ -100,6 +100,14 @@ def test_a_bad_arpa_file_is_one_line(dirs, tmp_path):
     assert last.endswith(f"{bad}:5: invalid 1-gram line '-1.0' (expected 'logprob word')")
 
 
+def test_rescoring_into_the_input_dir_is_refused(dirs):
+    failed = run_cli("lmrescore", dirs / "lang", EXPECTED / "fg.arpa", dirs / "data",
+                     dirs / "decode", dirs / "decode" / ".")
+    assert failed.returncode == 1
+    assert "the output dir is the input dir" in failed.stderr
+    assert (dirs / "decode" / "lat.1.gz").is_file()
+
+
 def test_a_decode_dir_without_lattices_is_one_line(dirs, tmp_path):
     (tmp_path / "num_jobs").write_text("3\n")
     failed = run_cli("lmrescore", dirs / "lang", EXPECTED / "fg.arpa", dirs / "data", tmp_path,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from asrdist.decode.lattice_readings import write_readings
 from asrdist.decode.lmrescore import read_lattice_archive
+from tests.decode.test_decode_dir import _decode
 
 EXPECTED = Path(__file__).parent / "kaldi_expected"
 
@@ -43,3 +44,19 @@ def test_without_word_alignment_only_texts(tmp_path):
                    EXPECTED / "words.txt", None, None, (10,), (0.0,))
     assert (tmp_path / "score_10_0.0" / "text").is_file()
     assert not (tmp_path / "score_10_0.0" / "ctm").exists() and not (tmp_path / "ctm").exists()
+
+
+def test_readings_equal_asrdist_decodes_own(tmp_path):
+    """Read off a decode dir's own lattices, every text and CTM is the one asrdist-decode
+    wrote beside them, byte for byte."""
+    decoded = tmp_path / "decode"
+    _decode(tmp_path, decoded)
+    lattices = read_lattice_archive(decoded / "lat.1.gz")
+    write_readings(tmp_path / "read", lattices, tmp_path / "data", EXPECTED / "words.txt",
+                   EXPECTED / "final.mdl", EXPECTED / "phones" / "align_lexicon.int",
+                   tuple(range(5, 18)), (0.0, 0.5, 1.0))
+    made = sorted(p.relative_to(decoded) for p in decoded.rglob("*")
+                  if p.name in ("text", "ctm", "words.txt"))
+    assert len(made) == 2 * 40 + 1
+    for name in made:
+        assert (tmp_path / "read" / name).read_bytes() == (decoded / name).read_bytes(), name

@@ -9,12 +9,13 @@ as unk, as utils/build_const_arpa_lm.sh does), Kaldi's G.carpa, or a lang dir ho
 IN_DIR's ``num_jobs`` lattice archives ``lat.N.gz`` are each rescored into OUT_DIR's
 ``lat.N.gz`` (:func:`asrdist.decode.lmrescore.rescore`), one archive per task as Kaldi's
 ``$cmd JOB=1:$nj``; ``nj`` jobs (at most the archives' number) take the archives in
-contiguous groups, each loading G and the ARPA LM once. Every archive is written atomically
+contiguous groups, each loading G and the new LM once. Every archive is written atomically
 (gzip without name or time, as ``gzip -c`` into a pipe; binary, which keeps the costs exact:
-Kaldi's script writes ``ark,t``, which its tools read the same). A lattice that no path of the
-new LM accepts is left out with a warning, as the Kaldi binaries leave it out.
-The stage is done (asrdist.stage) when OUT holds its marker for the same inputs: a rerun
-skips it.
+Kaldi's script writes ``ark,t``, which its tools read the same). A lattice left empty (no path
+of G or of the new LM accepts its words) is left out with a warning, as the Kaldi binaries
+leave it out. The stage is done (asrdist.stage) when OUT holds its marker for the same inputs:
+a rerun skips it. :func:`read_rescored_dir` then reads OUT's texts and CTMs off its lattices,
+as local/score.sh follows lmrescore_const_arpa.sh.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import click
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.options import declared
-from asrdist.parallel import launch
-from asrdist.parallel.failure import failure_policy
-from asrdist.parallel.supervise import supervise_under_mpiexec
+from asrdist.parallel.learner import run_learner
+from asrdist.parallel.preempt import Preemption
+from asrdist.parallel.strategy import Learner
 from asrdist.stage import Skipped
 from asrdist.train.pretrain import PretrainConfig, pretrain
 
@@ -31,12 +31,14 @@ def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
     cfg = PretrainConfig(**given_or_default(declared(PretrainConfig), values))
-    supervise_under_mpiexec(launch.detect_env(), ())
-    learner, cfg.device = launch.join_world(cfg.device, cfg.exchange_timeout)
-    with failure_policy(learner):
+
+    def work(learner: Learner, device: str, _: Preemption) -> None:
+        cfg.device = device
         path = pretrain(cfg, learner)
-    if learner.rank == 0 and not isinstance(path, Skipped):  # Skipped: the skip line is logged
-        click.echo(str(path), err=True)
+        if learner.rank == 0 and not isinstance(path, Skipped):  # Skipped: the skip is logged
+            click.echo(str(path), err=True)
+
+    run_learner(cfg.device, cfg.process_options(), work)
 
 
 if __name__ == "__main__":

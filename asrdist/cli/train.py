@@ -16,7 +16,6 @@ mpiexec started it (asrdist.parallel.supervise), and its failure ends the job, n
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 from typing import Any
@@ -27,11 +26,11 @@ import asrdist.cli.early_signals as early_signals  # first: stop signals while t
 from asrdist.cli import command
 from asrdist.cli.options import AlgoChoice, click_option, derived_command
 from asrdist.errors import AsrdistError
-from asrdist.parallel import launch, registry
-from asrdist.parallel.failure import failure_policy
+from asrdist.parallel import registry
+from asrdist.parallel.learner import run_learner
 from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
+from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner, Strategy
-from asrdist.parallel.supervise import supervise_under_mpiexec
 from asrdist.stage import Skipped
 from asrdist.train.config import (
     TrainConfig,
@@ -51,53 +50,26 @@ def _field_options() -> list[click.Option]:
 
 
 def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strategy:
-    """The --algo strategy with the options it takes; other strategy options set to a
+    """The --algo strategy with the options it takes, on ``learner``'s transport (one made
+    with the run's process options for a learner without); other strategy options set to a
     non-default value are ignored with a warning (a config file may serve several --algo)."""
-    _elastic(config)
     try:
         options, ignored = config.options_for(config.algo)
         if ignored:
             log.warning("--algo %s does not use %s: ignored", config.algo, ", ".join(ignored))
-        return registry.spec(config.algo).make(learner or Learner(), options)
+        learner = with_transport(learner or Learner(), config.process_options())
+        return registry.spec(config.algo).make(learner, options)
     except (ValueError, TypeError) as e:
         raise AsrdistError(f"--algo {config.algo}: {e}") from e
 
 
-def _elastic(config: TrainConfig) -> bool:
-    """Whether the run is elastic; AsrdistError for --elastic with a fail-stop strategy."""
+def _elastic(config: TrainConfig) -> None:
+    """AsrdistError for --elastic with a fail-stop strategy."""
     if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
         raise AsrdistError(
             f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
             "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
             "or hadpsgd")
-    return bool(config.option("elastic"))
-
-
-def _warn_launcher_not_elastic(config: TrainConfig, denv: launch.DistEnv | None) -> None:
-    """--elastic survives a lost learner only where the launcher lets the others run on:
-    srun with --no-kill --kill-on-bad-exit=0 (local/slurm/train.sbatch), or learners started
-    by hand; torchrun's agent and mpiexec end every learner when one dies."""
-    if not config.option("elastic") or denv is None or denv.world_size < 2:
-        return
-    name = "mpiexec" if denv.launcher == "mpi" else \
-        "torchrun" if "TORCHELASTIC_RUN_ID" in os.environ else None
-    if name is not None:
-        log.warning("--elastic under %s: it ends every learner when one dies, so a lost "
-                    "learner still ends the run; launch with srun (local/slurm/train.sbatch) "
-                    "for an elastic run", name)
-
-
-def _check_torchrun() -> None:
-    """Refuse torchrun's restarts (a restarted learner would join a run the others left); say
-    that plain torchrun reports a stop (75) as a failure (1), unlike asrdist-torchrun."""
-    restarts = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
-    if restarts > 0:
-        raise AsrdistError(
-            f"torchrun --max-restarts {restarts}: asrdist learners are not restarted in a "
-            "running job; use --max-restarts 0 and continue with --resume")
-    if not os.environ.get("ASRDIST_TORCHRUN") and os.environ.get("RANK") == "0":
-        log.info("under plain torchrun a stop after a checkpoint (75) comes back as status 1; "
-                 "asrdist-torchrun (same arguments) returns 75")
 
 
 @command(cls=derived_command(_field_options), show_default=False, max_content_width=100)
@@ -107,36 +79,31 @@ def main(config_path: str | None, **flags: Any) -> None:
     """Train a BLSTM or DNN acoustic model on Kaldi/lhotse features and ingested pdf targets."""
     given = {k: v for k, v in flags.items() if v is not None}
     config = make_config(config_path, given)
+    _elastic(config)
     signals = parse_signals(config.stop_signals)
     early = early_signals.take(signals)
-    denv = launch.detect_env()
-    if denv is not None and denv.launcher == "torchrun":
-        _check_torchrun()
-    _warn_launcher_not_elastic(config, denv)
-    supervise_under_mpiexec(denv, signals, early)
-    preemption = Preemption(signals, early)
-    validate_for_world(config, denv.world_size if denv is not None else 1)
-    learner, config.device = launch.join_world(config.device, config.option("exchange_timeout"),
-                                               _elastic(config))
-    strategy = make_strategy(config, learner)
-    with failure_policy(learner, preemption):
-        result = train(config, strategy, learner.rank, learner.world_size, preemption)
-    if isinstance(result, Skipped):  # done already: asrdist.stage logged the skip line
-        preemption.restore()
-        return
-    if result.stopped_by is not None:
-        click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} at "
-                   f"step {result.steps}, checkpointed; continue with --resume "
-                   f"(exit status {STOPPED_STATUS})", err=True)
-        # a SIGTERM now (srun's or torchrun's to a slower learner, once one has exited) is
-        # moot: ignored, also while the interpreter exits (it puts default handlers back)
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
-            signal.signal(sig, signal.SIG_IGN)
-        sys.exit(STOPPED_STATUS)
-    preemption.restore()
-    if result.final is not None:
-        figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
-        click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)
+
+    def work(learner: Learner, device: str, preemption: Preemption) -> None:
+        config.device = device
+        result = train(config, make_strategy(config, learner), learner, preemption)
+        if isinstance(result, Skipped):  # done already: asrdist.stage logged the skip line
+            return
+        if result.stopped_by is not None:
+            click.echo(f"asrdist-train: learner {learner.rank} stopped by {result.stopped_by} "
+                       f"at step {result.steps}, checkpointed; continue with --resume (exit "
+                       f"status {STOPPED_STATUS})", err=True)
+            # a SIGTERM now (srun's or torchrun's to a slower learner, once one has exited)
+            # is moot: ignored, also while the interpreter exits (it puts default handlers
+            # back)
+            for sig in (signal.SIGTERM, signal.SIGUSR1):
+                signal.signal(sig, signal.SIG_IGN)
+            sys.exit(STOPPED_STATUS)
+        if result.final is not None:
+            figures = ", ".join(f"{k} {v:.4f}" for k, v in result.heldout.items())
+            click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)
+
+    run_learner(config.device, config.process_options(), work, signals, early,
+                lambda world_size: validate_for_world(config, world_size))
 
 
 if __name__ == "__main__":

@@ -57,10 +57,9 @@ from typing import Any
 
 import torch
 
-from asrdist.options import option
+from asrdist.options import Options, option
 from asrdist.parallel import rings, rules
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner
@@ -89,11 +88,8 @@ VARIANTS = {
 
 
 @dataclass(frozen=True)
-class ADPSGDOptions(CommonOptions):
+class ADPSGDOptions(Options):
     seed: int = option(0, "the run's seed (training option): the random ring's permutations")
-    elastic: bool = option(False, "adpsgd, hadpsgd on real processes: drop a learner (hadpsgd: "
-                           "its node) that dies or is silent past --exchange-timeout and go "
-                           "on with the others; final.pt averages the survivors")
 
 
 class ADPSGD(DistributedStrategy):
@@ -101,7 +97,7 @@ class ADPSGD(DistributedStrategy):
     :data:`VARIANTS`)."""
 
     def __init__(self, learner: Learner, options: ADPSGDOptions, variant: str = "fixed") -> None:
-        super().__init__(learner, options)
+        super().__init__(learner)
         chosen = VARIANTS[variant]
         self.ring, self.seed = chosen.ring, options.seed
         self.late_merge, self.delay1 = chosen.late_merge, chosen.delay_grad
@@ -120,7 +116,6 @@ class ADPSGD(DistributedStrategy):
         self._ring_now: list[int] | None = None  # the ring the exchange was built for
         self._past_exchanges = 0  # made on rings retired since (elastic)
         self._retired: list[Exchange] = []  # their threads, joined before the process ends
-        self._timeout_s = options.exchange_timeout
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -256,7 +251,7 @@ class ADPSGD(DistributedStrategy):
         if self.engine is not None:
             self.engine.finish()
         for old in self._retired:  # they leave once their ring's members have retired it
-            old.join(self._timeout_s)
+            old.join(self.comm.timeout_s)
         self._merge(model)
         self._retired = []
 
@@ -316,4 +311,5 @@ def _variant(name: str) -> Callable[[Learner, ADPSGDOptions], ADPSGD]:
 
 
 for _name in VARIANTS:
-    register(StrategySpec(f"adpsgd-{_name}", _variant(_name), ADPSGDOptions, SUMMARIES[_name]))
+    register(StrategySpec(f"adpsgd-{_name}", _variant(_name), ADPSGDOptions, SUMMARIES[_name],
+                          elastic=True))

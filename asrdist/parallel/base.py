@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-from asrdist.parallel.options import CommonOptions
 from asrdist.parallel.preempt import StoppedEarly
 from asrdist.parallel.processes import connect
 from asrdist.parallel.strategy import Learner, Strategy
@@ -25,11 +24,11 @@ class DistributedStrategy(Strategy):
     learners through ``self.comm`` (real processes: torch.distributed's default group, which
     must be initialised for a world of more than one learner; the simulator: its clock)."""
 
-    def __init__(self, learner: Learner, options: CommonOptions) -> None:
+    def __init__(self, learner: Learner) -> None:
         self.learner = learner
         self.rank, self.world_size = learner.rank, learner.world_size
         self.multi = self.world_size > 1
-        self.comm = connect(learner, options)
+        self.comm = connect(learner)
 
     # -- helpers for subclasses ----------------------------------------------------------------
 

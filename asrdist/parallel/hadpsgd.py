@@ -131,4 +131,5 @@ register(StrategySpec(
     "hadpsgd", HADPSGD, HADPSGDOptions,
     "hierarchical ADPSGD: the GPUs of a node allreduce (a super-learner); super-learners run "
     "ADPSGD",
+    elastic=True,
 ))

@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from asrdist.options import NON_NEGATIVE, POSITIVE, option
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import CommonOptions, training_option
+from asrdist.parallel.options import training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
@@ -28,7 +28,7 @@ from asrdist.parallel.weights import unwrap
 
 
 @dataclass(frozen=True)
-class MAOptions(CommonOptions):
+class MAOptions(Options):
     avg_period: int = option(8, "ma, bmuf, diloco: local steps between weight averages",
                              check=POSITIVE)
     avg_frames: int = option(0, "ma, bmuf, diloco: training frames per learner between "
@@ -49,7 +49,7 @@ class ModelAveraging(DistributedStrategy):
     name = "ma"
 
     def __init__(self, learner: Learner, options: MAOptions) -> None:
-        super().__init__(learner, options)
+        super().__init__(learner)
         self.avg_period = options.period()
         self.averages = 0
 

@@ -1,4 +1,10 @@
-"""Strategy options: each strategy declares a frozen dataclass of them (asrdist.options).
+"""Strategy options and process options, each a frozen dataclass (asrdist.options).
+
+A strategy declares the options of its algorithm alone; how a learner process talks to the
+others (the exchange timeout, an injected straggler, distance sampling, elastic membership) is
+:class:`ProcessOptions`, which the launcher hands to the process transport
+(:mod:`asrdist.parallel.processes`), as torch's averagers and torchft keep fault handling on
+the launcher and manager, outside the algorithm.
 
 A field's name is its YAML key and, with ``_`` -> ``-``, its asrdist-train flag (and
 asrdist-simulate's, for the options a simulated run has); its declaration holds the default,
@@ -18,7 +24,7 @@ from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, flag, option, require
 from asrdist.parallel.slow import parse_slow_learner
 
-__all__ = ["CommonOptions", "NoOptions", "flag", "option", "require", "training_option"]
+__all__ = ["NoOptions", "ProcessOptions", "flag", "option", "require", "training_option"]
 
 
 def training_option(default: Any, help: str) -> Any:
@@ -34,8 +40,9 @@ class NoOptions(Options):
 
 
 @dataclass(frozen=True)
-class CommonOptions(Options):
-    """Options every multi-learner strategy takes."""
+class ProcessOptions(Options):
+    """How a learner process talks to the others: every multi-learner strategy runs under
+    them (``elastic`` only those the registry says can lose a learner)."""
 
     exchange_timeout: float = option(120.0, "seconds a rendezvous or any exchange may take; "
                                      "then the job ends naming the lost learner",
@@ -44,6 +51,9 @@ class CommonOptions(Options):
                                "(straggler studies)")
     distance_every: float = option(30.0, "seconds between samples of each learner's distance "
                                    "to the learners' mean (0 = off)", check=NON_NEGATIVE)
+    elastic: bool = option(False, "adpsgd, hadpsgd on real processes: drop a learner (hadpsgd: "
+                           "its node) that dies or is silent past --exchange-timeout and go "
+                           "on with the others; final.pt averages the survivors")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -19,6 +19,7 @@ learner is done with it.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -39,7 +40,7 @@ from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
-from asrdist.parallel.options import CommonOptions
+from asrdist.parallel.options import ProcessOptions
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
@@ -48,26 +49,34 @@ from asrdist.parallel.transport import Transport
 from asrdist.parallel.weights import model_device
 
 
-def connect(learner: Learner, options: CommonOptions) -> Transport:
-    """The transport of ``learner``: the one it came with (the simulator's), else
-    torch.distributed's default group, with ``options`` (timeout, slow learner, distance)."""
+def connect(learner: Learner) -> Transport:
+    """The transport of ``learner``: the one it came with (the launcher's, the simulator's),
+    else torch.distributed's default group with the default process options."""
     if learner.transport is not None:
         return learner.transport
-    return ProcessTransport(learner, options)
+    return ProcessTransport(learner, ProcessOptions())
+
+
+def with_transport(learner: Learner, options: ProcessOptions) -> Learner:
+    """``learner`` with its transport: the one it has, else a process transport under
+    ``options`` (made once, and shared by the strategy and the trainer's own collectives)."""
+    if learner.transport is not None:
+        return learner
+    return dataclasses.replace(learner, transport=ProcessTransport(learner, options))
 
 
 class ProcessTransport(Transport):
     """torch.distributed's default group (initialised when the world has more than one
     learner). A failed collective ends the job, naming the lost learner."""
 
-    def __init__(self, learner: Learner, options: CommonOptions) -> None:
+    def __init__(self, learner: Learner, options: ProcessOptions) -> None:
         self.rank, self.world_size, self.node = learner.rank, learner.world_size, learner.node
         self.timeout_s = options.exchange_timeout
         self._slow = SlowDown.of_learner(options.slow_learner, self.rank)
         self._distance_every_s = options.distance_every
         multi = self.world_size > 1
-        # declared by the strategies that can go on without a learner (adpsgd, hadpsgd)
-        self.elastic = multi and bool(getattr(options, "elastic", False))
+        # --elastic: taken by the strategies that can go on without a learner (the registry's)
+        self.elastic = multi and options.elastic
         self.membership = Membership(self._departures_store(), self.world_size) \
             if self.elastic else None
         self.liveness = Liveness(self.rank, self.world_size, self.timeout_s,
@@ -76,6 +85,7 @@ class ProcessTransport(Transport):
         self._distance: DistanceMonitor | None = None
         self._ddps: list[weakref.ref[DistributedDataParallel]] = []
         self._times = StepTimes()
+        self._closed = False
 
     @staticmethod
     def _departures_store() -> dist.Store:
@@ -140,6 +150,14 @@ class ProcessTransport(Transport):
         names = [""] * self.world_size
         dist.all_gather_object(names, self.node)
         return names
+
+    def gather(self, mine: Any) -> dict[int, Any]:
+        if self.world_size == 1:
+            return {self.rank: mine}
+        everyone: list[Any] = [None] * self.world_size
+        with self._blocked():
+            dist.all_gather_object(everyone, mine)
+        return dict(enumerate(everyone))
 
     def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
         with self._blocked():
@@ -261,7 +279,10 @@ class ProcessTransport(Transport):
     def close(self) -> None:
         """Stop the threads and release the DDP reducers (see
         :func:`asrdist.parallel.ddp.release_reducer`); call it before
-        ``destroy_process_group``."""
+        ``destroy_process_group``; once (the strategy and the launcher both close it)."""
+        if self._closed:
+            return
+        self._closed = True
         self.stop_services()
         for ref in self._ddps:
             ddp = ref()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from asrdist.options import flag
-from asrdist.parallel.options import CommonOptions, NoOptions
+from asrdist.parallel.options import NoOptions, ProcessOptions
+from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
@@ -36,6 +37,15 @@ class StrategySpec:
     options: type = NoOptions
     summary: str = ""
     multi_learner: bool = True  # False: refuses a world of more than one learner
+    elastic: bool = False  # True: can go on without a lost learner (--elastic)
+
+    def process_options(self) -> tuple[str, ...]:
+        """The process options (:class:`ProcessOptions`) a run of it takes: those of every
+        multi-learner strategy, and --elastic where it can lose a learner."""
+        if not self.multi_learner:
+            return ()
+        return tuple(f.name for f in dataclasses.fields(ProcessOptions)
+                     if f.name != "elastic" or self.elastic)
 
 
 def _option_fields(entries: Any) -> dict[str, dataclasses.Field]:
@@ -97,19 +107,27 @@ def spec(name: str) -> StrategySpec:
 
 
 def option_fields() -> dict[str, dataclasses.Field]:
-    """Every strategy option (the union over strategies), by name, in registration order."""
-    return _option_fields(specs().values())
+    """Every process option, then every strategy option (the union over strategies), by name,
+    in registration order."""
+    return {**{f.name: f for f in dataclasses.fields(ProcessOptions)},
+            **_option_fields(specs().values())}
 
 
 def options_of(name: str) -> tuple[str, ...]:
-    """The option names strategy ``name`` takes."""
+    """The option names a run of strategy ``name`` takes: its process options, then its own."""
+    chosen = spec(name)
+    return chosen.process_options() + tuple(f.name for f in dataclasses.fields(chosen.options))
+
+
+def algorithm_options(name: str) -> tuple[str, ...]:
+    """The options strategy ``name``'s own dataclass declares (its algorithm's)."""
     return tuple(f.name for f in dataclasses.fields(spec(name).options))
 
 
 def make_options(name: str, values: Mapping[str, Any]) -> Any:
-    """Strategy ``name``'s options from ``values`` (missing ones take their defaults; an option
-    it does not take is an error, so a misspelt option is never ignored)."""
-    accepted = options_of(name)
+    """Strategy ``name``'s own options from ``values`` (missing ones take their defaults; an
+    option it does not take is an error, so a misspelt option is never ignored)."""
+    accepted = algorithm_options(name)
     unknown = sorted(set(values) - set(accepted))
     if unknown:
         takes = ", ".join(accepted) if accepted else "no options"
@@ -117,11 +135,26 @@ def make_options(name: str, values: Mapping[str, Any]) -> Any:
     return spec(name).options(**values)
 
 
+def make_process_options(name: str, values: Mapping[str, Any]) -> ProcessOptions:
+    """The process options of a run of ``name`` from ``values`` (those it does not take, such
+    as --elastic for a fail-stop strategy, are an error)."""
+    taken = spec(name).process_options()
+    unknown = sorted(set(values) - set(taken))
+    if unknown:
+        raise ValueError(f"unknown option(s) {', '.join(unknown)}; a run of {name} takes "
+                         f"{', '.join(taken) or 'no process options'}")
+    return ProcessOptions(**values)
+
+
 def make_strategy(name: str, learner: Learner | None = None, **options: Any) -> Strategy:
-    """Build strategy ``name`` for ``learner`` (default: :meth:`Learner.current`); None option
-    values are left to the defaults."""
-    chosen = make_options(name, {k: v for k, v in options.items() if v is not None})
-    return spec(name).make(learner or Learner.current(), chosen)
+    """Build strategy ``name`` for ``learner`` (default: :meth:`Learner.current`); its process
+    options (``exchange_timeout=``, ...) go to the transport made for it when the learner has
+    none. None option values are left to the defaults."""
+    given = {k: v for k, v in options.items() if v is not None}
+    process = set(spec(name).process_options())
+    own = make_options(name, {k: v for k, v in given.items() if k not in process})
+    transport = make_process_options(name, {k: v for k, v in given.items() if k in process})
+    return spec(name).make(with_transport(learner or Learner.current(), transport), own)
 
 
 def _table_position(item: tuple[str, StrategySpec]) -> int:
@@ -135,16 +168,15 @@ def _table_position(item: tuple[str, StrategySpec]) -> int:
 
 def algo_table(names: list[str] | None = None) -> str:
     """The README's ``--algo`` table (markdown) of ``names`` (default: all), from the registry;
-    "the common ones" are :class:`CommonOptions` (timeout, slow learner, distance sampling)."""
+    "the common ones" are :class:`ProcessOptions` (timeout, slow learner, distance sampling)."""
     rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
-    common = {f.name for f in dataclasses.fields(CommonOptions)}
     for name, s in specs().items():
         if names is not None and name not in names:
             continue
-        own = [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
-               if f.name not in common and f.name != "seed"
-               and not f.metadata.get("training")]
-        if issubclass(s.options, CommonOptions):
+        own = ["`--elastic`"] if s.elastic else []
+        own += [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
+                if f.name != "seed" and not f.metadata.get("training")]
+        if s.multi_learner:
             own.append("the common ones")
         opts = ", ".join(own) or "none"
         rows.append(f"| `{name}` | {s.summary} | {opts} |")

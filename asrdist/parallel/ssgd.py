@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import CommonOptions
+from asrdist.parallel.options import NoOptions
 from asrdist.parallel.registry import StrategySpec, register
 
 
@@ -38,6 +38,6 @@ class SSGD(DistributedStrategy):
 
 
 register(StrategySpec(
-    "ssgd", SSGD, CommonOptions,
+    "ssgd", lambda learner, options: SSGD(learner), NoOptions,
     "synchronous SGD: gradients allreduced every step (DistributedDataParallel)",
 ))

@@ -113,6 +113,12 @@ class Transport(ABC):
     def node_names(self) -> list[str] | None:
         """Every learner's node name (a collective), or None where there are no nodes."""
 
+    def gather(self, mine: Any) -> dict[int, Any]:
+        """Every learner's ``mine`` (a small picklable object) by rank: the trainer's
+        agreements (options, run lock, checkpoints held); a transport that runs no trainer
+        (the simulator's) has none."""
+        raise NotImplementedError(f"{type(self).__name__} gathers no objects")
+
     @abstractmethod
     def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
         """Replace ``tensors`` by their mean over ``group``, each learner's share divided

@@ -7,8 +7,9 @@ declared once (asrdist.options): the trainer's own here; those of a component wh
 component is (the model's in asrdist.models.build, SpecAugment's, the optimizer's, NG-SGD's,
 the learning-rate schedule's), offered here with :func:`option_of`, which takes the field
 with its default, help and check. The strategies' options are not listed here: each strategy
-declares and checks its own (asrdist.parallel.options), and the registry's union of them are
-keys and flags like any other, held in ``TrainConfig.strategy_options``.
+declares and checks its own (asrdist.parallel.options), and the registry's union of them, after
+the learner processes' own (:class:`~asrdist.parallel.options.ProcessOptions`), are keys and
+flags like any other, held in ``TrainConfig.strategy_options``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from asrdist.options import (
     option_of,
 )
 from asrdist.parallel import registry
+from asrdist.parallel.options import ProcessOptions
 from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from asrdist.train.schedule import ScheduleOptions
 from asrdist.train.spec_augment import MaskOptions
@@ -151,6 +153,12 @@ class TrainConfig:
     def mask_options(self) -> MaskOptions:
         return self.part(MaskOptions)
 
+    def torch_device(self) -> torch.device:
+        """--device, refused when it names CUDA on a machine without it."""
+        if self.device.startswith("cuda") and not torch.cuda.is_available():
+            raise AsrdistError(f"--device {self.device}: no CUDA device is available")
+        return torch.device(self.device)
+
     def precision_on(self, device: torch.device) -> Precision:
         """What forward and loss run in on ``device`` (asrdist.train.precision)."""
         return choose_precision(self.precision, device, lstm=self.model == "blstm")
@@ -170,12 +178,18 @@ class TrainConfig:
         return strategy_fields()[name].default
 
     def options_for(self, algo: str) -> tuple[Any, list[str]]:
-        """Strategy ``algo``'s options dataclass from this config, and the strategy options set
-        to a non-default value that it does not take (ignored; the caller warns)."""
+        """Strategy ``algo``'s options dataclass from this config, and the strategy and
+        process options set to a non-default value that a run of it does not take (ignored;
+        the caller warns)."""
         taken = registry.options_of(algo)
         ignored = [f"{flag(name)} {self.option(name)}" for name, f in strategy_fields().items()
                    if name not in taken and self.option(name) != f.default]
-        return registry.make_options(algo, {n: self.option(n) for n in taken}), ignored
+        own = registry.algorithm_options(algo)
+        return registry.make_options(algo, {n: self.option(n) for n in own}), ignored
+
+    def process_options(self) -> ProcessOptions:
+        """How this run's learner processes talk to each other (the launcher's)."""
+        return make(ProcessOptions, {n: self.option(n) for n in declared(ProcessOptions)})
 
     def to_dict(self) -> dict[str, Any]:
         """Every option by name, the strategies' included (config.yaml's keys)."""
@@ -278,7 +292,7 @@ def _every_strategys_options(config: TrainConfig) -> list[Any]:
         if spec.options not in made:
             names = [f.name for f in fields(spec.options)]
             made[spec.options] = spec.options(**{n: config.option(n) for n in names})
-    return list(made.values())
+    return [config.process_options(), *made.values()]
 
 
 def validate_for_world(config: TrainConfig, world_size: int) -> None:

@@ -4,8 +4,7 @@ A run is its fingerprinted options (every option but those in :data:`NOT_FINGERP
 input paths resolved, the learner count) and its inputs' content (:mod:`asrdist.stage`). All
 learners must agree on it (:func:`check_same_options`). A finished run in ``--out`` that is
 not this one is never deleted unasked (:func:`set_aside_finished_run`), and a checkpoint
-resumed is checked to be of this run, up to what ``--resume-allow`` lets change
-(:func:`check_resumed_run`).
+resumed is checked to be of this run by :mod:`asrdist.train.resume`.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from asrdist.fsutil import done_marker
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.options import flag
 from asrdist.parallel import registry
-from asrdist.stage import StageCheck, read_marker, resolved, same_file
+from asrdist.stage import Skipped, StageCheck, check_done, read_marker, resolved
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.config import TrainConfig, resume_allowed, strategy_fields
 from asrdist.train.metrics import metrics_path
@@ -67,6 +67,23 @@ INPUT_OPTIONS = ("data", "targets", "init_dbn")
 def run_inputs(config: TrainConfig) -> list[str]:
     """The files whose change retrains the model (the RBM stack's too, when one is used)."""
     return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
+
+
+def claim_run_dir(config: TrainConfig, rank: int, world_size: int,
+                  gather: Callable[[Any], dict[int, Any]]) -> StageCheck | Skipped:
+    """What becomes of ``--out``, decided by every learner alike (``gather``: one exchange,
+    which also refuses learners started with different options): Skipped when every learner
+    finds this run done there; else its check (``record``: this run's identity), a finished
+    other run set aside first (:func:`set_aside_finished_run`)."""
+    options = run_options(config, world_size)
+    check = check_done(Path(config.out), "train", options, run_inputs(config), clear=False)
+    verdicts = gather((options, check.done))
+    check_same_options(verdicts)
+    if all(done for _, done in verdicts.values()):
+        return check.skipped()
+    if check.marker_mtime_ns is not None:
+        set_aside_finished_run(config, check, rank)
+    return check
 
 
 def _may_continue(config: TrainConfig, check: StageCheck) -> bool:
@@ -138,52 +155,7 @@ def set_aside_finished_run(config: TrainConfig, check: StageCheck, rank: int) ->
                     aside)
 
 
-
-def check_resumed_run(config: TrainConfig, identity: dict[str, Any], state: dict[str, Any],
-                      rank: int) -> dict[str, list[Any]]:
-    """Refuse to continue a run with options or inputs that change what it is, naming each
-    option and both values; those --resume-allow lists are logged and returned, old and new
-    by name (for the start record)."""
-    out = Path(config.out)
-    old = state.get("run")
-    if old is None:
-        raise AsrdistError(
-            f"--resume: the checkpoint at step {state['step']} in {out} does not say "
-            "what run it belongs to (written by an older asrdist): not trusted; choose "
-            "another --out, or move its checkpoints away to train anew")
-    new, free = identity, resume_free(config)
-    found: dict[str, tuple[Any, Any]] = {}
-    said: dict[str, str] = {}  # name -> how the refusal names the change
-    old_opts, new_opts = old["options"], new["options"]
-    for name in sorted(set(old_opts) & set(new_opts) - free):
-        if old_opts[name] != new_opts[name]:
-            found[name] = (old_opts[name], new_opts[name])
-            said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
-    for path in sorted(set(old["inputs"]) | set(new["inputs"])):
-        if not same_file(old["inputs"].get(path), new["inputs"].get(path), path):
-            name = _input_option(config, path)
-            if name not in found:
-                found[name] = (f"{path} as the run read it", f"{path} changed")
-                said[name] = f"{flag(name)} {getattr(config, name)}: {path} changed " \
-                             "since the run read it"
-    if not found:
-        return {}
-    allowed = resume_allowed(config)
-    refused = [n for n in found if n not in allowed and "all" not in allowed]
-    if refused:
-        what = "; ".join(said[n] for n in refused)
-        raise AsrdistError(
-            f"--resume: {what}: the checkpoint at step {state['step']} in {out} is of "
-            f"another run; resume with the run's values, pass --resume-allow "
-            f"{','.join(refused)} to change it deliberately, or choose another --out")
-    for name, (old_v, new_v) in found.items():
-        log.warning("--resume: %s changed from %s to %s (--resume-allow); recorded in the "
-                    "start record of %s", flag(name), old_v, new_v,
-                    metrics_path(out, rank).name)
-    return {name: [old_v, new_v] for name, (old_v, new_v) in found.items()}
-
-
-def _input_option(config: TrainConfig, path: str) -> str:
+def input_option(config: TrainConfig, path: str) -> str:
     """The option whose file or directory holds the input ``path``."""
     for name in INPUT_OPTIONS:
         given = getattr(config, name)

@@ -32,9 +32,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.distributed as dist
 
 from asrdist.data.dataset import IGNORE
+from asrdist.parallel.transport import Transport
 
 DECAY = 0.9  # of the moving averages, per measurement (about the last ten count)
 
@@ -133,15 +133,14 @@ def across_norms(grads: Sequence[torch.Tensor],
 class NoiseProbe:
     """Measures B_simple every ``every`` steps for the trainer (see the module docstring).
 
-    ``twin`` is a model of the same configuration, used only for the measurement; ``across``:
-    this learner steps together with all ``world_size`` learners, so the local gradients are
-    averaged across them (a collective on the default group, on every learner at the same
-    steps), else the batch is split in halves."""
+    ``twin`` is a model of the same configuration, used only for the measurement; ``across``,
+    the transport of a learner that steps together with all the others: the local gradients
+    are averaged across them (a collective, on every learner at the same steps); None: the
+    batch is split in halves."""
 
-    def __init__(self, twin: torch.nn.Module, every: int, across: bool, world_size: int,
+    def __init__(self, twin: torch.nn.Module, every: int, across: Transport | None,
                  device: torch.device) -> None:
-        self.twin, self.every, self.across = twin, every, across
-        self.world_size, self.device = world_size, device
+        self.twin, self.every, self.across, self.device = twin, every, across, device
         self.noise = NoiseScale()
 
     def due(self, step: int) -> bool:
@@ -158,23 +157,22 @@ class NoiseProbe:
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             if self.across:
-                norms = self._across(x, y, loss_fn)
+                norms = self._across(self.across, x, y, loss_fn)
             else:
                 norms = halves_norms(self.twin, x, y, loss_fn)
         return self.noise.update(*norms)
 
-    def _across(self, x: torch.Tensor, y: torch.Tensor,
+    def _across(self, comm: Transport, x: torch.Tensor, y: torch.Tensor,
                 loss_fn: LossFn) -> tuple[float, float, float, float]:
-        """One allreduce of [g_i, |g_i|^2, 1/b_i] gives the average gradient, the mean local
+        """One average of [g_i, |g_i|^2, 1/b_i] gives the average gradient, the mean local
         squared norm and the mean inverse batch."""
         g = flat_gradient(self.twin, loss_fn(self.twin, x, y))
         extra = torch.tensor([float(g.square().sum()), 1 / len(x)], device=g.device)
         packed = torch.cat([g, extra])
-        dist.all_reduce(packed)
-        packed /= self.world_size
+        comm.average_all_([packed])
         small_sq, inv = float(packed[-2]), float(packed[-1])
         big_sq = float(packed[:-2].square().sum())
-        return small_sq, big_sq, 1 / inv, self.world_size / inv
+        return small_sq, big_sq, 1 / inv, comm.world_size / inv
 
     def state_dict(self) -> dict[str, Any]:
         return self.noise.state_dict()

@@ -10,7 +10,7 @@ cost are nnet1's defaults as recalled, not verified against its script), momentu
 linearly from ``momentum`` to ``momentum_high`` over the first pass.
 
 With several learners (torchrun / mpiexec / srun), each trains on its own shard of every
-pass (the trainer's epoch stream, asrdist.train.stream), and the learners average their RBM's
+pass (the trainer's epoch stream, asrdist.data.stream), and the learners average their RBM's
 parameters every ``avg_period`` steps and at the end of each layer (Su & Chen's fork does the
 same with MPI). They are learners of the ``ma`` strategy, whose hooks each CD-1 step calls: its
 averaging, and with it the liveness, exchange timeout and final leaving-together of
@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from asrdist.data.dataset import IGNORE, UtteranceReader, load_corpus
+from asrdist.data.stream import EpochStream
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.models.dbn import FORMAT
@@ -38,9 +38,10 @@ from asrdist.models.rbm import RBM
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
 from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
 from asrdist.parallel.ma import MAOptions, ModelAveraging
+from asrdist.parallel.options import ProcessOptions
+from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner
 from asrdist.stage import Skipped, check_done
-from asrdist.train.stream import EpochStream
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,10 @@ class PretrainConfig(Options):
     exchange_timeout: float = option(DEFAULT_TIMEOUT_S, "seconds a rendezvous or any average "
                                      "may take; then the job ends naming the lost learner",
                                      check=POSITIVE)
+
+    def process_options(self) -> ProcessOptions:
+        """The learners' transport: no distance sampling (averages every few minibatches)."""
+        return ProcessOptions(exchange_timeout=self.exchange_timeout, distance_every=0)
 
     def __post_init__(self) -> None:
         for name in ("data", "targets", "out"):
@@ -142,8 +147,7 @@ class _Pretrainer:
             total[2] += len(r)
             if i + 1 == STATS_BATCHES:
                 break
-        if self.world_size > 1:
-            dist.all_reduce(total)
+        self.strategy.average([total])  # the ratios below are the learners' pooled ones
         mean = total[0] / total[2]
         var = (total[1] / total[2] - mean * mean).clamp(min=1e-8)
         return mean.float(), var.sqrt().float()
@@ -197,16 +201,15 @@ class _Pretrainer:
 def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path | Skipped:
     """Train the RBM stack as ``learner`` (one alone by default) and write ``out/dbn.pt``
     (learner 0); a done run is skipped."""
-    learner = learner or Learner()
     out = Path(cfg.out)
     options = {k: v for k, v in asdict(cfg).items() if k not in NOT_FINGERPRINTED}
     check = check_done(out, "pretrain", options, [cfg.data, cfg.targets])
     path = out / "dbn.pt"
     if check.done:
         return check.skipped()
+    learner = with_transport(learner or Learner(), cfg.process_options())
     strategy = ModelAveraging(learner, MAOptions(
-        exchange_timeout=cfg.exchange_timeout, distance_every=0, avg_period=cfg.avg_period,
-        batch_size=cfg.batch_size, chunk_len=cfg.chunk_len))
+        avg_period=cfg.avg_period, batch_size=cfg.batch_size, chunk_len=cfg.chunk_len))
     try:
         run = _Pretrainer(cfg, strategy)
         try:

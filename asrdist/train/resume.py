@@ -1,4 +1,5 @@
-"""Which checkpoint each learner resumes from: never from scratch while checkpoints exist.
+"""Resuming a run: which checkpoint each learner resumes from (never from scratch while
+checkpoints exist), and whether that checkpoint is of this run.
 
 Learners that take every step together (a strategy's ``lockstep`` set: all learners of ssgd
 and ma, the learners of one hadpsgd node) resume from the newest step all of them can read;
@@ -10,23 +11,29 @@ step all its members can read, the run stops with an error rather than retrain f
 
 Every learner reports its files to all (one collective), so all take the same decision: the
 same error on every learner, never one learner failing while the others wait for it.
+
+The checkpoint found is then checked against this run: its shapes and model options, its
+learner count (elastic runs may change it), and its identity (:mod:`asrdist.train.identity`),
+up to what ``--resume-allow`` lets change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-
-import torch.distributed as dist
+from typing import Any
 
 from asrdist.errors import AsrdistError
-from asrdist.train.checkpoint import damage, list_checkpoints
+from asrdist.options import flag
+from asrdist.stage import same_file
+from asrdist.train.checkpoint import damage, list_checkpoints, load_checkpoint
+from asrdist.train.config import TrainConfig, resume_allowed
+from asrdist.train.identity import input_option, resume_free
+from asrdist.train.metrics import metrics_path
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -51,16 +58,6 @@ def survey(out: Path, rank: int, group: tuple[int, ...]) -> Holdings:
         else:
             damaged[step] = why
     return Holdings(tuple(sorted(found)), tuple(sorted(readable)), damaged, group)
-
-
-def gather(mine: T, rank: int, world_size: int) -> dict[int, T]:
-    """Every learner's ``mine`` (holdings, options) by rank; only this learner's without a
-    process group."""
-    if world_size == 1 or not (dist.is_available() and dist.is_initialized()):
-        return {rank: mine}
-    everyone: list[T | None] = [None] * world_size
-    dist.all_gather_object(everyone, mine)
-    return dict(enumerate(everyone))  # type: ignore[arg-type]
 
 
 def resume_steps(out: Path, everyone: dict[int, Holdings], resume: bool) -> dict[int, int | None]:
@@ -111,3 +108,102 @@ def report_fallback(out: Path, rank: int, mine: Holdings, step: int | None) -> N
         why = mine.damaged.get(s, "not written by every learner of its lockstep set")
         log.warning("%s: learner %d skips checkpoint step %d (%s); resuming from step %s",
                     out, rank, s, why, step)
+
+
+Gather = Callable[[Holdings], dict[int, Holdings]]  # every learner's, by rank (a collective)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a checkpoint must match beside the run's identity: the data's and the model's."""
+
+    input_dim: int
+    num_pdfs: int
+    model_config: dict[str, Any]
+    world_size: int
+
+
+def find_resume_state(cfg: TrainConfig, identity: dict[str, Any], shape: Shape, rank: int,
+                      group: tuple[int, ...], gather: Gather,
+                      ) -> tuple[dict[str, Any] | None, dict[str, list[Any]]]:
+    """The checkpoint this learner continues from (None: from the start), checked to be of
+    this run, and the options ``--resume-allow`` let change (old and new, by name); every
+    learner takes part (one gather), with or without ``--resume``, to refuse the same."""
+    out = Path(cfg.out)
+    mine = survey(out, rank, group)
+    existing = resume_steps(out, gather(mine), cfg.resume)[rank]
+    if not cfg.resume:
+        return None, {}
+    report_fallback(out, rank, mine, existing)
+    if existing is None:
+        return None, {}
+    state = load_checkpoint(out, rank, existing)
+    check_shape(cfg, state, shape)
+    return state, check_resumed_run(cfg, identity, state, rank)
+
+
+def check_shape(cfg: TrainConfig, state: dict[str, Any], shape: Shape) -> None:
+    """Refuse a checkpoint of other data, another model or another learner count (an elastic
+    run goes on with the learners it has, each from its own rank's checkpoint)."""
+    out = cfg.out
+    if state["input_dim"] != shape.input_dim:
+        raise AsrdistError(
+            f"feature dimension {shape.input_dim} of {cfg.data} does not match the model's "
+            f"input dimension {state['input_dim']} in the checkpoint of {out}")
+    if state["num_pdfs"] != shape.num_pdfs:
+        raise AsrdistError(f"{cfg.targets} has {shape.num_pdfs} pdfs; the checkpoint of "
+                           f"{out} has {state['num_pdfs']}")
+    if state["model_config"] != shape.model_config:
+        raise AsrdistError(f"the model options differ from the checkpoint's in {out}")
+    if state["world_size"] == shape.world_size:
+        return
+    if not cfg.option("elastic"):
+        raise AsrdistError(f"{out} was trained by {state['world_size']} learner(s); resume it "
+                           f"with as many, not {shape.world_size}")
+    log.warning("%s was trained by %d learner(s); --elastic: going on with %d, each from its "
+                "own rank's checkpoint", out, state["world_size"], shape.world_size)
+
+
+def check_resumed_run(config: TrainConfig, identity: dict[str, Any], state: dict[str, Any],
+                      rank: int) -> dict[str, list[Any]]:
+    """Refuse to continue a run with options or inputs that change what it is, naming each
+    option and both values; those --resume-allow lists are logged and returned, old and new
+    by name (for the start record)."""
+    out = Path(config.out)
+    old = state.get("run")
+    if old is None:
+        raise AsrdistError(
+            f"--resume: the checkpoint at step {state['step']} in {out} does not say "
+            "what run it belongs to (written by an older asrdist): not trusted; choose "
+            "another --out, or move its checkpoints away to train anew")
+    new, free = identity, resume_free(config)
+    found: dict[str, tuple[Any, Any]] = {}
+    said: dict[str, str] = {}  # name -> how the refusal names the change
+    old_opts, new_opts = old["options"], new["options"]
+    for name in sorted(set(old_opts) & set(new_opts) - free):
+        if old_opts[name] != new_opts[name]:
+            found[name] = (old_opts[name], new_opts[name])
+            said[name] = f"{flag(name)} {new_opts[name]} (the run's: {old_opts[name]})"
+    for path in sorted(set(old["inputs"]) | set(new["inputs"])):
+        if not same_file(old["inputs"].get(path), new["inputs"].get(path), path):
+            name = input_option(config, path)
+            if name not in found:
+                found[name] = (f"{path} as the run read it", f"{path} changed")
+                said[name] = f"{flag(name)} {getattr(config, name)}: {path} changed " \
+                             "since the run read it"
+    if not found:
+        return {}
+    allowed = resume_allowed(config)
+    refused = [n for n in found if n not in allowed and "all" not in allowed]
+    if refused:
+        what = "; ".join(said[n] for n in refused)
+        raise AsrdistError(
+            f"--resume: {what}: the checkpoint at step {state['step']} in {out} is of "
+            f"another run; resume with the run's values, pass --resume-allow "
+            f"{','.join(refused)} to change it deliberately, or choose another --out")
+    for name, (old_v, new_v) in found.items():
+        log.warning("--resume: %s changed from %s to %s (--resume-allow); recorded in the "
+                    "start record of %s", flag(name), old_v, new_v,
+                    metrics_path(out, rank).name)
+    return {name: [old_v, new_v] for name, (old_v, new_v) in found.items()}
+

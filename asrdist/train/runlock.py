@@ -23,10 +23,9 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import torch.distributed as dist
 
 from asrdist.errors import AsrdistError
 
@@ -109,17 +108,13 @@ class RunLock:
         self._fd = None
 
 
-def lock_run(out: str | os.PathLike, rank: int, world_size: int) -> RunLock:
+def lock_run(out: str | os.PathLike, rank: int,
+             gather: Callable[[str | None], dict[int, str | None]]) -> RunLock:
     """Every learner's lock on ``out``, or the same AsrdistError on every learner naming the
-    run that holds it (the learners' results are exchanged: all go on, or none)."""
+    run that holds it (``gather`` exchanges the learners' results: all go on, or none)."""
     lock = RunLock(out, rank)
     got = lock.acquire()
-    refusals: list[tuple[int, str | None]] = [(rank, lock.refused)]
-    if world_size > 1 and dist.is_available() and dist.is_initialized():
-        everyone: list[Any] = [None] * world_size
-        dist.all_gather_object(everyone, (rank, lock.refused))
-        refusals = everyone
-    held = [(r, why) for r, why in refusals if why is not None]
+    held = [(r, why) for r, why in sorted(gather(lock.refused).items()) if why is not None]
     if held:
         if got:
             lock.release()

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from asrdist.data.dataset import UtteranceReader, load_corpus
+from asrdist.data.stream import EpochStream
 from asrdist.errors import AsrdistError
 from asrdist.testing import make_corpus
-from asrdist.train.stream import EpochStream
 
 
 @pytest.fixture(scope="module")

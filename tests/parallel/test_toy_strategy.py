@@ -22,8 +22,9 @@ import torch
 import yaml
 from click.testing import CliRunner
 
+from asrdist.options import Options
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import CommonOptions, option, require
+from asrdist.parallel.options import option, require
 from asrdist.parallel.registry import PLUGINS_ENV, StrategySpec, register
 from asrdist.parallel.strategy import Learner
 
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
-class ToyOptions(CommonOptions):
+class ToyOptions(Options):
     toy_every: int = option(2, "toy: steps between weight averages")
 
     def __post_init__(self) -> None:
@@ -45,7 +46,7 @@ class ToyAveraging(DistributedStrategy):
     name = "toy-average"
 
     def __init__(self, learner: Learner, options: ToyOptions) -> None:
-        super().__init__(learner, options)
+        super().__init__(learner)
         self.every = options.toy_every
         self.calls: Counter[str] = Counter()
 

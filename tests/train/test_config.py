@@ -10,7 +10,7 @@ import yaml
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
 from asrdist.parallel.adpsgd import ADPSGDOptions
-from asrdist.parallel.options import NoOptions
+from asrdist.parallel.options import NoOptions, ProcessOptions
 from asrdist.train.config import make_config, save_config
 
 REQUIRED = {"data": "d", "targets": "t", "out": "o"}
@@ -36,7 +36,8 @@ def test_colon_values_stay_strings_not_sexagesimal_numbers(tmp_path):
 def test_each_strategy_gets_only_the_options_it_takes():
     cfg = make_config(None, {**REQUIRED, "avg_period": 2, "seed": 9, "slow_learner": "1:3"})
     options, ignored = cfg.options_for("adpsgd-random")
-    assert options == ADPSGDOptions(exchange_timeout=120.0, slow_learner="1:3", seed=9)
+    assert options == ADPSGDOptions(seed=9)  # the algorithm's alone
+    assert cfg.process_options() == ProcessOptions(slow_learner="1:3")  # the transport's
     assert ignored == ["--avg-period 2"]  # defaults and the seed are never reported
     assert cfg.options_for("single") == (NoOptions(), ["--slow-learner 1:3", "--avg-period 2"])
 

@@ -80,7 +80,7 @@ def test_halves_of_a_batch_converge_to_the_closed_form():
     with long moving averages, against the hand-computed |G|^2 and tr(Sigma)."""
     g_sq, trace = closed_form()
     model = linear_model()
-    probe = NoiseProbe(copy.deepcopy(model), 1, False, 1, torch.device("cpu"))
+    probe = NoiseProbe(copy.deepcopy(model), 1, None, torch.device("cpu"))
     probe.noise = NoiseScale(decay=0.999)
     gen = torch.Generator().manual_seed(1)
     for _ in range(6000):

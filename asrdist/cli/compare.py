@@ -104,7 +104,8 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
                           cmvn=values["cmvn"], seed=0, max_utts=values["max_utts"])
     _start_up_lines(pool, base, speed, scenario_list)
-    source = {"data": data, "targets": targets, "max_utts": values["max_utts"]}
+    source = {"data": str(Path(data).resolve()), "targets": str(Path(targets).resolve()),
+              "max_utts": values["max_utts"]}  # absolute: a rerun from elsewhere keeps the runs
     out_dir = Path(out)
     sweep = Sweep(pool, base, speed, out_dir / "runs", source, lambda line: log.info("%s", line))
     sweep.check(arm_list)

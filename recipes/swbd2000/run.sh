@@ -109,8 +109,8 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
     --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode
   if [ -n "$rescore_lm" ]; then  # steps/lmrescore_const_arpa.sh: tg scores out, 4-gram in
     run_stage 4 "rescore $rescore_name" asrdist-lmrescore --cmd "$decode_cmd" \
-      --lmwt "$lmwts" --wip "$wips" $rescore_old_lang $rescore_lm $test_input $decode \
-      $decode_rescored
+      --trans-mdl $ali_dir/final.mdl --lmwt "$lmwts" --wip "$wips" $rescore_old_lang \
+      $rescore_lm $test_input $decode $decode_rescored
   fi
 fi
 

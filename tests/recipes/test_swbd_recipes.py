@@ -153,11 +153,16 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
 @pytest.mark.parametrize("recipe, name", [("swbd300", "user"), ("swbd2000", "fisher_user")])
 def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, request, tmp_path):
     system = request.getfixturevalue(name)[2]
-    # --rescore-lm: the graph's own trigram, gzipped, as a stand-in for s5c's 4-gram
+    # --rescore-lm: the graph's own trigram, gzipped, as a stand-in for s5c's 4-gram; the old
+    # LM's lang dir as Kaldi's data/lang_sw1_tg (G.fst, words.txt, phones/; no final.mdl)
     lm = tmp_path / "sw1_fsh.o4g.kn.gz"
     lm.write_bytes(gzip.compress((system.graph_dir / "lm.arpa").read_bytes()))
+    lang = tmp_path / "lang_sw1_tg"
+    (lang / "phones").mkdir(parents=True)
+    for part in ("G.fst", "words.txt", "phones/align_lexicon.int"):
+        (lang / part).write_bytes((system.graph_dir / part).read_bytes())
     proc = run_recipe(recipe, *_route1(request.getfixturevalue(name), tmp_path),
-                      "--algo", "ssgd", "--rescore-lm", str(lm))
+                      "--algo", "ssgd", "--rescore-lm", str(lm), "--rescore-old-lang", str(lang))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"stage 0 (data): your Kaldi data dirs {system.train_data} and " \
            f"{system.test_data}, as they are" in proc.stderr

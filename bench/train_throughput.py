@@ -1,6 +1,7 @@
 """Training throughput of asrdist-train against a bare PyTorch loop, data pipeline speed, memory.
 
     python -m bench.train_throughput [--data DIR --targets DIR] [--steps N] [--repeats R]
+        [--publish]
 
 Without --data/--targets it writes a synthetic corpus of the mini recipe's size (3 h of
 ``--dim`` features, by default 13 as the recipe's MFCC input, 100 frames/s, 2-6 s utterances)
@@ -45,6 +46,7 @@ from asrdist.train.config import TrainConfig, all_fields, make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.spec_augment import make_spec_augment, mask_generator
 from asrdist.train.trainer import train
+from bench.results import publish, publish_option
 
 RECIPE_CONF = Path(__file__).resolve().parent.parent / "recipes/mini/conf/train_blstm.yaml"
 MODEL_KEYS = ("model", "layers", "units", "bottleneck", "chunk_len", "batch_size")
@@ -209,13 +211,24 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=13, help="feature dims of the corpus made")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=5)
+    publish_option(parser, __file__)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="asrdist-bench-") as tmp:
-        run(args, Path(tmp))
+        report = run(args, Path(tmp))
+    given = (" --data DATA --targets TARGETS" if args.data else f" --hours {args.hours:g}")
+    publish(["## Training throughput", "",
+             f"Command: `.venv/bin/python -m bench.train_throughput{given} --steps {args.steps} "
+             f"--repeats {args.repeats}` ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} "
+             f"CPU cores, 1-minute load average {os.getloadavg()[0]:.1f} at the end). The "
+             "trainer (strategy single) against a bare PyTorch loop doing the same work over the "
+             "same model and batches, the recipe's masks on both sides and then none; the "
+             "module's docstring says what each figure is.", "",
+             *(f"    {line}" for line in report)], args.publish)
 
 
-def run(args: argparse.Namespace, work: Path) -> None:
-    """All measurements, with corpora and run dirs under ``work``."""
+def run(args: argparse.Namespace, work: Path) -> list[str]:
+    """All measurements, with corpora and run dirs under ``work``; the report's lines (the
+    progress is printed as it goes)."""
     if args.data:
         data, targets = args.data, args.targets
         big = None
@@ -225,9 +238,10 @@ def run(args: argparse.Namespace, work: Path) -> None:
     corpus = load_corpus(data, targets)
     cfg = _config(data, targets, work / "warm", args.steps)
     model = {k: getattr(cfg, k) for k in MODEL_KEYS}
-    print(f"corpus: {len(corpus)} utterances, {int(corpus.num_frames.sum())} frames; "
-          f"{model}, masks {({k: getattr(cfg, k) for k in MASKS})} from {RECIPE_CONF.name}; "
-          f"torch threads {torch.get_num_threads()}, cpu", flush=True)
+    report = [f"corpus: {len(corpus)} utterances, {int(corpus.num_frames.sum())} frames; "
+              f"{model}, masks {({k: getattr(cfg, k) for k in MASKS})} from "
+              f"{RECIPE_CONF.name}; torch threads {torch.get_num_threads()}, cpu"]
+    print(report[0], flush=True)
     batches = same_batches(cfg, args.steps)
     input_dim = batches[0][0].shape[-1]
     bare_loop(cfg, batches[:3], input_dim, corpus.num_pdfs)  # warm-up
@@ -256,26 +270,28 @@ def run(args: argparse.Namespace, work: Path) -> None:
         # the machine is shared: the best of each (as timeit) and the median of paired ratios
         b, e, lp = max(got["bare"]), max(got["e2e"]), max(got["steady"])
         pairs = statistics.median(x / y for x, y in zip(got["steady"], got["bare"], strict=True))
-        print(f"{name}, on both sides:")
-        print(f"  bare loop            {b:10.0f} frames/s  (best of {args.repeats})")
-        print(f"  asrdist steady state {lp:10.0f} frames/s  ({100 * lp / b:.1f}% of bare; "
-              f"median paired ratio {100 * pairs:.1f}%)")
-        print(f"  asrdist end-to-end   {e:10.0f} frames/s  ({100 * e / b:.1f}% of bare over "
-              f"{args.steps} steps; fixed cost (index, model, first buffer fill, final.pt) "
-              f"{statistics.median(got['fixed']):.2f} s, once per run)")
-        bi, ai = max(got["bare_iv"]), max(got["asrdist_iv"])
-        print(f"  best {cfg.log_every}-step interval: bare {bi:.0f}, asrdist {ai:.0f} frames/s "
-              f"({100 * ai / bi:.1f}%; {len(got['bare_iv'])} and {len(got['asrdist_iv'])} "
-              "intervals)")
+        report += [
+            f"{name}, on both sides:",
+            f"  bare loop            {b:10.0f} frames/s  (best of {args.repeats})",
+            f"  asrdist steady state {lp:10.0f} frames/s  ({100 * lp / b:.1f}% of bare; "
+            f"median paired ratio {100 * pairs:.1f}%)",
+            f"  asrdist end-to-end   {e:10.0f} frames/s  ({100 * e / b:.1f}% of bare over "
+            f"{args.steps} steps; fixed cost (index, model, first buffer fill, final.pt) "
+            f"{statistics.median(got['fixed']):.2f} s, once per run)",
+            f"  best {cfg.log_every}-step interval: bare {max(got['bare_iv']):.0f}, asrdist "
+            f"{max(got['asrdist_iv']):.0f} frames/s "
+            f"({100 * max(got['asrdist_iv']) / max(got['bare_iv']):.1f}%; "
+            f"{len(got['bare_iv'])} and {len(got['asrdist_iv'])} intervals)"]
     pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps), 4 * args.steps)
     used = max(next(iter(found.values()))["steady"])
-    print(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what training "
-          "uses with the recipe's masks)")
+    report.append(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what "
+                  "training uses with the recipe's masks)")
     if big is not None:
         small_mb = peak_rss_mb(_config(data, targets, work / "mem1", 5))
         big_mb = peak_rss_mb(_config(*big, work / "mem4", 5))
-        print(f"peak RSS, 5 steps    1x corpus {small_mb:.0f} MB, 4x corpus {big_mb:.0f} MB "
-              f"({100 * (big_mb / small_mb - 1):+.1f}%)", flush=True)
+        report.append(f"peak RSS, 5 steps    1x corpus {small_mb:.0f} MB, 4x corpus "
+                      f"{big_mb:.0f} MB ({100 * (big_mb / small_mb - 1):+.1f}%)")
+    return report
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 TITLES = [part.title for part in gpu_check.PARTS]
 
 
+@pytest.mark.timeout(660)  # its subprocess's own limit, 600 s: 7 min on a loaded 2-core box
 def test_gpu_check_runs_every_part_at_tiny_size_without_console_scripts(tmp_path):
     out = tmp_path / "gpu_check.md"
     bin_dir = str(Path(sys.executable).parent)  # no asrdist-* script on PATH

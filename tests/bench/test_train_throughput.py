@@ -49,8 +49,8 @@ def test_the_bare_loop_masks_as_the_trainer_does(tmp_path, monkeypatch):
 def test_the_whole_bench_runs_at_tiny_size(tmp_path, capsys):
     args = argparse.Namespace(data=None, targets=None, hours=0.2, dim=13, steps=10,
                               repeats=2)
-    bench.run(args, tmp_path)
-    out = capsys.readouterr().out
-    assert "recipe's masks, on both sides:" in out and "no masks, on both sides:" in out
-    assert "peak RSS, 5 steps    1x corpus" in out
-    assert out.count("-step interval: bare") == 2
+    report = "\n".join(bench.run(args, tmp_path))
+    assert "recipe's masks, on both sides:" in report and "no masks, on both sides:" in report
+    assert "peak RSS, 5 steps    1x corpus" in report
+    assert report.count("-step interval: bare") == 2
+    assert "repeat 1, no masks: bare" in capsys.readouterr().out  # the progress, as it goes

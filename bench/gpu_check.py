@@ -19,7 +19,9 @@ importance, each timed, in one process tree:
    since NCCL needs a device per learner;
 6. NG-SGD against SGD on the device (bench.ngsgd_throughput);
 7. the simulator's learners computed together against one at a time on the device: 1, 16 and
-   64 learners of the mini recipe's BLSTM, host seconds per simulated step (bench.sim_cost).
+   64 learners of the mini recipe's BLSTM, host seconds per simulated step (bench.sim_cost);
+8. the network's scores on the device (what ``asrdist-compute-loglikes --device`` runs): frames/s
+   of the paper-size BLSTM, and the disk an hour of speech takes at each ``--compress``.
 
 A lease can end at any time, so its generated file, bench/results/gpu_check.md, is rewritten
 (atomically) as each part ends, listing the parts not run yet; a part that raises is one FAILED
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import platform
 import shutil
@@ -48,11 +51,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+import kaldiio
+import numpy as np
 import torch
 
 import asrdist
+from asrdist.decode.acoustic import NnetScorer, list_utterances
+from asrdist.decode.loglikes import COMPRESSION
 from asrdist.errors import AsrdistError, first_line
 from asrdist.models.blstm import BLSTM
+from asrdist.models.build import ModelConfig, build_model
+from asrdist.models.final import Exported, write_final
 from asrdist.parallel import registry
 from asrdist.parallel.launch import BACKEND_ENV, free_port
 from asrdist.train.metrics import metrics_path, read_metrics
@@ -229,6 +238,45 @@ def simulator(check: Check) -> list[str]:
     return [*sim_cost.table(rows), ""]
 
 
+def scores_on_device(check: Check) -> list[str]:
+    """asrdist-compute-loglikes' scorer on the device, over the corpus's first utterances, and
+    the bytes each --compress stores per frame (measured on those scores, not estimated)."""
+    size = check.size
+    data, _ = check.corpus
+    config = ModelConfig(**size.model)
+    final = check.work / "scores" / "final.pt"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    write_final(final, build_model(config, size.corpus_dim, size.corpus_pdfs),
+                Exported(config, size.corpus_dim, size.corpus_pdfs,
+                         np.full(size.corpus_pdfs, -np.log(size.corpus_pdfs), np.float32),
+                         chunk_len=21, left_context=40, right_context=40))
+    scorer = NnetScorer(final, data, device=str(check.device))
+    utts = list_utterances(data)[:4 if size.tiny else 100]
+    frames = stored_frames = 0
+    stored = dict.fromkeys(COMPRESSION, 0)
+    seconds = 0.0
+    for i, utt in enumerate(utts):
+        t0 = time.perf_counter()
+        (_, scores), = scorer.scores([utt])  # back on the host: the device is synchronised
+        seconds += time.perf_counter() - t0
+        frames += scores.shape[0]
+        if i < 10:  # kaldiio's 1byte compression takes seconds an utterance at 32 k pdfs
+            stored_frames += scores.shape[0]
+            for name, method in COMPRESSION.items():
+                buf = io.BytesIO()
+                kaldiio.save_ark(buf, {utt: scores}, compression_method=method)
+                stored[name] += len(buf.getvalue())
+    per_hour = {name: b / stored_frames * 360_000 / 1e9 for name, b in stored.items()}
+    return [f"{len(utts)} utterances, {frames} frames (the disk: the first "
+            f"{min(10, len(utts))}), "
+            f"model {size.model}, {size.corpus_pdfs} pdfs, 21-frame chunks with 40 frames of "
+            "context either side:", "",
+            "| device | frames/s | GB an hour of speech: " + " / ".join(COMPRESSION) + " |",
+            "|---|---|---|",
+            f"| {check.device} | {frames / seconds:,.0f} | "
+            + " / ".join(f"{per_hour[name]:.2f}" for name in COMPRESSION) + " |", ""]
+
+
 def learners_of(algo: str) -> tuple[int, list[str]]:
     """How many learners a strategy runs with here, and its extra options."""
     if algo == "hadpsgd":  # two super-learners of two: hierarchical, not adpsgd renamed
@@ -318,6 +366,7 @@ PARTS = [
     Part("Every strategy's learners on the one device", "learner_table", 110, 60),
     Part("NG-SGD against SGD", "ngsgd", 25, 5),
     Part("Simulated learners together and one at a time", "simulator", 25, 5),
+    Part("The network's scores on the device, and their disk", "scores_on_device", 60, 5),
 ]
 
 

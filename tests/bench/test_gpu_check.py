@@ -97,9 +97,9 @@ def test_each_part_is_published_as_it_ends_and_a_failing_part_leaves_the_others(
 
 def test_the_budget_skips_the_parts_that_would_not_fit_least_important_first(
         tmp_path, monkeypatch):
-    """Seven parts of 1 s but the fourth of 10 s, 5.5 s of budget: the first three run, the
-    fourth cannot fit, the fifth and sixth still do, the seventh not."""
-    costs = [1, 1, 1, 10, 1, 1, 1]
+    """Eight parts of 1 s but the fourth of 10 s, 5.5 s of budget: the first three run, the
+    fourth cannot fit, the fifth and sixth still do, the seventh and eighth not."""
+    costs = [1, 1, 1, 10, 1, 1, 1, 1]
     monkeypatch.setattr(gpu_check, "PARTS", [
         dataclasses.replace(p, gpu_s=c, tiny_s=c) for p, c in zip(gpu_check.PARTS, costs,
                                                                  strict=True)])
@@ -108,10 +108,10 @@ def test_the_budget_skips_the_parts_that_would_not_fit_least_important_first(
     gpu_check.main(["--tiny", "--publish", str(out), "--budget", "5.5"])
     assert ran == [TITLES[i] for i in (0, 1, 2, 4, 5)] and problems == []
     text = out.read_text()
-    for i in (3, 6):
+    for i in (3, 6, 7):
         assert f"### {TITLES[i]} (skipped)\n\nSkipped: estimated {costs[i]} s, " in text
         assert f"| row of {TITLES[i]} |" not in text
-    assert f"Skipped: {TITLES[3]}, {TITLES[6]}." in text
+    assert f"Skipped: {TITLES[3]}, {TITLES[6]}, {TITLES[7]}." in text
 
 
 def test_a_bad_budget_is_one_line(capsys):

@@ -82,8 +82,19 @@ def claim_run_dir(config: TrainConfig, rank: int, world_size: int,
     if all(done for _, done in verdicts.values()):
         return check.skipped()
     if check.marker_mtime_ns is not None:
+        check_inputs_exist(config)  # a mistyped path must not move a finished run aside
         set_aside_finished_run(config, check, rank)
     return check
+
+
+def check_inputs_exist(config: TrainConfig) -> None:
+    """A one-line error naming the option of an input that does not exist, before anything in
+    ``--out`` is touched."""
+    for name in INPUT_OPTIONS:
+        path = getattr(config, name)
+        if path and not Path(path).exists():
+            raise AsrdistError(f"{flag(name)} {path}: no such file or directory; the finished "
+                               f"run in {config.out} is left as it is")
 
 
 def _may_continue(config: TrainConfig, check: StageCheck) -> bool:

@@ -113,6 +113,22 @@ def test_a_new_run_moves_the_finished_one_aside_and_its_resume_continues(corpus,
     assert isinstance(_train(corpus, out, lr=0.25), Skipped)
 
 
+@pytest.mark.parametrize("option", ["data", "targets"])
+def test_a_mistyped_input_after_a_finished_run_is_an_error_that_moves_nothing(
+        corpus, tmp_path, option):
+    """A typo in --data or --targets is no other run: the finished one stays where it is."""
+    out = tmp_path / "run"
+    model = _finished(corpus, out)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    data, targets = corpus
+    typo = (Path(f"{data}_typo"), targets) if option == "data" else (data, Path(f"{targets}x"))
+    with pytest.raises(AsrdistError, match=rf"^--{option} .*x?: no such file or directory; "
+                                           r"the finished run in .* is left as it is$"):
+        train(train_config(typo, out, TINY, lr=0.25), Single())
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+    assert (out / "final.pt").read_bytes() == model
+
+
 def test_discard_finished_deletes_it(corpus, tmp_path):
     out = tmp_path / "run"
     _finished(corpus, out)

@@ -2,13 +2,14 @@
 
 Every component with options (a strategy, the model, SpecAugment, the optimizer, the learning-
 rate schedule, the simulator's speed model, the trainer) declares them as fields made with
-:func:`option` in a frozen dataclass deriving from :class:`Options`. Everything else is derived
-from those fields: the YAML keys and flags (a field's public name, with ``_`` -> ``-`` for the
-flag; the field's name unless it declares another with ``name=``), the help text, the defaults
-and the checks, run when the dataclass is made, so a bad value is refused in one style
-(:func:`require`: ``--lr must be positive, got -1``) wherever it comes from. A dataclass that
-offers another component's option (the trainer's config offers the model's ``--layers``) takes
-the field with :func:`option_of`, so the declaration stays in one place.
+:func:`option` in a frozen dataclass deriving from :class:`Options`. A run is composed of its
+components' objects (:func:`component` fields), whose options are its own, flat: one
+flattener (:func:`paths`) gives every option by its public name, so a declaration stays in one
+place. Everything else is derived from those fields: the YAML keys and flags (a field's public
+name, with ``_`` -> ``-`` for the flag; the field's name unless it declares another with
+``name=``), the help text, the defaults, what a run's identity counts (``fingerprint``) and the
+checks, run when the dataclass is made, so a bad value is refused in one style
+(:func:`require`: ``--lr must be positive, got -1``) wherever it comes from.
 """
 
 from __future__ import annotations
@@ -44,16 +45,38 @@ def in_range(low: float, high: float) -> Check:
 
 
 def option(default: Any, help: str, choices: tuple[str, ...] | None = None,
-           check: Check | None = None, name: str | None = None) -> Any:
+           check: Check | None = None, name: str | None = None, fingerprint: bool = True,
+           resumable: bool = False) -> Any:
     """A dataclass field declaring one option: its default, help text, the values it may take
-    (``choices`` or ``check``) and, when it differs from the field's, its public name."""
+    (``choices`` or ``check``) and, when it differs from the field's, its public name.
+
+    ``fingerprint=False``: the option does not change what a run makes (where it writes, how
+    often it logs, how long it waits), so a done run rerun with another value is skipped, and
+    a --resume may change it. ``resumable``: a fingerprinted option that a --resume may change
+    anyway (an injected straggler: timing, not maths)."""
     return field(default=default, metadata={"help": help, "choices": choices, "check": check,
-                                            "name": name})
+                                            "name": name, "fingerprint": fingerprint,
+                                            "resumable": resumable or not fingerprint})
 
 
 def public_name(f: dataclasses.Field) -> str:
     """The option's YAML key (its flag with ``_`` -> ``-``)."""
     return f.metadata.get("name") or f.name
+
+
+def fingerprinted(f: dataclasses.Field) -> bool:
+    """Whether option ``f`` is part of what a run is (see :func:`option`)."""
+    return f.metadata.get("fingerprint", True)
+
+
+def resumable(f: dataclasses.Field) -> bool:
+    """Whether a --resume may change option ``f`` without --resume-allow."""
+    return f.metadata.get("resumable", False)
+
+
+def fingerprint(obj: Any) -> dict[str, Any]:
+    """``obj``'s declared options that make what it makes, by public name."""
+    return {n: value_of(obj, n) for n, f in declared(obj).items() if fingerprinted(f)}
 
 
 def flag(name: str) -> str:
@@ -77,16 +100,55 @@ def check_value(name: str, f: dataclasses.Field, value: Any) -> None:
         require(check.ok(value), name, value, check.what)
 
 
+def component(cls: type) -> Any:
+    """A field holding component ``cls``'s options object (its defaults unless given): a run
+    is composed of its components' objects, and their options are its own, flat, under their
+    public names (:func:`declared`, :func:`make`, :func:`flatten`)."""
+    return field(default_factory=cls, metadata={"component": cls})
+
+
+def paths(cls: Any) -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
+    """Every option of a dataclass (or an instance) by public name, its components' included
+    in declaration order, each with its attribute path: the one flattener behind the flags,
+    the YAML keys and the identity of a run."""
+    out: dict[str, tuple[tuple[str, ...], dataclasses.Field]] = {}
+    for f in dataclasses.fields(cls):
+        inner = f.metadata.get("component")
+        found = ({n: ((f.name, *p), g) for n, (p, g) in paths(inner).items()} if inner
+                 else {public_name(f): ((f.name,), f)} if "help" in f.metadata else {})
+        twice = set(found) & set(out)
+        if twice:
+            raise TypeError(f"{getattr(cls, '__name__', cls)}: option(s) {sorted(twice)} "
+                            "declared twice")
+        out.update(found)
+    return out
+
+
 def declared(cls: Any) -> dict[str, dataclasses.Field]:
-    """The options a dataclass (or an instance) declares, by public name; fields without help
-    text (a speed model's slow-learner table) are not options."""
-    return {public_name(f): f for f in dataclasses.fields(cls) if "help" in f.metadata}
+    """The options a dataclass (or an instance) declares, its components' included, by public
+    name; fields without help text (a speed model's slow-learner table) are not options."""
+    return {name: f for name, (_, f) in paths(cls).items()}
+
+
+def value_of(obj: Any, name: str) -> Any:
+    """Option ``name``'s value in ``obj``, wherever its component holds it."""
+    path, _ = paths(obj)[name]
+    for attr in path:
+        obj = getattr(obj, attr)
+    return obj
+
+
+def flatten(obj: Any) -> dict[str, Any]:
+    """Every option's value in ``obj`` by public name (the flat YAML of a run)."""
+    return {name: value_of(obj, name) for name in paths(obj)}
 
 
 def check_fields(obj: Any) -> None:
-    """Refuse any declared option of ``obj`` whose value its declaration does not allow."""
-    for name, f in declared(obj).items():
-        check_value(name, f, getattr(obj, f.name))
+    """Refuse any declared option of ``obj`` whose value its declaration does not allow (a
+    component checked its own when it was made)."""
+    for f in dataclasses.fields(obj):
+        if "help" in f.metadata:
+            check_value(public_name(f), f, getattr(obj, f.name))
 
 
 class Options:
@@ -96,16 +158,17 @@ class Options:
         check_fields(self)
 
 
-def option_of(cls: type, name: str) -> Any:
-    """A field offering ``cls``'s option ``name`` (public name) in another dataclass, under
-    that name: the same default, help, choices and check; ``declared_by`` records ``cls``."""
-    f = declared(cls)[name]
-    return field(default=f.default, metadata={**f.metadata, "name": None, "declared_by": cls})
-
-
 def make(cls: type, values: Mapping[str, Any]) -> Any:
-    """``cls`` made from ``values`` by public name (missing ones take their defaults)."""
-    return cls(**{f.name: values[n] for n, f in declared(cls).items() if n in values})
+    """``cls`` made from flat ``values`` by public name, each component from its options
+    (missing ones take their defaults)."""
+    made = {}
+    for f in dataclasses.fields(cls):
+        inner = f.metadata.get("component")
+        if inner is not None:
+            made[f.name] = make(inner, values)
+        elif "help" in f.metadata and public_name(f) in values:
+            made[f.name] = values[public_name(f)]
+    return cls(**made)
 
 
 def kind(f: dataclasses.Field) -> str:

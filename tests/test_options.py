@@ -1,4 +1,4 @@
-"""One declaration per option: checks in one style, fields offered elsewhere, types coerced."""
+"""One declaration per option: checks in one style, components flattened, types coerced."""
 
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from asrdist.options import (
     Options,
     at_least,
     coerce,
+    component,
     declared,
+    fingerprint,
+    flatten,
     in_range,
     make,
     option,
-    option_of,
+    value_of,
 )
 
 
@@ -30,10 +33,17 @@ class Part(Options):
     table: dict = None  # type: ignore[assignment]  (no help: not an option)
 
 
+@dataclass(frozen=True)
+class Other(Options):
+    speed: float = option(1.0, "how fast", check=POSITIVE)
+
+
 @dataclass
 class Whole:
-    size: int = option_of(Part, "size")
-    kind: str = option_of(Part, "kind")
+    where: str = option("", "where to write", fingerprint=False)
+    part: Part = component(Part)
+    seed: int = option(0, "a seed")
+    other: Other = component(Other)
 
 
 @pytest.mark.parametrize(("values", "message"), [
@@ -58,13 +68,33 @@ def test_options_are_the_fields_with_help_by_public_name():
     assert make(Part, {"kind": "b", "size": 2, "other": 1}) == Part(2, "b")
 
 
-def test_an_offered_field_keeps_the_declaration_and_records_its_owner():
-    size, kind = fields(Whole)
-    assert (size.default, size.metadata["help"], size.metadata["check"]) == (4, "how big",
-                                                                             POSITIVE)
-    assert (kind.default, kind.metadata["choices"], kind.metadata["declared_by"]) == (
-        "a", ("a", "b"), Part)
-    assert list(declared(Whole)) == ["size", "kind"]
+def test_a_whole_of_components_has_their_options_flat_in_declaration_order():
+    assert list(declared(Whole)) == ["where", "size", "kind", "rate", "seed", "speed"]
+    assert declared(Whole)["kind"] is declared(Part)["kind"]  # the component's declaration
+    whole = make(Whole, {"kind": "b", "speed": 2.0, "seed": 3})
+    assert whole == Whole(part=Part(kind_="b"), seed=3, other=Other(2.0))
+    assert value_of(whole, "speed") == 2.0
+    assert flatten(whole) == {"where": "", "size": 4, "kind": "b", "rate": 0.5, "seed": 3,
+                              "speed": 2.0}
+    assert make(Whole, flatten(whole)) == whole  # the flat YAML reads back
+    with pytest.raises(AsrdistError, match="--speed must be positive"):
+        make(Whole, {"speed": 0.0})
+
+
+def test_fingerprint_false_leaves_an_option_out_of_what_a_run_is():
+    assert fingerprint(Part()) == {"size": 4, "kind": "a", "rate": 0.5}
+    where = declared(Whole)["where"]
+    assert (where.metadata["fingerprint"], where.metadata["resumable"]) == (False, True)
+
+
+def test_an_option_declared_twice_in_a_whole_is_refused():
+    @dataclass
+    class Twice:
+        part: Part = component(Part)
+        size: int = option(1, "again")
+
+    with pytest.raises(TypeError, match=r"option\(s\) \['size'\] declared twice"):
+        declared(Twice)
 
 
 @pytest.mark.parametrize(("value", "out"), [("3", 3), (3, 3), ("-2", -2)])

@@ -57,8 +57,8 @@ SHARED = ("batch_size", "chunk_len", "seed", "grad_clip", "heldout_utts", "cmvn"
           "layers", "units", "bottleneck", "dropout",
           *(f.name for f in dataclasses.fields(ScheduleOptions)),
           "momentum", "nesterov", "weight_decay", "noise_scale_every")
-# strategy options of real processes only (exchanges, membership); --slow-learner is the speed
-# model's slow learner
+# the options of real learner processes (asrdist.parallel.options.ProcessOptions) but the slow
+# learner, which is the speed model's here
 _EXCHANGE_ONLY = ("exchange_timeout", "distance_every", "elastic")
 
 
@@ -196,12 +196,10 @@ def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool,
 
 def _resolved_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
     """Every option the strategy was built with, defaults and the run's training values
-    filled in (the options of real exchanges left out: the simulator has none); what it
+    filled in (its own: the process options are no strategy's); what it
     derived from them (bmuf's eta of -1, a period from --avg-frames) is in the summary's
     ``strategy``, as the strategy reports it."""
-    chosen = registry.make_options(spec.algo, strategy_options(spec, pool))
-    return {k: v for k, v in dataclasses.asdict(chosen).items()
-            if k not in _EXCHANGE_ONLY and k != "slow_learner"}
+    return dataclasses.asdict(registry.make_options(spec.algo, strategy_options(spec, pool)))
 
 
 def _speed_report(speed: SpeedModel) -> dict[str, Any]:
@@ -218,8 +216,7 @@ def _strategy_options(algo: str, flags: dict[str, Any],
     """The options of strategy ``algo`` given as flags or ``-O NAME=VALUE`` (the others take
     their defaults); a flag of another strategy's option is ignored with a warning, as
     asrdist-train ignores it."""
-    taken = [n for n in registry.options_of(algo) if n in strategy_fields()
-             and n not in _EXCHANGE_ONLY and n != "slow_learner"]
+    taken = [n for n in registry.algorithm_options(algo) if n in strategy_fields()]
     ignored = [flag(n) for n in strategy_fields()
                if flags.get(n) is not None and n not in taken and n != "slow_learner"]
     if ignored:

@@ -46,11 +46,13 @@ class ProcessOptions(Options):
 
     exchange_timeout: float = option(120.0, "seconds a rendezvous or any exchange may take; "
                                      "then the job ends naming the lost learner",
-                                     check=POSITIVE)
+                                     check=POSITIVE, fingerprint=False)
+    # timing, not maths; fingerprinted all the same (a straggler study's runs differ by it)
     slow_learner: str = option("", "RANK:FACTOR: make learner RANK FACTOR times slower "
-                               "(straggler studies)")
+                               "(straggler studies)", resumable=True)
     distance_every: float = option(30.0, "seconds between samples of each learner's distance "
-                                   "to the learners' mean (0 = off)", check=NON_NEGATIVE)
+                                   "to the learners' mean (0 = off)", check=NON_NEGATIVE,
+                                   fingerprint=False)
     elastic: bool = option(False, "adpsgd, hadpsgd on real processes: drop a learner (hadpsgd: "
                            "its node) that dies or is silent past --exchange-timeout and go "
                            "on with the others; final.pt averages the survivors")

@@ -105,5 +105,5 @@ def strategy_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
     """The strategy's options, with the training values it takes (seed, batch, chunk) filled
     in from the run as asrdist-train does."""
     training = {"seed": spec.seed, "batch_size": spec.batch, "chunk_len": pool.chunk_len}
-    taken = registry.options_of(spec.algo)
+    taken = registry.algorithm_options(spec.algo)
     return {**{k: v for k, v in training.items() if k in taken}, **spec.options}

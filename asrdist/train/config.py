@@ -3,13 +3,15 @@
 The CLI makes one flag per option (``chunk_len`` -> ``--chunk-len``) from the declarations, so
 a value can never be settable in YAML and missing on the command line, or the reverse; the run
 dir's config.yaml holds every value used and can be passed back as --config. Each option is
-declared once (asrdist.options): the trainer's own here; those of a component where the
-component is (the model's in asrdist.models.build, SpecAugment's, the optimizer's, NG-SGD's,
-the learning-rate schedule's), offered here with :func:`option_of`, which takes the field
-with its default, help and check. The strategies' options are not listed here: each strategy
-declares and checks its own (asrdist.parallel.options), and the registry's union of them, after
-the learner processes' own (:class:`~asrdist.parallel.options.ProcessOptions`), are keys and
-flags like any other, held in ``TrainConfig.strategy_options``.
+declared once (asrdist.options): the trainer's own here; a component's where the component is
+(the model's in asrdist.models.build, SpecAugment's, the data reading's, the optimizer's,
+NG-SGD's, the learning-rate schedule's), whose options object the config holds as a field, its
+options flat beside the trainer's (one flattener, asrdist.options.paths: a config.yaml is
+flat, as before). An option that does not change what a run makes is declared
+``fingerprint=False`` (asrdist.train.identity). The strategies' options are not listed here:
+each strategy declares and checks its own (asrdist.parallel.options), and the registry's union
+of them, after the learner processes' own (:class:`~asrdist.parallel.options.ProcessOptions`),
+are keys and flags like any other, held in ``TrainConfig.strategy_options``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import torch
 import yaml
 
+from asrdist.data.options import DataOptions
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
@@ -33,12 +36,15 @@ from asrdist.options import (
     POSITIVE,
     check_fields,
     coerce,
+    component,
     declared,
     flag,
+    flatten,
     in_range,
     make,
     option,
-    option_of,
+    paths,
+    value_of,
 )
 from asrdist.parallel import registry
 from asrdist.parallel.options import ProcessOptions
@@ -49,109 +55,92 @@ from asrdist.train.spec_augment import MaskOptions
 
 @dataclass
 class TrainConfig:
-    """Options of one training run (see each field's help)."""
+    """Options of one training run (see each field's help), composed of its components'
+    options objects; every option reads as an attribute by its flat name too
+    (``config.layers`` is ``config.net.layers``)."""
 
     data: str = option("", "features: Kaldi data dir (feats.scp, utt2spk, cmvn.scp, "
                        "utt2num_frames) or a lhotse cuts manifest (.jsonl.gz) with features")
     targets: str = option("", "ingested alignment dir (pdf.scp, num_pdfs, pdf_counts)")
-    out: str = option("", "run dir to write")
-    model: str = option_of(ModelConfig, "model")
-    layers: int = option_of(ModelConfig, "layers")
-    units: int = option_of(ModelConfig, "units")
-    bottleneck: int = option_of(ModelConfig, "bottleneck")
-    chunk_left_context: int = option_of(ModelConfig, "chunk_left_context")
-    chunk_right_context: int = option_of(ModelConfig, "chunk_right_context")
-    splice: int = option_of(ModelConfig, "splice")
-    hidden_layers: int = option_of(ModelConfig, "hidden_layers")
-    hidden_units: int = option_of(ModelConfig, "hidden_units")
-    activation: str = option_of(ModelConfig, "activation")
+    out: str = option("", "run dir to write", fingerprint=False)
+    net: ModelConfig = component(ModelConfig)
     init_dbn: str = option("", "DNN: initialise the hidden layers from this RBM stack "
                            "(asrdist-pretrain-rbm's dbn.pt)")
-    dropout: float = option_of(ModelConfig, "dropout")
-    feature_masks: int = option_of(MaskOptions, "feature_masks")
-    feature_mask_width: int = option_of(MaskOptions, "feature_mask_width")
-    time_masks: int = option_of(MaskOptions, "time_masks")
-    time_mask_width: int = option_of(MaskOptions, "time_mask_width")
+    masks: MaskOptions = component(MaskOptions)
     vtlp_warp: float = option(0.0, "VTLP: warp each MFCC training chunk's frequency axis by a "
                               "factor drawn from [1 - W, 1 + W] (0 = none)",
                               check=in_range(0, 0.5))
-    chunk_len: int = option(21, "labelled frames per training chunk (IBM: 21)", check=POSITIVE)
-    batch_size: int = option(256, "chunks per learner per step", check=POSITIVE)
+    reading: DataOptions = component(DataOptions)
     epochs: int = option(10, "passes over the training data", check=POSITIVE)
     max_steps: int = option(0, "stop after this many steps in all (0 = no limit)",
                             check=NON_NEGATIVE)
     seed: int = option(0, "seed of weights, data order and held-out choice")
-    lr: float = option_of(ScheduleOptions, "lr")
-    lr_schedule: str = option_of(ScheduleOptions, "lr_schedule")
-    lr_final: float = option_of(ScheduleOptions, "lr_final")
-    lr_ref_batch: int = option_of(ScheduleOptions, "lr_ref_batch")
-    lr_scaling: str = option_of(ScheduleOptions, "lr_scaling")
-    warmup_epochs: float = option_of(ScheduleOptions, "warmup_epochs")
-    anneal_start: int = option_of(ScheduleOptions, "anneal_start")
-    anneal_factor: float = option_of(ScheduleOptions, "anneal_factor")
-    optimizer: str = option_of(OptimizerOptions, "optimizer")
-    ng_rank_in: int = option_of(NGOptions, "ng_rank_in")
-    ng_rank_out: int = option_of(NGOptions, "ng_rank_out")
-    ng_update_period: int = option_of(NGOptions, "ng_update_period")
-    ng_num_samples_history: float = option_of(NGOptions, "ng_num_samples_history")
-    ng_alpha: float = option_of(NGOptions, "ng_alpha")
-    momentum: float = option_of(OptimizerOptions, "momentum")
-    nesterov: bool = option_of(OptimizerOptions, "nesterov")
-    weight_decay: float = option_of(OptimizerOptions, "weight_decay")
+    schedule: ScheduleOptions = component(ScheduleOptions)
+    optim: OptimizerOptions = component(OptimizerOptions)
+    ng: NGOptions = component(NGOptions)
     grad_clip: float = option(0.0, "clip the gradient's total norm to this (0 = off)",
                               check=NON_NEGATIVE)
-    cmvn: str = option("spk", "mean (and variance) normalisation: per speaker from cmvn.scp, "
-                       "per utterance, or none", ("spk", "utt", "none"))
-    cmvn_norm_vars: bool = option(False, "normalise variances too (apply-cmvn --norm-vars)")
-    shuffle_buffer: int = option(8192, "chunks in the shuffle buffer (memory is about "
-                                 "buffer x chunk frames x dim x 4 bytes)", check=POSITIVE)
     heldout_utts: int = option(100, "utterances held out for cross-entropy and frame accuracy "
                                "(originals: with utt2uniq, each with all its augmented copies)",
                                check=NON_NEGATIVE)
     heldout_every: int = option(0, "also evaluate held-out every this many steps (0 = per "
-                                "epoch)", check=NON_NEGATIVE)
+                                "epoch)", check=NON_NEGATIVE, fingerprint=False)
     checkpoint_every: int = option(500, "write a checkpoint every this many steps (and per "
-                                   "epoch)", check=NON_NEGATIVE)
-    keep_checkpoints: int = option(2, "checkpoints kept per learner", check=POSITIVE)
-    log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE)
+                                   "epoch)", check=NON_NEGATIVE, fingerprint=False)
+    keep_checkpoints: int = option(2, "checkpoints kept per learner", check=POSITIVE,
+                                   fingerprint=False)
+    log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE,
+                            fingerprint=False)
+    # measured on a copy of the model, the random state put back: not the model's
     noise_scale_every: int = option(0, "measure the gradient noise scale B_simple (McCandlish "
                                     "et al. 2018) every this many steps into metrics.jsonl (0 = "
                                     "off); each costs a forward and backward of the local batch "
                                     "and, with learners in lockstep, an allreduce of the "
-                                    "gradient", check=NON_NEGATIVE)
+                                    "gradient", check=NON_NEGATIVE, fingerprint=False)
     max_missing_targets: float = option(0.05, "fail when more than this fraction of the "
                                         "utterances has no targets", check=NON_NEGATIVE)
-    device: str = option("cpu", "cpu, cuda or cuda:N")
+    device: str = option("cpu", "cpu, cuda or cuda:N", fingerprint=False)
     precision: str = option("fp32", "forward and loss in fp32, or under bf16 or fp16 autocast "
                             "(fp16 with a gradient scaler; bf16 falls back to scaled fp16 where "
                             "torch/cuDNN would run the LSTM in fp16: the log and metrics.jsonl's "
                             "start record say which)", PRECISIONS)
     algo: str = option("single", "distributed strategy (asrdist.parallel.registry)")
     resume: bool = option(False, "continue from the newest checkpoint in --out (a run finished "
-                          "there with other options or data is refused, and left as it is)")
+                          "there with other options or data is refused, and left as it is)",
+                          fingerprint=False)
     discard_finished: bool = option(False, "a finished run in --out done with other options "
                                     "or inputs is deleted when a new one starts there (by "
-                                    "default it is moved into OUT/superseded/)")
+                                    "default it is moved into OUT/superseded/)",
+                                    fingerprint=False)
     resume_allow: str = option("", "with --resume, options whose value may differ from the "
                                "run's (comma-separated names, e.g. batch_size,lr; data and "
                                "targets cover their files too; all: any): a deliberate "
                                "change, logged and recorded in metrics.jsonl's start record; "
-                               "without it --resume refuses any change of what the run is")
+                               "without it --resume refuses any change of what the run is",
+                               fingerprint=False)
     stop_signals: str = option("TERM,USR1,INT", "signals that make every learner checkpoint "
                                "and exit with status 75 (Slurm's --signal, preemption, time "
-                               "limit; Ctrl-C: a second one ends at once)")
+                               "limit; Ctrl-C: a second one ends at once)", fingerprint=False)
     # every strategy's options by name (registry.option_fields), whatever --algo is
     strategy_options: dict[str, Any] = field(default_factory=dict)
 
-    def part(self, cls: type) -> Any:
-        """Component ``cls``'s options (a model config, the schedule's, ...) from this config."""
-        return make(cls, {name: getattr(self, name) for name in FIELDS})
+    def __getattr__(self, name: str) -> Any:
+        """A component's option by its flat name (called when no field has the name)."""
+        if name.startswith("_") or name not in COMPONENT_OPTIONS:
+            raise AttributeError(name)
+        return value_of(self, name)
 
     def model_config(self) -> ModelConfig:
-        return self.part(ModelConfig)
+        return self.net
 
     def mask_options(self) -> MaskOptions:
-        return self.part(MaskOptions)
+        return self.masks
+
+    def ng_options(self) -> NGOptions:
+        return self.ng
+
+    def schedule_options(self) -> ScheduleOptions:
+        return self.schedule
 
     def torch_device(self) -> torch.device:
         """--device, refused when it names CUDA on a machine without it."""
@@ -161,18 +150,12 @@ class TrainConfig:
 
     def precision_on(self, device: torch.device) -> Precision:
         """What forward and loss run in on ``device`` (asrdist.train.precision)."""
-        return choose_precision(self.precision, device, lstm=self.model == "blstm")
-
-    def ng_options(self) -> NGOptions:
-        return self.part(NGOptions)
-
-    def schedule_options(self) -> ScheduleOptions:
-        return self.part(ScheduleOptions)
+        return choose_precision(self.precision, device, lstm=self.net.type == "blstm")
 
     def option(self, name: str) -> Any:
         """The value of option ``name``, a training or a strategy option."""
         if name in FIELDS:
-            return getattr(self, name)
+            return value_of(self, name)
         if name in self.strategy_options:
             return self.strategy_options[name]
         return strategy_fields()[name].default
@@ -193,11 +176,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Every option by name, the strategies' included (config.yaml's keys)."""
-        out = {name: getattr(self, name) for name in FIELDS}
-        out.update((name, self.option(name)) for name in strategy_fields())
-        return out
+        return {**flatten(self), **{name: self.option(name) for name in strategy_fields()}}
+
 
 FIELDS = declared(TrainConfig)
+COMPONENT_OPTIONS = frozenset(n for n, (path, _) in paths(TrainConfig).items() if len(path) > 1)
 
 
 def strategy_fields() -> dict[str, dataclasses.Field]:
@@ -253,7 +236,8 @@ def make_config(
     for name, value in (overrides or {}).items():
         values[name] = coerce_option(name, value, flag(name))
     options = {n: values.pop(n, f.default) for n, f in strategy_fields().items()}
-    config = TrainConfig(**values, strategy_options=options)
+    config = make(TrainConfig, values)
+    config.strategy_options = options
     validate(config)
     return config
 

@@ -1,7 +1,7 @@
 """What a training run is, and what becomes of the runs already in its ``--out``.
 
-A run is its fingerprinted options (every option but those in :data:`NOT_FINGERPRINTED`, the
-input paths resolved, the learner count) and its inputs' content (:mod:`asrdist.stage`). All
+A run is its fingerprinted options (every option but those declared ``fingerprint=False``,
+the input paths resolved, the learner count) and its inputs' content (:mod:`asrdist.stage`). All
 learners must agree on it (:func:`check_same_options`). A finished run in ``--out`` that is
 not this one is never deleted unasked (:func:`set_aside_finished_run`), and a checkpoint
 resumed is checked to be of this run by :mod:`asrdist.train.resume`.
@@ -19,42 +19,34 @@ from typing import Any
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import done_marker
 from asrdist.models.final import FILENAME as FINAL
-from asrdist.options import flag
+from asrdist.options import fingerprinted, flag, resumable
 from asrdist.parallel import registry
 from asrdist.stage import Skipped, StageCheck, check_done, read_marker, resolved
 from asrdist.train.checkpoint import list_checkpoints
-from asrdist.train.config import TrainConfig, resume_allowed, strategy_fields
+from asrdist.train.config import TrainConfig, all_fields, resume_allowed, strategy_fields
 from asrdist.train.metrics import metrics_path
 
 log = logging.getLogger(__name__)
 
-# Options that do not change the trained model: a finished run rerun with other values of only
-# these is skipped (asrdist.stage); any other option, or changed data or targets, retrains it.
-NOT_FINGERPRINTED = frozenset({
-    "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
-    "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
-    "noise_scale_every",  # measured on a copy of the model, the random state put back
-    "discard_finished",
-})
-
-
 def resume_free(config: TrainConfig) -> set[str]:
-    """Options a --resume may change without --resume-allow: those that do not change the
-    model, an injected straggler (timing, not maths), and how long to train when the learning
-    rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans --epochs or
-    --max-steps)."""
-    return set(NOT_FINGERPRINTED) | {"slow_learner"} | (
+    """Options a --resume may change without --resume-allow: those declared so (``resumable``:
+    those that do not change the model, an injected straggler), and how long to train when
+    the learning rate does not depend on it (ibm's rate follows the epoch; kaldi's decay spans
+    --epochs or --max-steps); an elastic run, its learner count."""
+    return {n for n, f in all_fields().items() if resumable(f)} | (
         {"epochs", "max_steps"} if config.lr_schedule == "ibm" else set()) | (
         {"learners"} if config.option("elastic") else set())
 
 
 def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
-    """What makes the model, beside its inputs' content: the training options and the
-    --algo's own (another strategy's options, ignored by this run, do not count), the input
-    paths resolved (every spelling of a directory is the same run), and the learner count."""
+    """What makes the model, beside its inputs' content: the fingerprinted training options
+    and the --algo's own (another strategy's options, ignored by this run, do not count), the
+    input paths resolved (every spelling of a directory is the same run), and the learner
+    count."""
     unused = set(strategy_fields()) - set(registry.options_of(config.algo))
+    known = all_fields()
     options = {k: v for k, v in config.to_dict().items()
-               if k not in NOT_FINGERPRINTED and k not in unused}
+               if fingerprinted(known[k]) and k not in unused}
     for name in INPUT_OPTIONS:
         if options.get(name):
             options[name] = resolved(options[name])

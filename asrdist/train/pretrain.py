@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +35,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
 from asrdist.models.dbn import FORMAT
 from asrdist.models.rbm import RBM
-from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, fingerprint, option
 from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
 from asrdist.parallel.ma import MAOptions, ModelAveraging
 from asrdist.parallel.options import ProcessOptions
@@ -56,7 +56,7 @@ class PretrainConfig(Options):
                        "asrdist-train)")
     targets: str = option("", "ingested alignment dir (only to read the same utterances as "
                           "asrdist-train)")
-    out: str = option("", "output dir (dbn.pt, pretrain.jsonl)")
+    out: str = option("", "output dir (dbn.pt, pretrain.jsonl)", fingerprint=False)
     splice: int = option(5, "frames of context either side (the DNN's --splice)",
                          check=NON_NEGATIVE)
     hidden_layers: int = option(6, "RBMs to stack (the DNN's --hidden-layers, or fewer)",
@@ -80,10 +80,10 @@ class PretrainConfig(Options):
     cmvn_norm_vars: bool = option(False, "normalise variances too")
     shuffle_buffer: int = option(2048, "chunks in the shuffle buffer")
     seed: int = option(0, "seed of the weights and the data order")
-    device: str = option("cpu", "cpu, cuda or cuda:N")
+    device: str = option("cpu", "cpu, cuda or cuda:N", fingerprint=False)
     exchange_timeout: float = option(DEFAULT_TIMEOUT_S, "seconds a rendezvous or any average "
                                      "may take; then the job ends naming the lost learner",
-                                     check=POSITIVE)
+                                     check=POSITIVE, fingerprint=False)
 
     def process_options(self) -> ProcessOptions:
         """The learners' transport: no distance sampling (averages every few minibatches)."""
@@ -97,11 +97,6 @@ class PretrainConfig(Options):
         if not 0 <= self.momentum <= self.momentum_high < 1:
             raise AsrdistError("--momentum and --momentum-high: need 0 <= momentum <= "
                                f"momentum-high < 1, got {self.momentum}, {self.momentum_high}")
-
-
-# Options that do not change the RBMs: a done run rerun with other values of only these is
-# skipped (asrdist.stage).
-NOT_FINGERPRINTED = frozenset({"out", "device", "exchange_timeout"})
 
 
 class _Pretrainer:
@@ -202,8 +197,9 @@ def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path | Skip
     """Train the RBM stack as ``learner`` (one alone by default) and write ``out/dbn.pt``
     (learner 0); a done run is skipped."""
     out = Path(cfg.out)
-    options = {k: v for k, v in asdict(cfg).items() if k not in NOT_FINGERPRINTED}
-    check = check_done(out, "pretrain", options, [cfg.data, cfg.targets])
+    # a done run rerun with other values of only the options that do not change the RBMs is
+    # skipped (asrdist.stage)
+    check = check_done(out, "pretrain", fingerprint(cfg), [cfg.data, cfg.targets])
     path = out / "dbn.pt"
     if check.done:
         return check.skipped()

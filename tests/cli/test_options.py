@@ -10,9 +10,9 @@ from click.testing import CliRunner
 from asrdist.cli import simulate, train
 from asrdist.cli.options import click_option, given_or_default
 from asrdist.models.build import ModelConfig
-from asrdist.options import option
+from asrdist.options import declared, option, paths
 from asrdist.parallel import registry
-from asrdist.train.config import FIELDS, make_config, strategy_fields
+from asrdist.train.config import FIELDS, TrainConfig, make_config, strategy_fields
 from asrdist.train.schedule import ScheduleOptions
 
 
@@ -38,8 +38,8 @@ def test_shared_options_have_the_same_flag_default_and_help_from_the_declaration
         assert flags.split(" ")[0].split("/")[0].rstrip(",") == "--" + name.replace("_", "-")
         assert text == f"{f.metadata['help']} [default: {f.default if f.default != '' else 'none'}]"
     # the declarations are the components': the model's, the schedule's, a strategy's
-    assert shared["layers"].metadata["declared_by"] is ModelConfig
-    assert shared["lr"].metadata["declared_by"] is ScheduleOptions
+    assert shared["layers"] is declared(ModelConfig)["layers"]
+    assert shared["lr"] is declared(ScheduleOptions)["lr"]
     assert shared["avg_period"] is registry.option_fields()["avg_period"]
     model_layers = next(f for f in dataclasses.fields(ModelConfig) if f.name == "layers")
     assert (model_layers.default, model_layers.metadata["help"]) == (
@@ -74,17 +74,16 @@ def test_a_bool_declaration_gives_both_flags_and_a_choice_its_choices():
 
 
 def test_every_training_option_is_declared_once():
-    """TrainConfig's fields are its own declarations or a component's, never a copy."""
+    """TrainConfig's options are its own declarations or a component's very field."""
     strategy = set(strategy_fields())
     assert not strategy & set(FIELDS)
-    for name, f in FIELDS.items():
-        owner = f.metadata.get("declared_by")
-        if owner is not None:
-            theirs = next(g for g in dataclasses.fields(owner)
-                          if (g.metadata.get("name") or g.name) == name)
-            assert (theirs.default, theirs.metadata["help"], theirs.metadata["check"],
-                    theirs.type) == (f.default, f.metadata["help"], f.metadata["check"],
-                                     f.type), name
+    own = {f.name for f in dataclasses.fields(TrainConfig)}
+    for name, (path, f) in paths(TrainConfig).items():
+        if len(path) == 1:
+            assert path[0] in own, name
+        else:
+            holder = next(g for g in dataclasses.fields(TrainConfig) if g.name == path[0])
+            assert declared(holder.metadata["component"])[name] is f, name
 
 
 def test_options_of_real_processes_only_are_not_simulator_flags():

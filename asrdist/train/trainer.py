@@ -68,13 +68,8 @@ def train(
 ) -> TrainResult | Skipped:
     """Train ``learner`` (one alone by default; several come with their transport, from
     :func:`~asrdist.parallel.learner.run_learner`); the strategy is closed at the end and on
-    error.
-
-    A run dir done with the same run (:mod:`asrdist.train.identity`: options, learner count,
-    inputs by content) is skipped (Skipped). A finished run that is another one is never
-    deleted unasked (:func:`~asrdist.train.identity.set_aside_finished_run`). All learners
-    decide together (one gather, which also refuses learners started with different options).
-    """
+    error. A run dir done with this run is skipped, one done with another set aside, all
+    learners deciding together (:func:`~asrdist.train.identity.claim_run_dir`)."""
     learner = learner or Learner()
     comm = connect(learner)
     failed = True

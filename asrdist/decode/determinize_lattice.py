@@ -20,10 +20,9 @@ from asrdist.decode.lattice import (
     Weight,
     _approx_equal,
     _compare_with_strings,
-    _divide,
     _is_zero,
-    _plus,
     _times,
+    normalize_subset,
 )
 
 Element = tuple[int, tuple[int, ...], Weight]  # input state, string (output labels), weight
@@ -98,20 +97,6 @@ class _Determinizer:
     def _minimal(self, subset: list[Element]) -> list[Element]:
         return [e for e in subset if self.emitting[e[0]]]
 
-    @staticmethod
-    def _normalize(subset: list[Element]) -> tuple[list[Element], Weight, tuple[int, ...]]:
-        weight, prefix = subset[0][2], subset[0][1]
-        for e in subset[1:]:
-            weight = _plus(weight, e[2])
-            n = 0
-            for a, b in zip(prefix, e[1], strict=False):
-                if a != b:
-                    break
-                n += 1
-            prefix = prefix[:n]
-        k = len(prefix)
-        return [(e[0], e[1][k:], _divide(e[2], weight)) for e in subset], weight, prefix
-
     def _state_of(self, minimal: list[Element]) -> int:
         """MinimalToStateId: the output state of a minimal subset, numbered when new."""
         found = self.minimal.find(minimal)
@@ -156,10 +141,10 @@ class _Determinizer:
             self._process_transition(sid, label, unique)
 
     def _process_transition(self, sid: int, label: int, subset: list[Element]) -> None:
-        subset, tot_weight, common = self._normalize(subset)
+        subset, tot_weight, common = normalize_subset(subset)
         found = self.initial.find(subset)
         if found is None:
-            minimal, weight, string = self._normalize(self._minimal(self._closure(subset)))
+            minimal, weight, string = normalize_subset(self._minimal(self._closure(subset)))
             found = (self._state_of(minimal), string, weight)
             self.initial.add(subset, found)
         nxt, next_string, next_weight = found  # type: ignore[misc]

@@ -218,6 +218,22 @@ def top_sort(lat: Lattice) -> Lattice:
 Element = tuple[int, tuple[int, ...], Weight]  # input state, string, weight
 
 
+def normalize_subset(subset: list[Element]) -> tuple[list[Element], Weight, tuple[int, ...]]:
+    """Kaldi's NormalizeSubset (both determinizers'): the subset's total weight and the
+    longest string its elements share, divided out of each element."""
+    weight, prefix = subset[0][2], subset[0][1]
+    for e in subset[1:]:
+        weight = _plus(weight, e[2])
+        n = 0
+        for a, b in zip(prefix, e[1], strict=False):
+            if a != b:
+                break
+            n += 1
+        prefix = prefix[:n]
+    k = len(prefix)
+    return [(e[0], e[1][k:], _divide(e[2], weight)) for e in subset], weight, prefix
+
+
 class _TaskQueue:
     """std::priority_queue<Task*> with TaskCompare (lowest cost on top), libstdc++'s heap, so
     that tasks of equal cost are taken in Kaldi's order."""
@@ -336,21 +352,6 @@ class _Determinizer:
     def _minimal(self, subset: list[Element]) -> list[Element]:
         return [e for e in subset if self.emitting[e[0]]]
 
-    @staticmethod
-    def _normalize(subset: list[Element]) -> tuple[list[Element], Weight, tuple[int, ...]]:
-        weight = subset[0][2]
-        prefix = subset[0][1]
-        for e in subset[1:]:
-            weight = _plus(weight, e[2])
-            n = 0
-            for a, b in zip(prefix, e[1], strict=False):
-                if a != b:
-                    break
-                n += 1
-            prefix = prefix[:n]
-        k = len(prefix)
-        return [(e[0], e[1][k:], _divide(e[2], weight)) for e in subset], weight, prefix
-
     def _new_state(self, subset: list[Element], forward_cost: float) -> int:
         sid = len(self.states)
         self.states.append((subset, forward_cost))
@@ -396,12 +397,12 @@ class _Determinizer:
 
     def _process_transition(self, ostate: int, label: int, subset: list[Element]) -> None:
         forward_cost = self.states[ostate][1]
-        subset, tot_weight, common = self._normalize(subset)
+        subset, tot_weight, common = normalize_subset(subset)
         forward_cost += cost(tot_weight)
         found = self._lookup(self.initial_hash, subset)
         if found is None:
             minimal = self._minimal(self._closure(subset))
-            minimal, weight, string = self._normalize(minimal)
+            minimal, weight, string = normalize_subset(minimal)
             fc = forward_cost + cost(weight)
             nxt = self._lookup(self.minimal_hash, minimal)
             if nxt is None:

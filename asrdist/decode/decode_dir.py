@@ -25,7 +25,6 @@ import numpy as np
 from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
 from asrdist.decode.decoder import check_compatible
 from asrdist.decode.lattice import (
-    BestPath,
     CompactLattice,
     LatticeDecoder,
     LatticeOptions,
@@ -33,12 +32,11 @@ from asrdist.decode.lattice import (
     load_kaldi_decoder,
 )
 from asrdist.decode.lattice_io import compact_lattice_binary
+from asrdist.decode.lattice_readings import PathReader, frame_shift, word_aligner
 from asrdist.decode.loglikes import LoglikeScorer
-from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
-from asrdist.kaldi.data_dir import read_symbols
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.progress import progress
@@ -98,12 +96,6 @@ def read_graph_dir(graph_dir: str | os.PathLike) -> tuple[Path, int | None]:
     return graph_dir, int(num_pdfs_file.read_text().split()[0]) if num_pdfs_file.is_file() else None
 
 
-def frame_shift(data_dir: str | os.PathLike) -> float:
-    """Seconds per frame: the data dir's ``frame_shift`` file, else Kaldi's 10 ms."""
-    shift_file = Path(data_dir) / "frame_shift"
-    return float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
-
-
 class _Worker:
     """One job's graph, lattice decoder and acoustic scorer, loaded once."""
 
@@ -116,17 +108,12 @@ class _Worker:
         torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
         self.trans = read_transition_model(job.trans_mdl)
-        self.words_txt = graph_dir / "words.txt"
-        self.id2word = {i: w for w, i in read_symbols(self.words_txt).items()}
         self.decoder = LatticeDecoder(read_fst(graph_dir / "HCLG.fst"), self.trans, job.opts)
-        lexicon = graph_dir / "phones" / "align_lexicon.int"
-        self.aligner = None
-        if lexicon.is_file():
-            rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
-            self.aligner = WordAligner(self.trans, rows)
-        self.shift = np.float32(frame_shift(job.data_dir))  # nbest-to-ctm's: a float
-        shift = float(self.shift)  # compared in double, as C++ does: 0.01f < 0.01 holds
-        self.ctm_digits = 2 + (shift < 0.01) + (shift < 0.001)
+        self.reader = PathReader(
+            graph_dir / "words.txt",
+            word_aligner(self.trans, graph_dir / "phones" / "align_lexicon.int"),
+            frame_shift(job.data_dir), holder="the graph outputs for utterance {utt} (HCLG.fst "
+                                              "built with another words.txt?)")
         self.scorer_name = job.loglikes or job.nnet or job.gmm
         if job.loglikes is not None:
             self.scorer = LoglikeScorer(job.loglikes)
@@ -182,34 +169,14 @@ class _Worker:
         for v in self.variants:
             if (v.lmwt, v.wip) not in read:
                 path = best_path(clat, v.lmwt, v.wip)
-                read[v.lmwt, v.wip] = self._words(utt, path.words), self._ctm(utt, path)
+                read[v.lmwt, v.wip] = (self.reader.words(utt, path.words),
+                                       self.reader.ctm(utt, path))
             result.texts[v.name][utt], lines = read[v.lmwt, v.wip]
             if v.name is None:
                 result.log.append(f"{utt} {' '.join(result.texts[None][utt])}")
                 if lines is None:
                     result.log.append(f"WARNING: {utt}: no word timings, left out of the CTM")
             result.ctm[v.name] += lines or []
-
-    def _words(self, utt: str, ids: Sequence[int]) -> list[str]:
-        """The words of a path's word ids; an id words.txt lacks (the graph was built with
-        another words.txt) is an error naming it, as Kaldi's int2sym.pl refuses one."""
-        try:
-            return [self.id2word[w] for w in ids]
-        except KeyError as e:
-            raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which the graph "
-                               f"outputs for utterance {utt} (HCLG.fst built with another "
-                               "words.txt?)") from None
-
-    def _ctm(self, utt: str, path: BestPath) -> list[str] | None:
-        """CTM lines (times relative to the utterance, as nbest-to-ctm prints them); None
-        without word timings."""
-        timed = self.aligner.align(path.alignment, path.words) if self.aligner else None
-        if timed is None:
-            return None
-        words = self._words(utt, [w for w, _, _ in timed])
-        shift, digits = self.shift, self.ctm_digits
-        return [f"{utt} 1 {float(shift * s):.{digits}f} {float(shift * d):.{digits}f} {word}"
-                for word, (_, s, d) in zip(words, timed, strict=True)]
 
 
 @dataclass

@@ -15,28 +15,39 @@ from pathlib import Path
 
 import numpy as np
 
-from asrdist.decode.decode_dir import frame_shift
 from asrdist.decode.lattice import BestPath, CompactLattice, best_path
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
 from asrdist.kaldi.data_dir import read_symbols
-from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 
 log = logging.getLogger(__name__)
 
 
-class _Reader:
-    """Words and (with a transition model and align_lexicon.int) CTM lines of a best path."""
+def frame_shift(data_dir: str | os.PathLike) -> float:
+    """Seconds per frame: the data dir's ``frame_shift`` file, else Kaldi's 10 ms."""
+    shift_file = Path(data_dir) / "frame_shift"
+    return float(shift_file.read_text().split()[0]) if shift_file.is_file() else 0.01
 
-    def __init__(self, words_txt: Path, trans_mdl: Path | None, lexicon: Path | None,
-                 shift: float) -> None:
-        self.words_txt = words_txt
+
+def word_aligner(trans: TransitionInfo, lexicon: Path | None) -> WordAligner | None:
+    """lattice-align-words-lexicon's aligner from the lang's phones/align_lexicon.int; None
+    without one (no CTMs then)."""
+    if lexicon is None or not lexicon.is_file():
+        return None
+    rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
+    return WordAligner(trans, rows)
+
+
+class PathReader:
+    """Words and (with an aligner) CTM lines of a best path, as int2sym.pl and nbest-to-ctm
+    print them. ``holder``: what holds an id words.txt lacks, for the error (``{utt}``)."""
+
+    def __init__(self, words_txt: Path, aligner: WordAligner | None, shift: float,
+                 holder: str = "the lattice of utterance {utt} holds") -> None:
+        self.words_txt, self.aligner, self.holder = words_txt, aligner, holder
         self.id2word = {i: w for w, i in read_symbols(words_txt).items()}
-        self.aligner = None
-        if trans_mdl is not None and lexicon is not None:
-            rows = [[int(x) for x in line.split()] for line in lexicon.read_text().splitlines()]
-            self.aligner = WordAligner(read_transition_model(trans_mdl), rows)
         self.shift = np.float32(shift)  # nbest-to-ctm's: a float, compared in double
         self.digits = 2 + (float(self.shift) < 0.01) + (float(self.shift) < 0.001)
 
@@ -44,10 +55,11 @@ class _Reader:
         try:
             return [self.id2word[w] for w in ids]
         except KeyError as e:
-            raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which the "
-                               f"lattice of utterance {utt} holds") from None
+            raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which "
+                               f"{self.holder.format(utt=utt)}") from None
 
     def ctm(self, utt: str, path: BestPath) -> list[str] | None:
+        """CTM lines (times relative to the utterance); None without word timings."""
         timed = self.aligner.align(path.alignment, path.words) if self.aligner else None
         if timed is None:
             return None
@@ -65,8 +77,9 @@ def write_readings(out_dir: str | os.PathLike, lattices: dict[str, CompactLattic
     ``words_txt``; every file written atomically. Without ``trans_mdl`` or ``lexicon`` (the
     lang's phones/align_lexicon.int) the CTMs are left out, with a warning."""
     out = Path(out_dir)
-    reader = _Reader(Path(words_txt), Path(trans_mdl) if trans_mdl else None,
-                     Path(lexicon) if lexicon else None, frame_shift(data_dir))
+    aligner = (word_aligner(read_transition_model(trans_mdl), Path(lexicon))
+               if trans_mdl and lexicon else None)
+    reader = PathReader(Path(words_txt), aligner, frame_shift(data_dir))
     if reader.aligner is None:
         log.warning("%s: no transition model or align_lexicon.int: texts only, no CTMs", out)
     points = [("", 1.0 / acwt, 0.0)] + [(f"score_{lmwt:g}_{wip:.1f}/", lmwt, wip)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,7 +185,7 @@ def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool,
         "spec": {**spec.__dict__, "model": spec.model.to_dict(),
                  "schedule": dataclasses.asdict(spec.schedule) if spec.schedule else None,
                  "options": _resolved_options(spec, pool)},
-        "speed": _speed_report(speed),
+        "speed": speed.to_json(),
         "cost": guards.step_cost(speed, spec.learners, model["bytes"]),
         "data": {**source, **pool.describe()},
         "model": model,
@@ -200,15 +199,6 @@ def _resolved_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
     derived from them (bmuf's eta of -1, a period from --avg-frames) is in the summary's
     ``strategy``, as the strategy reports it."""
     return dataclasses.asdict(registry.make_options(spec.algo, strategy_options(spec, pool)))
-
-
-def _speed_report(speed: SpeedModel) -> dict[str, Any]:
-    """The speed model as plain JSON: stragglers as a list, an unlimited bandwidth as null."""
-    out = dataclasses.asdict(speed)
-    out["slow"] = [{"learner": r, "factor": f} for r, f in sorted(speed.slow.items())]
-    if math.isinf(speed.bandwidth):
-        out["bandwidth"] = None
-    return out
 
 
 def _strategy_options(algo: str, flags: dict[str, Any],

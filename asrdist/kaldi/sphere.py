@@ -4,7 +4,7 @@ Switchboard, eval2000 and Fisher ship two-channel 8 kHz mu-law SPHERE files with
 shorten compression; sph2pipe is not on an offline cluster (lhotse only downloads and compiles
 it). The decoder is desphere-native (PyPI, a Rust extension, wheels for Linux, macOS and
 Windows): shorten and mu-law expanded to 16-bit PCM, as sph2pipe's ``-p`` does, in about 0.1
-CPU s per minute of two-channel audio (bench/RESULTS.md, "Audio throughput"). Where it cannot
+CPU s per minute of two-channel audio (bench/results/audio_throughput.md). Where it cannot
 be installed, pure-Python desphere gives the same samples bit for bit, some 13x slower
 (``FALLBACK_WARNING``).
 """

@@ -24,7 +24,7 @@ applied at step k is the one computed at step k-1 -- exactly one step late, neve
 first step applies none).
 
 delayavg (averaging one step late, the other reading of "delay-by-one", as in DaSGD and
-Overlap-Local-SGD; see bench/RESULTS.md, study 3, for why it is here)::
+Overlap-Local-SGD; see bench/readings/delay1_mixing.md for why it is here)::
 
     w_{k+1} = w_k + delta_{k-1} - lr * g(w_k)
 

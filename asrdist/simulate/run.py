@@ -80,7 +80,7 @@ def simulate(
     on its own; None: 64 on a GPU; on a CPU, 8 for more than 16 learners, else 0 (one
     learner's step already keeps a core busy, so together is no faster there; but one at a
     time, every computing learner's forward graph is held through its compute time, and
-    together keeps a fraction of that memory: bench/RESULTS.md, "Simulator cost")."""
+    together keeps a fraction of that memory: bench/results/sim_cost.md)."""
     if learners < 1 or steps < 0 or (together or 0) < 0:
         raise AsrdistError(f"simulate: {learners} learners, {steps} steps, {together} together: "
                            "need at least one learner and no negative counts")

@@ -148,16 +148,23 @@ class OuterAveraging(ModelAveraging):
         self.start: torch.Tensor | None = None  # w_g
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        if self.multi:  # the first block's w_g: the mean of the starting weights (a resumed
-            start = _flat(model)  # run's checkpoint replaces it in load_state_dict)
+        # the first block's w_g: the mean of the starting weights (a resumed run's checkpoint
+        # replaces it in load_state_dict)
+        start = _flat(model)
+        if self.multi:
             self.average([start])
-            self.start = start
+        self.start = start
         return super().wrap_model(model)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
-        super().after_step(model, step)  # the average, as ma
-        if not (self.multi and averaging_due(step, self.avg_period)):
+        """The block's average (as ma), then the outer step, with one learner too: the outer
+        optimizer alone (diloco at K = 1 is a Nesterov look-ahead over SGD, the control that
+        splits a gain between the distribution and the outer optimizer)."""
+        super().after_step(model, step)
+        if not averaging_due(step, self.avg_period):
             return
+        if not self.multi:
+            self.averages += 1  # a block ended: with one learner its mean is its weights
         with torch.no_grad():
             mean = _flat(model)
             assert self.start is not None

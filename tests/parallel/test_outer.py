@@ -152,6 +152,26 @@ def test_two_learners_follow_the_definition(tmp_path, algo, options, outer):
     assert not torch.equal(res[0]["before"], res[1]["before"])  # the last block is local
 
 
+@pytest.mark.parametrize("algo,outer,is_sgd", [
+    ("diloco", _diloco_reference(0.7, 0.9), False),
+    ("bmuf", _bmuf_reference(1, 0.0, 1.0, True), True),
+])
+def test_one_learner_takes_the_outer_steps(tmp_path, algo, outer, is_sgd):
+    """K = 1, the control that splits a gain between distribution and outer optimizer: the
+    outer step still runs at each block's end. diloco's is a Nesterov look-ahead over SGD, not
+    the single learner's run; bmuf's default at N = 1 (eta = 1 - 1/N = 0, zeta 1) steps to the
+    block's end exactly, so by its definition it is plain SGD."""
+    k, steps = 3, 8
+    res = ok(run_learners({"algo": algo, "lr": 0.1, "momentum": 0.5, "steps": steps,
+                           "options": {"avg_period": k}}, 1, tmp_path))
+    refs = blocks_reference(steps, k, 1, outer)
+    torch.testing.assert_close(res[0]["before"], refs[0], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(res[0]["final"], refs[0], rtol=1e-5, atol=1e-6)
+    assert res[0]["metrics"]["averages"] == steps // k
+    plain = blocks_reference(steps, k, 1, lambda start, mean: mean)  # no outer step: SGD
+    assert torch.allclose(refs[0], plain[0]) == is_sgd
+
+
 def test_diloco_lr1_momentum0_is_ma_bit_for_bit(tmp_path):
     sc = {"lr": 0.1, "momentum": 0.5, "steps": 7, "history": True}
     ma = ok(run_learners({**sc, "algo": "ma", "options": {"avg_period": 3}}, 2, tmp_path / "ma"))

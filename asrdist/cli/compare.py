@@ -25,6 +25,7 @@ import torch
 
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
+from asrdist.cli.simulate import corpus_options
 from asrdist.cli.simulate import option_fields as simulate_fields
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -60,9 +61,7 @@ def _flags() -> list[click.Option]:
 
 
 @command(cls=derived_command(_flags), show_default=False, max_content_width=100)
-@click.option("--data", required=True, type=click.Path(exists=True), help="Kaldi data dir")
-@click.option("--targets", required=True, type=click.Path(exists=True),
-              help="ingested alignment dir (asrdist-ingest-ali)")
+@corpus_options
 @click.option("--out", "-o", required=True, type=click.Path(file_okay=False),
               help="directory for the runs, the table and the curves")
 @click.option("--algo", "arms", multiple=True, required=True, metavar="NAME[:OPT=VALUE,...]",

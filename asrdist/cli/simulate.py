@@ -105,10 +105,16 @@ def _check_destination(path: str | None, flag_name: str) -> None:
                                  param_hint=flag_name)
 
 
+def corpus_options(f):
+    """--data and --targets: the corpus a simulated run (or a comparison) trains on."""
+    f = click.option("--targets", required=True, type=click.Path(exists=True),
+                     help="ingested alignment dir (asrdist-ingest-ali)")(f)
+    return click.option("--data", required=True, type=click.Path(exists=True),
+                        help="Kaldi data dir")(f)
+
+
 @command(cls=derived_command(_flags), show_default=False, max_content_width=100)
-@click.option("--data", required=True, type=click.Path(exists=True), help="Kaldi data dir")
-@click.option("--targets", required=True, type=click.Path(exists=True),
-              help="ingested alignment dir (asrdist-ingest-ali)")
+@corpus_options
 @click.option("--out", "-o", required=True, type=click.Path(dir_okay=False),
               help="JSON file for the records and the summary")
 @click.option("--export", "export", default=None, type=click.Path(dir_okay=False),

@@ -73,3 +73,11 @@ def test_compute_loglikes_refuses_an_unknown_compression(tmp_path):
                            str(tmp_path / "out"), "--compress", "4bit"],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "--compress" in proc.stderr
+
+
+def test_a_cuda_index_beyond_the_machine_s_devices_is_one_line(monkeypatch):
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    with pytest.raises(AsrdistError, match=r"^--device cuda:2: this machine has 2 CUDA "
+                                           r"device\(s\)$"):
+        torch_device("cuda:2")

@@ -1,0 +1,224 @@
+"""Codecs for what crosses the wire, and error feedback for the lossy ones.
+
+A codec turns a flat float vector into the bytes a learner sends (one ``uint8`` tensor of
+exactly :meth:`Codec.wire_bytes` bytes, scales included) and back, so the bytes a transport
+counts are the bytes it moves. The codecs (``--compress``):
+
+- ``none``: float32, lossless (the strategies do not call a codec at all then).
+- ``bf16``, ``fp16``: a cast, as torch's ``bf16_compress_hook`` / ``fp16_compress_hook``.
+- ``int8``: blockwise absmax scaling (INTELLECT-1's int8 all-reduce, torchft's row-wise
+  quantized collectives): per block of ``block`` values ``s = max|x| / 127``,
+  ``q = round(x / s)`` (half to even) in [-127, 127], decoded ``q * s``; a block of zeros has
+  ``s = 0``.
+- ``fp8``: per block ``s = max|x| / 448`` and ``q = float8_e4m3fn(x / s)`` (round to nearest
+  even), decoded ``float(q) * s``.
+- ``1bit``: the sign, one bit per value (``x >= 0`` is +), with the block's mean ``|x|`` as
+  its magnitude: decoded ``+-s`` (1-bit SGD, Seide et al., Interspeech 2014, whose error
+  feedback makes it work; the per-block mean-abs scale is EF-SignSGD's).
+
+The scales travel as float32 before the values. The last block may be short.
+
+:class:`ErrorFeedback` keeps what a lossy codec lost and adds it to the next vector it sends
+(Seide et al.'s "quantization error feedback"): it sends ``C(x + r)`` and keeps
+``r <- (x + r) - D(C(x + r))``, so nothing is lost for good, only delayed. Its residual is
+resume state (:meth:`ErrorFeedback.state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from asrdist.errors import AsrdistError
+
+BLOCK = 256  # values per scale: 4 bytes of scale per 256 int8 bytes, 1.6 %
+CODECS = ("none", "bf16", "fp16", "int8", "fp8", "1bit")
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s memory as a flat uint8 tensor."""
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+class Codec:
+    """Encode a flat float vector to its wire bytes and decode them back (float32)."""
+
+    name = "none"
+    lossy = False
+
+    def __init__(self, block: int = BLOCK) -> None:
+        if block < 1:
+            raise AsrdistError(f"a codec's block must be positive, got {block}")
+        self.block = block
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """The bytes sent for flat vector ``x`` (uint8, ``wire_bytes(x.numel())`` long)."""
+        return _bytes(x.detach().to(torch.float32).clone())
+
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        """The float32 vector of ``numel`` values that ``payload`` carries."""
+        return payload.view(torch.float32)[:numel].clone()
+
+    def wire_bytes(self, numel: int) -> int:
+        """The exact bytes of a vector of ``numel`` values on the wire, scales included."""
+        return 4 * numel
+
+    def roundtrip(self, x: torch.Tensor) -> torch.Tensor:
+        """``decode(encode(x))``: what the receiver gets for ``x``."""
+        return self.decode(self.encode(x), x.numel())
+
+    def blocks(self, numel: int) -> int:
+        return math.ceil(numel / self.block)
+
+
+class Cast(Codec):
+    """A cast to a 16-bit float type."""
+
+    def __init__(self, name: str, dtype: torch.dtype, block: int = BLOCK) -> None:
+        super().__init__(block)
+        self.name, self.dtype, self.lossy = name, dtype, True
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        return _bytes(x.detach().to(self.dtype))
+
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        return payload.view(self.dtype)[:numel].to(torch.float32)
+
+    def wire_bytes(self, numel: int) -> int:
+        return 2 * numel
+
+
+class Blockwise(Codec):
+    """Per-block float32 scales, then the values at one byte (or bit) each."""
+
+    lossy = True
+
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` as (blocks, block) float32, zero-padded (zeros change no absmax)."""
+        x = x.detach().reshape(-1).to(torch.float32)
+        pad = self.blocks(x.numel()) * self.block - x.numel()
+        if pad:
+            x = torch.cat([x, x.new_zeros(pad)])
+        return x.view(-1, self.block)
+
+    def _split(self, payload: torch.Tensor, numel: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The scales (blocks, 1) and the value bytes of ``payload``."""
+        nb = self.blocks(numel)
+        return payload[: 4 * nb].view(torch.float32).view(nb, 1), payload[4 * nb:]
+
+    def wire_bytes(self, numel: int) -> int:
+        return 4 * self.blocks(numel) + numel
+
+
+class Int8(Blockwise):
+    name = "int8"
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        xb = self._padded(x)
+        scale = xb.abs().amax(dim=1, keepdim=True) / 127.0
+        q = torch.round(xb / torch.where(scale > 0, scale, 1.0)).clamp_(-127, 127)
+        return torch.cat([_bytes(scale), _bytes(q.to(torch.int8))[: x.numel()]])
+
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        scale, body = self._split(payload, numel)
+        q = body.view(torch.int8).to(torch.float32)
+        pad = scale.shape[0] * self.block - numel
+        q = torch.cat([q, q.new_zeros(pad)]).view(-1, self.block)
+        return (q * scale).reshape(-1)[:numel]
+
+
+class FP8(Blockwise):
+    name = "fp8"
+    top = 448.0  # float8_e4m3fn's largest finite value
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        xb = self._padded(x)
+        scale = xb.abs().amax(dim=1, keepdim=True) / self.top
+        q = (xb / torch.where(scale > 0, scale, 1.0)).to(torch.float8_e4m3fn)
+        return torch.cat([_bytes(scale), _bytes(q)[: x.numel()]])
+
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        scale, body = self._split(payload, numel)
+        q = body.view(torch.float8_e4m3fn).to(torch.float32)
+        pad = scale.shape[0] * self.block - numel
+        q = torch.cat([q, q.new_zeros(pad)]).view(-1, self.block)
+        return (q * scale).reshape(-1)[:numel]
+
+
+_BITS = (128, 64, 32, 16, 8, 4, 2, 1)
+
+
+class OneBit(Blockwise):
+    """Signs packed 8 to a byte, most significant bit first; the block's mean |x| each."""
+
+    name = "1bit"
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        numel = x.numel()
+        xb = self._padded(x)
+        real = torch.arange(xb.numel(), device=xb.device).view_as(xb) < numel
+        count = real.sum(dim=1, keepdim=True).clamp_(min=1).to(torch.float32)
+        scale = xb.abs().sum(dim=1, keepdim=True) / count
+        signs = (xb.reshape(-1)[:numel] >= 0).to(torch.uint8)
+        pad = -numel % 8
+        if pad:
+            signs = torch.cat([signs, signs.new_zeros(pad)])
+        weights = torch.tensor(_BITS, dtype=torch.uint8, device=x.device)
+        packed = (signs.view(-1, 8) * weights).sum(dim=1).to(torch.uint8)
+        return torch.cat([_bytes(scale), packed])
+
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        scale, body = self._split(payload, numel)
+        weights = torch.tensor(_BITS, dtype=torch.uint8, device=payload.device)
+        bits = (body.view(-1, 1).bitwise_and(weights) > 0).reshape(-1)
+        nb = scale.shape[0]
+        bits = torch.cat([bits, bits.new_zeros(max(0, nb * self.block - bits.numel()))])
+        sign = bits[: nb * self.block].to(torch.float32).mul_(2.0).sub_(1.0).view(nb, -1)
+        return (sign * scale).reshape(-1)[:numel]
+
+    def wire_bytes(self, numel: int) -> int:
+        return 4 * self.blocks(numel) + math.ceil(numel / 8)
+
+
+def make_codec(name: str, block: int = BLOCK) -> Codec:
+    """The codec ``name`` (one of :data:`CODECS`)."""
+    if name == "none":
+        return Codec(block)
+    if name == "bf16":
+        return Cast("bf16", torch.bfloat16, block)
+    if name == "fp16":
+        return Cast("fp16", torch.float16, block)
+    kinds: dict[str, type[Codec]] = {"int8": Int8, "fp8": FP8, "1bit": OneBit}
+    if name not in kinds:
+        raise AsrdistError(f"--compress {name!r}: choose one of {', '.join(CODECS)}")
+    return kinds[name](block)
+
+
+class ErrorFeedback:
+    """One sender's error feedback for ``codec``: what it lost so far (``residual``) is added
+    to what it sends next. ``enabled=False`` (or a lossless codec): plain encoding."""
+
+    def __init__(self, codec: Codec, enabled: bool = True) -> None:
+        self.codec = codec
+        self.enabled = enabled and codec.lossy
+        self.residual: torch.Tensor | None = None
+
+    def compress(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The payload sent for ``x`` (flat) and what the receivers decode from it (float32);
+        the residual becomes what that lost of ``x`` plus the old residual."""
+        x = x.detach().reshape(-1).to(torch.float32)
+        if self.enabled and self.residual is not None:
+            x = x + self.residual.to(x.device)
+        payload = self.codec.encode(x)
+        decoded = self.codec.decode(payload, x.numel())
+        if self.enabled:
+            self.residual = x - decoded
+        return payload, decoded
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"residual": None if self.residual is None else self.residual.clone()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.residual = state.get("residual")

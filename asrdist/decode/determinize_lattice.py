@@ -22,6 +22,7 @@ from asrdist.decode.lattice import (
     _compare_with_strings,
     _is_zero,
     _times,
+    no_cyclic_gc,
     normalize_subset,
 )
 
@@ -168,4 +169,5 @@ def determinize_lattice(lat: Lattice) -> CompactLattice:
     become the compact lattice's labels, output labels its strings; an output label here is a
     tuple of transition-ids (a string on one arc: :func:`asrdist.decode.lmrescore.to_string_
     lattice`). An empty lattice (no start state) gives an empty one."""
-    return _Determinizer(lat).run()
+    with no_cyclic_gc():
+        return _Determinizer(lat).run()

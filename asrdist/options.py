@@ -158,10 +158,10 @@ class Options:
         check_fields(self)
 
 
-def make(cls: type, values: Mapping[str, Any]) -> Any:
+def make(cls: type, values: Mapping[str, Any], **others: Any) -> Any:
     """``cls`` made from flat ``values`` by public name, each component from its options
-    (missing ones take their defaults)."""
-    made = {}
+    (missing ones take their defaults), and its fields that are no options from ``others``."""
+    made = dict(others)
     for f in dataclasses.fields(cls):
         inner = f.metadata.get("component")
         if inner is not None:

@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from asrdist.models.build import ModelConfig, build_model
-from asrdist.optim.build import build_optimizer
+from asrdist.optim.build import OptimizerOptions, build_optimizer
 from asrdist.optim.ngsgd import NGOptions
 from bench.results import publish, publish_option
 
@@ -48,7 +48,8 @@ def _batches(config: ModelConfig, chunk: int, batch: int, steps: int, device: to
 def _stepper(config: ModelConfig, optimizer: str, device: torch.device):
     torch.manual_seed(0)
     model = build_model(config, DIM, PDFS).to(device)
-    opt = build_optimizer(optimizer, model, 0.01, 0.0, False, 0.0, NGOptions())
+    opt = build_optimizer(OptimizerOptions(optimizer=optimizer, momentum=0.0), model, 0.01,
+                          NGOptions())
 
     def step(x: torch.Tensor, y: torch.Tensor) -> float:
         t0 = time.perf_counter()

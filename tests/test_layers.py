@@ -7,7 +7,7 @@ and no modules import each other in a circle, inside a package either.
     hmm                                 trees, transition models, graphs, alignment (kaldi)
     corpus, data, gmm (hmm), models (kaldi: a features layout), optim, parallel, score
     decode (hmm, models), train (data, models, optim, parallel)
-    simulate                            (data, models, parallel; train's loss)
+    simulate                            (data, models, optim, parallel; train's loss)
     testing                             (data: a tiny corpus; parallel: a learner launcher)
     cli                                 (anything)
 """
@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "score": BASE | {"kaldi"},
     "decode": BASE | {"kaldi", "hmm", "models"},
     "train": BASE | {"kaldi", "data", "models", "parallel", "optim"},
-    "simulate": BASE | {"kaldi", "data", "models", "parallel", "train"},
+    "simulate": BASE | {"kaldi", "data", "models", "optim", "parallel", "train"},
     "testing": BASE | {"data", "parallel"},
     "cli": {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
             if p.name != "__pycache__" and not p.name.startswith("__")},

@@ -29,7 +29,6 @@ from asrdist.cli.simulate import corpus_options
 from asrdist.cli.simulate import option_fields as simulate_fields
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import ModelConfig
 from asrdist.options import check_value, make
 from asrdist.simulate import guards, table
 from asrdist.simulate.corpus import ChunkPool
@@ -39,7 +38,6 @@ from asrdist.simulate.grid import Scenario, check_learners, parse_arm, parse_sce
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.sweep import Sweep, cells, model_size
 from asrdist.train.config import strategy_fields
-from asrdist.train.schedule import ScheduleOptions
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +112,8 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
 
 def _base_spec(values: dict[str, Any]) -> RunSpec:
     """The spec every run shares (each sets its strategy, options and seed)."""
-    return RunSpec(algo="", learners=values["learners"], batch=values["batch_size"],
-                   epochs=values["epochs"], lr=values["lr"], momentum=values["momentum"],
-                   grad_clip=values["grad_clip"], model=make(ModelConfig, values),
-                   evals=values["evals"], nesterov=values["nesterov"],
-                   weight_decay=values["weight_decay"],
-                   schedule=make(ScheduleOptions, values), eval_start=True)
+    return make(RunSpec, values, algo="", learners=values["learners"], evals=values["evals"],
+                eval_start=True)
 
 
 def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,

@@ -28,7 +28,7 @@ from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import ModelConfig, build_model
+from asrdist.models.build import build_model
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -140,14 +140,10 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
     torch.set_num_threads(own.threads)
     speed = SpeedModel.with_slow(values["slow_learner"], seed=values["seed"],
                                  **{f.name: values[n] for n, f in declared(SpeedModel).items()})
-    spec = RunSpec(algo=own.algo, learners=own.learners, batch=values["batch_size"],
-                   epochs=own.epochs, lr=values["lr"], momentum=values["momentum"],
-                   grad_clip=values["grad_clip"], model=make(ModelConfig, values),
-                   options=chosen, seed=values["seed"], evals=own.evals,
-                   nesterov=values["nesterov"], weight_decay=values["weight_decay"],
-                   schedule=make(ScheduleOptions, values), eval_start=True)
-    pool = ChunkPool.load(data, targets, values["chunk_len"], values["heldout_utts"],
-                          cmvn=values["cmvn"], seed=values["seed"], max_utts=own.max_utts)
+    spec = make(RunSpec, values, algo=own.algo, learners=own.learners, evals=own.evals,
+                options=chosen, eval_start=True)
+    pool = ChunkPool.load(data, targets, spec.reading.chunk_len, values["heldout_utts"],
+                          cmvn=spec.reading.cmvn, seed=spec.seed, max_utts=own.max_utts)
     about = _describe(spec, speed, pool, {"data": data, "targets": targets,
                                           "max_utts": own.max_utts})
     log.info("%s", guards.cost_line(speed, spec.learners, about["model"]["bytes"]))
@@ -188,9 +184,7 @@ def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool,
     per_epoch, steps = run_steps(pool, spec)
     return {
         "version": asrdist.__version__,
-        "spec": {**spec.__dict__, "model": spec.model.to_dict(),
-                 "schedule": dataclasses.asdict(spec.schedule) if spec.schedule else None,
-                 "options": _resolved_options(spec, pool)},
+        "spec": {**dataclasses.asdict(spec), "options": _resolved_options(spec, pool)},
         "speed": speed.to_json(),
         "cost": guards.step_cost(speed, spec.learners, model["bytes"]),
         "data": {**source, **pool.describe()},

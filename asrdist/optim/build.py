@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from asrdist.errors import AsrdistError
 from asrdist.optim.ngsgd import NGSGD, NGOptions
 from asrdist.options import NON_NEGATIVE, Options, option
 
@@ -26,20 +27,18 @@ class OptimizerOptions(Options):
     weight_decay: float = option(0.0, "L2 weight decay", check=NON_NEGATIVE)
 
 
-def build_optimizer(
-    name: str,
-    model: nn.Module,
-    lr: float,
-    momentum: float,
-    nesterov: bool,
-    weight_decay: float,
-    ng: NGOptions,
-) -> torch.optim.Optimizer:
-    """SGD (``sgd``) or natural-gradient SGD (``ngsgd``, preconditioning ``model``'s affine
-    layers) over ``model``'s parameters; ``model`` is the module the trainer runs (a
-    strategy's wrapper included), built once before the first step."""
-    sgd = dict(lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
-               weight_decay=weight_decay)
-    if name == "ngsgd":
+def build_optimizer(options: OptimizerOptions, model: nn.Module, lr: float,
+                    ng: NGOptions | None = None) -> torch.optim.Optimizer:
+    """The optimizer ``options`` name at rate ``lr`` (the schedule's): SGD (``sgd``) or
+    natural-gradient SGD (``ngsgd``, preconditioning ``model``'s affine layers with ``ng``,
+    required then) over ``model``'s parameters; ``model`` is the module the learner runs (a
+    strategy's wrapper included), built once before the first step. The one builder of
+    asrdist-train's learners and the simulator's."""
+    o = options
+    sgd = dict(lr=lr, momentum=o.momentum, nesterov=o.nesterov and o.momentum > 0,
+               weight_decay=o.weight_decay)
+    if o.optimizer == "ngsgd":
+        if ng is None:
+            raise AsrdistError("--optimizer ngsgd: no NG-SGD options given to the builder")
         return NGSGD(model, ng, **sgd)
     return torch.optim.SGD(model.parameters(), **sgd)

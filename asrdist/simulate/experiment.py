@@ -4,46 +4,88 @@ and the held-out evaluation that the CLI and the studies share."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
 
+from asrdist.data.options import DataOptions
+from asrdist.errors import AsrdistError
 from asrdist.models.build import ModelConfig, build_model
+from asrdist.optim.build import OptimizerOptions, build_optimizer
+from asrdist.options import Options, component, paths
 from asrdist.parallel import registry
 from asrdist.simulate.batched import FrameLoss
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
 from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.run import Result, simulate
 from asrdist.simulate.speed import SpeedModel
+from asrdist.train.config import FIELDS
 from asrdist.train.schedule import ScheduleOptions, make_schedule
 
 
-@dataclass(frozen=True)
-class RunSpec:
+def _as_train(name: str, kind: type | None = None) -> Any:
+    """A field declaring asrdist-train's option ``name`` as asrdist-train declares it (default,
+    help, check), its default as ``kind`` where given."""
+    f = FIELDS[name]
+    return field(default=kind(f.default) if kind else f.default, metadata=f.metadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSpec(Options):
+    """A simulated run, composed of asrdist-train's component options objects (the model's,
+    the data reading's, the learning-rate schedule's, the optimizer's) and its options, so its
+    defaults are asrdist-train's by construction (tests/simulate/test_spec_defaults.py); the
+    studies state the values they run (bench/studies/common.py). The chunk pool is read with
+    ``reading``'s chunk length and normalisation by those who load it (asrdist-simulate,
+    asrdist-compare): a run takes its batch from ``reading``, its chunks from the pool."""
+
     algo: str  # an --algo
     learners: int = 16
-    batch: int = 16  # chunks per learner per step
-    epochs: float = 1.0
-    lr: float = 0.1
-    momentum: float = 0.9
-    grad_clip: float = 5.0
-    model: ModelConfig = field(default_factory=lambda: ModelConfig(layers=1, units=64))
+    epochs: float = _as_train("epochs", float)
+    model: ModelConfig = component(ModelConfig)
+    reading: DataOptions = component(DataOptions)
+    schedule: ScheduleOptions = component(ScheduleOptions)
+    optim: OptimizerOptions = component(OptimizerOptions)
+    grad_clip: float = _as_train("grad_clip")
+    seed: int = _as_train("seed")
     options: dict[str, Any] = field(default_factory=dict)  # the strategy's own
-    seed: int = 0
     evals: int = 4  # held-out evaluations over the run (the last of the exported average)
-    nesterov: bool = False
-    weight_decay: float = 0.0
-    # the learning-rate rule asrdist-train follows (its lr replaces ``lr``); None: ``lr`` at
-    # every step, unscaled
-    schedule: ScheduleOptions | None = None
     # also evaluate the weights the learners start from (a record at step 0); off for the
     # studies, whose curves count one record per evaluation over the run
     eval_start: bool = False
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.optim.optimizer != "sgd":
+            raise AsrdistError(f"--optimizer {self.optim.optimizer}: the simulator runs sgd")
+
+    @property
+    def batch(self) -> int:
+        """Chunks per learner per step."""
+        return self.reading.batch_size
+
     def global_batch(self) -> int:
         return self.learners * self.batch
+
+    def replace(self, **changes: Any) -> RunSpec:
+        """This spec with ``changes``, a component's option by its public name too
+        (``batch_size=64``, ``lr=0.2``: asrdist-train's flags)."""
+        own = {n: v for n, v in changes.items() if n in {f.name for f in fields(self)}}
+        where = paths(self)
+        parts: dict[str, dict[str, Any]] = {}
+        for name, value in changes.items():
+            if name in own:
+                continue
+            if name not in where or len(where[name][0]) != 2:
+                raise TypeError(f"RunSpec has no option {name!r}")
+            (part, attr), _ = where[name]
+            parts.setdefault(part, {})[attr] = value
+        for part, values in parts.items():
+            own[part] = dataclasses.replace(own.get(part, getattr(self, part)), **values)
+        return dataclasses.replace(self, **own)
 
 
 def run_steps(pool: ChunkPool, spec: RunSpec) -> tuple[int, int]:
@@ -79,13 +121,10 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
 
 def _optimizer(spec: RunSpec, model: torch.nn.Module, per_epoch: int,
                steps: int) -> torch.optim.Optimizer:
-    """One learner's SGD; under a schedule, each step's rate is set before the step from the
-    learner's own step count, as asrdist-train's learners set it from theirs."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=spec.momentum,
-                                nesterov=spec.nesterov and spec.momentum > 0,
-                                weight_decay=spec.weight_decay)
-    if spec.schedule is None:
-        return optimizer
+    """One learner's optimizer, built as asrdist-train's learners build theirs (from the
+    optimizer's options object); each step's rate is set before the step from the learner's
+    own step count by the schedule, as asrdist-train's learners set it from theirs."""
+    optimizer = build_optimizer(spec.optim, model, spec.schedule.lr)
     epochs = max(1, math.ceil(steps / per_epoch))
     schedule = make_schedule(spec.schedule, spec.batch, [per_epoch] * epochs, spec.learners,
                              max_steps=steps)

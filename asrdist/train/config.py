@@ -136,9 +136,6 @@ class TrainConfig:
     def mask_options(self) -> MaskOptions:
         return self.masks
 
-    def ng_options(self) -> NGOptions:
-        return self.ng
-
     def schedule_options(self) -> ScheduleOptions:
         return self.schedule
 

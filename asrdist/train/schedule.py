@@ -59,6 +59,12 @@ class ScheduleOptions(Options):
                                   "from --anneal-start on (IBM: sqrt 2)", check=at_least(1))
 
 
+def constant_rate(lr: float) -> ScheduleOptions:
+    """The options under which the rate is ``lr`` at every step: the ibm rule unscaled, with
+    no warm-up and no annealing (the simulator studies' rate)."""
+    return ScheduleOptions(lr=lr, lr_scaling="none", warmup_epochs=0.0, anneal_factor=1.0)
+
+
 def scaled_lr(lr: float, ref_batch: int, global_batch: int, scaling: str) -> float:
     """The peak learning rate for ``global_batch`` chunks per step over all learners."""
     ratio = global_batch / ref_batch

@@ -167,8 +167,7 @@ class _Run:
         if resumed:
             self.model.load_state_dict(self.resume_state["model"])
         self.wrapped = wrapped = self.strategy.wrap_model(self.model)
-        optimizer = build_optimizer(cfg.optimizer, wrapped, self.schedule.peak, cfg.momentum,
-                                    cfg.nesterov, cfg.weight_decay, cfg.ng_options())
+        optimizer = build_optimizer(cfg.optim, wrapped, self.schedule.peak, cfg.ng)
         if resumed:
             self._restore(optimizer)
         pos.start_clock()

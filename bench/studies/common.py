@@ -13,15 +13,68 @@ from typing import Any
 
 import torch
 
+from asrdist.data.options import DataOptions
 from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
+from asrdist.options import flatten, value_of
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
+from asrdist.train.schedule import constant_rate
 
 # hadpsgd as the simulator studies run it: super-learners of 4 GPUs (a node) on a random ring
 HADPSGD_NODES_OF_4 = {"learners_per_node": 4, "hadpsgd_variant": "random"}
+
+
+# What the studies run unless they say otherwise (RunSpec's defaults are asrdist-train's): a
+# 1x64 BLSTM, 16 chunks per learner per step, one epoch, the gradient clipped at 5, SGD with
+# momentum 0.9 at a constant rate
+STUDY_DEFAULTS = RunSpec(algo="ssgd", epochs=1.0, model=ModelConfig(layers=1, units=64),
+                         reading=DataOptions(batch_size=16), schedule=constant_rate(0.1),
+                         grad_clip=5.0)
+
+
+def study_spec(**changes: Any) -> RunSpec:
+    """:data:`STUDY_DEFAULTS` with ``changes`` (RunSpec's fields, or its components' options
+    by their flags' names: ``batch_size``, ``lr``, ``momentum``)."""
+    return STUDY_DEFAULTS.replace(**changes)
+
+
+def cache_values(spec: RunSpec, speed: SpeedModel, chunks: int,
+                 noise_every: int = 0) -> dict[str, Any]:
+    """What a run is cached by, in the layout RunSpec had before it held the option objects
+    (issue 33), so that the runs cached then are found again: its fields then, a constant rate
+    as no schedule, and ``lr`` as the studies gave it beside a schedule (the scaled peak, which
+    the run ignored). A value that layout has no place for is added, by name, where it is not
+    the study's default (one that did not exist then)."""
+    constant = spec.schedule == constant_rate(spec.schedule.lr)
+    lr = spec.schedule.lr if constant else (
+        spec.schedule.lr * spec.global_batch() / spec.schedule.lr_ref_batch)
+    values = {"algo": spec.algo, "learners": spec.learners, "batch": spec.batch,
+              "epochs": spec.epochs, "lr": lr, "momentum": spec.optim.momentum,
+              "grad_clip": spec.grad_clip, "model": dataclasses.asdict(spec.model),
+              "options": spec.options, "seed": spec.seed, "evals": spec.evals,
+              "nesterov": spec.optim.nesterov, "weight_decay": spec.optim.weight_decay,
+              "schedule": None if constant else dataclasses.asdict(spec.schedule),
+              "eval_start": spec.eval_start}
+    then = {"batch_size", "momentum", "nesterov", "weight_decay"}
+    for name, value in {**flatten(spec.reading), **flatten(spec.optim)}.items():
+        if name not in then and value != value_of(STUDY_DEFAULTS, name):
+            values[name] = value
+    for f in dataclasses.fields(spec):
+        if f.name not in values and f.name not in ("reading", "optim", "schedule") and \
+                getattr(spec, f.name) != getattr(STUDY_DEFAULTS, f.name):
+            values[f.name] = getattr(spec, f.name)
+    values = {**values, "speed": dataclasses.asdict(speed), "chunks": chunks}
+    if noise_every:  # only then: the runs cached before it keep their keys
+        values["noise_every"] = noise_every
+    return values
+
+
+def cache_key(values: dict[str, Any]) -> str:
+    """The name a run's result has in the cache."""
+    return hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
 class Runner:
@@ -37,15 +90,10 @@ class Runner:
         self.host_s = 0.0
 
     def _values(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> dict[str, Any]:
-        values = {**dataclasses.asdict(spec), "speed": dataclasses.asdict(speed),
-                  "chunks": len(self.pool.train)}
-        if noise_every:  # only then: the runs cached before it keep their keys
-            values["noise_every"] = noise_every
-        return values
+        return cache_values(spec, speed, len(self.pool.train), noise_every)
 
     def _path(self, values: dict[str, Any]) -> Path:
-        key = hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
-        return self.cache / f"{key}.json"
+        return self.cache / f"{cache_key(values)}.json"
 
     def key(self, spec: RunSpec, speed: SpeedModel) -> str:
         """The name ``spec``'s result has in the cache."""
@@ -83,7 +131,7 @@ class Runner:
 
 def small_blstm() -> ModelConfig:
     """The studies' model: a 1x64 BLSTM (the demo's is 2x128)."""
-    return ModelConfig(layers=1, units=64)
+    return STUDY_DEFAULTS.model
 
 
 def final_ce(result: dict[str, Any]) -> float:

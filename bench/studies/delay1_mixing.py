@@ -29,7 +29,13 @@ from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
-from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
+from bench.studies.common import (
+    Runner,
+    corpus_options,
+    final_ce,
+    small_blstm,
+    study_spec,
+)
 from bench.studies.figure import write_png
 
 SIZES = (4, 8, 16, 32, 64, 128)
@@ -83,15 +89,16 @@ def grid(args: argparse.Namespace) -> list[tuple[str, RunSpec]]:
         for b in args.batches:
             for algo in ("adpsgd-fixed", "adpsgd-random", "adpsgd-delay1"):
                 lr = args.lr * n * b / args.lr_ref_batch  # linear scaling (Goyal et al.)
-                out.append(("main", RunSpec(algo, n, b, args.epochs, lr, 0.9,
-                                            model=small_blstm(), evals=args.evals)))
+                out.append(("main", study_spec(algo=algo, learners=n, batch_size=b,
+                                               epochs=args.epochs, lr=lr, evals=args.evals)))
     n, b = args.learners[-1], args.batches[-1]
     base = args.lr * n * b / args.lr_ref_batch
     for algo in ("adpsgd-fixed", "adpsgd-delay1", "adpsgd-delayavg"):
         # the same step size without momentum (lr x 1/(1-m)), and half the learning rate
         for momentum, lr in ((0.9, base), (0.0, base * 10), (0.9, base / 2)):
-            out.append(("diag", RunSpec(algo, n, b, args.epochs, lr, momentum,
-                                        model=small_blstm(), evals=args.evals)))
+            out.append(("diag", study_spec(algo=algo, learners=n, batch_size=b,
+                                           epochs=args.epochs, lr=lr, momentum=momentum,
+                                           evals=args.evals)))
     return out
 
 

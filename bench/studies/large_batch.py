@@ -47,7 +47,13 @@ from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions
 from bench.results import generated, publish, publish_option
-from bench.studies.common import HADPSGD_NODES_OF_4, Runner, corpus_options, small_blstm
+from bench.studies.common import (
+    HADPSGD_NODES_OF_4,
+    Runner,
+    corpus_options,
+    small_blstm,
+    study_spec,
+)
 from bench.studies.figure import write_png
 from bench.studies.outer_methods import BmufPoint
 
@@ -91,10 +97,9 @@ def make_spec(args: argparse.Namespace, p: Point, lr_ref: float, seed: int = 0,
               epochs: int | None = None, anneal: bool = True) -> RunSpec:
     """The run of point ``p`` at ``lr_ref``: evaluated after every epoch."""
     e = args.epochs if epochs is None else epochs
-    return RunSpec(p.algo, p.learners, p.batch // p.learners, float(e),
-                   lr_ref * p.batch / REF_BATCH, 0.9, model=small_blstm(),
-                   options=strategy_options(p.algo, p.learners), seed=seed, evals=e,
-                   schedule=schedule(args, lr_ref, anneal))
+    return study_spec(algo=p.algo, learners=p.learners, batch_size=p.batch // p.learners,
+                      epochs=float(e), options=strategy_options(p.algo, p.learners),
+                      seed=seed, evals=e, schedule=schedule(args, lr_ref, anneal))
 
 
 def strategy_options(algo: str, learners: int) -> dict[str, Any]:
@@ -235,7 +240,7 @@ def _one(job: tuple[RunSpec, int]) -> None:
     assert _RUNNER is not None
     s, noise_every = job
     res = _RUNNER(s, SPEED, noise_every)
-    print(f"{s.algo} n={s.learners} b={s.batch} lr_ref={s.schedule.lr if s.schedule else '-'} "
+    print(f"{s.algo} n={s.learners} b={s.batch} lr_ref={s.schedule.lr} "
           f"seed={s.seed} ce={res['records'][-1]['heldout_ce']:.4f} "
           f"host={res['host_s']:.0f}s", flush=True)
 

@@ -6,9 +6,10 @@ The clock is a paper-size run's: a chunk costs what the paper-size BLSTM's chunk
 paper-size model's 173 MB over the link (the simulator's bandwidth is scaled by the small
 model's bytes over 173 MB, so its messages take the paper-size model's time); the weights that
 train are the studies' small BLSTM. Links: the network study's 1 Gbit/s and 100 Mbit/s, 0.1 ms
-latency per message. Learning rate: ``--lr`` at every step on every learner (RunSpec with no
-schedule: not scaled, no decay), momentum 0.9, grad clip 5 (RunSpec's); diloco's outer
-optimizer at its defaults (outer lr 0.7, Nesterov 0.9).
+latency per message. Learning rate: ``--lr`` at every step on every learner (a constant
+rate: not scaled, no decay), momentum 0.9, grad clip 5 (the studies' defaults,
+``common.STUDY_DEFAULTS``); diloco's outer optimizer at its defaults (outer lr 0.7, Nesterov
+0.9).
 
 bmuf runs untuned at its default filter (eta = 1 - 1/N, zeta 1, Nesterov) at ``--lr`` and at
 ``--lr`` / N, and over a grid at ``--bmuf-grid-period``, on the last link (a synchronous
@@ -31,10 +32,16 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from asrdist.models.build import build_model
-from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
-from bench.studies.common import HADPSGD_NODES_OF_4, Runner, corpus_options, final_ce, small_blstm
+from bench.studies.common import (
+    HADPSGD_NODES_OF_4,
+    Runner,
+    corpus_options,
+    final_ce,
+    small_blstm,
+    study_spec,
+)
 from bench.studies.figure import curves, panels, write_png
 
 PAPER_BYTES = 173e6  # the paper-size BLSTM's float32 weights (43.2 M parameters)
@@ -245,8 +252,8 @@ def main() -> None:
     def simulate(link: str, n: int, algo: str, lr: float, opts: dict, seed: int = 0
                  ) -> dict[str, Any]:
         batch = args.global_batch // n
-        spec = RunSpec(algo, n, batch, args.epochs, lr, 0.9, model=model, options=opts,
-                       evals=args.evals, seed=seed)
+        spec = study_spec(algo=algo, learners=n, batch_size=batch, epochs=args.epochs, lr=lr,
+                          model=model, options=opts, evals=args.evals, seed=seed)
         res = runner(spec, speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len))
         done[json.dumps(res["spec"], sort_keys=True)] = res["host_s"]
         return res

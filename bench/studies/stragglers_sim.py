@@ -25,11 +25,16 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.models.build import build_model
-from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
 from bench.studies import figure
-from bench.studies.common import Runner, corpus_options, final_ce, small_blstm
+from bench.studies.common import (
+    Runner,
+    corpus_options,
+    final_ce,
+    small_blstm,
+    study_spec,
+)
 
 STRATEGIES = ("ssgd", "adpsgd-fixed", "adpsgd-random", "adpsgd-delay1", "hadpsgd", "ma")
 FACTORS = (2.0, 4.0)
@@ -93,9 +98,9 @@ def main() -> None:
     for n in args.learners:
         for algo in STRATEGIES:
             for name, slow in scenarios(n).items():
-                spec = RunSpec(algo, n, args.global_batch // n, args.epochs, args.lr, 0.9,
-                               model=small_blstm(), evals=args.evals,
-                               options=OPTIONS.get(algo, {}))
+                spec = study_spec(algo=algo, learners=n, batch_size=args.global_batch // n,
+                                  epochs=args.epochs, lr=args.lr, evals=args.evals,
+                                  options=OPTIONS.get(algo, {}))
                 res = runner(spec, SpeedModel(slow=slow, bandwidth=bandwidth, **BASE))
                 rows.append({"n": n, "algo": algo, "scenario": name, "records": res["records"],
                              "time_s": res["summary"]["time_s"], "ce": final_ce(res)})

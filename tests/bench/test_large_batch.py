@@ -62,8 +62,8 @@ def test_extra_points_are_more_learners_at_the_wide_multiples_and_the_few_strate
 def test_spec_scales_the_peak_and_anneals_from_the_start_epoch():
     spec = make_spec(options(), Point("adpsgd-random", 16, 1024), 0.2, seed=2)
     assert (spec.learners, spec.batch, spec.epochs, spec.seed, spec.evals) == (16, 64, 6.0, 2, 6)
-    assert spec.lr == 0.8  # 0.2 x 1024 / 256
     s = spec.schedule
+    assert spec.global_batch() / s.lr_ref_batch * s.lr == 0.8  # the peak: 0.2 x 1024 / 256
     assert (s.lr, s.lr_ref_batch, s.lr_scaling, s.anneal_start) == (0.2, 256, "linear", 4)
     assert s.anneal_factor == math.sqrt(2)
 

@@ -12,7 +12,7 @@ from torch import nn
 from asrdist.errors import AsrdistError
 from asrdist.models.blstm import BLSTM
 from asrdist.models.dnn import DNN
-from asrdist.optim.build import build_optimizer
+from asrdist.optim.build import OptimizerOptions, build_optimizer
 from asrdist.optim.ngsgd import NGSGD, NGOptions
 
 SMALL = NGOptions(rank_in=4, rank_out=3, update_period=2, num_samples_history=500.0, alpha=4.0)
@@ -103,7 +103,7 @@ def test_loading_a_plain_sgd_state_is_refused():
 
 def test_ngsgd_learns_faster_than_its_first_loss():
     model = _dnn()
-    opt = build_optimizer("ngsgd", model, 0.5, 0.0, False, 0.0, SMALL)
+    opt = build_optimizer(OptimizerOptions(optimizer="ngsgd", momentum=0.0), model, 0.5, SMALL)
     losses = _run(model, opt, [0] * 40)  # one batch again and again: memorise it
     assert losses[-1] < 0.3 * losses[0]
 

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 from asrdist.data.dataset import IGNORE
+from asrdist.data.options import DataOptions
 from asrdist.errors import AsrdistError
+from asrdist.models.build import ModelConfig
 from asrdist.models.final import load_final
 from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
@@ -15,6 +17,16 @@ from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 from asrdist.testing import make_corpus
+from asrdist.train.schedule import constant_rate
+
+# a 1x64 BLSTM at a constant rate, the gradient clipped at 5 (RunSpec's defaults are
+# asrdist-train's 4x512 under its schedule)
+SMALL = dict(model=ModelConfig(layers=1, units=64), grad_clip=5.0, epochs=1.0)
+
+
+def _spec(algo: str, learners: int, lr: float = 0.1, **more) -> RunSpec:
+    return RunSpec(algo=algo, learners=learners, reading=DataOptions(batch_size=4),
+                   schedule=constant_rate(lr), **{**SMALL, **more})
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +36,7 @@ def pool(tmp_path_factory):
 
 
 def test_the_exported_file_holds_the_run_s_final_average(pool, tmp_path):
-    spec = RunSpec(algo="ssgd", learners=2, batch=4, epochs=1.0, lr=0.1)
+    spec = _spec("ssgd", 2)
     torch.set_num_threads(1)
     result = run(pool, spec)
     path = export_final(tmp_path / "final.pt", pool, spec, result)
@@ -46,8 +58,7 @@ def test_the_last_record_is_the_exported_final_pt_s_for_every_evals(pool, tmp_pa
     """An asynchronous run with a straggler, whose learners' mean before the strategy's end
     is not what it exports: the last record is the exported final.pt's, evaluated anew, also
     when the evaluations fall on the last step (12 steps: every divisor of 12)."""
-    spec = RunSpec(algo="adpsgd-random", learners=2, batch=4, epochs=1.0, lr=0.2, evals=evals,
-                   eval_start=True)
+    spec = _spec("adpsgd-random", 2, 0.2, evals=evals, eval_start=True)
     result = run(pool, spec, SpeedModel.with_slow("1:3", jitter=0.3))
     model, _ = load_final(export_final(tmp_path / "final.pt", pool, spec, result))
     assert not torch.equal(torch.stack(result.learners).mean(0), result.final)
@@ -61,7 +72,7 @@ def test_the_last_record_is_the_exported_final_pt_s_for_every_evals(pool, tmp_pa
 
 
 def test_weights_of_another_model_are_refused(pool, tmp_path):
-    spec = RunSpec(algo="ssgd", learners=1, batch=4, epochs=0.2)
+    spec = _spec("ssgd", 1, epochs=0.2)
     result = run(pool, spec)
     result.final = result.final[:-1]
     with pytest.raises(AsrdistError, match="final weights have"):

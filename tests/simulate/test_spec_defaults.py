@@ -1,40 +1,37 @@
-"""asrdist-simulate's defaults are asrdist-train's by construction (its shared flags are
-asrdist-train's declarations: tests/cli/test_options.py); ``RunSpec``, which the studies build
-directly, keeps defaults of its own. Equal ones would change what every study that leaves one
-unset runs (and its cached results' keys), and bench/'s call sites are positional, so they
-stay; this test lists the differences, so that one more, or one fewer, is seen."""
+"""RunSpec's defaults are asrdist-train's: it holds asrdist-train's component options objects
+(the model's, the data reading's, the schedule's, the optimizer's) and declares its epochs,
+clipping and seed as asrdist-train declares them; the studies state their own values
+(bench/studies/common.py's STUDY_DEFAULTS, tests/bench/test_study_cache_keys.py).
+asrdist-simulate's shared flags are asrdist-train's declarations (tests/cli/test_options.py)."""
 
 from __future__ import annotations
 
-from asrdist.models.build import ModelConfig
+from asrdist.options import flatten, paths
 from asrdist.simulate.experiment import RunSpec
-from asrdist.train.config import make_config
-from asrdist.train.schedule import ScheduleOptions
-
-# RunSpec's field: asrdist-train's option(s) it stands for
-SAME_AS = {"batch": "batch_size", "epochs": "epochs", "lr": "lr", "momentum": "momentum",
-           "grad_clip": "grad_clip", "seed": "seed", "nesterov": "nesterov",
-           "weight_decay": "weight_decay"}
+from asrdist.train.config import TrainConfig, make_config
 
 
-def test_runspec_defaults_differ_from_asrdist_train_s_only_where_listed():
-    train = make_config(None, {"data": "d", "targets": "t", "out": "o"})
+def test_every_option_of_runspec_has_asrdist_train_s_default():
+    train = make_config(None, {"data": "d", "targets": "t", "out": "o"}).to_dict()
+    spec = flatten(RunSpec(algo="ssgd"))
+    assert set(spec) <= set(train)
+    assert {n: v for n, v in spec.items() if v != train[n]} == {}
+    # what the old RunSpec held, by hand: 256 chunks, 10 epochs, no clipping, a 4x512 BLSTM
+    # under the ibm schedule at 0.1, SGD with momentum 0.9
+    assert (spec["batch_size"], spec["epochs"], spec["grad_clip"], spec["layers"],
+            spec["units"], spec["lr_schedule"], spec["lr"], spec["momentum"]) == \
+        (256, 10.0, 0.0, 4, 512, "ibm", 0.1, 0.9)
+
+
+def test_runspec_holds_asrdist_train_s_components_and_declarations():
+    spec_paths, train_paths = paths(RunSpec), paths(TrainConfig)
+    for name, (path, f) in spec_paths.items():
+        declared = train_paths[name][1]
+        if len(path) > 1:  # a component's: the same declaration, not a copy of it
+            assert f is declared, name
+        else:  # RunSpec's own (epochs a float): asrdist-train's help and check
+            assert (dict(f.metadata), f.default) == (dict(declared.metadata), declared.default)
+    train = TrainConfig()
     spec = RunSpec(algo="ssgd")
-    differ = {name: (getattr(spec, name), train.option(option))
-              for name, option in SAME_AS.items()
-              if getattr(spec, name) != train.option(option)}
-    if spec.model != train.model_config():
-        differ["model"] = ({k: v for k, v in spec.model.to_dict().items()
-                            if v != getattr(train.model_config(), k)},
-                           {k: v for k, v in train.model_config().to_dict().items()
-                            if v != getattr(spec.model, k)})
-    if spec.schedule != train.schedule_options():
-        differ["schedule"] = (spec.schedule, train.schedule_options())
-    assert differ == {
-        "batch": (16, 256),  # chunks per learner per step
-        "epochs": (1.0, 10),
-        "grad_clip": (5.0, 0.0),
-        "model": ({"layers": 1, "units": 64}, {"layers": 4, "units": 512}),
-        "schedule": (None, ScheduleOptions()),  # the studies' constant rate, unscaled
-    }
-    assert ModelConfig(layers=1, units=64) == spec.model
+    assert (spec.model, spec.reading, spec.schedule, spec.optim) == \
+        (train.net, train.reading, train.schedule, train.optim)

@@ -41,11 +41,12 @@ from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import ProcessOptions
+from asrdist.parallel.outer_link import ProcessOuterLink, make_outer_group
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.timing import StepTimes
-from asrdist.parallel.transport import Transport
+from asrdist.parallel.transport import OuterState, Transport
 from asrdist.parallel.weights import model_device
 
 
@@ -252,6 +253,14 @@ class ProcessTransport(Transport):
                 time.sleep(self.liveness.interval_s)
             self.liveness.end_job(exc)
             raise
+
+    def outer_server(self, state: OuterState | None, host: int) -> ProcessOuterLink:
+        """:class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a gloo group of its
+        own; fail-stop (no --elastic: a lost learner ends the job)."""
+        group = make_outer_group(self.world_size, self.timeout_s)
+        return ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
+                                host=host, state=state, timeout_s=self.timeout_s,
+                                blocked=self._blocked)
 
     # -- leaving ---------------------------------------------------------------------------------
 

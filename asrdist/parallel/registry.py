@@ -24,7 +24,7 @@ from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
-           "asrdist.parallel.ma", "asrdist.parallel.outer")
+           "asrdist.parallel.ma", "asrdist.parallel.outer", "asrdist.parallel.async_diloco")
 PLUGINS_ENV = "ASRDIST_STRATEGIES"
 
 

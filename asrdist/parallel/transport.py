@@ -62,6 +62,29 @@ class Exchange(Protocol):
     def join(self, timeout_s: float) -> None: ...
 
 
+class OuterState(Protocol):
+    """The central outer state of a server strategy (asynchronous DiLoCo's), held by one
+    learner: ``push`` takes a learner's pseudo-gradient of ``steps`` local steps, made
+    ``seconds`` after its last pull, and returns the global weights after it (a fresh
+    tensor), the steps of that learner's next block and the pushes others made since its last
+    pull (its staleness). Safe to call from several threads."""
+
+    numel: int  # the flat weights' size
+
+    def push(self, rank: int, pseudo_grad: torch.Tensor, steps: int,
+             seconds: float) -> tuple[torch.Tensor, int, int]: ...
+
+
+class OuterLink(Protocol):
+    """One learner's way to the :class:`OuterState`: push a pseudo-gradient, pull the global
+    weights, without waiting for any other learner's push."""
+
+    def push_pull(self, pseudo_grad: torch.Tensor,
+                  steps: int) -> tuple[torch.Tensor, int, int]: ...
+
+    def finish(self) -> None: ...
+
+
 class Transport(ABC):
     """The few things strategies do with other learners. In-place methods end in ``_``;
     blocking ones count as time spent waiting on communication (the processes'
@@ -158,6 +181,15 @@ class Transport(ABC):
         active one's partner, and ``ready``/``alloc`` as for
         :class:`~asrdist.parallel.rules.PassiveBook`. None for a learner with no exchange to
         make."""
+
+    @abstractmethod
+    def outer_server(self, state: OuterState | None, host: int) -> OuterLink:
+        """A central outer state held by learner ``host`` (``state``: its own, None on every
+        other learner), reached from every learner (a collective: every learner calls it).
+        ``push_pull`` blocks this learner alone (processes: a server thread on ``host``,
+        point-to-point messages on a gloo group of its own, its tensors on the CPU; the
+        simulator: clock events, the host serving one push at a time). ``finish`` once this
+        learner pushes no more (the host's: once every learner has said so)."""
 
     # -- leaving ---------------------------------------------------------------------------------
 

@@ -16,6 +16,10 @@ hooks run on it.
   the transfer ends, so the order of exchanges and the staleness follow from the speed model.
   The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
   real exchange.
+- A central outer state (asynchronous DiLoCo's server) is the host learner's very object: a
+  push travels to the host over the speed model's link, is applied when it arrives (the host
+  serves one push at a time) and the global weights travel back; the host's own pushes are
+  applied at once and cost nothing, as on processes.
 - Every message's bytes are counted (``wire_bytes`` in the run's summary), within nodes and
   across them.
 - Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``; the
@@ -35,7 +39,7 @@ import torch
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
-from asrdist.parallel.transport import Transport
+from asrdist.parallel.transport import OuterState, Transport
 from asrdist.simulate.clock import Meeting, Wait
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.world import World, average_into
@@ -205,6 +209,16 @@ class SimTransport(Transport):
             return None
         return SimExchange(self, ring, member, partner_of, start_round)
 
+    def outer_server(self, state: OuterState | None, host: int) -> SimOuterLink:
+        """A collective of all learners, as the server group's creation is on processes: once
+        it is held, the host's state is there to be pushed to."""
+
+        def share(m: Meeting) -> None:
+            m.result = SimServer(host, m.payloads[host])
+
+        server = self._meet(self._members(None), 0.0, state, share).result
+        return SimOuterLink(self, server)
+
     # -- leaving ---------------------------------------------------------------------------------
 
     def wait_all_finished(self) -> None:
@@ -297,3 +311,51 @@ class SimExchange:
     def finish(self) -> None:
         """Nothing in flight: every learner met at ``wait_all_finished`` after merging its
         own, and the passive sides' deltas landed by then."""
+
+
+@dataclass
+class SimServer:
+    """The outer state on learner ``host``, and when its server is done with the push it
+    serves (it serves one at a time, as the real server thread does)."""
+
+    host: int
+    state: OuterState
+    free_at: float = 0.0
+
+
+class SimOuterLink:
+    """One learner's way to the outer state (see :class:`asrdist.parallel.transport.OuterLink`):
+    a push travels to the host (the speed model's link), is applied when it arrives and the
+    global weights travel back; the host's own pushes cost nothing and wait for nobody."""
+
+    def __init__(self, comm: SimTransport, server: SimServer) -> None:
+        self.comm, self.server = comm, server
+        self.pushes = 0
+        self._pulled_at = comm.world.clock.now
+
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
+        world, clock, rank = self.comm.world, self.comm.world.clock, self.comm.rank
+        server, host = self.server, self.server.host
+        seconds = clock.now - self._pulled_at
+        self.pushes += 1
+        if rank == host:
+            reply = server.state.push(rank, pseudo_grad, steps, seconds)
+            self._pulled_at = clock.now
+            return reply
+        nbytes = pseudo_grad.numel() * pseudo_grad.element_size()
+        begin = max(clock.now, server.free_at)
+        arrive = begin + world.speed.send_s(nbytes, rank, host)
+        done = arrive + world.speed.send_s(nbytes, host, rank)
+        server.free_at = done
+        cross = world.speed.node(rank) != world.speed.node(host)
+        world.sent(*((0, 2 * nbytes) if cross else (2 * nbytes, 0)))  # there and back
+        got: list[tuple[torch.Tensor, int, int]] = []
+        clock.at(arrive, lambda: got.append(server.state.push(rank, pseudo_grad, steps,
+                                                              seconds)))
+        while not got or done > clock.now:
+            self.comm.wait(clock.wait_until(rank, done))
+        self._pulled_at = clock.now
+        return got[0]
+
+    def finish(self) -> None:
+        """Nothing in flight: every push returned with its reply."""

@@ -108,7 +108,8 @@ _NO_LAUNCHER = dict.fromkeys(["RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"
 
 def test_every_algo_with_one_learner_and_no_launcher_is_plain_sgd(corpus, tmp_path):
     """With N = 1 every strategy reduces to plain SGD, bit for bit, no process group; but
-    diloco, whose outer Nesterov step still runs with one learner (the K = 1 control)."""
+    diloco and diloco-async, whose outer Nesterov step still runs with one learner (the K = 1
+    control)."""
     data, targets = corpus
     runs = {}
     for algo in registry.algo_names():
@@ -125,6 +126,7 @@ def test_every_algo_with_one_learner_and_no_launcher_is_plain_sgd(corpus, tmp_pa
     losses, weights = runs.pop("single")
     assert len(losses) > 3
     assert runs.pop("diloco")[0] != losses
+    assert runs.pop("diloco-async")[0] != losses  # the same outer step, every push
     for algo, (other_losses, other_weights) in runs.items():
         assert other_losses == losses, algo
         assert all(torch.equal(weights[k], other_weights[k]) for k in weights), algo

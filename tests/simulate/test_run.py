@@ -40,6 +40,11 @@ ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
 ]
 
 
+ORDERED = [  # (algo, learners, options): a server's pushes, in an order fixed by a late start
+    ("diloco-async", 2, {"avg_period": 2}),
+]
+
+
 def mse(i: int, k: int, model: torch.nn.Module, size: int = 8) -> torch.Tensor:
     """Learner i's share of step k's global batch, as the real learners' (tests.parallel)."""
     x, y = batch(k, i, size, False)
@@ -61,7 +66,7 @@ def test_one_learner_is_plain_sgd_bit_for_bit(algo):
 
 def test_every_registered_strategy_is_checked_against_real_processes():
     """A strategy registered without a case here (a new one, a plugin) fails this test."""
-    assert set(MULTI) == {algo for algo, _, _ in SYNCHRONOUS + ASYNCHRONOUS}
+    assert set(MULTI) == {algo for algo, _, _ in SYNCHRONOUS + ASYNCHRONOUS + ORDERED}
 
 
 def _node_options(algo: str, n: int) -> dict[str, int]:
@@ -127,6 +132,27 @@ def test_asynchronous_lr0_same_consensus_rounds_as_real_processes(tmp_path, algo
                                    rtol=0, atol=1e-6)
     torch.testing.assert_close(sim.final, torch.stack(sim.start).mean(0), rtol=0, atol=1e-6)
     torch.testing.assert_close(real[0]["final"], sim.final, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("algo,n,options", ORDERED)
+def test_server_strategies_agree_with_real_processes_in_a_fixed_order_of_pushes(tmp_path, algo,
+                                                                               n, options):
+    """The last learner starts 1.5 s late on processes and computes 100x slower in the
+    simulator: every other learner's pushes reach the server before its first, the same order
+    on both sides; every learner's weights after every step and the export agree."""
+    steps, late = 4, n - 1
+    real = ok(run_learners({"algo": algo, "lr": 0.1, "momentum": 0.5, "steps": steps,
+                            "init": "rank", "late_rank": late, "late_s": 1.5, "history": True,
+                            "options": options}, n, tmp_path))
+    sim = simulate(algo, n, steps, make_model, sgd(0.1, 0.5), mse, options=options,
+                   speed=SpeedModel(slow={late: 100.0}, latency_s=0.01), keep_history=True)
+    for r in range(n):
+        torch.testing.assert_close(sim.start[r], real[r]["history"][0], rtol=0, atol=1e-6)
+        for k in range(steps):
+            torch.testing.assert_close(sim.history[r][k], real[r]["history"][k + 1],
+                                       rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sim.final, real[0]["final"], rtol=1e-5, atol=1e-6)
+    assert not torch.equal(sim.learners[0], sim.learners[late])
 
 
 @pytest.mark.parametrize("algo,n,options,outer", [

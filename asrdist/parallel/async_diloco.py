@@ -1,0 +1,281 @@
+"""diloco-async: asynchronous DiLoCo, a central outer state and no global barrier.
+
+Async Local-SGD (Liu et al., arXiv 2401.09135) over this project's DiLoCo
+(:mod:`asrdist.parallel.outer`). One learner, the *host* (learner 0), holds the global weights
+``w_g`` and the outer optimizer's state (:class:`AsyncOuter`); each learner, at its own pace:
+
+1. starts a block from the global weights it pulled last, ``w_pulled``, and takes ``H_i``
+   local steps (its own optimizer and momentum, as in diloco);
+2. pushes its pseudo-gradient ``g = w_pulled - w_i`` to the host and pulls the global weights
+   as they are once its push is applied, waiting for no other learner; the next block starts
+   from them.
+
+The host applies each push as it arrives, in arrival order, with the *delayed Nesterov* step
+of Async Local-SGD (our reading of its algorithm). With N = ``--async-buffer`` (0: the number
+of learners), c = ``--async-activation`` in [0, 1/N], lr = ``--diloco-lr`` and
+mu = ``--diloco-momentum``, at the t-th push overall (t = 1, 2, ...):
+
+    d  = d + g                                   (the pushes since the last momentum update)
+    if t % N == 0:   b = mu * b + d / N;  d = 0
+                     w_g = w_g - lr * ((1 - c*N + c) * mu * b + g / N)
+    else:            w_g = w_g - lr * (c * mu * b + g / N)
+
+Every push moves ``w_g`` by its own ``g / N`` at once; the momentum buffer takes the mean of N
+pushes and is applied (with c = 0) only every N pushes, so stale pseudo-gradients are not
+multiplied by the momentum one by one. Over N pushes the momentum applied sums to
+``mu * b``: with N = 1 it is diloco's outer Nesterov step (``b = mu*b + G``,
+``w_g = w_g - lr*(G + mu*b)``), taken at every push.
+
+The learners start from one global ``w_g``: the learners' mean of their starting weights (one
+average at ``wrap_model``, loaded into every learner; with one learner its own weights).
+
+Speed-following local steps (``--async-follow-speed``, Async Local-SGD's dynamic local
+updates): each push reports the seconds since the learner's last pull; the host keeps each
+learner's latest seconds per step and gives a learner ``H_i = max(1, round(H * s_min / s_i))``
+steps for its next block (``s_min``: the fastest learner's), so a learner k times slower takes
+about H / k steps and every block lasts about as long. Off (the default), ``H_i = H``
+(``--avg-period`` / ``--avg-frames``, as diloco's blocks).
+
+Where things live: on processes the host's server thread answers pushes over a gloo group of
+its own (:mod:`asrdist.parallel.outer_link`), the state on the CPU; in the simulator the
+pushes are clock events (:mod:`asrdist.simulate.transport`). Fail-stop, not elastic: a lost
+learner ends the job, as for ma, bmuf and diloco (the host's server waits for every learner's
+last push). Staleness (metric): the pushes of other learners the host applied between a
+learner's pull and its push.
+
+The export is the learners' average, as for every strategy: each learner's weights after its
+last step (the global weights it pulled last, plus the steps of its unfinished block, if any).
+With one learner this is diloco at K = 1 blocks of H: SGD, and the outer Nesterov step every H
+steps. Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block
+length; the host also saves the outer state. One learner resumes exactly; with several, each
+learner resumes its own block exactly, but the host's state is the one of its own checkpoint,
+so pushes the host applied after it and before the others' checkpoints are lost (an
+asynchronous run has no step at which every learner stands still).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from asrdist.errors import AsrdistError
+from asrdist.options import NON_NEGATIVE, Check, option
+from asrdist.parallel.base import DistributedStrategy
+from asrdist.parallel.outer import DiLoCoOptions, _flat, _load_flat
+from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.strategy import Learner
+from asrdist.parallel.transport import OuterLink
+
+HOST = 0  # the learner that holds the outer state
+
+
+class AsyncOuter:
+    """The host's state and its update (see the module docstring): ``weights`` is w_g."""
+
+    def __init__(self, start: torch.Tensor, learners: int, period: int, lr: float = 0.7,
+                 momentum: float = 0.9, buffer: int = 0, activation: float = 0.0,
+                 follow_speed: bool = False) -> None:
+        self.weights = start.detach().clone()
+        self.numel = self.weights.numel()
+        self.learners, self.period = learners, period
+        self.lr, self.momentum = lr, momentum
+        self.buffer = buffer or learners  # N
+        if not 0.0 <= activation <= 1.0 / self.buffer:
+            raise AsrdistError(f"--async-activation {activation:g}: must be in [0, 1/N] = "
+                               f"[0, {1.0 / self.buffer:g}] (N = --async-buffer)")
+        self.activation = activation  # c
+        self.follow_speed = follow_speed
+        self.b = torch.zeros_like(self.weights)  # momentum buffer
+        self.d = torch.zeros_like(self.weights)  # pushes since the last momentum update
+        self.t = 0  # pushes applied
+        self.pulled_t = [0] * learners  # t at each learner's last pull
+        self.seconds_per_step: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def push(self, rank: int, pseudo_grad: torch.Tensor, steps: int,
+             seconds: float) -> tuple[torch.Tensor, int, int]:
+        """Apply learner ``rank``'s pseudo-gradient; returns the global weights after it (a
+        fresh tensor), its next block's steps and its staleness."""
+        with self._lock, torch.no_grad():
+            g = pseudo_grad.to(self.weights.device, self.weights.dtype)
+            stale = self.t - self.pulled_t[rank]
+            self.t += 1
+            n, c, mu = self.buffer, self.activation, self.momentum
+            self.d.add_(g)
+            if self.t % n == 0:
+                self.b.mul_(mu).add_(self.d, alpha=1.0 / n)
+                self.d.zero_()
+                step = self.b * ((1.0 - c * n + c) * mu)
+            else:
+                step = self.b * (c * mu)
+            step.add_(g, alpha=1.0 / n)
+            self.weights.sub_(step, alpha=self.lr)
+            self.pulled_t[rank] = self.t
+            if steps > 0 and seconds > 0:
+                self.seconds_per_step[rank] = seconds / steps
+            return self.weights.clone(), self.next_steps(rank), stale
+
+    def next_steps(self, rank: int) -> int:
+        """Learner ``rank``'s next block: H, or with speed following H times the fastest
+        learner's seconds per step over its own (at least 1)."""
+        mine = self.seconds_per_step.get(rank)
+        if not self.follow_speed or not mine:
+            return self.period
+        fastest = min(self.seconds_per_step.values())
+        return max(1, round(self.period * fastest / mine))
+
+    def state_dict(self) -> dict[str, Any]:
+        with self._lock:
+            return {"weights": self.weights.clone(), "b": self.b.clone(), "d": self.d.clone(),
+                    "t": self.t, "pulled_t": list(self.pulled_t),
+                    "seconds_per_step": dict(self.seconds_per_step)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with self._lock:
+            device = self.weights.device
+            self.weights = state["weights"].to(device)
+            self.b, self.d = state["b"].to(device), state["d"].to(device)
+            self.t = int(state["t"])
+            self.pulled_t = list(state["pulled_t"])
+            self.seconds_per_step = dict(state["seconds_per_step"])
+
+
+class LocalLink:
+    """The outer state of a world of one: pushed to directly (no transport, no time)."""
+
+    def __init__(self, state: AsyncOuter) -> None:
+        self.state = state
+        self.pushes = 0
+
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
+        self.pushes += 1
+        return self.state.push(0, pseudo_grad, steps, 0.0)
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class AsyncDiLoCoOptions(DiLoCoOptions):
+    async_buffer: int = option(0, "diloco-async: delayed Nesterov's N, pushes per momentum "
+                               "update (0 = the number of learners)", check=NON_NEGATIVE)
+    async_activation: float = option(0.0, "diloco-async: delayed Nesterov's c in [0, 1/N], "
+                                     "the share of the momentum applied at every push "
+                                     "(0 = only every N pushes)",
+                                     check=Check(lambda v: 0.0 <= v <= 1.0, "be in [0, 1]"))
+    async_follow_speed: bool = option(False, "diloco-async: each learner's local steps "
+                                      "follow its speed (the fastest takes --avg-period, a "
+                                      "k times slower one 1/k of it)")
+
+
+class AsyncDiLoCo(DistributedStrategy):
+    name = "diloco-async"
+
+    def __init__(self, learner: Learner, options: AsyncDiLoCoOptions) -> None:
+        if getattr(options, "compress", "none") != "none":  # an axis it does not take yet
+            raise AsrdistError(f"--compress {options.compress}: diloco-async sends its pushes "
+                               "uncompressed (float32); use --compress none")
+        super().__init__(learner)
+        self.options = options
+        self.period = options.period()  # H
+        self.block = self.period  # this learner's current block length
+        self.done = 0  # steps taken in the current block
+        self.pulled: torch.Tensor | None = None  # w_pulled
+        self.state: AsyncOuter | None = None  # the host's
+        self.link: OuterLink | LocalLink | None = None
+        self.pushes = 0
+        self._model: torch.nn.Module | None = None
+        self._own: torch.Tensor | None = None  # this learner's weights before the start
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Every learner starts from the learners' mean, w_g (one average)."""
+        self._model = model
+        start = _flat(model)
+        self._own = start.clone()
+        if self.multi:
+            self.average([start])
+            _load_flat(model, start)
+        self.pulled = start
+        o = self.options
+        state = AsyncOuter(start.cpu() if self.multi else start, self.world_size, self.period,
+                           o.diloco_lr, o.diloco_momentum, o.async_buffer, o.async_activation,
+                           o.async_follow_speed)
+        if self.multi:
+            self.state = state if self.rank == HOST else None
+            self.link = self.comm.outer_server(self.state, HOST)
+            self._start_distance(model)
+        else:
+            self.state, self.link = state, LocalLink(state)
+        return model
+
+    def before_step(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi:
+            self.comm.compute_begins()
+
+    def after_backward(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi:
+            self.comm.compute_ends()
+
+    def after_step(self, model: torch.nn.Module, step: int) -> None:
+        """At the block's end: push, pull, start the next block from the global weights."""
+        self.done += 1
+        if self.done >= self.block:
+            assert self.link is not None and self.pulled is not None
+            with torch.no_grad():
+                local = _flat(model)
+                weights, self.block, stale = self.link.push_pull(self.pulled - local,
+                                                                 self.done)
+                weights = weights.to(local.device, local.dtype)
+                _load_flat(model, weights)
+            self.pulled, self.done = weights, 0
+            self.pushes += 1
+            if self.multi:
+                self.comm.note_staleness(stale)
+        if self.multi:
+            self.comm.note_step(step + 1)
+
+    def _before_final_average(self, model: torch.nn.Module) -> None:
+        """Every learner has taken its steps (so made its pushes): the host's server ends."""
+        if self.link is not None:
+            self.link.finish()
+
+    def lockstep(self) -> tuple[tuple[int, ...], int]:
+        """This learner alone: asynchronous learners stop and resume at their own steps."""
+        return (self.rank,), 1
+
+    def metrics(self) -> dict[str, Any]:
+        out = super().metrics()
+        out["pushes"] = self.pushes
+        out["block_steps"] = self.block
+        out["avg_period"] = self.period
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"done": self.done, "block": self.block, "pushes": self.pushes}
+        if self.pulled is not None:
+            out["pulled"] = self.pulled.clone()
+        if self.state is not None:
+            out["outer"] = self.state.state_dict()
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """A resumed learner: its own weights (the checkpoint's, which wrap_model replaced by
+        the mean), its block, and on the host the outer state."""
+        self.done, self.block = int(state["done"]), int(state["block"])
+        self.pushes = int(state.get("pushes", 0))
+        if self._model is not None and self._own is not None:
+            _load_flat(self._model, self._own)
+        if "pulled" in state and self.pulled is not None:
+            self.pulled = state["pulled"].to(self.pulled.device)
+        if self.state is not None and "outer" in state:
+            self.state.load_state_dict(state["outer"])
+
+
+register(StrategySpec(
+    "diloco-async", AsyncDiLoCo, AsyncDiLoCoOptions,
+    "asynchronous DiLoCo: each learner pushes its block's update to a central outer state "
+    "and pulls it, no barrier; delayed Nesterov (Async Local-SGD, Liu et al. 2024)",
+))

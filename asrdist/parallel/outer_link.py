@@ -1,0 +1,165 @@
+"""The central outer state on real processes: a server thread on its host learner.
+
+Asynchronous DiLoCo (:mod:`asrdist.parallel.async_diloco`) keeps one global copy of the
+weights and its outer optimizer's state on one learner, the *host* (learner 0). Every other
+learner reaches it over a gloo group of its own, by point-to-point messages, as ADPSGD's
+exchange does (:mod:`asrdist.parallel.exchange`):
+
+- a learner's push sends a header ``[PUSH, rank, steps, microseconds]`` and its flat float32
+  pseudo-gradient, then receives a reply header ``[next steps, staleness]`` and the global
+  weights after its push; its compute thread waits for that reply (a block's end), no other
+  learner does;
+- the host's server thread receives whichever header comes first (receive from any source),
+  then that learner's pseudo-gradient, applies it to the state and replies; one push at a time;
+- the host's own pushes call the state directly (it is locked against the server thread);
+- at the end every other learner sends ``[DONE, rank, 0, 0]``; the host's :meth:`finish` waits
+  until all have, so every push is applied before the final average.
+
+All tensors here are on the CPU: the state lives there, a GPU learner copies its
+pseudo-gradient out and the global weights in, once per block. The thread waits for headers
+without a deadline (a block may take longer than ``--exchange-timeout``); a learner that dies
+is caught by the liveness thread (fail-stop: the job ends naming it), a transfer that stalls
+by ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from asrdist.errors import first_line
+from asrdist.parallel.exchange import ExchangeFailure
+from asrdist.parallel.health import abort
+from asrdist.parallel.transport import OuterState
+
+KIND_PUSH, KIND_DONE = 1, 3
+TAG_HEADER, TAG_PUSH, TAG_REPLY_HEADER, TAG_REPLY = 21, 22, 23, 24
+_IDLE = timedelta(days=30)  # a header may be a whole block away
+
+
+def _wait(work: dist.Work, timeout: timedelta, what: str) -> None:
+    try:
+        ok = work.wait(timeout=timeout)
+    except RuntimeError as exc:
+        raise ExchangeFailure(f"{what}: {first_line(exc)}") from exc
+    if ok is False:
+        raise ExchangeFailure(f"{what}: no answer within {timeout.total_seconds():.0f} s")
+
+
+class ProcessOuterLink:
+    """This learner's side of the outer state held by ``host`` over ``group`` (all learners,
+    group ranks = global ranks); ``state`` is the host's (None elsewhere); ``blocked`` wraps
+    the compute thread's waits (timing, failure naming)."""
+
+    def __init__(self, *, group: dist.ProcessGroup, rank: int, world_size: int, host: int,
+                 state: OuterState | None, timeout_s: float,
+                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+        self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
+        self.timeout = timedelta(seconds=timeout_s)
+        self.state = state
+        self.pushes = 0
+        self._blocked = blocked
+        self._pulled_at = time.monotonic()
+        self._weights: torch.Tensor | None = None  # replies land here (made at the first)
+        self._thread: threading.Thread | None = None
+        if rank == host:
+            if state is None:
+                raise ValueError("the host of an outer state must hold it")
+            self._thread = threading.Thread(target=self._serve_all, name="asrdist-outer",
+                                            daemon=True)
+            self._thread.start()
+
+    # -- the compute thread -----------------------------------------------------------------
+
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
+        """Push this block's pseudo-gradient (``steps`` local steps); returns the global weights
+        after it (CPU), the next block's steps and the staleness."""
+        seconds = time.monotonic() - self._pulled_at
+        grad = pseudo_grad.detach().float().cpu().contiguous()
+        if self.rank == self.host:
+            assert self.state is not None
+            reply = self.state.push(self.rank, grad, steps, seconds)
+        else:
+            reply = self._remote(grad, steps, seconds)
+        self.pushes += 1
+        self._pulled_at = time.monotonic()
+        return reply
+
+    def _remote(self, grad: torch.Tensor, steps: int,
+                seconds: float) -> tuple[torch.Tensor, int, int]:
+        header = torch.tensor([KIND_PUSH, self.rank, steps, round(seconds * 1e6)],
+                              dtype=torch.int64)
+        answer = torch.zeros(2, dtype=torch.int64)
+        if self._weights is None:
+            self._weights = torch.zeros_like(grad)
+        what = f"push to the outer state on learner {self.host} failed"
+        with self._blocked():
+            works = [self.group.send([header], self.host, TAG_HEADER),
+                     self.group.send([grad], self.host, TAG_PUSH),
+                     self.group.recv([answer], self.host, TAG_REPLY_HEADER),
+                     self.group.recv([self._weights], self.host, TAG_REPLY)]
+            try:
+                for work in works:
+                    _wait(work, self.timeout, what)
+            except ExchangeFailure as exc:
+                abort(self.rank, f"{exc}; ending the job")
+        return self._weights.clone(), int(answer[0]), int(answer[1])
+
+    def finish(self) -> None:
+        """Another learner: tell the host this learner pushes no more. The host: wait until
+        every other learner has told it (all pushes are applied then)."""
+        if self.rank != self.host:
+            header = torch.tensor([KIND_DONE, self.rank, 0, 0], dtype=torch.int64)
+            with self._blocked():
+                try:
+                    _wait(self.group.send([header], self.host, TAG_HEADER), self.timeout,
+                          f"telling the outer state on learner {self.host} failed")
+                except ExchangeFailure as exc:
+                    abort(self.rank, f"{exc}; ending the job")
+            return
+        assert self._thread is not None
+        with self._blocked():
+            self._thread.join()
+
+    # -- the host's server thread -----------------------------------------------------------
+
+    def _serve_all(self) -> None:
+        try:
+            self._serve()
+        except ExchangeFailure as exc:
+            abort(self.rank, f"{exc}; ending the job")
+        except RuntimeError as exc:  # gloo may also fail when a transfer is posted
+            abort(self.rank, f"outer state: {first_line(exc)}; ending the job")
+
+    def _serve(self) -> None:
+        assert self.state is not None
+        pending = {r for r in range(self.world_size) if r != self.host}
+        header = torch.zeros(4, dtype=torch.int64)
+        grad = torch.zeros(self.state.numel)
+        while pending:
+            _wait(self.group.recv_anysource([header], TAG_HEADER), _IDLE,
+                  "waiting for a push")
+            kind, sender, steps, micros = (int(v) for v in header)
+            if kind == KIND_DONE:
+                pending.discard(sender)
+                continue
+            what = f"push from learner {sender} failed"
+            _wait(self.group.recv([grad], sender, TAG_PUSH), self.timeout, what)
+            weights, next_steps, stale = self.state.push(sender, grad, steps, micros / 1e6)
+            answer = torch.tensor([next_steps, stale], dtype=torch.int64)
+            sends = [self.group.send([answer], sender, TAG_REPLY_HEADER),
+                     self.group.send([weights], sender, TAG_REPLY)]
+            for work in sends:
+                _wait(work, self.timeout, what)
+
+
+def make_outer_group(world_size: int, timeout_s: float) -> dist.ProcessGroup:
+    """The gloo group of the outer state's messages (every learner calls it)."""
+    return dist.new_group(ranks=list(range(world_size)), timeout=timedelta(seconds=timeout_s),
+                          backend="gloo")

@@ -1,0 +1,193 @@
+"""diloco-async: the host's delayed Nesterov step by hand, and the strategy against plain
+reference loops, in one process, in real learner processes and in the simulator.
+
+The expected values come from the definition (asrdist.parallel.async_diloco's docstring), by
+hand for the outer state and by plain torch loops for the learners.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from asrdist.errors import AsrdistError
+from asrdist.parallel.async_diloco import AsyncOuter
+from asrdist.parallel.outer import OuterNesterov
+from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.strategy import train_step
+from asrdist.parallel.weights import flat_weights
+from asrdist.simulate.run import simulate
+from asrdist.simulate.speed import SpeedModel
+from tests.parallel._learner import batch, make_model
+from tests.parallel.conftest import ok, run_learners
+
+
+def t(x: float) -> torch.Tensor:
+    return torch.tensor([x], dtype=torch.float64)
+
+
+# -- the host's state, by hand: one weight, a scripted order of pushes ---------------------------
+
+
+@pytest.mark.parametrize("activation,after", [
+    # lr 0.5, mu 0.5, N = 2; w_g starts at 10; pushes g = 2 (learner 0), 4 (1), 6 (0).
+    # c = 0: t=1: w -= 0.5*(2/2) -> 9.5;  t=2: b = 0.5*0 + (2+4)/2 = 3,
+    #        w -= 0.5*((1 - 0 + 0)*0.5*3 + 4/2) = 1.75 -> 7.75;  t=3: w -= 0.5*(0 + 6/2) -> 6.25
+    (0.0, [9.5, 7.75, 6.25]),
+    # c = 0.25: t=1: w -= 0.5*(0.25*0.5*0 + 1) -> 9.5;  t=2: b = 3,
+    #        w -= 0.5*((1 - 0.5 + 0.25)*0.5*3 + 2) = 1.5625 -> 7.9375;
+    #        t=3: w -= 0.5*(0.25*0.5*3 + 3) = 1.6875 -> 6.25 (over N pushes: the same momentum)
+    (0.25, [9.5, 7.9375, 6.25]),
+])
+def test_delayed_nesterov_on_a_scripted_order_of_pushes(activation, after):
+    state = AsyncOuter(t(10.0), learners=2, period=4, lr=0.5, momentum=0.5, buffer=2,
+                       activation=activation)
+    got = [state.push(rank, t(g), 4, 1.0) for rank, g in [(0, 2.0), (1, 4.0), (0, 6.0)]]
+    for (weights, steps, _), want in zip(got, after, strict=True):
+        torch.testing.assert_close(weights, t(want), rtol=0, atol=1e-12)
+        assert steps == 4
+    # staleness: pushes applied since the pusher's pull (learner 1 pulled at the start)
+    assert [stale for _, _, stale in got] == [0, 1, 1]
+    torch.testing.assert_close(state.weights, t(after[-1]), rtol=0, atol=1e-12)
+
+
+def test_with_a_buffer_of_one_it_is_diloco_s_outer_nesterov_step():
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(6, generator=gen, dtype=torch.float64)
+    state = AsyncOuter(start, learners=1, period=3, lr=0.7, momentum=0.9)
+    rule, w_g = OuterNesterov(0.7, 0.9), start.clone()
+    for _ in range(4):
+        local = w_g + 0.1 * torch.randn(6, generator=gen, dtype=torch.float64)
+        w_g = rule.block(w_g, local)
+        pulled, _, _ = state.push(0, state.weights - local, 3, 1.0)
+        torch.testing.assert_close(pulled, w_g, rtol=1e-12, atol=1e-12)
+
+
+def test_speed_following_steps_by_hand():
+    """H = 6: learner 0 takes 1 s a step, learner 1 3 s: learner 1's next block is 2 steps,
+    learner 0's 6; without the option every block is 6."""
+    for follow, want in ((True, (6, 2)), (False, (6, 6))):
+        state = AsyncOuter(t(0.0), learners=2, period=6, follow_speed=follow)
+        assert state.push(0, t(0.0), 6, 6.0)[1] == want[0]
+        assert state.push(1, t(0.0), 6, 18.0)[1] == want[1]
+
+
+def test_an_activation_above_one_over_n_is_one_line_naming_the_option():
+    with pytest.raises(AsrdistError, match="--async-activation 0.5: must be in"):
+        AsyncOuter(t(0.0), learners=4, period=2, activation=0.5)
+
+
+# -- one learner: SGD with the outer step every H steps -----------------------------------------
+
+
+def _reference(steps: int, h: int, lr_out: float = 0.7, mu: float = 0.9) -> torch.Tensor:
+    """Plain SGD (lr 0.1, momentum 0.9); every h steps diloco's outer Nesterov step."""
+    model = make_model(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    start, b = flat_weights(model), torch.zeros(())
+    for step in range(steps):
+        x, y = batch(step, 0, 8, False)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        if (step + 1) % h == 0:
+            g = start - flat_weights(model)
+            b = mu * b + g
+            start = start - lr_out * (g + mu * b)
+            torch.nn.utils.vector_to_parameters(start.clone(), model.parameters())
+    return flat_weights(model)
+
+
+def test_one_learner_is_sgd_with_the_outer_step_every_h_steps():
+    strategy = make_strategy("diloco-async", avg_period=3)
+    model = make_model(0)
+    wrapped = strategy.wrap_model(model)
+    opt = torch.optim.SGD(wrapped.parameters(), lr=0.1, momentum=0.9)
+    for step in range(8):
+        x, y = batch(step, 0, 8, False)
+        train_step(strategy, wrapped, opt, step,
+                   lambda m, x=x, y=y: torch.nn.functional.mse_loss(m(x), y))
+    strategy.finalize(wrapped)
+    strategy.close()
+    torch.testing.assert_close(flat_weights(model), _reference(8, 3), rtol=1e-6, atol=1e-7)
+    assert strategy.metrics()["pushes"] == 2
+
+
+def test_one_learner_resumes_inside_a_block_exactly(tmp_path):
+    """A checkpoint after step 4 of blocks of 3 (one step into the second block)."""
+    sc = {"algo": "diloco-async", "lr": 0.1, "momentum": 0.9, "steps": 8,
+          "options": {"avg_period": 3}}
+    straight = ok(run_learners(sc, 1, tmp_path / "a"))[0]
+    ok(run_learners({**sc, "checkpoint_at": 4}, 1, tmp_path / "b"))
+    resumed = ok(run_learners({**sc, "resume": True}, 1, tmp_path / "b"))[0]
+    torch.testing.assert_close(straight["final"], _reference(8, 3), rtol=1e-6, atol=1e-7)
+    assert torch.equal(resumed["final"], straight["final"])
+
+
+# -- several learners -------------------------------------------------------------------------
+
+
+def _two_learners_reference(steps: int, h: int, order: list[int], lr_out: float = 0.7,
+                            mu: float = 0.9) -> list[torch.Tensor]:
+    """Two learners (SGD lr 0.1, momentum 0.5, on their shards) from the mean of
+    make_model(0) and make_model(1), pushing blocks of h steps to a delayed Nesterov host
+    (N = 2, c = 0) in the order ``order`` (a learner's rank per push)."""
+    models = [make_model(r) for r in range(2)]
+    w_g = torch.stack([flat_weights(m) for m in models]).mean(0)
+    for m in models:
+        torch.nn.utils.vector_to_parameters(w_g.clone(), m.parameters())
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
+    pulled, taken = [w_g.clone(), w_g.clone()], [0, 0]
+    b, d = torch.zeros_like(w_g), torch.zeros_like(w_g)
+    for t_, r in enumerate(order, start=1):
+        for _ in range(h):  # learner r's block
+            x, y = batch(taken[r], r, 8, False)
+            opts[r].zero_grad()
+            torch.nn.functional.mse_loss(models[r](x), y).backward()
+            opts[r].step()
+            taken[r] += 1
+        g = pulled[r] - flat_weights(models[r])
+        d = d + g
+        if t_ % 2 == 0:
+            b, d = mu * b + d / 2, torch.zeros_like(d)
+            w_g = w_g - lr_out * (mu * b + g / 2)
+        else:
+            w_g = w_g - lr_out * g / 2
+        pulled[r] = w_g.clone()
+        torch.nn.utils.vector_to_parameters(w_g.clone(), models[r].parameters())
+    assert taken == [steps, steps]
+    return [flat_weights(m) for m in models]
+
+
+def test_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_path):
+    """Learner 1 starts 1.5 s late: learner 0's two blocks reach the host first, then learner
+    1's, the first of them two pushes stale (taken from the start weights)."""
+    res = ok(run_learners({"algo": "diloco-async", "lr": 0.1, "momentum": 0.5, "steps": 4,
+                           "init": "rank", "late_rank": 1, "late_s": 1.5,
+                           "options": {"avg_period": 2}}, 2, tmp_path))
+    refs = _two_learners_reference(4, 2, [0, 0, 1, 1])
+    for r in range(2):
+        torch.testing.assert_close(res[r]["before"], refs[r], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
+                                   atol=1e-6)
+    assert res[1]["state"]["pushes"] == 2 and "outer" in res[0]["state"]
+
+
+def test_simulated_speed_following_gives_a_3x_slower_learner_blocks_of_a_third():
+    """H = 6, 12 steps, learner 2 three times slower: learners 0 and 1 push twice, learner 2
+    once after 6 steps, then every 2 steps (3 more); only learners 1 and 2 send (the host's
+    own pushes cost nothing), each push the pseudo-gradient there and the weights back."""
+    nbytes = 4 * flat_weights(make_model(0)).numel()
+    runs = {follow: simulate("diloco-async", 3, 12, make_model,
+                             lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+                             lambda i, k, m: torch.nn.functional.mse_loss(
+                                 m(batch(k, i, 8, False)[0]), batch(k, i, 8, False)[1]),
+                             options={"avg_period": 6, "async_follow_speed": follow},
+                             speed=SpeedModel(slow={2: 3.0}, latency_s=0.01))
+            for follow in (False, True)}
+    # the start's average and the final one (a ring of 3: each learner sends 2*(3-1)/3 of
+    # the weights) and the end's 4-byte vote
+    ends = 2 * 3 * (2 * 2 / 3 * nbytes) + 3 * (2 * 2 / 3 * 4)
+    for follow, pushes in ((False, 2 + 2), (True, 2 + 4)):
+        cross = runs[follow].summary["wire_bytes"]["cross"]
+        assert cross == pytest.approx(ends + pushes * 2 * nbytes)

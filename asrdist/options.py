@@ -100,11 +100,16 @@ def check_value(name: str, f: dataclasses.Field, value: Any) -> None:
         require(check.ok(value), name, value, check.what)
 
 
-def component(cls: type) -> Any:
+def component(cls: type, only: tuple[str, ...] | None = None,
+              fixed: Mapping[str, Any] | None = None) -> Any:
     """A field holding component ``cls``'s options object (its defaults unless given): a run
     is composed of its components' objects, and their options are its own, flat, under their
-    public names (:func:`declared`, :func:`make`, :func:`flatten`)."""
-    return field(default_factory=cls, metadata={"component": cls})
+    public names (:func:`declared`, :func:`make`, :func:`flatten`). ``only``: the public names
+    of the options the run takes (the others are not its options); ``fixed``: values, by
+    field name, of options it does not take (asrdist-pretrain-rbm's model is a sigmoid DNN)."""
+    fixed = dict(fixed or {})
+    return field(default_factory=lambda: cls(**fixed),
+                 metadata={"component": cls, "only": only, "fixed": fixed})
 
 
 def paths(cls: Any) -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
@@ -114,7 +119,9 @@ def paths(cls: Any) -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
     out: dict[str, tuple[tuple[str, ...], dataclasses.Field]] = {}
     for f in dataclasses.fields(cls):
         inner = f.metadata.get("component")
-        found = ({n: ((f.name, *p), g) for n, (p, g) in paths(inner).items()} if inner
+        only = f.metadata.get("only")
+        found = ({n: ((f.name, *p), g) for n, (p, g) in paths(inner).items()
+                  if only is None or n in only} if inner
                  else {public_name(f): ((f.name,), f)} if "help" in f.metadata else {})
         twice = set(found) & set(out)
         if twice:
@@ -165,7 +172,9 @@ def make(cls: type, values: Mapping[str, Any], **others: Any) -> Any:
     for f in dataclasses.fields(cls):
         inner = f.metadata.get("component")
         if inner is not None:
-            made[f.name] = make(inner, values)
+            only = f.metadata.get("only")
+            taken = values if only is None else {n: v for n, v in values.items() if n in only}
+            made[f.name] = make(inner, taken, **f.metadata.get("fixed", {}))
         elif "help" in f.metadata and public_name(f) in values:
             made[f.name] = values[public_name(f)]
     return cls(**made)

@@ -13,7 +13,7 @@ import click
 
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
-from asrdist.options import declared
+from asrdist.options import declared, make
 from asrdist.parallel.learner import run_learner
 from asrdist.parallel.preempt import Preemption
 from asrdist.parallel.strategy import Learner
@@ -30,7 +30,7 @@ def _flags() -> list[click.Option]:
 def main(**values: Any) -> None:
     """Pretrain a sigmoid DNN's hidden layers as RBMs (Gaussian-Bernoulli, then
     Bernoulli-Bernoulli, CD-1), layer by layer."""
-    cfg = PretrainConfig(**given_or_default(declared(PretrainConfig), values))
+    cfg = make(PretrainConfig, given_or_default(declared(PretrainConfig), values))
 
     def work(learner: Learner, device: str, _: Preemption) -> None:
         cfg.device = device

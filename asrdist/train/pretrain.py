@@ -33,9 +33,10 @@ from asrdist.data.dataset import IGNORE, UtteranceReader, load_corpus
 from asrdist.data.stream import EpochStream
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.models.build import ModelConfig
 from asrdist.models.dbn import FORMAT
 from asrdist.models.rbm import RBM
-from asrdist.options import NON_NEGATIVE, POSITIVE, Options, fingerprint, option
+from asrdist.options import POSITIVE, Options, component, fingerprint, option, require
 from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
 from asrdist.parallel.ma import MAOptions, ModelAveraging
 from asrdist.parallel.options import ProcessOptions
@@ -46,6 +47,9 @@ from asrdist.stage import Skipped, check_done
 log = logging.getLogger(__name__)
 
 STATS_BATCHES = 20  # minibatches whose spliced frames give the normalisation
+# the model options that shape the RBM stack, and the DNN it is the stack of
+DBN_OPTIONS = ("splice", "hidden_layers", "hidden_units")
+SIGMOID_DNN = {"type": "dnn", "activation": "sigmoid"}
 
 
 @dataclass
@@ -57,12 +61,9 @@ class PretrainConfig(Options):
     targets: str = option("", "ingested alignment dir (only to read the same utterances as "
                           "asrdist-train)")
     out: str = option("", "output dir (dbn.pt, pretrain.jsonl)", fingerprint=False)
-    splice: int = option(5, "frames of context either side (the DNN's --splice)",
-                         check=NON_NEGATIVE)
-    hidden_layers: int = option(6, "RBMs to stack (the DNN's --hidden-layers, or fewer)",
-                                check=POSITIVE)
-    hidden_units: int = option(1024, "hidden units per RBM (the DNN's --hidden-units)",
-                               check=POSITIVE)
+    # the DNN the stack initialises (asrdist-train --init-dbn): its options as asrdist-train
+    # declares them, an RBM per hidden layer (--hidden-layers: RBMs to stack)
+    net: ModelConfig = component(ModelConfig, only=DBN_OPTIONS, fixed=SIGMOID_DNN)
     epochs: int = option(1, "passes over the data per Bernoulli RBM (the Gaussian first "
                          "layer: twice)", check=POSITIVE)
     batch_size: int = option(16, "chunks per minibatch", check=POSITIVE)
@@ -94,6 +95,8 @@ class PretrainConfig(Options):
             if not getattr(self, name):
                 raise AsrdistError(f"--{name} is required")
         super().__post_init__()
+        require(self.net.hidden_layers > 0, "hidden_layers", self.net.hidden_layers,
+                "be positive (an RBM per hidden layer)")
         if not 0 <= self.momentum <= self.momentum_high < 1:
             raise AsrdistError("--momentum and --momentum-high: need 0 <= momentum <= "
                                f"momentum-high < 1, got {self.momentum}, {self.momentum_high}")
@@ -121,8 +124,8 @@ class _Pretrainer:
         epoch = self.passes
         self.passes += 1
         steps = self.epochs.steps(epoch)
-        stream = self.epochs.open(self.reader, epoch, cfg.splice, cfg.splice)
-        window = 2 * cfg.splice + 1
+        stream = self.epochs.open(self.reader, epoch, cfg.net.splice, cfg.net.splice)
+        window = 2 * cfg.net.splice + 1
         for _ in range(steps):
             x, y = stream.next_batch()
             feats = torch.from_numpy(x).to(self.device)
@@ -133,8 +136,8 @@ class _Pretrainer:
     def normalisation(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and standard deviation of the spliced frames (all learners' first
         minibatches), so the Gaussian RBM sees unit-variance inputs."""
-        total = torch.zeros(3, self.input_dim * (2 * self.cfg.splice + 1), dtype=torch.float64,
-                            device=self.device)
+        width = self.input_dim * (2 * self.cfg.net.splice + 1)
+        total = torch.zeros(3, width, dtype=torch.float64, device=self.device)
         for i, (rows, _) in enumerate(self._batches()):
             r = rows.double()
             total[0] += r.sum(0)
@@ -153,9 +156,9 @@ class _Pretrainer:
         the learners' average (after the last layer, the strategy's final average)."""
         cfg = self.cfg
         gaussian = index == 0
-        visible = len(mean) if gaussian else cfg.hidden_units
+        visible = len(mean) if gaussian else cfg.net.hidden_units
         torch.manual_seed(cfg.seed + index)  # the same start on every learner
-        rbm = RBM(visible, cfg.hidden_units, gaussian).to(self.device)
+        rbm = RBM(visible, cfg.net.hidden_units, gaussian).to(self.device)
         velocity = [torch.zeros_like(p) for p in rbm.parameters()]
         lr = cfg.lr_gaussian if gaussian else cfg.lr
         passes = 2 * cfg.epochs if gaussian else cfg.epochs
@@ -184,7 +187,7 @@ class _Pretrainer:
             log.info("RBM %d pass %d: reconstruction mse %.4f", index + 1, p + 1,
                      record["recon_mse"])
             self.records.append(record)
-        if index + 1 < cfg.hidden_layers:
+        if index + 1 < cfg.net.hidden_layers:
             self.strategy.average(rbm.parameters())
         else:  # all learners leave together: none loses the store while another still needs it
             self.strategy.finalize(rbm)
@@ -211,7 +214,7 @@ def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path | Skip
         try:
             mean, std = run.normalisation()
             stack: list[RBM] = []
-            for index in range(cfg.hidden_layers):
+            for index in range(cfg.net.hidden_layers):
                 stack.append(run.train_layer(index, stack, mean, std))
         finally:
             run.reader.close()
@@ -219,7 +222,7 @@ def pretrain(cfg: PretrainConfig, learner: Learner | None = None) -> Path | Skip
         strategy.close()
     if learner.rank == 0:
         record = {
-            "format": FORMAT, "splice": cfg.splice, "input_dim": run.input_dim,
+            "format": FORMAT, "splice": cfg.net.splice, "input_dim": run.input_dim,
             "cmvn": cfg.cmvn, "cmvn_norm_vars": cfg.cmvn_norm_vars,
             "mean": mean.cpu(), "std": std.cpu(),
             # copies: ma's average leaves the parameters views of one flat tensor

@@ -18,6 +18,7 @@ from asrdist.cli.pretrain_rbm import main as pretrain_cli
 from asrdist.errors import AsrdistError
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.dnn import DNN
+from asrdist.options import make
 from asrdist.parallel.launch import free_port
 from asrdist.parallel.strategy import Single
 from asrdist.stage import Skipped
@@ -32,6 +33,12 @@ SMALL = dict(splice=2, hidden_layers=2, hidden_units=12, batch_size=4, chunk_len
              shuffle_buffer=64, epochs=3, lr=0.1, lr_gaussian=0.01)
 
 
+def _config(data, targets, out, **more) -> PretrainConfig:
+    """SMALL's pretraining of ``data`` into ``out``, options by flag name (--splice too)."""
+    return make(PretrainConfig, {"data": str(data), "targets": str(targets), "out": str(out),
+                                 **SMALL, **more})
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     return make_corpus(tmp_path_factory.mktemp("corpus"))
@@ -41,7 +48,7 @@ def corpus(tmp_path_factory):
 def dbn(corpus, tmp_path_factory):
     data, targets = corpus
     out = tmp_path_factory.mktemp("dbn")
-    return pretrain(PretrainConfig(str(data), str(targets), str(out), **SMALL))
+    return pretrain(_config(data, targets, out))
 
 
 def _records(path):
@@ -158,7 +165,7 @@ def test_a_done_pretraining_is_skipped_and_the_cli_prints_no_path(corpus, dbn, c
     data, targets = corpus
     out = dbn.parent
     before = dbn.stat().st_mtime_ns
-    assert pretrain(PretrainConfig(str(data), str(targets), str(out), **SMALL)) == \
+    assert pretrain(_config(data, targets, out)) == \
         Skipped(out, "pretrain")
     assert dbn.stat().st_mtime_ns == before
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in SMALL.items()]
@@ -169,3 +176,22 @@ def test_a_done_pretraining_is_skipped_and_the_cli_prints_no_path(corpus, dbn, c
     assert str(dbn) not in result.output
     assert any("pretrain already done with these options and inputs; skipping" in m
                for m in caplog.messages)
+
+
+def test_the_config_holds_the_dnn_s_model_options_as_asrdist_train_declares_them(tmp_path):
+    """The three options that shape the stack are the model's (ModelConfig's declarations,
+    defaults and checks), on a sigmoid DNN; the run's identity keeps the names it had."""
+    from asrdist.models.build import ModelConfig
+    from asrdist.options import declared, fingerprint
+
+    cfg = _config("d", "t", tmp_path)
+    assert cfg.net == ModelConfig(type="dnn", activation="sigmoid", splice=2, hidden_layers=2,
+                                  hidden_units=12)
+    model = declared(ModelConfig)
+    for name in ("splice", "hidden_layers", "hidden_units"):
+        assert declared(PretrainConfig)[name] is model[name]
+    assert "model" not in declared(PretrainConfig) and "layers" not in declared(PretrainConfig)
+    assert {"splice": 2, "hidden_layers": 2, "hidden_units": 12}.items() <= \
+        fingerprint(cfg).items()
+    with pytest.raises(AsrdistError, match="--hidden-layers must be positive"):
+        _config("d", "t", tmp_path, hidden_layers=0)

@@ -57,9 +57,11 @@ from typing import Any
 
 import torch
 
-from asrdist.options import Options, option
+from asrdist.options import option
 from asrdist.parallel import rings, rules
 from asrdist.parallel.base import DistributedStrategy
+from asrdist.parallel.compress import ErrorFeedback, make_codec
+from asrdist.parallel.options import CompressOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.staging import DeviceStaging
 from asrdist.parallel.strategy import Learner
@@ -88,7 +90,7 @@ VARIANTS = {
 
 
 @dataclass(frozen=True)
-class ADPSGDOptions(Options):
+class ADPSGDOptions(CompressOptions):
     seed: int = option(0, "the run's seed (training option): the random ring's permutations")
 
 
@@ -116,6 +118,10 @@ class ADPSGD(DistributedStrategy):
         self._ring_now: list[int] | None = None  # the ring the exchange was built for
         self._past_exchanges = 0  # made on rings retired since (elastic)
         self._retired: list[Exchange] = []  # their threads, joined before the process ends
+        # --compress: the encoding of the weights this learner sends, with its error feedback
+        # (used by its exchange thread; resume state)
+        self.codec = ErrorFeedback(make_codec(options.compress), options.error_feedback) \
+            if self.multi and options.compress != "none" else None
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -155,7 +161,8 @@ class ADPSGD(DistributedStrategy):
         self._ring_now = ranks
         self.engine = self.comm.pairwise(
             ranks, index, weights, ready, self.staging.zeros,
-            lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round)
+            lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round,
+            **({} if self.codec is None else {"codec": self.codec}))
 
     def _follow_membership(self, model: torch.nn.Module) -> None:
         """Elastic: after a departure, retire the exchange and build the ring over the
@@ -282,6 +289,8 @@ class ADPSGD(DistributedStrategy):
             state["exchanges"] = self._exchanges()
         if self._delay is not None:
             state["prev_grads"] = self._delay.previous
+        if self.codec is not None:
+            state["compress"] = self.codec.state_dict()
         return state
 
     def _exchanges(self) -> int:
@@ -295,6 +304,8 @@ class ADPSGD(DistributedStrategy):
             self.engine.exchanges = int(state.get("exchanges", 0))
         if self._delay is not None:
             self._delay.previous = state.get("prev_grads")
+        if self.codec is not None and "compress" in state:
+            self.codec.load_state_dict(state["compress"])
 
 
 SUMMARIES = {

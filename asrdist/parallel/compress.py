@@ -183,13 +183,14 @@ class OneBit(Blockwise):
 
 
 def make_codec(name: str, block: int = BLOCK) -> Codec:
-    """The codec ``name`` (one of :data:`CODECS`)."""
-    if name == "none":
-        return Codec(block)
+    """The codec ``name`` (one of :data:`CODECS`); ``block``: values per scale of the
+    blockwise ones."""
+    if name == "none":  # no scales: a chunk of a compressed mean needs no whole blocks
+        return Codec(1)
     if name == "bf16":
-        return Cast("bf16", torch.bfloat16, block)
+        return Cast("bf16", torch.bfloat16, 1)
     if name == "fp16":
-        return Cast("fp16", torch.float16, block)
+        return Cast("fp16", torch.float16, 1)
     kinds: dict[str, type[Codec]] = {"int8": Int8, "fp8": FP8, "1bit": OneBit}
     if name not in kinds:
         raise AsrdistError(f"--compress {name!r}: choose one of {', '.join(CODECS)}")
@@ -222,3 +223,78 @@ class ErrorFeedback:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.residual = state.get("residual")
+
+
+class CompressedMean:
+    """One learner's side of the mean of a flat vector over ``learners`` learners with every
+    message compressed by ``codec``: a reduce-scatter then an all-gather, as torchft's and
+    INTELLECT-1's quantized allreduces do, so each learner sends ``2 (n - 1)`` chunk payloads,
+    a ring allreduce's bytes at the codec's size.
+
+    The vector (zero-padded to ``n`` equal chunks of whole blocks) is sent chunk ``j`` to
+    learner ``j`` (:meth:`outgoing`); learner ``j`` decodes the ``n`` chunks it got, averages
+    them in rank order and encodes the mean chunk (:meth:`reduce`); every learner decodes the
+    ``n`` mean chunks (:meth:`gather`), so all hold the same result. Error feedback runs at
+    both compressions: ``sent`` over this learner's whole vector, ``owned`` over the mean
+    chunk it owns. The transports move the payloads; this class holds all the maths, so the
+    processes and the simulator compute the same bits."""
+
+    def __init__(self, codec: Codec, learners: int, rank: int,
+                 error_feedback: bool = True) -> None:
+        self.codec, self.learners, self.rank = codec, learners, rank
+        self.sent = ErrorFeedback(codec, error_feedback)
+        self.owned = ErrorFeedback(codec, error_feedback)
+
+    def chunk(self, numel: int) -> int:
+        """Values per chunk: whole blocks, ``learners`` chunks covering ``numel``."""
+        per = math.ceil(numel / self.learners)
+        return max(1, math.ceil(per / self.codec.block)) * self.codec.block
+
+    def outgoing(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The payload of ``x``'s chunk for each learner, by rank (error feedback applied)."""
+        x = x.detach().reshape(-1).to(torch.float32)
+        c = self.chunk(x.numel())
+        padded = torch.cat([x, x.new_zeros(c * self.learners - x.numel())])
+        if self.sent.enabled and self.sent.residual is not None:
+            padded = padded + self.sent.residual.to(padded.device)
+        payloads = [self.codec.encode(padded[j * c: (j + 1) * c]) for j in range(self.learners)]
+        if self.sent.enabled:
+            decoded = torch.cat([self.codec.decode(p, c) for p in payloads])
+            self.sent.residual = padded - decoded
+        return payloads
+
+    def reduce(self, incoming: list[torch.Tensor], numel: int) -> torch.Tensor:
+        """The payload of the mean of this learner's chunk, from every learner's (by rank)."""
+        c = self.chunk(numel)
+        total = self.codec.decode(incoming[0], c)
+        for p in incoming[1:]:
+            total = total + self.codec.decode(p, c)
+        payload, _ = self.owned.compress(total / self.learners)
+        return payload
+
+    def gather(self, chunks: list[torch.Tensor], numel: int) -> torch.Tensor:
+        """The mean vector (float32, ``numel`` values) from every learner's mean chunk."""
+        c = self.chunk(numel)
+        return torch.cat([self.codec.decode(p, c) for p in chunks])[:numel]
+
+    def wire_bytes(self, numel: int) -> int:
+        """What the whole padded vector takes at the codec's size: a ring allreduce of that
+        many bytes sends what this learner sends (``2 (n - 1) / n`` of it)."""
+        return self.learners * self.codec.wire_bytes(self.chunk(numel))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"sent": self.sent.state_dict(), "owned": self.owned.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sent.load_state_dict(state.get("sent", {}))
+        self.owned.load_state_dict(state.get("owned", {}))
+
+
+def compressed_mean(vectors: list[torch.Tensor], sides: list[CompressedMean]) -> torch.Tensor:
+    """The mean every learner gets from :class:`CompressedMean` when learner ``r`` brings
+    ``vectors[r]`` with side ``sides[r]``: the simulator's collective, the same maths as the
+    processes' (their messages moved by hand)."""
+    numel = vectors[0].numel()
+    out = [s.outgoing(v) for s, v in zip(sides, vectors, strict=True)]
+    mids = [s.reduce([o[j] for o in out], numel) for j, s in enumerate(sides)]
+    return sides[0].gather(mids, numel)

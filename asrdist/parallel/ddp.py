@@ -1,5 +1,6 @@
 """DistributedDataParallel as ssgd and hadpsgd use it: an allreduce hook that names a lost
-learner, and the reducer's release before the process groups go.
+learner, ssgd's compressed gradient mean (:class:`GradientCodec`), and the reducer's release
+before the process groups go.
 
 (No ``from __future__ import annotations`` here: DDP checks the communication hook's
 annotations at runtime.)
@@ -10,7 +11,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 
+from asrdist.parallel.compress import CompressedMean, make_codec
 from asrdist.parallel.health import Liveness
 
 
@@ -55,3 +58,104 @@ def allreduce_mean_hook(
             raise
 
     return fut.then(done)
+
+
+def _named(state: HookState,
+           fut: torch.futures.Future[torch.Tensor]) -> torch.futures.Future[torch.Tensor]:
+    """``fut`` whose failure names the lost learner and ends the job."""
+
+    def done(f: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
+        try:
+            return f.value()
+        except RuntimeError as exc:
+            state.liveness.end_job(exc)
+            raise
+
+    return fut.then(done)
+
+
+class GradientCodec:
+    """ssgd's ``--compress`` on the gradient mean, and its resume state.
+
+    ``bf16``/``fp16``: torch's ``bf16_compress_hook``/``fp16_compress_hook`` (each learner's
+    bucket cast and divided by N, summed in that precision; no error feedback).
+    ``powersgd``: torch's ``powerSGD_hook`` at rank ``rank`` (its own error feedback and warm
+    start; torch's plain allreduce for the first two steps, whose buckets DDP rebuilds after
+    the first). ``int8``/``fp8``/``1bit``: DDP's hook leaves each learner's gradients
+    local and, after backward, :class:`~asrdist.parallel.compress.CompressedMean` averages
+    the whole flat gradient in parameter order with error feedback: one layout whatever DDP's
+    buckets, so the simulator computes the same bits and a resume restores the residuals; it
+    gives up DDP's overlap of the allreduce with backward."""
+
+    def __init__(self, name: str, learners: int, rank: int, error_feedback: bool = True,
+                 powersgd_rank: int = 1) -> None:
+        self.name, self.learners = name, learners
+        self.error_feedback, self.powersgd_rank = error_feedback, powersgd_rank
+        self.cast = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(name)
+        self.side = None if name in ("bf16", "fp16", "powersgd") else \
+            CompressedMean(make_codec(name), learners, rank, error_feedback)
+        self.power: Any = None  # torch's PowerSGDState, made with the group
+        self._power_saved: dict[str, Any] | None = None
+
+    def register(self, ddp: torch.nn.parallel.DistributedDataParallel,
+                 state: HookState) -> None:
+        """Put the hook on ``ddp``."""
+        if self.cast is not None:
+            cast = (default_hooks.bf16_compress_hook if self.name == "bf16"
+                    else default_hooks.fp16_compress_hook)
+
+            def cast_hook(s: HookState, bucket: dist.GradBucket
+                          ) -> torch.futures.Future[torch.Tensor]:
+                return _named(s, cast(s.group, bucket))
+
+            ddp.register_comm_hook(state, cast_hook)
+        elif self.name == "powersgd":
+            self.power = powerSGD_hook.PowerSGDState(
+                process_group=state.group, matrix_approximation_rank=self.powersgd_rank,
+                start_powerSGD_iter=2, use_error_feedback=self.error_feedback,
+                warm_start=True, random_seed=0)
+            if self._power_saved is not None:
+                self._load_power(self._power_saved)
+
+            def power_hook(s: HookState, bucket: dist.GradBucket
+                           ) -> torch.futures.Future[torch.Tensor]:
+                return _named(s, powerSGD_hook.powerSGD_hook(self.power, bucket))
+
+            ddp.register_comm_hook(state, power_hook)
+        else:
+            ddp.register_comm_hook(state, local_hook)
+
+    def wire_bytes(self, numel: int) -> int:
+        """The gradient's bytes at this encoding, as a ring allreduce's vector (PowerSGD:
+        float32, an upper bound: its low-rank factors are not counted)."""
+        if self.side is not None:
+            return self.side.wire_bytes(numel)
+        return (2 if self.cast is not None else 4) * numel
+
+    def state_dict(self) -> dict[str, Any]:
+        if self.side is not None:
+            return self.side.state_dict()
+        if self.power is not None:
+            return {k: getattr(self.power, k) for k in self.power.__slots__
+                    if k != "process_group"}
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.side is not None:
+            self.side.load_state_dict(state)
+        elif self.name == "powersgd" and state:
+            self._power_saved = state
+            if self.power is not None:
+                self._load_power(state)
+
+    def _load_power(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            setattr(self.power, k, v)
+
+
+def local_hook(state: HookState,
+               bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """No communication: the learner's own gradients stay (averaged after backward)."""
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut

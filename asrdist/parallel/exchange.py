@@ -63,6 +63,7 @@ import torch.distributed as dist
 
 from asrdist.errors import first_line
 from asrdist.parallel import rings
+from asrdist.parallel.compress import ErrorFeedback
 from asrdist.parallel.health import abort
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 from asrdist.parallel.staging import Event, Link
@@ -114,6 +115,7 @@ class PairwiseExchange:
         blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
         lose: Callable[[int, str], None] | None = None,
         left: Mapping[int, int] | None = None,
+        codec: ErrorFeedback | None = None,
     ) -> None:
         self.group, self.ranks, self.index = group, ranks, index
         self.n = len(ranks)
@@ -141,6 +143,11 @@ class PairwiseExchange:
         self._theirs = self._lane.zeros(weights.numel())  # received; then the delta
         self._mine = None if self.active else self._lane.zeros(weights.numel())  # served
         self._book = None if self.active else PassiveBook(weights, ready, alloc)  # _lock
+        # --compress: the encoding of what is sent (the thread's alone) and a host inbox
+        self._codec = codec
+        self._inbox = None if codec is None else \
+            torch.empty(codec.codec.wire_bytes(weights.numel()), dtype=torch.uint8)
+        self.sent_bytes = 0  # sent by this thread so far (the transport's metrics)
         loop = self._active_loop if self.active else self._passive_loop
         self._thread = threading.Thread(target=self._guard(loop), name="asrdist-exchange",
                                         daemon=True)
@@ -274,6 +281,35 @@ class PairwiseExchange:
                     self._lose(self.ranks[p], f"exchange with {self._member(p)} failed: "
                                               f"{first_line(exc)}")
 
+    # -- --compress: what crosses the wire is the encoding ------------------------------------
+
+    def _encode(self, vector: torch.Tensor, ready: Ready) -> tuple[torch.Tensor, torch.Tensor]:
+        """``vector`` encoded with error feedback: what the receiver decodes (on the device)
+        and the payload gloo sends (on the host); waited for here, as :class:`Link` waits for
+        its copies."""
+        assert self._codec is not None
+        with self._lane.math():
+            if ready is not None:
+                ready()
+            payload, decoded = self._codec.compress(vector)
+            done = self._lane.mark(blocking=True)
+        if done is not None:
+            done.synchronize()
+        return decoded, payload.cpu()
+
+    def _receive_into(self, dst: torch.Tensor) -> torch.Tensor:
+        """Where gloo receives what is meant for ``dst``: the inbox of encoded bytes, else the
+        link's."""
+        return self._inbox if self._inbox is not None else self._link.inbox(dst)
+
+    def _landed(self, dst: torch.Tensor) -> None:
+        """Bring what was received into ``dst`` (decoded, where it was encoded)."""
+        if self._codec is None or self._inbox is None:
+            self._link.land(dst)
+            return
+        with self._lane.math():
+            dst.copy_(self._codec.codec.decode(self._inbox, dst.numel()).to(dst.device))
+
     def _member(self, index: int) -> str:
         return f"learner {self.ranks[index]}"
 
@@ -302,16 +338,20 @@ class PairwiseExchange:
             snapshot, ready = job
             assert self._partner_of is not None
             peer = self._partner_of(self.round)
-            outgoing = self._link.outgoing(snapshot, ready)
+            if self._codec is not None:
+                mine, outgoing = self._encode(snapshot, ready)
+            else:
+                mine, outgoing = snapshot, self._link.outgoing(snapshot, ready)
             self._header(KIND_EXCHANGE, peer)
             send = self.group.send([outgoing], peer, TAG_TO_PASSIVE)
-            recv = self.group.recv([self._link.inbox(self._theirs)], peer, TAG_TO_ACTIVE)
+            recv = self.group.recv([self._receive_into(self._theirs)], peer, TAG_TO_ACTIVE)
             what = f"exchange with {self._member(peer)} failed"
             _wait(send, self.timeout_s, what)
             _wait(recv, self.timeout_s, what)
-            self._link.land(self._theirs)
+            self.sent_bytes += outgoing.numel() * outgoing.element_size()
+            self._landed(self._theirs)
             with self._lane.math():
-                half_difference_(self._theirs, snapshot)
+                half_difference_(self._theirs, mine)
                 done = self._lane.mark()
             self.round += 1
             self.exchanges += 1
@@ -352,15 +392,19 @@ class PairwiseExchange:
         with self._lock, self._lane.math():
             book.current_into(mine)
             made = self._lane.mark()
-        outgoing = self._link.outgoing(mine, partial(self._lane.wait, made))
-        recv = self.group.recv([self._link.inbox(theirs)], sender, TAG_TO_PASSIVE)
+        if self._codec is not None:
+            mine_sent, outgoing = self._encode(mine, partial(self._lane.wait, made))
+        else:
+            mine_sent, outgoing = mine, self._link.outgoing(mine, partial(self._lane.wait, made))
+        recv = self.group.recv([self._receive_into(theirs)], sender, TAG_TO_PASSIVE)
         send = self.group.send([outgoing], sender, TAG_TO_ACTIVE)
         what = f"exchange with {self._member(sender)} failed"
         _wait(recv, self.timeout_s, what)
         _wait(send, self.timeout_s, what)
-        self._link.land(theirs)
+        self.sent_bytes += outgoing.numel() * outgoing.element_size()
+        self._landed(theirs)
         with self._lane.math():
-            half_difference_(theirs, mine)  # exact: the active side's delta negated
+            half_difference_(theirs, mine_sent)  # exact: the active side's delta negated
             with self._lock:
                 book.receive(theirs)
         self.exchanges += 1

@@ -18,17 +18,18 @@ from typing import Any
 
 import torch
 
-from asrdist.options import NON_NEGATIVE, POSITIVE, Options, option
+from asrdist.options import NON_NEGATIVE, POSITIVE, option
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import training_option
+from asrdist.parallel.compress import CompressedMean, make_codec
+from asrdist.parallel.options import CompressOptions, training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.weights import unwrap
+from asrdist.parallel.weights import flat_params, load_flat, unwrap
 
 
 @dataclass(frozen=True)
-class MAOptions(Options):
+class MAOptions(CompressOptions):
     avg_period: int = option(8, "ma, bmuf, diloco: local steps between weight averages",
                              check=POSITIVE)
     avg_frames: int = option(0, "ma, bmuf, diloco: training frames per learner between "
@@ -52,8 +53,23 @@ class ModelAveraging(DistributedStrategy):
         super().__init__(learner)
         self.avg_period = options.period()
         self.averages = 0
+        # --compress: the learners send their block's update (w - reference), compressed with
+        # error feedback, and the block ends at reference + the decoded mean update (raw
+        # weights would lose everything to a lossy codec); reference is the block's start,
+        # the same on every learner
+        self.side = CompressedMean(make_codec(options.compress), self.world_size, self.rank,
+                                   options.error_feedback) \
+            if self.multi and options.compress != "none" else None
+        self.reference: torch.Tensor | None = None
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self.side is not None and self.reference is None:
+            # the first block's reference: the learners' mean of the starting weights (one
+            # float32 average, as DDP's broadcast at wrap time), so the updates add up to the
+            # mean of the weights even where the learners start apart
+            start = flat_params(model)
+            self.average([start])
+            self.reference = start
         self._start_distance(model)
         return model
 
@@ -67,8 +83,23 @@ class ModelAveraging(DistributedStrategy):
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         if self.multi and averaging_due(step, self.avg_period):
-            self.comm.average_(list(unwrap(model).parameters()))
+            if self.side is None:
+                self.comm.average_(list(unwrap(model).parameters()))
+            else:
+                self._compressed_average(model)
             self.averages += 1
+
+    def _compressed_average(self, model: torch.nn.Module) -> None:
+        """The learners' mean as reference + the mean of their compressed block updates."""
+        assert self.side is not None and self.reference is not None
+        with torch.no_grad():
+            weights = flat_params(model)
+            reference = self.reference.to(weights.device)
+            update = (weights - reference).float()
+            self.comm.compressed_mean_(update, self.side)
+            mean = reference + update.to(reference.dtype)
+            load_flat(model, mean)
+            self.reference = mean
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """All learners; none passes the next averaging step without the others."""
@@ -81,10 +112,19 @@ class ModelAveraging(DistributedStrategy):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"averages": self.averages}
+        out: dict[str, Any] = {"averages": self.averages}
+        if self.side is not None and self.reference is not None:
+            out["compress"] = {"reference": self.reference.clone(), **self.side.state_dict()}
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.averages = int(state.get("averages", 0))
+        saved = state.get("compress")
+        if self.side is not None and saved is not None:
+            device = self.reference.device if self.reference is not None \
+                else saved["reference"].device
+            self.reference = saved["reference"].to(device)
+            self.side.load_state_dict(saved)
 
 
 register(StrategySpec(

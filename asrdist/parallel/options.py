@@ -18,13 +18,15 @@ asrdist.options's, importable from here as well (strategy modules of one's own u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, flag, option, require
+from asrdist.parallel.compress import CODECS
 from asrdist.parallel.slow import parse_slow_learner
 
-__all__ = ["NoOptions", "ProcessOptions", "flag", "option", "require", "training_option"]
+__all__ = ["CompressOptions", "NoOptions", "ProcessOptions", "flag", "option", "require",
+           "training_option"]
 
 
 def training_option(default: Any, help: str) -> Any:
@@ -37,6 +39,32 @@ def training_option(default: Any, help: str) -> Any:
 @dataclass(frozen=True)
 class NoOptions(Options):
     """The options of a strategy that takes none."""
+
+
+@dataclass(frozen=True)
+class CompressOptions(Options):
+    """What a strategy's exchange sends (:mod:`asrdist.parallel.compress`): an axis of every
+    multi-learner strategy, not a strategy. It changes the maths, so it is fingerprinted.
+    ``powersgd`` is torch's PowerSGD DDP hook: a strategy whose exchange is a DDP gradient
+    mean (ssgd) sets ``powersgd_ok``."""
+
+    powersgd_ok: ClassVar[bool] = False
+
+    compress: str = option("none", "the exchange's encoding: none (float32), bf16, fp16, int8 "
+                           "and fp8 (per-block absmax scale), 1bit (sign, per-block mean |x|), "
+                           "powersgd (ssgd only: torch's PowerSGD hook); ma, bmuf, diloco send "
+                           "the block's update, adpsgd the weights, ssgd the gradients",
+                           choices=("none", *CODECS[1:], "powersgd"))
+    compress_rank: int = option(1, "powersgd's rank (--compress powersgd)", check=POSITIVE)
+    error_feedback: bool = option(True, "add what a lossy --compress lost to the next message "
+                                  "(Seide et al. 2014); ssgd's bf16/fp16 (torch's hooks) have "
+                                  "none")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.compress == "powersgd" and not self.powersgd_ok:
+            raise AsrdistError("--compress powersgd: only ssgd takes it (torch's PowerSGD "
+                               "compresses DDP's gradient buckets)")
 
 
 @dataclass(frozen=True)

@@ -60,7 +60,7 @@ from asrdist.parallel.ma import MAOptions, ModelAveraging
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import averaging_due
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.weights import unwrap
+from asrdist.parallel.weights import flat_params, load_flat
 
 # -- the rules ----------------------------------------------------------------------------------
 
@@ -124,19 +124,8 @@ Rule = BlockMomentum | OuterNesterov
 # -- the strategies -----------------------------------------------------------------------------
 
 
-def _flat(model: torch.nn.Module) -> torch.Tensor:
-    """The parameters as one fresh flat vector, on their device."""
-    return torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])
-
-
-def _load_flat(model: torch.nn.Module, flat: torch.Tensor) -> None:
-    """Copy a flat vector (as :func:`_flat` makes) into the parameters."""
-    offset = 0
-    with torch.no_grad():
-        for p in unwrap(model).parameters():
-            n = p.numel()
-            p.copy_(flat[offset: offset + n].view_as(p))
-            offset += n
+_flat = flat_params  # the parameters as one flat vector (weights.py)
+_load_flat = load_flat
 
 
 class OuterAveraging(ModelAveraging):
@@ -154,6 +143,8 @@ class OuterAveraging(ModelAveraging):
         if self.multi:
             self.average([start])
         self.start = start
+        if self.side is not None:  # --compress: the block's updates are sent from w_g
+            self.reference = start
         return super().wrap_model(model)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
@@ -170,6 +161,8 @@ class OuterAveraging(ModelAveraging):
             assert self.start is not None
             self.start = self.rule.block(self.start.to(mean.device), mean)
             _load_flat(model, self.start)
+            if self.side is not None:
+                self.reference = self.start
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()

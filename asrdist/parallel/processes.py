@@ -35,7 +35,8 @@ from torch.nn.parallel import DistributedDataParallel
 from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.average import average_tensors
-from asrdist.parallel.ddp import HookState, allreduce_mean_hook, release_reducer
+from asrdist.parallel.compress import CompressedMean, ErrorFeedback
+from asrdist.parallel.ddp import GradientCodec, HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import Liveness, abort, lost_store
@@ -47,7 +48,7 @@ from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.timing import StepTimes
 from asrdist.parallel.transport import OuterState, Transport
-from asrdist.parallel.weights import model_device
+from asrdist.parallel.weights import load_flat_grads, model_device, unwrap
 
 
 def connect(learner: Learner) -> Transport:
@@ -86,6 +87,11 @@ class ProcessTransport(Transport):
         self._distance: DistanceMonitor | None = None
         self._ddps: list[weakref.ref[DistributedDataParallel]] = []
         self._times = StepTimes()
+        self._sent_bytes = 0  # since the last metrics (see metrics)
+        self._exchanges_made: list[PairwiseExchange] = []
+        self._exchange_bytes_seen = 0
+        self._compression: GradientCodec | None = None  # ssgd's --compress
+        self._grad_group_size = 1
         self._closed = False
 
     @staticmethod
@@ -138,7 +144,22 @@ class ProcessTransport(Transport):
         out = self._times.report()
         if self._distance is not None and self._distance.last is not None:
             out["dist_to_mean"] = self._distance.last
+        if self.world_size > 1:
+            out["sent_bytes"] = self._take_sent()
         return out
+
+    def _take_sent(self) -> int:
+        """Bytes this learner sent since the last call: its pairwise exchanges' payloads, and
+        for a ring allreduce 2 (n - 1) / n of the vector (what the simulator charges); a
+        broadcast's source counts one copy per receiver."""
+        total = sum(e.sent_bytes for e in self._exchanges_made)
+        sent = self._sent_bytes + total - self._exchange_bytes_seen
+        self._sent_bytes, self._exchange_bytes_seen = 0, total
+        return sent
+
+    def _ring(self, tensors: Sequence[torch.Tensor], size: int) -> None:
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
+        self._sent_bytes += 2 * (size - 1) * nbytes // size
 
     # -- groups and collectives ---------------------------------------------------------------
 
@@ -163,6 +184,7 @@ class ProcessTransport(Transport):
     def average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> None:
         with self._blocked():
             average_parameters(iter(list(tensors)), group)
+        self._ring(tensors, self.world_size if group is None else dist.get_world_size(group))
 
     def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
         with self._blocked():
@@ -170,7 +192,23 @@ class ProcessTransport(Transport):
                 group, size = self._survivors()
                 average_tensors(tensors, size, group)
             else:
-                average_tensors(tensors, self.world_size)
+                size = self.world_size
+                average_tensors(tensors, size)
+        self._ring(tensors, size)
+
+    def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
+        """The reduce-scatter as one all-to-all of the chunk payloads, then an all-gather of
+        the mean chunks (fail-stop runs: an elastic one has no compressed collective)."""
+        numel, n = vector.numel(), self.world_size
+        with self._blocked():
+            send = torch.cat(side.outgoing(vector))
+            recv = torch.empty_like(send)
+            dist.all_to_all_single(recv, send)
+            mine = side.reduce(list(recv.chunk(n)), numel)
+            chunks = [torch.empty_like(mine) for _ in range(n)]
+            dist.all_gather(chunks, mine)
+            vector.copy_(side.gather(chunks, numel))
+        self._sent_bytes += 2 * (n - 1) * mine.numel()
 
     def _survivors(self) -> tuple[Any, int]:
         """Elastic: the group of the learners that finished (every other one was dropped:
@@ -185,6 +223,9 @@ class ProcessTransport(Transport):
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         with self._blocked():
             dist.broadcast(tensor, src=src, group=group)
+        if self.rank == src:
+            size = self.world_size if group is None else dist.get_world_size(group)
+            self._sent_bytes += (size - 1) * tensor.numel() * tensor.element_size()
 
     def any_(self, flag: bool) -> bool:
         """Whether any learner's ``flag`` is set. A control collective: its tensor is on the
@@ -199,24 +240,50 @@ class ProcessTransport(Transport):
                 dist.all_reduce(value, op=dist.ReduceOp.MAX)
         return value.item() > 0
 
-    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
-        """DistributedDataParallel over ``group``, its allreduce hook naming a lost learner;
-        its reducer is released in :meth:`close`."""
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None,
+                      compression: GradientCodec | None = None) -> torch.nn.Module:
+        """DistributedDataParallel over ``group``, its allreduce hook naming a lost learner
+        (``compression``: its hook, see :class:`~asrdist.parallel.ddp.GradientCodec`); its
+        reducer is released in :meth:`close`."""
         assert self.liveness is not None
         device = model_device(model)
         ddp = DistributedDataParallel(model, device_ids=[device] if device is not None else None,
                                       process_group=group)
         size = self.world_size if group is None else dist.get_world_size(group)
-        ddp.register_comm_hook(HookState(self.liveness, group, size), allreduce_mean_hook)
+        state = HookState(self.liveness, group, size)
+        if compression is None:
+            ddp.register_comm_hook(state, allreduce_mean_hook)
+        else:
+            compression.register(ddp, state)
+        self._compression = compression
+        self._grad_group_size = size
         self._ddps.append(weakref.ref(ddp))  # weak: a wrapper gone needs no release
         return ddp
 
     def gradients_averaged(self, model: torch.nn.Module) -> None:
-        """Nothing left to do: DDP's reducer averaged them during backward."""
+        """DDP's reducer averaged them during backward, but with a codec of asrdist's own,
+        whose mean of the flat gradient runs here."""
+        codec = self._compression
+        params = list(unwrap(model).parameters())
+        numel = sum(p.numel() for p in params)
+        if codec is None or codec.side is None:
+            if codec is not None or self._grad_group_size > 1:
+                nbytes = numel * 4 if codec is None else codec.wire_bytes(numel)
+                self._sent_bytes += 2 * (self._grad_group_size - 1) * nbytes \
+                    // self._grad_group_size
+            return
+        if any(p.grad is None for p in params):
+            raise RuntimeError("a parameter got no gradient: a gradient mean needs every "
+                               "parameter in the loss")
+        with torch.no_grad():
+            flat = torch.cat([p.grad.reshape(-1).float() for p in params])
+            self.compressed_mean_(flat, codec.side)
+            load_flat_grads(params, flat)
 
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
-                 partner_of: Callable[[int], int], start_round: int) -> PairwiseExchange | None:
+                 partner_of: Callable[[int], int], start_round: int,
+                 codec: ErrorFeedback | None = None) -> PairwiseExchange | None:
         """:class:`~asrdist.parallel.exchange.PairwiseExchange` over a gloo group of its own
         (elastic: made by the ring's members alone, and called again for each new ring)."""
         if not self.elastic:
@@ -227,11 +294,13 @@ class ProcessTransport(Transport):
             group = self._ring_group(ranks)
             if group is None:
                 return None
-        return PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
-                                ready=ready, alloc=alloc, partner_of=partner_of,
-                                timeout_s=self.timeout_s, rank=self.rank,
-                                start_round=start_round, blocked=self._blocked,
-                                **self._elastic_hooks())
+        exchange = PairwiseExchange(group=group, ranks=ranks, index=index, weights=weights,
+                                    ready=ready, alloc=alloc, partner_of=partner_of,
+                                    timeout_s=self.timeout_s, rank=self.rank,
+                                    start_round=start_round, blocked=self._blocked,
+                                    codec=codec, **self._elastic_hooks())
+        self._exchanges_made.append(exchange)
+        return exchange
 
     def _elastic_hooks(self) -> dict[str, Any]:
         """Elastic: how an exchange drops a lost peer and sees its ring lose a member."""
@@ -300,3 +369,4 @@ class ProcessTransport(Transport):
         self._ddps = []
         if self.elastic:  # its last use of the store: the store process ends once every
             storehost.leave(self.rank)  # learner closed or left
+

@@ -19,13 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from asrdist.options import flag
-from asrdist.parallel.options import NoOptions, ProcessOptions
+from asrdist.parallel.options import CompressOptions, NoOptions, ProcessOptions
 from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
            "asrdist.parallel.ma", "asrdist.parallel.outer", "asrdist.parallel.async_diloco")
 PLUGINS_ENV = "ASRDIST_STRATEGIES"
+# --compress and its options: every multi-learner strategy's, "the common ones" of the table
+COMPRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(CompressOptions))
 
 
 @dataclass(frozen=True)
@@ -168,14 +170,16 @@ def _table_position(item: tuple[str, StrategySpec]) -> int:
 
 def algo_table(names: list[str] | None = None) -> str:
     """The README's ``--algo`` table (markdown) of ``names`` (default: all), from the registry;
-    "the common ones" are :class:`ProcessOptions` (timeout, slow learner, distance sampling)."""
+    "the common ones" are :class:`ProcessOptions` (timeout, slow learner, distance sampling)
+    and the compression options (:class:`CompressOptions`)."""
     rows = ["| `--algo` | strategy | options |", "|---|---|---|"]
     for name, s in specs().items():
         if names is not None and name not in names:
             continue
         own = ["`--elastic`"] if s.elastic else []
         own += [f"`{flag(f.name)}`" for f in dataclasses.fields(s.options)
-                if f.name != "seed" and not f.metadata.get("training")]
+                if f.name != "seed" and not f.metadata.get("training")
+                and f.name not in COMPRESS_FIELDS]
         if s.multi_learner:
             own.append("the common ones")
         opts = ", ".join(own) or "none"

@@ -7,24 +7,46 @@ process with batch N*b. DDP broadcasts learner 0's weights at wrap time, so all 
 A failed allreduce (a learner died) ends the job with the lost learner named, through a DDP
 communication hook that does the allreduce itself. Nothing is ever in flight between steps, so
 ``sync`` has nothing to do.
+
+``--compress`` encodes the gradient mean (:class:`asrdist.parallel.ddp.GradientCodec`): torch's
+bf16/fp16 and PowerSGD hooks, or asrdist's own codecs with error feedback after backward; the
+codec's state (residuals, PowerSGD's) is in the checkpoints.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
 import torch
 
 from asrdist.parallel.base import DistributedStrategy
-from asrdist.parallel.options import NoOptions
+from asrdist.parallel.ddp import GradientCodec
+from asrdist.parallel.options import CompressOptions
 from asrdist.parallel.registry import StrategySpec, register
+from asrdist.parallel.strategy import Learner
+
+
+@dataclass(frozen=True)
+class SSGDOptions(CompressOptions):
+    powersgd_ok: ClassVar[bool] = True
 
 
 class SSGD(DistributedStrategy):
     name = "ssgd"
 
+    def __init__(self, learner: Learner, options: SSGDOptions | None = None) -> None:
+        super().__init__(learner)
+        options = options or SSGDOptions()
+        self.compression = GradientCodec(options.compress, self.world_size, self.rank,
+                                         options.error_feedback, options.compress_rank) \
+            if self.multi and options.compress != "none" else None
+
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        ddp = self.comm.gradient_mean(model)
+        ddp = self.comm.gradient_mean(
+            model, **({} if self.compression is None else {"compression": self.compression}))
         self._start_distance(model)
         return ddp
 
@@ -36,8 +58,15 @@ class SSGD(DistributedStrategy):
         if self.multi:
             self.comm.gradients_averaged(model)
 
+    def state_dict(self) -> dict[str, Any]:
+        return {} if self.compression is None else {"compress": self.compression.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.compression is not None and "compress" in state:
+            self.compression.load_state_dict(state["compress"])
+
 
 register(StrategySpec(
-    "ssgd", lambda learner, options: SSGD(learner), NoOptions,
+    "ssgd", SSGD, SSGDOptions,
     "synchronous SGD: gradients allreduced every step (DistributedDataParallel)",
 ))

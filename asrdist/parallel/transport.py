@@ -31,6 +31,8 @@ from typing import Any, Protocol
 
 import torch
 
+from asrdist.parallel.compress import CompressedMean, ErrorFeedback
+from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import Ready
 
 
@@ -152,6 +154,13 @@ class Transport(ABC):
         """Replace ``tensors`` by their mean over all learners, summed and then divided in
         one flat allreduce (the exported average)."""
 
+    def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
+        """Replace flat float32 ``vector`` by the learners' mean over all learners, every
+        message encoded by ``side`` (this learner's
+        :class:`~asrdist.parallel.compress.CompressedMean`: its codec and error feedback,
+        which hold all the maths, so both transports compute the same bits)."""
+        raise NotImplementedError(f"{type(self).__name__} has no compressed mean")
+
     @abstractmethod
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         """Copy learner ``src``'s ``tensor`` into every member's."""
@@ -161,10 +170,12 @@ class Transport(ABC):
         """Whether ``flag`` is set on any learner."""
 
     @abstractmethod
-    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None,
+                      compression: GradientCodec | None = None) -> torch.nn.Module:
         """Give every member of ``group`` its first member's weights and average the
         members' gradients every step; returns the module to train (processes: a
-        DistributedDataParallel wrapper, which averages during backward)."""
+        DistributedDataParallel wrapper, which averages during backward). ``compression``
+        (ssgd's --compress, over all learners): the mean's encoding."""
 
     @abstractmethod
     def gradients_averaged(self, model: torch.nn.Module) -> None:
@@ -174,13 +185,17 @@ class Transport(ABC):
     @abstractmethod
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
-                 partner_of: Callable[[int], int], start_round: int) -> Exchange | None:
+                 partner_of: Callable[[int], int], start_round: int,
+                 codec: ErrorFeedback | None = None) -> Exchange | None:
         """ADPSGD's exchange among ring members ``ranks`` (every learner calls it); this
         learner is member ``index`` (None: not on the ring). ``weights`` are a passive
         member's until its first publish (None off the ring), ``partner_of(round)`` an
         active one's partner, and ``ready``/``alloc`` as for
-        :class:`~asrdist.parallel.rules.PassiveBook`. None for a learner with no exchange to
-        make."""
+        :class:`~asrdist.parallel.rules.PassiveBook`. ``codec`` (--compress): the weights
+        each side sends are encoded by it, with its error feedback, and each side's delta is
+        half the difference of the two *decoded* vectors, so the two deltas stay exact
+        negatives (the sum of the weights is kept) while each side keeps its own encoding
+        error. None for a learner with no exchange to make."""
 
     @abstractmethod
     def outer_server(self, state: OuterState | None, host: int) -> OuterLink:

@@ -22,3 +22,28 @@ def flat_weights(model: torch.nn.Module) -> torch.Tensor:
     """A fresh flat float32 CPU copy of the model's parameters."""
     return torch.cat([p.detach().reshape(-1).float().cpu() for p in unwrap(model).parameters()])
 
+
+
+def flat_params(model: torch.nn.Module) -> torch.Tensor:
+    """The parameters as one fresh flat vector, on their device and in their dtype."""
+    return torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])
+
+
+def load_flat(model: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Copy a flat vector (as :func:`flat_params` makes) into the parameters."""
+    offset = 0
+    with torch.no_grad():
+        for p in unwrap(model).parameters():
+            n = p.numel()
+            p.copy_(flat[offset: offset + n].view_as(p))
+            offset += n
+
+
+def load_flat_grads(params: list[torch.Tensor], flat: torch.Tensor) -> None:
+    """Copy a flat vector into the parameters' gradients, in order."""
+    offset = 0
+    for p in params:
+        n = p.numel()
+        assert p.grad is not None
+        p.grad.copy_(flat[offset: offset + n].view_as(p.grad))
+        offset += n

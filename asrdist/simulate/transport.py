@@ -38,8 +38,11 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings
+from asrdist.parallel.compress import CompressedMean, ErrorFeedback, compressed_mean
+from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 from asrdist.parallel.transport import OuterState, Transport
+from asrdist.parallel.weights import load_flat_grads
 from asrdist.simulate.clock import Meeting, Wait
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.world import World, average_into
@@ -58,6 +61,7 @@ class SimTransport(Transport):
         self.turn: Coroutine | None = None
         self._calls: Counter[tuple[int, ...]] = Counter()
         self._grad_group: tuple[int, ...] | None = None
+        self._compression: GradientCodec | None = None
 
     # -- the clock ---------------------------------------------------------------------------------
 
@@ -141,6 +145,22 @@ class SimTransport(Transport):
     def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
         self._mean(tensors, self._members(None))
 
+    def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
+        """The processes' maths (:func:`~asrdist.parallel.compress.compressed_mean`) in one
+        go by the last to arrive, charged as a ring allreduce of the encoded vector (what the
+        processes' reduce-scatter and all-gather send)."""
+        members = self._members(None)
+
+        def mean(m: Meeting) -> float:
+            vectors = [m.payloads[r][0] for r in members]
+            result = compressed_mean(vectors, [m.payloads[r][1] for r in members])
+            with torch.no_grad():
+                for v in vectors:
+                    v.copy_(result)
+            return self._allreduce_s(side.wire_bytes(vector.numel()), members)
+
+        self._meet(members, 0.0, (vector, side), mean)
+
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         self._broadcast([tensor], src, self._members(group))
 
@@ -170,10 +190,15 @@ class SimTransport(Transport):
 
         return bool(self._meet(members, 0.0, flag, either).result)
 
-    def gradient_mean(self, model: torch.nn.Module, group: Any = None) -> torch.nn.Module:
+    def gradient_mean(self, model: torch.nn.Module, group: Any = None,
+                      compression: GradientCodec | None = None) -> torch.nn.Module:
+        if compression is not None and compression.name == "powersgd":
+            raise AsrdistError("--compress powersgd: real processes only (torch's PowerSGD "
+                               "hook runs inside DDP); the simulator has none")
         members = self._members(group)
         self._broadcast(list(model.parameters()), members[0], members)
         self._grad_group = members
+        self._compression = compression
         return model
 
     def gradients_averaged(self, model: torch.nn.Module) -> None:
@@ -183,11 +208,43 @@ class SimTransport(Transport):
         if len(grads) < len(list(model.parameters())):  # as DistributedDataParallel refuses it
             raise AsrdistError("a parameter got no gradient: a gradient mean needs every "
                                "parameter in the loss")
-        self._mean(grads, self._grad_group, overlaps=True)
+        codec = self._compression
+        if codec is None:
+            self._mean(grads, self._grad_group, overlaps=True)
+        elif codec.side is not None:  # after backward, as the processes do: no overlap
+            with torch.no_grad():
+                flat = torch.cat([g.reshape(-1).float() for g in grads])
+                self.compressed_mean_(flat, codec.side)
+                load_flat_grads(list(model.parameters()), flat)
+        else:
+            self._cast_mean(grads, codec)
+
+    def _cast_mean(self, grads: list[torch.Tensor], codec: GradientCodec) -> None:
+        """torch's bf16/fp16 hook: each learner's gradient cast and divided by N, summed in
+        that precision (in rank order), cast back."""
+        members, world = self._grad_group, self.world
+        assert members is not None and codec.cast is not None
+        dtype, n = codec.cast, len(members)
+
+        def mean(m: Meeting) -> float:
+            with torch.no_grad():
+                for i, _ in enumerate(grads):
+                    total = m.payloads[members[0]][i].to(dtype).div_(n)
+                    for r in members[1:]:
+                        total = total + m.payloads[r][i].to(dtype).div_(n)
+                    for r in members:
+                        m.payloads[r][i].copy_(total)
+            nbytes = codec.wire_bytes(sum(g.numel() for g in grads))
+            cost = self._allreduce_s(nbytes, members)
+            began = max(t - world.backward_s[r] for r, t in m.arrived.items())
+            return world.speed.exposed_s(cost, world.clock.now - began)
+
+        self._meet(members, 0.0, grads, mean)
 
     def pairwise(self, ranks: list[int], index: int | None, weights: torch.Tensor | None,
                  ready: Ready, alloc: Callable[[int], torch.Tensor],
-                 partner_of: Callable[[int], int], start_round: int) -> SimExchange | None:
+                 partner_of: Callable[[int], int], start_round: int,
+                 codec: ErrorFeedback | None = None) -> SimExchange | None:
         """A collective of all learners, as the exchange group's creation is on processes:
         once it is held, every passive member's book is there to be asked."""
         member = index if weights is not None and len(ranks) > 1 else None
@@ -198,13 +255,15 @@ class SimTransport(Transport):
 
         def make_ring(m: Meeting) -> None:
             m.result = SimRing(list(ranks))
-            for i, b in m.payloads.values():
+            for i, b, c in m.payloads.values():
                 if b is not None:
                     m.result.books[i] = b
+                if i is not None and c is not None:
+                    m.result.codecs[i] = c
             if self.world.exchanges is None:
                 self.world.exchanges = 0
 
-        ring = self._meet(self._members(None), 0.0, (member, book), make_ring).result
+        ring = self._meet(self._members(None), 0.0, (member, book, codec), make_ring).result
         if member is None:
             return None
         return SimExchange(self, ring, member, partner_of, start_round)
@@ -241,6 +300,7 @@ class SimRing:
 
     ranks: list[int]  # the members' ranks, by index on the ring
     books: dict[int, PassiveBook] = field(default_factory=dict)
+    codecs: dict[int, ErrorFeedback] = field(default_factory=dict)  # --compress, by index
     free_at: dict[int, float] = field(default_factory=dict)
 
 
@@ -278,7 +338,9 @@ class SimExchange:
         world.exchanges += 1
         begin = max(clock.now, self.ring.free_at.get(peer, 0.0))
         me, other = self.ring.ranks[self.index], self.ring.ranks[peer]
-        nbytes = snapshot.numel() * snapshot.element_size()
+        codecs = self.ring.codecs
+        nbytes = snapshot.numel() * snapshot.element_size() if self.index not in codecs \
+            else codecs[self.index].codec.wire_bytes(snapshot.numel())
         done = begin + world.speed.send_s(nbytes, me, other)
         cross = world.speed.node(me) != world.speed.node(other)
         world.sent(*((0, 2 * nbytes) if cross else (2 * nbytes, 0)))  # a swap: both ways
@@ -287,9 +349,12 @@ class SimExchange:
         book = self.ring.books[peer]
 
         def serve() -> None:
-            mine = book.current()
-            to_passive = half_difference_(snapshot.clone(), mine)
-            slot.delta = half_difference_(mine, snapshot)
+            mine, theirs = book.current(), snapshot
+            if self.index in codecs:  # --compress: the decoded vectors, as the processes'
+                theirs = codecs[self.index].compress(snapshot)[1]
+                mine = codecs[peer].compress(mine)[1]
+            to_passive = half_difference_(theirs.clone(), mine)
+            slot.delta = half_difference_(mine, theirs)
             clock.at(done, lambda: book.receive(to_passive))
 
         clock.at(begin, serve)

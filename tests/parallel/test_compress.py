@@ -322,3 +322,19 @@ def test_a_compressed_run_resumes_exactly(tmp_path, algo, options):
     saved = torch.load(tmp_path / "ckpt0.pt", weights_only=False)["strategy"]["compress"]
     assert saved["sent"]["residual"] is not None and saved["owned"]["residual"] is not None
     assert math.isfinite(float(saved["sent"]["residual"].abs().sum()))
+
+
+def test_powersgd_is_torch_s_hook_on_ssgd(tmp_path):
+    """Two learners, 6 steps: torch's PowerSGD (rank 1; plain allreduce for its first two
+    steps) keeps the learners identical, changes the run from step 3 on, and its state (error
+    feedback, P and Q) is the strategy's. Its resume is not exact: see the README."""
+    sc = {"algo": "ssgd", "lr": 0.1, "momentum": 0.5, "steps": 6, "history": True}
+    power = ok(run_learners({**sc, "options": {"compress": "powersgd"}}, 2, tmp_path / "p"))
+    plain = ok(run_learners(sc, 2, tmp_path / "plain"))
+    assert torch.equal(power[0]["before"], power[1]["before"])
+    assert all(torch.equal(a, b) for a, b in zip(power[0]["history"][:3],
+                                                 plain[0]["history"][:3], strict=True))
+    assert not torch.allclose(power[0]["history"][4], plain[0]["history"][4])
+    state = power[0]["state"]["compress"]
+    assert state["iter"] == 6 and state["matrix_approximation_rank"] == 1
+    assert set(state["error_dict"]) == {0}

@@ -196,6 +196,17 @@ class ProcessTransport(Transport):
                 average_tensors(tensors, size)
         self._ring(tensors, size)
 
+    def start_average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> _Started:
+        """torch's ``average_parameters`` (each share divided, then one flat allreduce), its
+        allreduce asynchronous: its result is copied into ``tensors`` at the wait."""
+        tensors = list(tensors)
+        size = self.world_size if group is None else dist.get_world_size(group)
+        flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+        flat /= size
+        with self._blocked():
+            work = dist.all_reduce(flat, group=group, async_op=True)
+        return _Started(self, work, flat, tensors)
+
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
         """The reduce-scatter as one all-to-all of the chunk payloads, then an all-gather of
         the mean chunks (fail-stop runs: an elastic one has no compressed collective)."""
@@ -370,3 +381,24 @@ class ProcessTransport(Transport):
         if self.elastic:  # its last use of the store: the store process ends once every
             storehost.leave(self.rank)  # learner closed or left
 
+
+class _Started:
+    """An allreduce of :meth:`ProcessTransport.start_average_` in flight."""
+
+    def __init__(self, comm: ProcessTransport, work: Any, flat: torch.Tensor,
+                 tensors: list[torch.Tensor]) -> None:
+        self._comm, self._work, self._flat, self._tensors = comm, work, flat, tensors
+
+    def wait(self) -> None:
+        """Block until the allreduce is done (a failure ends the job, named), then copy the
+        mean into the tensors; once."""
+        if self._work is None:
+            return
+        with self._comm._blocked():
+            self._work.wait()
+        self._work = None
+        offset = 0
+        with torch.no_grad():
+            for t in self._tensors:
+                t.copy_(self._flat[offset: offset + t.numel()].view_as(t))
+                offset += t.numel()

@@ -24,7 +24,8 @@ from asrdist.parallel.processes import with_transport
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
 BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
-           "asrdist.parallel.ma", "asrdist.parallel.outer", "asrdist.parallel.async_diloco")
+           "asrdist.parallel.ma", "asrdist.parallel.outer", "asrdist.parallel.streaming",
+           "asrdist.parallel.async_diloco")
 PLUGINS_ENV = "ASRDIST_STRATEGIES"
 # --compress and its options: every multi-learner strategy's, "the common ones" of the table
 COMPRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(CompressOptions))

@@ -36,6 +36,13 @@ from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import Ready
 
 
+class Pending(Protocol):
+    """A collective started without waiting (:meth:`Transport.start_average_`): ``wait``
+    blocks until its result is in the tensors it was given."""
+
+    def wait(self) -> None: ...
+
+
 class Exchange(Protocol):
     """One ring member's side of ADPSGD's pairwise averaging (see
     :mod:`asrdist.parallel.exchange` for the protocol): an *active* member starts one exchange
@@ -153,6 +160,13 @@ class Transport(ABC):
     def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
         """Replace ``tensors`` by their mean over all learners, summed and then divided in
         one flat allreduce (the exported average)."""
+
+    @abstractmethod
+    def start_average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> Pending:
+        """Start :meth:`average_` of ``tensors`` over ``group`` and return at once, so that
+        computing goes on while it runs (Streaming DiLoCo's overlapped outer step): the
+        tensors hold the mean once the returned :class:`Pending`'s ``wait`` returned, and must
+        not be read or written before. Only that wait counts as waiting on communication."""
 
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
         """Replace flat float32 ``vector`` by the learners' mean over all learners, every

@@ -5,7 +5,9 @@ A process yields what it waits for, and the clock resumes it when that happens:
 - a float: the simulated time to resume at (computing, or an exchange to finish);
 - a :class:`Meeting`: a collective of a fixed set of processes (an allreduce, a broadcast);
   the last one to arrive runs the meeting's action, and all resume ``cost_s`` later (or as
-  many seconds as the action returns: a broadcast's cost may depend on what it carries).
+  many seconds as the action returns: a broadcast's cost may depend on what it carries);
+- a :class:`Later`: a time another process decides (:meth:`Clock.settle`), such as the end
+  of a collective started without waiting whose last member has not started it yet.
 
 Events at the same time run in the order they were scheduled, so a run is deterministic. Each
 process's time spent waiting (at a meeting, or for a time later than it asked to compute until)
@@ -20,7 +22,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Union
 
-Wait = Union[float, "Meeting"]
+Wait = Union[float, "Meeting", "Later"]
 Process = Generator[Wait, None, None]
 
 
@@ -36,6 +38,15 @@ class Meeting:
     arrived: dict[int, float] = field(default_factory=dict)
     payloads: dict[int, Any] = field(default_factory=dict)
     result: Any = None
+
+
+@dataclass
+class Later:
+    """A time not known yet: the processes waiting on it resume once :meth:`Clock.settle`
+    sets it (at it, or at once if it is past), their wait counted from their arrival."""
+
+    time: float | None = None
+    waiting: list[tuple[int, float]] = field(default_factory=list)  # (process, since)
 
 
 class Clock:
@@ -73,8 +84,25 @@ class Clock:
             return
         if isinstance(what, Meeting):
             self._arrive(pid, what)
+        elif isinstance(what, Later):
+            if what.time is None:
+                what.waiting.append((pid, self.now))
+            else:
+                self._resume(pid, self.now, what.time)
         else:
             self.at(float(what), lambda: self._step(pid))
+
+    def settle(self, later: Later, t: float) -> None:
+        """``later`` is at ``t``: resume the processes waiting on it then."""
+        later.time = t
+        for pid, since in later.waiting:
+            self._resume(pid, since, t)
+        later.waiting.clear()
+
+    def _resume(self, pid: int, since: float, t: float) -> None:
+        t = max(t, self.now)
+        self.waited[pid] += t - since
+        self.at(t, lambda: self._step(pid))
 
     def _arrive(self, pid: int, meeting: Meeting) -> None:
         meeting.arrived[pid] = self.now

@@ -43,7 +43,7 @@ from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 from asrdist.parallel.transport import OuterState, Transport
 from asrdist.parallel.weights import load_flat_grads
-from asrdist.simulate.clock import Meeting, Wait
+from asrdist.simulate.clock import Later, Meeting, Wait
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.world import World, average_into
 
@@ -144,6 +144,29 @@ class SimTransport(Transport):
 
     def average_all_(self, tensors: Sequence[torch.Tensor]) -> None:
         self._mean(tensors, self._members(None))
+
+    def start_average_(self, tensors: Sequence[torch.Tensor], group: Any = None) -> SimPending:
+        """A meeting this learner does not wait at: the last member to start it computes the
+        mean into every member's tensors and sets when the allreduce ends (from then, at the
+        speed model's cost); a member's wait is only what is left of it by then, so a
+        transfer hidden behind the steps computed meanwhile costs nothing."""
+        members, tensors = self._members(group), list(tensors)
+        clock = self.world.clock
+        self._calls[members] += 1
+
+        def mean(m: Meeting) -> None:
+            average_into([m.payloads[r] for r in members])
+            clock.settle(m.result, clock.now + self._allreduce_s(_nbytes(tensors), members))
+
+        meeting = self.world.meeting((members, self._calls[members]), members, 0.0, mean)
+        if meeting.result is None:
+            meeting.result = Later()
+        meeting.payloads[self.rank] = tensors
+        meeting.arrived[self.rank] = clock.now
+        if len(meeting.arrived) == len(members):
+            assert meeting.action is not None
+            meeting.action()
+        return SimPending(self, meeting.result)
 
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
         """The processes' maths (:func:`~asrdist.parallel.compress.compressed_mean`) in one
@@ -291,6 +314,17 @@ class SimTransport(Transport):
 
     def close(self) -> None:
         pass
+
+
+@dataclass
+class SimPending:
+    """A :meth:`SimTransport.start_average_` in flight: waiting is waiting for its end."""
+
+    comm: SimTransport
+    done: Later
+
+    def wait(self) -> None:
+        self.comm.wait(self.done)
 
 
 @dataclass

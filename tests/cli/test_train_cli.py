@@ -126,6 +126,7 @@ def test_every_algo_with_one_learner_and_no_launcher_is_plain_sgd(corpus, tmp_pa
     losses, weights = runs.pop("single")
     assert len(losses) > 3
     assert runs.pop("diloco")[0] != losses
+    assert runs.pop("streaming-diloco")[0] != losses  # diloco's outer step, by fragments
     assert runs.pop("diloco-async")[0] != losses  # the same outer step, every push
     for algo, (other_losses, other_weights) in runs.items():
         assert other_losses == losses, algo

@@ -38,6 +38,7 @@ from asrdist.options import (
     flag,
     make,
     option,
+    paths,
 )
 from asrdist.parallel import registry
 from asrdist.simulate import guards
@@ -46,16 +47,20 @@ from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_option
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
-from asrdist.train.schedule import ScheduleOptions
 
 log = logging.getLogger(__name__)
 
-# asrdist-train's options that a simulated run has too (the model's: a BLSTM without chunk
-# context; the optimizer's: SGD)
-SHARED = ("batch_size", "chunk_len", "seed", "grad_clip", "heldout_utts", "cmvn",
-          "layers", "units", "bottleneck", "dropout",
-          *(f.name for f in dataclasses.fields(ScheduleOptions)),
-          "momentum", "nesterov", "weight_decay", "noise_scale_every")
+# the options of RunSpec's components that the simulator does not model: the DNN and the
+# BLSTM's chunk context (the chunk pool holds the labelled frames only), the optimizer's
+# choice (it runs SGD), the shuffle buffer and variance normalisation (the pool is read whole,
+# means normalised); every other option of RunSpec is a flag of both commands, so one
+# declared on a component reaches asrdist-simulate with no edit here
+NOT_SIMULATED = ("model", "chunk_left_context", "chunk_right_context", "splice",
+                 "hidden_layers", "hidden_units", "activation", "optimizer", "shuffle_buffer",
+                 "cmvn_norm_vars")
+# asrdist-train's options that the simulator takes outside RunSpec: the chunk pool's and the
+# noise probe's
+OUTSIDE_SPEC = ("heldout_utts", "noise_scale_every")
 # the options of real learner processes (asrdist.parallel.options.ProcessOptions) but the slow
 # learner, which is the speed model's here
 _EXCHANGE_ONLY = ("exchange_timeout", "distance_every", "elastic")
@@ -79,9 +84,11 @@ class SimulateOptions(Options):
 
 def shared_fields() -> dict[str, dataclasses.Field]:
     """The options asrdist-simulate shares with asrdist-train, as asrdist-train declares them:
-    :data:`SHARED` and the strategies' options."""
+    RunSpec's (its components' but :data:`NOT_SIMULATED`; not ``--epochs``, a float here),
+    :data:`OUTSIDE_SPEC` and the strategies' options."""
+    spec = [n for n in paths(RunSpec) if n not in NOT_SIMULATED and n != "epochs"]
     strategy = {n: f for n, f in strategy_fields().items() if n not in _EXCHANGE_ONLY}
-    return {**{n: FIELDS[n] for n in SHARED}, **strategy}
+    return {**{n: FIELDS[n] for n in (*spec, *OUTSIDE_SPEC)}, **strategy}
 
 
 def option_fields() -> dict[str, dataclasses.Field]:

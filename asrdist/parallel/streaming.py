@@ -38,9 +38,14 @@ at, so a resumed run applies it at the same step. Preemption's stop step (``lock
 H steps) holds for tau <= 1; with a larger tau a learner may be tau - 1 steps past it when it
 hears of the stop.
 
-Compressed outer gradients (the paper's 4-bit exchange) would encode w_g - w_i with a codec of
-:mod:`asrdist.parallel.compress` under error feedback and average the decoded fp32 vectors;
-the hook is :meth:`StreamingDiLoCo._outgoing`, which today sends the weights uncompressed.
+``--compress`` (the paper sends 4-bit outer gradients; :mod:`asrdist.parallel.compress`'s
+codecs here): each fragment's update w_i - w_g is sent through the transport's compressed mean
+(:class:`~asrdist.parallel.compress.CompressedMean`, a reduce-scatter then an all-gather of
+encoded chunks, decoded and summed in fp32), with error feedback of the fragment's own, and the
+mean is w_g plus the decoded mean update, as diloco's ``--compress`` takes it (one fragment,
+tau 0, alpha 0: diloco --compress bit for bit). That mean is two collectives run at the
+block's end, not overlapped: its outer step is still applied tau steps later (the same maths),
+but the compressed transfer is waited for at once, on processes and in the simulator alike.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.options import POSITIVE, Check, in_range, option
+from asrdist.parallel.compress import CompressedMean, make_codec
 from asrdist.parallel.ma import ModelAveraging
 from asrdist.parallel.outer import DiLoCoOptions, OuterNesterov
 from asrdist.parallel.registry import StrategySpec, register
@@ -114,8 +120,9 @@ class Fragment:
     """One fragment's parameters, phase and DiLoCo state."""
 
     def __init__(self, params: list[torch.nn.Parameter], phase: int, rule: OuterNesterov,
-                 start: torch.Tensor) -> None:
+                 start: torch.Tensor, side: CompressedMean | None) -> None:
         self.params, self.phase, self.rule, self.start = params, phase, rule, start
+        self.side = side  # --compress: its codec and error feedback
         self.in_flight: _InFlight | None = None
 
     def block_ends(self, step: int, period: int) -> bool:
@@ -127,7 +134,10 @@ class Fragment:
         if self.in_flight is not None:
             assert self.in_flight.op is None, "sync() before state_dict()"
             pending = {"due": self.in_flight.due, "mean": self.in_flight.mean.clone()}
-        return {"start": self.start.clone(), **self.rule.state_dict(), "pending": pending}
+        out = {"start": self.start.clone(), **self.rule.state_dict(), "pending": pending}
+        if self.side is not None:
+            out["compress"] = self.side.state_dict()
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         device = self.start.device
@@ -137,6 +147,8 @@ class Fragment:
         pending = state.get("pending")
         self.in_flight = None if pending is None else _InFlight(
             int(pending["due"]), pending["mean"].to(device), None)
+        if self.side is not None and state.get("compress") is not None:
+            self.side.load_state_dict(state["compress"])
 
 
 class StreamingDiLoCo(ModelAveraging):
@@ -153,6 +165,7 @@ class StreamingDiLoCo(ModelAveraging):
                                f"averaging period ({self.avg_period} steps), so that a "
                                "fragment's outer step lands before its next block ends")
         self.options = options
+        self.side = None  # not ma's one compressed mean: one per fragment (its own feedback)
         self.delay, self.alpha = delay, options.stream_alpha
         self.fragments: list[Fragment] = []
         self._loaded: dict[str, Any] | None = None
@@ -171,28 +184,44 @@ class StreamingDiLoCo(ModelAveraging):
             numel = sum(q.numel() for q in mine)
             rule = OuterNesterov(self.options.diloco_lr, self.options.diloco_momentum)
             self.fragments.append(Fragment(mine, p * period // len(parts), rule,
-                                           start[offset: offset + numel].clone()))
+                                           start[offset: offset + numel].clone(),
+                                           self._side()))
             offset += numel
         if self._loaded is not None:
             self.load_state_dict(self._loaded)
         return super().wrap_model(model)
+
+    def _side(self) -> CompressedMean | None:
+        """A fragment's compressed mean under ``--compress`` (none with one learner)."""
+        o = self.options
+        if not self.multi or o.compress == "none":
+            return None
+        return CompressedMean(make_codec(o.compress), self.world_size, self.rank,
+                              o.error_feedback)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         """Each fragment whose block ends here starts its average; each whose average is due
         here takes its outer step and merges it (tau = 0: the same step)."""
         for f in self.fragments:
             if f.block_ends(step, self.avg_period):
-                mean = self._outgoing(f)
-                op = self.comm.start_average_([mean]) if self.multi else None
-                f.in_flight = _InFlight(step + self.delay, mean, op)
+                f.in_flight = _InFlight(step + self.delay, *self._start(f))
             if f.in_flight is not None and f.in_flight.due == step:
                 self._arrive(f)
 
-    def _outgoing(self, f: Fragment) -> torch.Tensor:
-        """What this learner sends for fragment ``f`` (a fresh tensor the average is taken
-        in): its weights, whose mean is w_g minus the mean outer gradient. The place for a
-        codec of the outer gradient w_g - w_i (then decoded and averaged in fp32)."""
-        return _flat(f.params)
+    def _start(self, f: Fragment) -> tuple[torch.Tensor, Pending | None]:
+        """Fragment ``f``'s average, started: the tensor the mean will be in and what to
+        wait for. Its weights (whose mean is w_g minus the mean outer gradient), or under
+        ``--compress`` w_g plus the compressed mean of the updates w_i - w_g, at once."""
+        weights = _flat(f.params)
+        if not self.multi:
+            return weights, None
+        if f.side is None:
+            return weights, self.comm.start_average_([weights])
+        with torch.no_grad():
+            start = f.start.to(weights.device)
+            update = (weights - start).float()
+            self.comm.compressed_mean_(update, f.side)
+            return start + update.to(start.dtype), None
 
     def _arrive(self, f: Fragment) -> None:
         """The fragment's outer step from the learners' mean, and the merge into the local

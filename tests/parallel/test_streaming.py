@@ -125,12 +125,15 @@ def test_one_learner_one_fragment_no_delay_is_diloco_bit_for_bit():
     assert not torch.equal(diloco[-1], _run_in_process("single", 8)[-1])
 
 
-def test_two_learners_one_fragment_no_delay_is_diloco_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("compress", ["none", "int8"])
+def test_two_learners_one_fragment_no_delay_is_diloco_bit_for_bit(tmp_path, compress):
+    """Also with --compress: the same compressed mean of the same updates from w_g."""
     sc = {"lr": 0.1, "momentum": 0.5, "steps": 7, "history": True}
-    diloco = ok(run_learners({**sc, "algo": "diloco", "options": {"avg_period": 3}}, 2,
+    options = {"avg_period": 3, "compress": compress}
+    diloco = ok(run_learners({**sc, "algo": "diloco", "options": options}, 2,
                              tmp_path / "diloco"))
     streaming = ok(run_learners({**sc, "algo": "streaming-diloco",
-                                 "options": {"avg_period": 3, **DILOCO_LIKE}}, 2,
+                                 "options": {**options, **DILOCO_LIKE}}, 2,
                                 tmp_path / "streaming"))
     for a, b in zip(diloco, streaming, strict=True):
         assert all(torch.equal(x, y) for x, y in zip(a["history"], b["history"], strict=True))
@@ -168,11 +171,13 @@ def test_two_learners_follow_the_reference_loop(tmp_path, options, groups, tau, 
     assert res[0]["metrics"]["fragments"] == 2
 
 
-def test_resume_with_an_average_in_flight_is_the_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("compress", ["none", "1bit"])
+def test_resume_with_an_average_in_flight_is_the_uninterrupted_run(tmp_path, compress):
     """The checkpoint after step 4 (fragment 0's block ended there, tau = 1): the average in
-    flight is waited for at the checkpoint and its outer step taken at step 5 in both runs."""
+    flight is waited for at the checkpoint and its outer step taken at step 5 in both runs
+    (1bit: the fragments' error feedback residuals resume too)."""
     sc = {"algo": "streaming-diloco", "lr": 0.1, "momentum": 0.5, "steps": 10,
-          "options": {"avg_period": 4, "stream_delay": 1}}
+          "options": {"avg_period": 4, "stream_delay": 1, "compress": compress}}
     whole = ok(run_learners({**sc, "checkpoint_at": 4}, 2, tmp_path))
     resumed = ok(run_learners({**sc, "resume": True}, 2, tmp_path))
     for a, b in zip(whole, resumed, strict=True):
@@ -182,6 +187,9 @@ def test_resume_with_an_average_in_flight_is_the_uninterrupted_run(tmp_path):
     first, second = saved["fragments"]
     assert first["pending"]["due"] == 4 and first["b"] is None  # its outer step not yet taken
     assert second["pending"] is None
+    if compress != "none":  # fragment 0 sent its update once: what 1bit lost is kept
+        assert first["compress"]["sent"]["residual"].abs().sum() > 0
+        assert second["compress"]["sent"]["residual"] is None
 
 
 def test_the_delay_hides_the_average_behind_the_steps_in_the_simulator():

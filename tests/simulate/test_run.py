@@ -34,6 +34,7 @@ SYNCHRONOUS = [  # (algo, learners, options): every learner at every step, any t
     ("streaming-diloco", 3, {"avg_period": 4}),  # fragments 2, tau 1, alpha 0.5
     ("streaming-diloco", 2, {"avg_period": 3, "stream_fragments": 3, "stream_delay": 2,
                              "stream_alpha": 0.0}),
+    ("streaming-diloco", 2, {"avg_period": 3, "compress": "int8"}),
 ]
 ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
     ("adpsgd-fixed", 3, {}), ("adpsgd-random", 3, {}), ("adpsgd-delay1", 3, {}),

@@ -38,10 +38,12 @@ about H / k steps and every block lasts about as long. Off (the default), ``H_i 
 
 Where things live: on processes the host's server thread answers pushes over a gloo group of
 its own (:mod:`asrdist.parallel.outer_link`), the state on the CPU; in the simulator the
-pushes are clock events (:mod:`asrdist.simulate.transport`). Fail-stop, not elastic: a lost
-learner ends the job, as for ma, bmuf and diloco (the host's server waits for every learner's
-last push). Staleness (metric): the pushes of other learners the host applied between a
-learner's pull and its push.
+pushes are clock events (:mod:`asrdist.simulate.transport`). A lost learner ends the job
+(fail-stop), or with ``--elastic`` (real processes) it is dropped as in the ADPSGD family: the
+host applies no push of it any more and waits only for the others, and the run ends with the
+survivors' average. Learner 0, the host, cannot be lost even then: it holds the only copy of
+the outer state, and the others end, saying so. Staleness (metric): the pushes of other
+learners the host applied between a learner's pull and its push.
 
 The export is the learners' average, as for every strategy: each learner's weights after its
 last step (the global weights it pulled last, plus the steps of its unfinished block, if any).
@@ -195,8 +197,8 @@ class AsyncDiLoCo(DistributedStrategy):
         self._model = model
         start = _flat(model)
         self._own = start.clone()
-        if self.multi:
-            self.average([start])
+        if self.multi:  # the default group's average (an elastic run's final group is made
+            self.comm.average_([start])  # once, at the end, of the survivors)
             _load_flat(model, start)
         self.pulled = start
         o = self.options
@@ -278,4 +280,5 @@ register(StrategySpec(
     "diloco-async", AsyncDiLoCo, AsyncDiLoCoOptions,
     "asynchronous DiLoCo: each learner pushes its block's update to a central outer state "
     "and pulls it, no barrier; delayed Nesterov (Async Local-SGD, Liu et al. 2024)",
+    elastic=True,
 ))

@@ -15,6 +15,13 @@ exchange does (:mod:`asrdist.parallel.exchange`):
 - at the end every other learner sends ``[DONE, rank, 0, 0]``; the host's :meth:`finish` waits
   until all have, so every push is applied before the final average.
 
+Elastic runs (``--elastic``): the group is made by the learners through the membership store
+(as a ring's is), a learner whose push fails on the host (it died between its header and its
+pseudo-gradient, or before the reply) is dropped and the server goes on, and the host waits at
+the end only for the learners not dropped (its thread is left waiting in gloo for the dropped
+ones, which will never send, as ADPSGD's passive side is). The host itself cannot be lost: it
+holds the only copy of the outer state, and a learner whose push finds it gone ends, saying so.
+
 All tensors here are on the CPU: the state lives there, a GPU learner copies its
 pseudo-gradient out and the global weights in, once per block. The thread waits for headers
 without a deadline (a block may take longer than ``--exchange-timeout``); a learner that dies
@@ -26,7 +33,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 
@@ -55,16 +62,22 @@ def _wait(work: dist.Work, timeout: timedelta, what: str) -> None:
 class ProcessOuterLink:
     """This learner's side of the outer state held by ``host`` over ``group`` (all learners,
     group ranks = global ranks); ``state`` is the host's (None elsewhere); ``blocked`` wraps
-    the compute thread's waits (timing, failure naming)."""
+    the compute thread's waits (timing, failure naming). Elastic: ``lose(rank, why)`` drops a
+    learner whose push failed; ``left`` holds the learners dropped so far (by rank)."""
 
     def __init__(self, *, group: dist.ProcessGroup, rank: int, world_size: int, host: int,
                  state: OuterState | None, timeout_s: float,
-                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
+                 lose: Callable[[int, str], None] | None = None,
+                 left: Mapping[int, int] | None = None) -> None:
         self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
         self.timeout = timedelta(seconds=timeout_s)
         self.state = state
         self.pushes = 0
         self._blocked = blocked
+        self._lose = lose
+        self._left: Mapping[int, int] = left if left is not None else {}
+        self._pending = {r for r in range(world_size) if r != host}  # host: not yet DONE
         self._pulled_at = time.monotonic()
         self._weights: torch.Tensor | None = None  # replies land here (made at the first)
         self._thread: threading.Thread | None = None
@@ -108,7 +121,11 @@ class ProcessOuterLink:
                 for work in works:
                     _wait(work, self.timeout, what)
             except ExchangeFailure as exc:
-                abort(self.rank, f"{exc}; ending the job")
+                why = f"{exc}; ending the job"
+                if self._lose is not None:
+                    why = (f"{exc}: the outer state's host is lost, and diloco-async cannot go "
+                           "on without it (even with --elastic)")
+                abort(self.rank, why)
         return self._weights.clone(), int(answer[0]), int(answer[1])
 
     def finish(self) -> None:
@@ -125,7 +142,8 @@ class ProcessOuterLink:
             return
         assert self._thread is not None
         with self._blocked():
-            self._thread.join()
+            while self._thread.is_alive() and self._pending - set(self._left):
+                self._thread.join(0.05)
 
     # -- the host's server thread -----------------------------------------------------------
 
@@ -139,24 +157,34 @@ class ProcessOuterLink:
 
     def _serve(self) -> None:
         assert self.state is not None
-        pending = {r for r in range(self.world_size) if r != self.host}
+        pending = self._pending
         header = torch.zeros(4, dtype=torch.int64)
         grad = torch.zeros(self.state.numel)
-        while pending:
+        while pending - set(self._left):
             _wait(self.group.recv_anysource([header], TAG_HEADER), _IDLE,
                   "waiting for a push")
             kind, sender, steps, micros = (int(v) for v in header)
             if kind == KIND_DONE:
                 pending.discard(sender)
                 continue
-            what = f"push from learner {sender} failed"
-            _wait(self.group.recv([grad], sender, TAG_PUSH), self.timeout, what)
-            weights, next_steps, stale = self.state.push(sender, grad, steps, micros / 1e6)
-            answer = torch.tensor([next_steps, stale], dtype=torch.int64)
-            sends = [self.group.send([answer], sender, TAG_REPLY_HEADER),
-                     self.group.send([weights], sender, TAG_REPLY)]
-            for work in sends:
-                _wait(work, self.timeout, what)
+            try:
+                self._serve_one(sender, grad, steps, micros / 1e6)
+            except (ExchangeFailure, RuntimeError) as exc:
+                if self._lose is None:
+                    raise
+                self._lose(sender, first_line(exc))  # elastic: the others go on
+
+    def _serve_one(self, sender: int, grad: torch.Tensor, steps: int, seconds: float) -> None:
+        """Receive ``sender``'s pseudo-gradient, apply it, send the reply."""
+        assert self.state is not None
+        what = f"push from learner {sender} failed"
+        _wait(self.group.recv([grad], sender, TAG_PUSH), self.timeout, what)
+        weights, next_steps, stale = self.state.push(sender, grad, steps, seconds)
+        answer = torch.tensor([next_steps, stale], dtype=torch.int64)
+        sends = [self.group.send([answer], sender, TAG_REPLY_HEADER),
+                 self.group.send([weights], sender, TAG_REPLY)]
+        for work in sends:
+            _wait(work, self.timeout, what)
 
 
 def make_outer_group(world_size: int, timeout_s: float) -> dist.ProcessGroup:

@@ -336,11 +336,15 @@ class ProcessTransport(Transport):
 
     def outer_server(self, state: OuterState | None, host: int) -> ProcessOuterLink:
         """:class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a gloo group of its
-        own; fail-stop (no --elastic: a lost learner ends the job)."""
-        group = make_outer_group(self.world_size, self.timeout_s)
+        own (elastic: made by the learners through the membership store, as a ring's is)."""
+        ranks = list(range(self.world_size))
+        if self.membership is not None:
+            group = self.membership.group("outer", ranks, self.timeout_s)
+        else:
+            group = make_outer_group(self.world_size, self.timeout_s)
         return ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
                                 host=host, state=state, timeout_s=self.timeout_s,
-                                blocked=self._blocked)
+                                blocked=self._blocked, **self._elastic_hooks())
 
     # -- leaving ---------------------------------------------------------------------------------
 

@@ -191,3 +191,24 @@ def test_simulated_speed_following_gives_a_3x_slower_learner_blocks_of_a_third()
     for follow, pushes in ((False, 2 + 2), (True, 2 + 4)):
         cross = runs[follow].summary["wire_bytes"]["cross"]
         assert cross == pytest.approx(ends + pushes * 2 * nbytes)
+
+
+def test_elastic_a_killed_learner_is_dropped_and_the_others_finish(tmp_path):
+    """Learner 2 of 3 is SIGKILLed at step 30: learners 0 and 1 push on without it (no
+    barrier), the host stops waiting for it once it is dropped, and the survivors export their
+    own average."""
+    steps = 300
+    sc = {"algo": "diloco-async", "lr": 0.05, "steps": steps, "compute_s": 0.01,
+          "timeout_s": 5.0, "kill_at": 30, "kill_rank": 2, "record_average": True,
+          "options": {"elastic": True, "avg_period": 4}}
+    run = run_learners(sc, 3, tmp_path, timeout=90)
+    assert run.codes[2] == -9
+    for r in (0, 1):
+        assert run.codes[r] == 0, f"learner {r} exited {run.codes[r]}:\n{run.stderr[r][-3000:]}"
+        assert run.results[r]["steps"] == steps
+        assert run.results[r]["state"]["pushes"] == steps // 4
+    assert "learner 2 left at step" in "".join(run.stderr)
+    put_in = [run.results[r]["averaged"][0] for r in (0, 1)]
+    for r in (0, 1):
+        torch.testing.assert_close(run.results[r]["final"], (put_in[0] + put_in[1]) / 2,
+                                   rtol=0, atol=1e-6)

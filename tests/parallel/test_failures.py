@@ -10,7 +10,8 @@ TIMEOUT_S = 6.0
 
 
 @pytest.mark.parametrize("algo,n,options", [("adpsgd-random", 3, {}), ("ssgd", 2, {}),
-                                            ("hadpsgd", 4, {"learners_per_node": 2})])
+                                            ("hadpsgd", 4, {"learners_per_node": 2}),
+                                            ("diloco-async", 3, {"avg_period": 4})])
 def test_sigkilled_learner_ends_the_job_named_and_resume_continues(tmp_path, algo, n, options):
     killed = n - 1
     # unhindered, 3000 steps of 10 ms would take 30 s: ending sooner proves the detection
@@ -30,7 +31,7 @@ def test_sigkilled_learner_ends_the_job_named_and_resume_continues(tmp_path, alg
     resumed = ok(run_learners({**sc, "resume": True, "steps": 30, "kill_at": None}, n, tmp_path))
     for r in resumed:
         assert r["steps"] == 30
-    if algo != "ssgd":
+    if algo.startswith(("adpsgd", "hadpsgd")):
         active = 2 if algo == "hadpsgd" else 1  # hadpsgd: the leader of the second node
         assert resumed[active]["resumed_round"] == 10  # its ring round was restored
         assert resumed[active]["state"]["round"] == 30

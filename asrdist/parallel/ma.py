@@ -46,12 +46,25 @@ class MAOptions(CompressOptions):
         return max(1, round(self.avg_frames / (self.batch_size * self.chunk_len)))
 
 
+@dataclass(frozen=True)
+class PostLocalOptions(MAOptions):
+    """ma's own: bmuf and diloco (MAOptions) take no synchronous start."""
+
+    post_local_after: int = option(0, "ma: average the weights after each of the first STEPS "
+                                   "steps, then every --avg-period: post-local SGD (Lin et al. "
+                                   "2020), synchronous SGD first and local SGD after "
+                                   "(0 = off)", check=NON_NEGATIVE)
+
+
 class ModelAveraging(DistributedStrategy):
     name = "ma"
 
     def __init__(self, learner: Learner, options: MAOptions) -> None:
         super().__init__(learner)
         self.avg_period = options.period()
+        # post-local SGD (ma alone): averaging the weights after every step is synchronous
+        # SGD (the learners' momentum buffers average as ssgd's one buffer would)
+        self.post_local_after = getattr(options, "post_local_after", 0)
         self.averages = 0
         # --compress: the learners send their block's update (w - reference), compressed with
         # error feedback, and the block ends at reference + the decoded mean update (raw
@@ -82,7 +95,8 @@ class ModelAveraging(DistributedStrategy):
             self.comm.compute_ends()
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi and averaging_due(step, self.avg_period):
+        if self.multi and (step < self.post_local_after
+                           or averaging_due(step, self.avg_period)):
             if self.side is None:
                 self.comm.average_(list(unwrap(model).parameters()))
             else:
@@ -128,6 +142,7 @@ class ModelAveraging(DistributedStrategy):
 
 
 register(StrategySpec(
-    "ma", ModelAveraging, MAOptions,
-    "periodic model averaging every K local steps or N frames (Su & Chen; Kaldi nnet3)",
+    "ma", ModelAveraging, PostLocalOptions,
+    "periodic model averaging every K local steps or N frames (Su & Chen; Kaldi nnet3); "
+    "post-local SGD with --post-local-after",
 ))

@@ -182,7 +182,7 @@ def test_strategy_flags_reach_the_strategy_and_others_are_ignored(corpus, tmp_pa
     assert res.returncode == 0, res.stderr
     spec = json.loads(out.read_text())["spec"]
     assert spec["options"] == {"avg_period": 3, "avg_frames": 0, "batch_size": 4,
-                               "chunk_len": 5}
+                               "chunk_len": 5, "post_local_after": 0}
     assert spec["schedule"]["lr_schedule"] == "ibm" and spec["model"]["layers"] == 1
     assert "--algo ma does not use --hadpsgd-variant: ignored" in res.stderr
 

@@ -35,10 +35,12 @@ def plain_sgd(steps: int, lr: float, data, momentum: float = 0.0,
     return model
 
 
-def blocks_reference(steps: int, k: int, n: int, outer=None) -> list[torch.Tensor]:
+def blocks_reference(steps: int, k: int, n: int, outer=None, every_until: int = 0,
+                     ) -> list[torch.Tensor]:
     """The reference of ma (and of bmuf and diloco): ``n`` learners of local SGD (lr 0.1,
-    momentum 0.5) from make_model(0); after every ``k`` steps every learner loads
-    ``outer(start, mean)`` (default: the mean), ``start`` being what they loaded last."""
+    momentum 0.5) from make_model(0); after every ``k`` steps (and after each of the first
+    ``every_until``) every learner loads ``outer(start, mean)`` (default: the mean),
+    ``start`` being what they loaded last."""
     models = [make_model(0) for _ in range(n)]
     opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
     start = flat_weights(models[0])
@@ -48,7 +50,7 @@ def blocks_reference(steps: int, k: int, n: int, outer=None) -> list[torch.Tenso
             opts[r].zero_grad()
             torch.nn.functional.mse_loss(models[r](x), y).backward()
             opts[r].step()
-        if (step + 1) % k == 0:
+        if (step + 1) % k == 0 or step < every_until:
             mean = torch.stack([flat_weights(m) for m in models]).mean(0)
             start = mean if outer is None else outer(start, mean)
             for m in models:
@@ -118,6 +120,23 @@ def test_ma_is_k_local_steps_then_the_average(tmp_path, options):
                                    atol=1e-6)
     assert res[0]["metrics"]["averages"] == steps // k
     assert res[0]["metrics"]["avg_period"] == k
+
+
+def test_post_local_sgd_is_ssgd_then_ma(tmp_path):
+    """--post-local-after 4, K = 3, 8 steps: averages after steps 1, 2, 3, 4 (synchronous),
+    then 6 (local blocks); and while it averages every step it is ssgd, momentum included."""
+    sc = {"lr": 0.1, "momentum": 0.5, "history": True}
+    res = ok(run_learners({**sc, "algo": "ma", "steps": 8, "options": {
+        "avg_period": 3, "post_local_after": 4}}, 2, tmp_path / "ma"))
+    refs = blocks_reference(8, 3, 2, every_until=4)
+    for r in range(2):
+        torch.testing.assert_close(res[r]["before"], refs[r], rtol=1e-5, atol=1e-6)
+    assert res[0]["metrics"]["averages"] == 5
+    ssgd = ok(run_learners({**sc, "algo": "ssgd", "steps": 4}, 2, tmp_path / "ssgd"))
+    for k in range(1, 5):
+        torch.testing.assert_close(res[0]["history"][k], ssgd[0]["history"][k], rtol=1e-5,
+                                   atol=1e-6)
+    assert not torch.allclose(res[0]["history"][5], res[1]["history"][5])  # local from step 5
 
 
 @pytest.mark.parametrize("algo,n", [(a, 4) for a in ADPSGD] + [("adpsgd-random", 3)])

@@ -35,6 +35,7 @@ SYNCHRONOUS = [  # (algo, learners, options): every learner at every step, any t
     ("streaming-diloco", 2, {"avg_period": 3, "stream_fragments": 3, "stream_delay": 2,
                              "stream_alpha": 0.0}),
     ("streaming-diloco", 2, {"avg_period": 3, "compress": "int8"}),
+    ("ma", 2, {"avg_period": 3, "post_local_after": 4}),  # post-local SGD
 ]
 ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
     ("adpsgd-fixed", 3, {}), ("adpsgd-random", 3, {}), ("adpsgd-delay1", 3, {}),
@@ -46,6 +47,7 @@ ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
 
 ORDERED = [  # (algo, learners, options): a server's pushes, in an order fixed by a late start
     ("diloco-async", 2, {"avg_period": 2}),
+    ("diloco-async", 2, {"avg_period": 2, "async_quorum": 2}),
 ]
 
 

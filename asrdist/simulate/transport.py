@@ -10,6 +10,9 @@ hooks run on it.
   broadcast of the first member's weights at wrap time included), nothing for a barrier. The
   links are the speed model's: a node's learners talk over the node link, and a launcher's
   nodes (a hierarchical strategy's default groups) are the speed model's when it has some.
+  An average started without waiting (``start_average_``, an asynchronous allreduce on
+  processes) is such a meeting that no member waits at: the last to start it computes the
+  mean and its end, and a member that waits for it later waits only for what is left.
 - The asynchronous pairwise exchange (a communication thread on processes) is a pair of
   clock events per exchange: the passive side swaps what it serves at the time it starts
   serving (in arrival order: a passive asked twice serves in turn), and both deltas land when

@@ -29,6 +29,13 @@ multiplied by the momentum one by one. Over N pushes the momentum applied sums t
 The learners start from one global ``w_g``: the learners' mean of their starting weights (one
 average at ``wrap_model``, loaded into every learner; with one learner its own weights).
 
+Quorum (``--async-quorum Q``, after Decoupled DiLoCo, arXiv 2604.21428, as we read it): the
+host holds the pushes instead until Q of them have arrived (from any learners), then takes
+diloco's outer Nesterov step on their mean weighted by local steps,
+``G = sum_i steps_i * g_i / sum_i steps_i``, ``b = mu*b + G``, ``w_g = w_g - lr*(G + mu*b)``;
+a push that does not complete the quorum pulls w_g unchanged. No learner waits for the
+quorum. With one learner and Q = 1 it is diloco's outer step.
+
 Speed-following local steps (``--async-follow-speed``, Async Local-SGD's dynamic local
 updates): each push reports the seconds since the learner's last pull; the host keeps each
 learner's latest seconds per step and gives a learner ``H_i = max(1, round(H * s_min / s_i))``
@@ -79,7 +86,7 @@ class AsyncOuter:
 
     def __init__(self, start: torch.Tensor, learners: int, period: int, lr: float = 0.7,
                  momentum: float = 0.9, buffer: int = 0, activation: float = 0.0,
-                 follow_speed: bool = False) -> None:
+                 follow_speed: bool = False, quorum: int = 0) -> None:
         self.weights = start.detach().clone()
         self.numel = self.weights.numel()
         self.learners, self.period = learners, period
@@ -90,6 +97,12 @@ class AsyncOuter:
                                f"[0, {1.0 / self.buffer:g}] (N = --async-buffer)")
         self.activation = activation  # c
         self.follow_speed = follow_speed
+        self.quorum = quorum  # 0: every push is applied by delayed Nesterov
+        if quorum and (buffer or activation):
+            raise AsrdistError("--async-quorum: it replaces delayed Nesterov, so it takes no "
+                               "--async-buffer or --async-activation")
+        self.held = torch.zeros_like(self.weights)  # quorum: sum of steps * g held so far
+        self.held_steps = self.held_count = 0
         self.b = torch.zeros_like(self.weights)  # momentum buffer
         self.d = torch.zeros_like(self.weights)  # pushes since the last momentum update
         self.t = 0  # pushes applied
@@ -105,20 +118,40 @@ class AsyncOuter:
             g = pseudo_grad.to(self.weights.device, self.weights.dtype)
             stale = self.t - self.pulled_t[rank]
             self.t += 1
-            n, c, mu = self.buffer, self.activation, self.momentum
-            self.d.add_(g)
-            if self.t % n == 0:
-                self.b.mul_(mu).add_(self.d, alpha=1.0 / n)
-                self.d.zero_()
-                step = self.b * ((1.0 - c * n + c) * mu)
+            if self.quorum:
+                self._hold(g, steps)
             else:
-                step = self.b * (c * mu)
-            step.add_(g, alpha=1.0 / n)
-            self.weights.sub_(step, alpha=self.lr)
+                self._delayed_nesterov(g)
             self.pulled_t[rank] = self.t
             if steps > 0 and seconds > 0:
                 self.seconds_per_step[rank] = seconds / steps
             return self.weights.clone(), self.next_steps(rank), stale
+
+    def _delayed_nesterov(self, g: torch.Tensor) -> None:
+        n, c, mu = self.buffer, self.activation, self.momentum
+        self.d.add_(g)
+        if self.t % n == 0:
+            self.b.mul_(mu).add_(self.d, alpha=1.0 / n)
+            self.d.zero_()
+            step = self.b * ((1.0 - c * n + c) * mu)
+        else:
+            step = self.b * (c * mu)
+        step.add_(g, alpha=1.0 / n)
+        self.weights.sub_(step, alpha=self.lr)
+
+    def _hold(self, g: torch.Tensor, steps: int) -> None:
+        """Quorum: hold ``g`` (weighted by its steps) until Q pushes are held, then take
+        diloco's outer Nesterov step on their weighted mean."""
+        self.held.add_(g, alpha=float(steps))
+        self.held_steps += steps
+        self.held_count += 1
+        if self.held_count < self.quorum:
+            return
+        merged = self.held / max(self.held_steps, 1)
+        self.b.mul_(self.momentum).add_(merged)
+        self.weights.sub_(merged + self.momentum * self.b, alpha=self.lr)
+        self.held.zero_()
+        self.held_steps = self.held_count = 0
 
     def next_steps(self, rank: int) -> int:
         """Learner ``rank``'s next block: H, or with speed following H times the fastest
@@ -133,7 +166,9 @@ class AsyncOuter:
         with self._lock:
             return {"weights": self.weights.clone(), "b": self.b.clone(), "d": self.d.clone(),
                     "t": self.t, "pulled_t": list(self.pulled_t),
-                    "seconds_per_step": dict(self.seconds_per_step)}
+                    "seconds_per_step": dict(self.seconds_per_step),
+                    "held": self.held.clone(), "held_steps": self.held_steps,
+                    "held_count": self.held_count}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         with self._lock:
@@ -143,6 +178,8 @@ class AsyncOuter:
             self.t = int(state["t"])
             self.pulled_t = list(state["pulled_t"])
             self.seconds_per_step = dict(state["seconds_per_step"])
+            self.held = state["held"].to(device)
+            self.held_steps, self.held_count = int(state["held_steps"]), int(state["held_count"])
 
 
 class LocalLink:
@@ -171,6 +208,10 @@ class AsyncDiLoCoOptions(DiLoCoOptions):
     async_follow_speed: bool = option(False, "diloco-async: each learner's local steps "
                                       "follow its speed (the fastest takes --avg-period, a "
                                       "k times slower one 1/k of it)")
+    async_quorum: int = option(0, "diloco-async: hold pushes until Q arrived, then take "
+                               "diloco's outer step on their mean weighted by local steps "
+                               "(Decoupled DiLoCo's quorum; 0 = every push, delayed Nesterov)",
+                               check=NON_NEGATIVE)
 
 
 class AsyncDiLoCo(DistributedStrategy):
@@ -204,7 +245,7 @@ class AsyncDiLoCo(DistributedStrategy):
         o = self.options
         state = AsyncOuter(start.cpu() if self.multi else start, self.world_size, self.period,
                            o.diloco_lr, o.diloco_momentum, o.async_buffer, o.async_activation,
-                           o.async_follow_speed)
+                           o.async_follow_speed, o.async_quorum)
         if self.multi:
             self.state = state if self.rank == HOST else None
             self.link = self.comm.outer_server(self.state, HOST)

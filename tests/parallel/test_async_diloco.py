@@ -51,10 +51,11 @@ def test_delayed_nesterov_on_a_scripted_order_of_pushes(activation, after):
     torch.testing.assert_close(state.weights, t(after[-1]), rtol=0, atol=1e-12)
 
 
-def test_with_a_buffer_of_one_it_is_diloco_s_outer_nesterov_step():
+@pytest.mark.parametrize("quorum", [0, 1])
+def test_with_a_buffer_or_a_quorum_of_one_it_is_diloco_s_outer_nesterov_step(quorum):
     gen = torch.Generator().manual_seed(0)
     start = torch.randn(6, generator=gen, dtype=torch.float64)
-    state = AsyncOuter(start, learners=1, period=3, lr=0.7, momentum=0.9)
+    state = AsyncOuter(start, learners=1, period=3, lr=0.7, momentum=0.9, quorum=quorum)
     rule, w_g = OuterNesterov(0.7, 0.9), start.clone()
     for _ in range(4):
         local = w_g + 0.1 * torch.randn(6, generator=gen, dtype=torch.float64)
@@ -128,17 +129,18 @@ def test_one_learner_resumes_inside_a_block_exactly(tmp_path):
 
 
 def _two_learners_reference(steps: int, h: int, order: list[int], lr_out: float = 0.7,
-                            mu: float = 0.9) -> list[torch.Tensor]:
+                            mu: float = 0.9, quorum: int = 0) -> list[torch.Tensor]:
     """Two learners (SGD lr 0.1, momentum 0.5, on their shards) from the mean of
     make_model(0) and make_model(1), pushing blocks of h steps to a delayed Nesterov host
-    (N = 2, c = 0) in the order ``order`` (a learner's rank per push)."""
+    (N = 2, c = 0), or one merging every ``quorum`` pushes, in the order ``order`` (a
+    learner's rank per push)."""
     models = [make_model(r) for r in range(2)]
     w_g = torch.stack([flat_weights(m) for m in models]).mean(0)
     for m in models:
         torch.nn.utils.vector_to_parameters(w_g.clone(), m.parameters())
     opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
     pulled, taken = [w_g.clone(), w_g.clone()], [0, 0]
-    b, d = torch.zeros_like(w_g), torch.zeros_like(w_g)
+    b, d, held = torch.zeros_like(w_g), torch.zeros_like(w_g), []
     for t_, r in enumerate(order, start=1):
         for _ in range(h):  # learner r's block
             x, y = batch(taken[r], r, 8, False)
@@ -148,7 +150,13 @@ def _two_learners_reference(steps: int, h: int, order: list[int], lr_out: float 
             taken[r] += 1
         g = pulled[r] - flat_weights(models[r])
         d = d + g
-        if t_ % 2 == 0:
+        if quorum:  # equal blocks: the plain mean of the held pushes
+            held.append(g)
+            if len(held) == quorum:
+                merged = torch.stack(held).mean(0)
+                b, held = mu * b + merged, []
+                w_g = w_g - lr_out * (merged + mu * b)
+        elif t_ % 2 == 0:
             b, d = mu * b + d / 2, torch.zeros_like(d)
             w_g = w_g - lr_out * (mu * b + g / 2)
         else:
@@ -159,13 +167,15 @@ def _two_learners_reference(steps: int, h: int, order: list[int], lr_out: float 
     return [flat_weights(m) for m in models]
 
 
-def test_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_path):
+@pytest.mark.parametrize("quorum", [0, 2])
+def test_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_path, quorum):
     """Learner 1 starts 1.5 s late: learner 0's two blocks reach the host first, then learner
     1's, the first of them two pushes stale (taken from the start weights)."""
     res = ok(run_learners({"algo": "diloco-async", "lr": 0.1, "momentum": 0.5, "steps": 4,
                            "init": "rank", "late_rank": 1, "late_s": 1.5,
-                           "options": {"avg_period": 2}}, 2, tmp_path))
-    refs = _two_learners_reference(4, 2, [0, 0, 1, 1])
+                           "options": {"avg_period": 2, "async_quorum": quorum}},
+                          2, tmp_path))
+    refs = _two_learners_reference(4, 2, [0, 0, 1, 1], quorum=quorum)
     for r in range(2):
         torch.testing.assert_close(res[r]["before"], refs[r], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
@@ -212,3 +222,16 @@ def test_elastic_a_killed_learner_is_dropped_and_the_others_finish(tmp_path):
     for r in (0, 1):
         torch.testing.assert_close(run.results[r]["final"], (put_in[0] + put_in[1]) / 2,
                                    rtol=0, atol=1e-6)
+
+
+def test_a_quorum_merges_the_held_pushes_weighted_by_their_steps():
+    """Q = 2, lr 0.5, mu 0.5, w_g = 10: learner 0 pushes g = 2 after 4 steps (held: it pulls
+    10), learner 1 g = 5 after 1 step: G = (4*2 + 1*5) / 5 = 2.6, b = 2.6,
+    w_g = 10 - 0.5*(2.6 + 0.5*2.6) = 8.05; the third push is held again."""
+    state = AsyncOuter(t(10.0), learners=2, period=4, lr=0.5, momentum=0.5, quorum=2)
+    got = [state.push(r, t(g), steps, 1.0)[0] for r, g, steps in [(0, 2.0, 4), (1, 5.0, 1),
+                                                                    (0, 1.0, 4)]]
+    for weights, want in zip(got, [10.0, 8.05, 8.05], strict=True):
+        torch.testing.assert_close(weights, t(want), rtol=0, atol=1e-12)
+    with pytest.raises(AsrdistError, match="--async-quorum: it replaces delayed Nesterov"):
+        AsyncOuter(t(0.0), learners=2, period=4, quorum=2, buffer=2)

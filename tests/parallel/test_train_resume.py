@@ -39,6 +39,7 @@ def _losses(out: Path, rank: int) -> list[tuple[int, float]]:
 @pytest.mark.parametrize(("algo", "extra", "deterministic"), [
     ("ssgd", [], True),
     ("ma", ["--avg-period=2"], True),
+    ("ma", ["--avg-period=2", "--compress=int8"], True),  # its residuals in the checkpoints
     ("bmuf", ["--avg-period=3"], True),
     ("diloco", ["--avg-period=3"], True),
     ("adpsgd-fixed", [], False),

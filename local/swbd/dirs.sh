@@ -1,5 +1,6 @@
 # Shell functions shared by the run.sh of recipes/swbd300 and recipes/swbd2000, sourced after
-# the options (local/swbd/defaults.sh) are parsed; the stages themselves are in each run.sh.
+# the options (local/swbd/defaults.sh) are parsed; the stages' bodies are in
+# local/swbd/stages.sh, each run.sh's stage blocks call them.
 
 # swbd_dirs: the dirs the stages read and write, from the options and $train_set (route 2's
 # training set). Sets train_src and test_src (the Kaldi data dirs: route 1's as given, route 2's

@@ -35,6 +35,7 @@ help_message="Usage: $0 --train-data DIR --test-data DIR --ali-dir DIR --graph-d
 . "$repo_root/local/swbd/check_paths.sh"
 . "$repo_root/local/swbd/dirs.sh"
 . "$repo_root/local/swbd/rescore.sh"
+. "$repo_root/local/swbd/stages.sh"
 . "$repo_root/local/log.sh"
 check_swbd_paths
 
@@ -51,67 +52,28 @@ add_convention_opts  # --sp-prefix, --allow-partial, --extend-eval2000
 train_set=train_nodup${speed_perturb:+_sp}
 swbd_dirs  # train_src, train_dir, train_input, targets, run, decode (and the test set's)
 rescore_dirs  # with --rescore-lm: rescore_old_lang, rescore_name, decode_rescored
-fbank_opts="--kind fbank --num-mel-bins 40 --sample-rate 8000"
 
-if [ $stage -le 0 ] && [ $stop_stage -ge 0 ] && [ -n "$train_data" ]; then
-  log "stage 0 (data): your Kaldi data dirs $train_data and $test_data, as they are"
-elif [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
-  run_stage 0 data asrdist-prepare-swbd "${prepare_opts[@]}" --swbd-audio $swbd_audio \
-    --ms98 $ms98 --eval2000-audio $eval2000_audio --eval2000-ref $eval2000_ref \
-    --dev-utts $dev_utts --max-dup $max_dup --speed-perturb "$speed_perturb" --out $data
+if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+  swbd_data  # route 1: your data dirs as they are; route 2: asrdist-prepare-swbd -> $data
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
-  if [ -z "$train_feats" ]; then
-    run_stage 1 "fbank $train_set" asrdist-features $fbank_opts --nj $nj \
-      --cmd "$train_cmd" $train_src $train_dir
-  fi
-  if [ -z "$test_feats" ]; then
-    run_stage 1 "fbank eval2000" asrdist-features $fbank_opts --nj $nj \
-      --cmd "$train_cmd" $test_src $test_dir
-  fi
-  if [ -n "$extra_feats" ]; then  # the papers' input: fbank + deltas (per-speaker CMVN), then
-    # the streams unnormalised (fMLLR, i-vectors: as nnet3), as feats_layout records
-    run_stage 1 "join $train_set" asrdist-join-feats --delta-order 2 $train_dir $train_input \
-      $extra_feats
-    run_stage 1 "join eval2000" asrdist-join-feats --delta-order 2 $test_dir $test_input \
-      $extra_test_feats
-  fi
+  swbd_features  # asrdist-features (fbank), with --extra-feats asrdist-join-feats
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
-  run_stage 2 targets asrdist-ingest-ali $ingest_opts $ali_dir $train_input/feats.scp $targets
+  swbd_targets  # asrdist-ingest-ali: $ali_dir -> $targets
 fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
-  run_stage 3 "train $algo x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
-    --launcher $launcher -- --config $train_config --data $train_input --targets $targets \
-    --out $run --algo $algo --device $device --resume $train_opts
+  swbd_train  # asrdist-train --algo $algo on $learners learners -> $run/final.pt
 fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
-  run_stage 4 "network on eval2000" asrdist-compute-loglikes --model $run/final.pt \
-    --data $test_input --nj $nj --cmd "$decode_cmd" --out $run/loglikes_eval2000
-  run_stage 4 "decode sweep" asrdist-decode --graph $graph_dir --trans-mdl $ali_dir/final.mdl \
-    --loglikes $run/loglikes_eval2000/loglikes.scp --data $test_input --nj $nj \
-    --cmd "$decode_cmd" --lmwt "$lmwts" --wip "$wips" --out $decode
-  if [ -n "$rescore_lm" ]; then  # steps/lmrescore_const_arpa.sh: tg scores out, 4-gram in
-    run_stage 4 "rescore $rescore_name" asrdist-lmrescore --cmd "$decode_cmd" \
-      --trans-mdl $ali_dir/final.mdl --lmwt "$lmwts" --wip "$wips" $rescore_old_lang \
-      $rescore_lm $test_input $decode $decode_rescored
-  fi
+  swbd_decode  # asrdist-compute-loglikes, asrdist-decode (with --rescore-lm asrdist-lmrescore)
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
-  run_stage 5 score asrdist-score hubscr --recipe s5c \
-    --acronyms "${acronyms:-$data/local/dict_nosp/acronyms.map}" --stm $test_src/stm \
-    --glm $test_src/glm --data $test_src $decode | tee $decode/scoring.txt
-  update_results $exp $run $decode/scoring.txt
-  if [ -n "$rescore_lm" ]; then  # the fg rows beside the tg ones: <run>_<rescore_name>
-    run_stage 5 "score $rescore_name" asrdist-score hubscr --recipe s5c \
-      --acronyms "${acronyms:-$data/local/dict_nosp/acronyms.map}" --stm $test_src/stm \
-      --glm $test_src/glm --data $test_src $decode_rescored \
-      | tee $decode_rescored/scoring.txt
-    update_results $exp ${run}_$rescore_name $decode_rescored/scoring.txt
-  fi
+  # s5c's score_sclite.sh maps acronyms back with the map of the dict the graph was made from
+  swbd_score --recipe s5c --acronyms "${acronyms:-$data/local/dict_nosp/acronyms.map}"
 fi

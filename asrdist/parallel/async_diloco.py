@@ -43,6 +43,11 @@ steps for its next block (``s_min``: the fastest learner's), so a learner k time
 about H / k steps and every block lasts about as long. Off (the default), ``H_i = H``
 (``--avg-period`` / ``--avg-frames``, as diloco's blocks).
 
+Compression (``--compress``, the axis every strategy takes): a push sends its pseudo-gradient
+encoded, with this learner's error feedback (:class:`asrdist.parallel.compress.ErrorFeedback`,
+its residual in the checkpoint), and the host applies the decoded vector; the global weights
+come back float32.
+
 Where things live: on processes the host's server thread answers pushes over a gloo group of
 its own (:mod:`asrdist.parallel.outer_link`), the state on the CPU; in the simulator the
 pushes are clock events (:mod:`asrdist.simulate.transport`). A lost learner ends the job
@@ -73,6 +78,7 @@ import torch
 from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, Check, option
 from asrdist.parallel.base import DistributedStrategy
+from asrdist.parallel.compress import ErrorFeedback, make_codec
 from asrdist.parallel.outer import DiLoCoOptions, _flat, _load_flat
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
@@ -189,7 +195,8 @@ class LocalLink:
         self.state = state
         self.pushes = 0
 
-    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
         self.pushes += 1
         return self.state.push(0, pseudo_grad, steps, 0.0)
 
@@ -218,9 +225,6 @@ class AsyncDiLoCo(DistributedStrategy):
     name = "diloco-async"
 
     def __init__(self, learner: Learner, options: AsyncDiLoCoOptions) -> None:
-        if getattr(options, "compress", "none") != "none":  # an axis it does not take yet
-            raise AsrdistError(f"--compress {options.compress}: diloco-async sends its pushes "
-                               "uncompressed (float32); use --compress none")
         super().__init__(learner)
         self.options = options
         self.period = options.period()  # H
@@ -232,6 +236,11 @@ class AsyncDiLoCo(DistributedStrategy):
         self.pushes = 0
         self._model: torch.nn.Module | None = None
         self._own: torch.Tensor | None = None  # this learner's weights before the start
+        # --compress: the pushes' encoding, with this learner's error feedback
+        self.codec = make_codec(options.compress) \
+            if self.multi and options.compress != "none" else None
+        self.feedback = ErrorFeedback(self.codec, options.error_feedback) \
+            if self.codec is not None else None
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Every learner starts from the learners' mean, w_g (one average)."""
@@ -248,7 +257,7 @@ class AsyncDiLoCo(DistributedStrategy):
                            o.async_follow_speed, o.async_quorum)
         if self.multi:
             self.state = state if self.rank == HOST else None
-            self.link = self.comm.outer_server(self.state, HOST)
+            self.link = self.comm.outer_server(self.state, HOST, self.codec)
             self._start_distance(model)
         else:
             self.state, self.link = state, LocalLink(state)
@@ -269,8 +278,10 @@ class AsyncDiLoCo(DistributedStrategy):
             assert self.link is not None and self.pulled is not None
             with torch.no_grad():
                 local = _flat(model)
-                weights, self.block, stale = self.link.push_pull(self.pulled - local,
-                                                                 self.done)
+                g, payload = self.pulled - local, None
+                if self.feedback is not None:
+                    payload, g = self.feedback.compress(g)
+                weights, self.block, stale = self.link.push_pull(g, self.done, payload)
                 weights = weights.to(local.device, local.dtype)
                 _load_flat(model, weights)
             self.pulled, self.done = weights, 0
@@ -302,6 +313,8 @@ class AsyncDiLoCo(DistributedStrategy):
             out["pulled"] = self.pulled.clone()
         if self.state is not None:
             out["outer"] = self.state.state_dict()
+        if self.feedback is not None:
+            out["compress"] = self.feedback.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -315,6 +328,8 @@ class AsyncDiLoCo(DistributedStrategy):
             self.pulled = state["pulled"].to(self.pulled.device)
         if self.state is not None and "outer" in state:
             self.state.load_state_dict(state["outer"])
+        if self.feedback is not None and "compress" in state:
+            self.feedback.load_state_dict(state["compress"])
 
 
 register(StrategySpec(

@@ -6,9 +6,9 @@ learner reaches it over a gloo group of its own, by point-to-point messages, as 
 exchange does (:mod:`asrdist.parallel.exchange`):
 
 - a learner's push sends a header ``[PUSH, rank, steps, microseconds]`` and its flat float32
-  pseudo-gradient, then receives a reply header ``[next steps, staleness]`` and the global
-  weights after its push; its compute thread waits for that reply (a block's end), no other
-  learner does;
+  pseudo-gradient (with ``--compress``: the codec's payload, which the host decodes), then
+  receives a reply header ``[next steps, staleness]`` and the global weights (float32) after
+  its push; its compute thread waits for that reply (a block's end), no other learner does;
 - the host's server thread receives whichever header comes first (receive from any source),
   then that learner's pseudo-gradient, applies it to the state and replies; one push at a time;
 - the host's own pushes call the state directly (it is locked against the server thread);
@@ -41,6 +41,7 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import first_line
+from asrdist.parallel.compress import Codec
 from asrdist.parallel.exchange import ExchangeFailure
 from asrdist.parallel.health import abort
 from asrdist.parallel.transport import OuterState
@@ -61,19 +62,21 @@ def _wait(work: dist.Work, timeout: timedelta, what: str) -> None:
 
 class ProcessOuterLink:
     """This learner's side of the outer state held by ``host`` over ``group`` (all learners,
-    group ranks = global ranks); ``state`` is the host's (None elsewhere); ``blocked`` wraps
+    group ranks = global ranks); ``state`` is the host's (None elsewhere); ``codec`` decodes
+    compressed pushes on the host; ``blocked`` wraps
     the compute thread's waits (timing, failure naming). Elastic: ``lose(rank, why)`` drops a
     learner whose push failed; ``left`` holds the learners dropped so far (by rank)."""
 
     def __init__(self, *, group: dist.ProcessGroup, rank: int, world_size: int, host: int,
-                 state: OuterState | None, timeout_s: float,
+                 state: OuterState | None, timeout_s: float, codec: Codec | None = None,
                  blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
                  lose: Callable[[int, str], None] | None = None,
                  left: Mapping[int, int] | None = None) -> None:
         self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
         self.timeout = timedelta(seconds=timeout_s)
-        self.state = state
+        self.state, self.codec = state, codec
         self.pushes = 0
+        self.sent_bytes = 0  # what this learner sent: its pushes; the host: its replies
         self._blocked = blocked
         self._lose = lose
         self._left: Mapping[int, int] = left if left is not None else {}
@@ -90,31 +93,34 @@ class ProcessOuterLink:
 
     # -- the compute thread -----------------------------------------------------------------
 
-    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
-        """Push this block's pseudo-gradient (``steps`` local steps); returns the global weights
-        after it (CPU), the next block's steps and the staleness."""
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
+        """Push this block's pseudo-gradient (``steps`` local steps; ``payload``: its encoding,
+        sent instead); returns the global weights after it (CPU), the next block's steps and
+        the staleness."""
         seconds = time.monotonic() - self._pulled_at
         grad = pseudo_grad.detach().float().cpu().contiguous()
         if self.rank == self.host:
             assert self.state is not None
             reply = self.state.push(self.rank, grad, steps, seconds)
         else:
-            reply = self._remote(grad, steps, seconds)
+            sent = grad if payload is None else payload.detach().cpu().contiguous()
+            reply = self._remote(sent, grad.numel(), steps, seconds)
         self.pushes += 1
         self._pulled_at = time.monotonic()
         return reply
 
-    def _remote(self, grad: torch.Tensor, steps: int,
+    def _remote(self, sent: torch.Tensor, numel: int, steps: int,
                 seconds: float) -> tuple[torch.Tensor, int, int]:
         header = torch.tensor([KIND_PUSH, self.rank, steps, round(seconds * 1e6)],
                               dtype=torch.int64)
         answer = torch.zeros(2, dtype=torch.int64)
         if self._weights is None:
-            self._weights = torch.zeros_like(grad)
+            self._weights = torch.zeros(numel)
         what = f"push to the outer state on learner {self.host} failed"
         with self._blocked():
             works = [self.group.send([header], self.host, TAG_HEADER),
-                     self.group.send([grad], self.host, TAG_PUSH),
+                     self.group.send([sent], self.host, TAG_PUSH),
                      self.group.recv([answer], self.host, TAG_REPLY_HEADER),
                      self.group.recv([self._weights], self.host, TAG_REPLY)]
             try:
@@ -126,6 +132,7 @@ class ProcessOuterLink:
                     why = (f"{exc}: the outer state's host is lost, and diloco-async cannot go "
                            "on without it (even with --elastic)")
                 abort(self.rank, why)
+        self.sent_bytes += sent.numel() * sent.element_size()
         return self._weights.clone(), int(answer[0]), int(answer[1])
 
     def finish(self) -> None:
@@ -159,7 +166,9 @@ class ProcessOuterLink:
         assert self.state is not None
         pending = self._pending
         header = torch.zeros(4, dtype=torch.int64)
-        grad = torch.zeros(self.state.numel)
+        numel = self.state.numel
+        grad = torch.zeros(numel) if self.codec is None else \
+            torch.zeros(self.codec.wire_bytes(numel), dtype=torch.uint8)
         while pending - set(self._left):
             _wait(self.group.recv_anysource([header], TAG_HEADER), _IDLE,
                   "waiting for a push")
@@ -179,12 +188,15 @@ class ProcessOuterLink:
         assert self.state is not None
         what = f"push from learner {sender} failed"
         _wait(self.group.recv([grad], sender, TAG_PUSH), self.timeout, what)
+        if self.codec is not None:
+            grad = self.codec.decode(grad, self.state.numel)
         weights, next_steps, stale = self.state.push(sender, grad, steps, seconds)
         answer = torch.tensor([next_steps, stale], dtype=torch.int64)
         sends = [self.group.send([answer], sender, TAG_REPLY_HEADER),
                  self.group.send([weights], sender, TAG_REPLY)]
         for work in sends:
             _wait(work, self.timeout, what)
+        self.sent_bytes += weights.numel() * weights.element_size()
 
 
 def make_outer_group(world_size: int, timeout_s: float) -> dist.ProcessGroup:

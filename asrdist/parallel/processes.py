@@ -35,7 +35,7 @@ from torch.nn.parallel import DistributedDataParallel
 from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.average import average_tensors
-from asrdist.parallel.compress import CompressedMean, ErrorFeedback
+from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback
 from asrdist.parallel.ddp import GradientCodec, HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
@@ -334,7 +334,8 @@ class ProcessTransport(Transport):
             self.liveness.end_job(exc)
             raise
 
-    def outer_server(self, state: OuterState | None, host: int) -> ProcessOuterLink:
+    def outer_server(self, state: OuterState | None, host: int,
+                     codec: Codec | None = None) -> ProcessOuterLink:
         """:class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a gloo group of its
         own (elastic: made by the learners through the membership store, as a ring's is)."""
         ranks = list(range(self.world_size))
@@ -342,9 +343,11 @@ class ProcessTransport(Transport):
             group = self.membership.group("outer", ranks, self.timeout_s)
         else:
             group = make_outer_group(self.world_size, self.timeout_s)
-        return ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
+        link = ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
                                 host=host, state=state, timeout_s=self.timeout_s,
-                                blocked=self._blocked, **self._elastic_hooks())
+                                codec=codec, blocked=self._blocked, **self._elastic_hooks())
+        self._exchanges_made.append(link)  # type: ignore[arg-type]  # its sent_bytes count
+        return link
 
     # -- leaving ---------------------------------------------------------------------------------
 

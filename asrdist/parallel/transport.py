@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 import torch
 
-from asrdist.parallel.compress import CompressedMean, ErrorFeedback
+from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback
 from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import Ready
 
@@ -88,8 +88,8 @@ class OuterLink(Protocol):
     """One learner's way to the :class:`OuterState`: push a pseudo-gradient, pull the global
     weights, without waiting for any other learner's push."""
 
-    def push_pull(self, pseudo_grad: torch.Tensor,
-                  steps: int) -> tuple[torch.Tensor, int, int]: ...
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]: ...
 
     def finish(self) -> None: ...
 
@@ -212,13 +212,17 @@ class Transport(ABC):
         error. None for a learner with no exchange to make."""
 
     @abstractmethod
-    def outer_server(self, state: OuterState | None, host: int) -> OuterLink:
+    def outer_server(self, state: OuterState | None, host: int,
+                     codec: Codec | None = None) -> OuterLink:
         """A central outer state held by learner ``host`` (``state``: its own, None on every
         other learner), reached from every learner (a collective: every learner calls it).
         ``push_pull`` blocks this learner alone (processes: a server thread on ``host``,
         point-to-point messages on a gloo group of its own, its tensors on the CPU; the
         simulator: clock events, the host serving one push at a time). ``finish`` once this
-        learner pushes no more (the host's: once every learner has said so)."""
+        learner pushes no more (the host's: once every learner has said so). ``codec``
+        (--compress): a push crosses the wire as ``push_pull``'s ``payload``, which the host
+        decodes; the learner passes the decoded pseudo-gradient too (the same bits), which a
+        push applied without a transfer uses."""
 
     # -- leaving ---------------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import rings
-from asrdist.parallel.compress import CompressedMean, ErrorFeedback, compressed_mean
+from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback, compressed_mean
 from asrdist.parallel.ddp import GradientCodec
 from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
 from asrdist.parallel.transport import OuterState, Transport
@@ -294,9 +294,11 @@ class SimTransport(Transport):
             return None
         return SimExchange(self, ring, member, partner_of, start_round)
 
-    def outer_server(self, state: OuterState | None, host: int) -> SimOuterLink:
+    def outer_server(self, state: OuterState | None, host: int,
+                     codec: Codec | None = None) -> SimOuterLink:
         """A collective of all learners, as the server group's creation is on processes: once
-        it is held, the host's state is there to be pushed to."""
+        it is held, the host's state is there to be pushed to (``codec``: nothing to do here,
+        the learner passes the decoded pseudo-gradient and the payload whose bytes travel)."""
 
         def share(m: Meeting) -> None:
             m.result = SimServer(host, m.payloads[host])
@@ -435,7 +437,8 @@ class SimOuterLink:
         self.pushes = 0
         self._pulled_at = comm.world.clock.now
 
-    def push_pull(self, pseudo_grad: torch.Tensor, steps: int) -> tuple[torch.Tensor, int, int]:
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
         world, clock, rank = self.comm.world, self.comm.world.clock, self.comm.rank
         server, host = self.server, self.server.host
         seconds = clock.now - self._pulled_at
@@ -444,13 +447,14 @@ class SimOuterLink:
             reply = server.state.push(rank, pseudo_grad, steps, seconds)
             self._pulled_at = clock.now
             return reply
-        nbytes = pseudo_grad.numel() * pseudo_grad.element_size()
+        back = pseudo_grad.numel() * pseudo_grad.element_size()  # the weights, float32
+        there = back if payload is None else payload.numel() * payload.element_size()
         begin = max(clock.now, server.free_at)
-        arrive = begin + world.speed.send_s(nbytes, rank, host)
-        done = arrive + world.speed.send_s(nbytes, host, rank)
+        arrive = begin + world.speed.send_s(there, rank, host)
+        done = arrive + world.speed.send_s(back, host, rank)
         server.free_at = done
         cross = world.speed.node(rank) != world.speed.node(host)
-        world.sent(*((0, 2 * nbytes) if cross else (2 * nbytes, 0)))  # there and back
+        world.sent(*((0, there + back) if cross else (there + back, 0)))
         got: list[tuple[torch.Tensor, int, int]] = []
         clock.at(arrive, lambda: got.append(server.state.push(rank, pseudo_grad, steps,
                                                               seconds)))

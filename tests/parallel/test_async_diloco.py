@@ -235,3 +235,19 @@ def test_a_quorum_merges_the_held_pushes_weighted_by_their_steps():
         torch.testing.assert_close(weights, t(want), rtol=0, atol=1e-12)
     with pytest.raises(AsrdistError, match="--async-quorum: it replaces delayed Nesterov"):
         AsyncOuter(t(0.0), learners=2, period=4, quorum=2, buffer=2)
+
+
+def test_simulated_compressed_pushes_send_the_codec_s_bytes():
+    """--compress int8: learner 1's two pushes send a byte a value and a float32 scale per
+    block of 256 values, the replies float32 weights; the start's and the end's averages
+    (2 (2-1) of the weights each) and the end's 4-byte vote stay float32."""
+    numel = flat_weights(make_model(0)).numel()
+    sim = simulate("diloco-async", 2, 4, make_model,
+                   lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+                   lambda i, k, m: torch.nn.functional.mse_loss(m(batch(k, i, 8, False)[0]),
+                                                                batch(k, i, 8, False)[1]),
+                   options={"avg_period": 2, "compress": "int8"},
+                   speed=SpeedModel(latency_s=0.01))
+    payload = numel + 4 * -(-numel // 256)
+    assert sim.summary["wire_bytes"]["cross"] == 2 * (2 * 4 * numel) + 2 * 4 \
+        + 2 * (payload + 4 * numel)

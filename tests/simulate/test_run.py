@@ -48,6 +48,7 @@ ASYNCHRONOUS = [  # (algo, learners, options): one active learner on the ring
 ORDERED = [  # (algo, learners, options): a server's pushes, in an order fixed by a late start
     ("diloco-async", 2, {"avg_period": 2}),
     ("diloco-async", 2, {"avg_period": 2, "async_quorum": 2}),
+    ("diloco-async", 2, {"avg_period": 2, "compress": "int8"}),
 ]
 
 

@@ -122,7 +122,8 @@ def plot(mix: list[dict], runs: list[tuple[RunSpec, dict]], path: str) -> None:
         if spec.learners == n and spec.batch == bsz:
             xs = [r["epochs"] for r in res["records"]]
             ys = [r["heldout_ce"] for r in res["records"]]
-            b.plot(xs, ys, marker=".", label=f"{spec.algo} m={spec.momentum} lr={spec.lr:.3g}")
+            b.plot(xs, ys, marker=".",
+                   label=f"{spec.algo} m={spec.optim.momentum} lr={spec.schedule.lr:.3g}")
     b.set_xlabel("epochs")
     b.set_ylabel("held-out CE (learners' mean)")
     b.set_title(f"{n} learners x {bsz} chunks", fontsize=9)
@@ -150,8 +151,9 @@ def main() -> None:
     for label, spec in grid(args):
         res = runner(spec, SPEED)
         runs.append((spec, res))
-        print(label, spec.algo, spec.learners, spec.batch, spec.momentum, round(spec.lr, 4),
-              round(final_ce(res), 4), res["summary"]["staleness"], flush=True)
+        print(label, spec.algo, spec.learners, spec.batch, spec.optim.momentum,
+              round(spec.schedule.lr, 4), round(final_ce(res), 4), res["summary"]["staleness"],
+              flush=True)
     png = generated(__file__, ".png")
     plot(mix, runs, str(png))
     publish(section(args, mix, runs, mix_s, runner), args.publish)
@@ -194,12 +196,12 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
         "delay1 staleness |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    main = [(s, r) for s, r in runs if s.momentum == 0.9 and s.algo != "adpsgd-delayavg"]
+    main = [(s, r) for s, r in runs if s.optim.momentum == 0.9 and s.algo != "adpsgd-delayavg"]
     for n in args.learners:
         for b in args.batches:
             got = {s.algo: r for s, r in main
                    if s.learners == n and s.batch == b
-                   and math.isclose(s.lr, args.lr * n * b / args.lr_ref_batch)}
+                   and math.isclose(s.schedule.lr, args.lr * n * b / args.lr_ref_batch)}
             stale = got["adpsgd-delay1"]["summary"]["staleness"]
             lines.append(
                 f"| {n} | {b} | {n * b} | {args.lr * n * b / args.lr_ref_batch:.3g} | "
@@ -211,11 +213,11 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
               "|---|---|---|---|---|"]
     seen = set()
     for s, r in runs:
-        key = (s.algo, s.momentum, round(s.lr, 6))
+        key = (s.algo, s.optim.momentum, round(s.schedule.lr, 6))
         if s.learners != n or s.batch != b or key in seen:
             continue
         seen.add(key)
-        lines.append(f"| {s.algo} | {s.momentum} | {s.lr:.3g} | {final_ce(r):.4f} | "
+        lines.append(f"| {s.algo} | {s.optim.momentum} | {s.schedule.lr:.3g} | {final_ce(r):.4f} | "
                      f"{r['summary']['time_s']:.0f} |")
     return lines
 

@@ -273,6 +273,7 @@ class AsyncDiLoCo(DistributedStrategy):
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         """At the block's end: push, pull, start the next block from the global weights."""
+        self._own = None  # not resumed after all (load_state_dict comes before any step)
         self.done += 1
         if self.done >= self.block:
             assert self.link is not None and self.pulled is not None

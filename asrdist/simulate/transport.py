@@ -19,7 +19,7 @@ hooks run on it.
   the transfer ends, so the order of exchanges and the staleness follow from the speed model.
   The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
   real exchange.
-- A central outer state (asynchronous DiLoCo's server) is the host learner's very object: a
+- A central outer state (a server strategy's) is the host learner's very object: a
   push travels to the host over the speed model's link, is applied when it arrives (the host
   serves one push at a time) and the global weights travel back; the host's own pushes are
   applied at once and cost nothing, as on processes.

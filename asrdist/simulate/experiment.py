@@ -73,7 +73,11 @@ class RunSpec(Options):
     def replace(self, **changes: Any) -> RunSpec:
         """This spec with ``changes``, a component's option by its public name too
         (``batch_size=64``, ``lr=0.2``: asrdist-train's flags)."""
-        own = {n: v for n, v in changes.items() if n in {f.name for f in fields(self)}}
+        kinds = {f.name: f.metadata.get("component") for f in fields(self)}
+        own = {n: v for n, v in changes.items() if n in kinds}
+        for name, value in own.items():  # model="dnn" is not the model's type: model=ModelConfig
+            if kinds[name] is not None and not isinstance(value, kinds[name]):
+                raise TypeError(f"RunSpec.{name} is a {kinds[name].__name__}, got {value!r}")
         where = paths(self)
         parts: dict[str, dict[str, Any]] = {}
         for name, value in changes.items():

@@ -61,3 +61,5 @@ def test_replace_takes_a_component_s_option_by_its_flag_s_name():
     assert spec.schedule.lr_schedule == "ibm" and spec.reading.chunk_len == 21
     with pytest.raises(TypeError, match="no option 'batch'"):
         spec.replace(batch=8)
+    with pytest.raises(TypeError, match="RunSpec.model is a ModelConfig"):
+        spec.replace(model="dnn")

@@ -281,29 +281,36 @@ def test_lossy_synchronous_runs_agree_with_the_simulator(tmp_path, algo, n, opti
     assert real[0]["metrics"]["sent_bytes"] > 0
 
 
-def test_lossy_pairwise_exchange_agrees_with_the_simulator_and_keeps_the_sum(tmp_path):
-    """adpsgd-fixed, int8, lr = 0, one active learner among three: the ring schedule's order
+@pytest.mark.parametrize("algo,n,options", [
+    ("adpsgd-fixed", 3, {"compress": "int8"}),
+    ("adpsgd-delay1", 3, {"compress": "1bit"}),
+    ("hadpsgd", 6, {"learners_per_node": 2, "hadpsgd_variant": "random", "compress": "fp8"}),
+])
+def test_lossy_pairwise_exchange_agrees_with_the_simulator_and_keeps_the_sum(tmp_path, algo, n,
+                                                                             options):
+    """lr = 0, one active learner (or super-learner) among three: the ring schedule's order
     whatever the timing. Each side's delta is half the difference of the decoded vectors, so
     the two deltas are exact negatives and the mean of the weights stays put."""
-    steps, options = 9, {"seed": 3, "compress": "int8"}
-    real = ok(run_learners({"algo": "adpsgd-fixed", "lr": 0.0, "steps": steps, "init": "rank",
+    steps, options = 9, {"seed": 3, **options}
+    real = ok(run_learners({"algo": algo, "lr": 0.0, "steps": steps, "init": "rank",
                             "compute_s": 0.002, "history": True, "options": options},
-                           3, tmp_path))
-    sim = simulate("adpsgd-fixed", 3, steps, make_model, sgd(0.0), mse, options=options,
-                   speed=SpeedModel(jitter=0.5, latency_s=0.3), keep_history=True)
+                           n, tmp_path))
+    speed = SpeedModel(jitter=0.5, latency_s=0.3)
+    sim = simulate(algo, n, steps, make_model, sgd(0.0), mse, options=options, speed=speed,
+                   keep_history=True)
+    active = n // 3
     for k in range(steps):
-        torch.testing.assert_close(sim.history[1][k], real[1]["history"][k + 1],
+        torch.testing.assert_close(sim.history[active][k], real[active]["history"][k + 1],
                                    rtol=0, atol=1e-6)
-    mean = torch.stack(sim.start).mean(0)
-    torch.testing.assert_close(sim.final, mean, rtol=0, atol=1e-6)
+    torch.testing.assert_close(sim.final, torch.stack(sim.start).mean(0), rtol=0, atol=1e-6)
     torch.testing.assert_close(real[0]["final"], sim.final, rtol=0, atol=1e-6)
-    assert not torch.allclose(sim.history[1][1], sim.start[1])  # the exchanges moved it
-    exact = simulate("adpsgd-fixed", 3, steps, make_model, sgd(0.0), mse,
-                     options={"seed": 3}, speed=SpeedModel(jitter=0.5, latency_s=0.3),
-                     keep_history=True)
-    assert not torch.equal(exact.history[1][-1], sim.history[1][-1])  # int8 lost something
-    assert real[1]["metrics"]["sent_bytes"] == real[1]["metrics"]["exchanges"] * \
-        make_codec("int8").wire_bytes(43)
+    assert not torch.allclose(sim.history[active][1], sim.start[active])  # exchanges moved it
+    exact = simulate(algo, n, steps, make_model, sgd(0.0), mse, speed=speed, keep_history=True,
+                     options={k: v for k, v in options.items() if k != "compress"})
+    assert not torch.equal(exact.history[active][-1], sim.history[active][-1])  # it lost some
+    if algo == "adpsgd-fixed":  # the active learner's payloads: scales and one byte a weight
+        assert real[1]["metrics"]["sent_bytes"] == real[1]["metrics"]["exchanges"] * \
+            make_codec("int8").wire_bytes(43) == real[1]["metrics"]["exchanges"] * (4 + 43)
 
 
 @pytest.mark.parametrize("algo,options", [

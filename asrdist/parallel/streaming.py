@@ -20,6 +20,10 @@ learning meanwhile, is merged with it::
     w_g   <- OuterNesterov(w_g, mean_i(w_i at the block's end))
     w_loc <- alpha * w_loc + (1 - alpha) * w_g        (--stream-alpha; 0: take w_g)
 
+(default alpha 0: the paper's 0.5 cost 0.14 to 0.17 held-out CE against diloco's 2.01 on the
+mini corpus at 8 learners and H = 8, where alpha 0 with tau 1 cost 0.02; asrdist-compare, 2
+seeds)
+
 and the next block's outer gradient is taken from that w_g. With one fragment, tau = 0 and
 alpha = 0 this is diloco, bit for bit (the same allreduce of the same weights, the same rule,
 the same copy). With tau >= 1 the outer step is applied one or more steps late, which the paper
@@ -76,7 +80,7 @@ class StreamingOptions(DiLoCoOptions):
                                "fragment's average and applying its outer step, below "
                                "--avg-period (0 = at once; -1 = 1, or 0 where the period is 1)",
                                check=Check(lambda v: v >= -1, "be -1 or more"))
-    stream_alpha: float = option(0.5, "streaming-diloco: on arrival the local fragment becomes "
+    stream_alpha: float = option(0.0, "streaming-diloco: on arrival the local fragment becomes "
                                  "alpha*local + (1-alpha)*global (0 = the global)",
                                  check=in_range(0, 1))
 

@@ -31,7 +31,7 @@ SYNCHRONOUS = [  # (algo, learners, options): every learner at every step, any t
     ("ssgd", 2, {}), ("ssgd", 4, {}), ("ma", 2, {"avg_period": 3}), ("ma", 3, {"avg_period": 2}),
     ("bmuf", 3, {"avg_period": 2}), ("bmuf", 2, {"avg_period": 3, "bmuf_nesterov": False}),
     ("diloco", 3, {"avg_period": 2}), ("toy-average", 3, {"toy_every": 2}),
-    ("streaming-diloco", 3, {"avg_period": 4}),  # fragments 2, tau 1, alpha 0.5
+    ("streaming-diloco", 3, {"avg_period": 4, "stream_alpha": 0.5}),  # fragments 2, tau 1
     ("streaming-diloco", 2, {"avg_period": 3, "stream_fragments": 3, "stream_delay": 2,
                              "stream_alpha": 0.0}),
     ("streaming-diloco", 2, {"avg_period": 3, "compress": "int8"}),

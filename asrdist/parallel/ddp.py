@@ -96,6 +96,7 @@ class GradientCodec:
             CompressedMean(make_codec(name), learners, rank, error_feedback)
         self.power: Any = None  # torch's PowerSGDState, made with the group
         self._power_saved: dict[str, Any] | None = None
+        self._power_counted = 0  # its count of the values it sent, at the last wire_bytes
 
     def register(self, ddp: torch.nn.parallel.DistributedDataParallel,
                  state: HookState) -> None:
@@ -126,10 +127,16 @@ class GradientCodec:
             ddp.register_comm_hook(state, local_hook)
 
     def wire_bytes(self, numel: int) -> int:
-        """The gradient's bytes at this encoding, as a ring allreduce's vector (PowerSGD:
-        float32, an upper bound: its low-rank factors are not counted)."""
+        """The bytes of the vectors allreduced for a gradient of ``numel`` values since the
+        last call (one step): PowerSGD's from its own count of what it sent (its factors P
+        and Q, and the tensors it leaves whole), or the whole gradient in its first steps."""
         if self.side is not None:
             return self.side.wire_bytes(numel)
+        if self.power is not None:
+            total = int(self.power.total_numel_after_compression)
+            sent, self._power_counted = total - self._power_counted, total
+            if sent:
+                return 4 * sent
         return (2 if self.cast is not None else 4) * numel
 
     def state_dict(self) -> dict[str, Any]:
@@ -151,6 +158,7 @@ class GradientCodec:
     def _load_power(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
             setattr(self.power, k, v)
+        self._power_counted = int(self.power.total_numel_after_compression)
 
 
 def local_hook(state: HookState,

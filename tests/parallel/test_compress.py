@@ -345,3 +345,8 @@ def test_powersgd_is_torch_s_hook_on_ssgd(tmp_path):
     state = power[0]["state"]["compress"]
     assert state["iter"] == 6 and state["matrix_approximation_rank"] == 1
     assert set(state["error_dict"]) == {0}
+    # bytes by hand (2 learners: a ring allreduce sends the vector once): two plain steps of
+    # the 43 weights, then 4 steps of what PowerSGD sends: the 5 x 4 weight as rank-1 factors
+    # (5 + 4 values), the 3 x 5 one whole (15 >= 2 x 8 fails its min_compression_rate), both
+    # biases whole (5 + 3)
+    assert power[0]["metrics"]["sent_bytes"] == 2 * 43 * 4 + 4 * (9 + 15 + 8) * 4

@@ -15,6 +15,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 
 from asrdist.parallel.compress import CompressedMean, make_codec
 from asrdist.parallel.health import Liveness
+from asrdist.parallel.powersgd import Layouts
 
 
 def release_reducer(ddp: torch.nn.parallel.DistributedDataParallel) -> None:
@@ -95,6 +96,7 @@ class GradientCodec:
         self.side = None if name in ("bf16", "fp16", "powersgd") else \
             CompressedMean(make_codec(name), learners, rank, error_feedback)
         self.power: Any = None  # torch's PowerSGDState, made with the group
+        self.layouts: Layouts | None = None  # the buckets' layouts its state is in
         self._power_saved: dict[str, Any] | None = None
         self._power_counted = 0  # its count of the values it sent, at the last wire_bytes
 
@@ -115,11 +117,13 @@ class GradientCodec:
                 process_group=state.group, matrix_approximation_rank=self.powersgd_rank,
                 start_powerSGD_iter=2, use_error_feedback=self.error_feedback,
                 warm_start=True, random_seed=0)
+            self.layouts = Layouts(ddp.module.parameters())
             if self._power_saved is not None:
                 self._load_power(self._power_saved)
 
             def power_hook(s: HookState, bucket: dist.GradBucket
                            ) -> torch.futures.Future[torch.Tensor]:
+                self.layouts.follow(self.power, bucket)  # DDP rebuilds its buckets
                 return _named(s, powerSGD_hook.powerSGD_hook(self.power, bucket))
 
             ddp.register_comm_hook(state, power_hook)
@@ -143,8 +147,8 @@ class GradientCodec:
         if self.side is not None:
             return self.side.state_dict()
         if self.power is not None:
-            return {k: getattr(self.power, k) for k in self.power.__slots__
-                    if k != "process_group"}
+            return {**{k: getattr(self.power, k) for k in self.power.__slots__
+                       if k != "process_group"}, "layouts": self.layouts.state_dict()}
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -157,7 +161,10 @@ class GradientCodec:
 
     def _load_power(self, state: dict[str, Any]) -> None:
         for k, v in state.items():
-            setattr(self.power, k, v)
+            if k == "layouts":
+                self.layouts.load_state_dict(v)
+            else:
+                setattr(self.power, k, v)
         self._power_counted = int(self.power.total_numel_after_compression)
 
 

@@ -181,6 +181,22 @@ def test_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_path, quo
         torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
                                    atol=1e-6)
     assert res[1]["state"]["pushes"] == 2 and "outer" in res[0]["state"]
+    # learner 1 sent its share of the start's average (a ring of 2: the weights once) and its
+    # two pseudo-gradients (float32)
+    nbytes = 4 * refs[0].numel()
+    assert res[1]["metrics"]["sent_bytes"] == nbytes + 2 * nbytes
+
+
+def test_simulated_staleness_counts_the_others_pushes_since_the_pull():
+    """Learner 1 100x slower, blocks of 2, 4 steps: learner 0 pushes twice (nothing between
+    its pull and push), then learner 1 pushes on the start weights after those two, then once
+    more on what it pulled (nothing between)."""
+    sim = simulate("diloco-async", 2, 4, make_model,
+                   lambda m: torch.optim.SGD(m.parameters(), lr=0.1),
+                   lambda i, k, m: torch.nn.functional.mse_loss(m(batch(k, i, 8, False)[0]),
+                                                                batch(k, i, 8, False)[1]),
+                   options={"avg_period": 2}, speed=SpeedModel(slow={1: 100.0}))
+    assert sim.summary["staleness"] == {0: 3, 2: 1}
 
 
 def test_simulated_speed_following_gives_a_3x_slower_learner_blocks_of_a_third():

@@ -27,6 +27,7 @@ resume state (:meth:`ErrorFeedback.state_dict`).
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import torch
@@ -199,30 +200,36 @@ def make_codec(name: str, block: int = BLOCK) -> Codec:
 
 class ErrorFeedback:
     """One sender's error feedback for ``codec``: what it lost so far (``residual``) is added
-    to what it sends next. ``enabled=False`` (or a lossless codec): plain encoding."""
+    to what it sends next. ``enabled=False`` (or a lossless codec): plain encoding. Safe to
+    share between threads (an ADPSGD learner's exchange threads, old and new, in an elastic
+    run; the checkpoint's read)."""
 
     def __init__(self, codec: Codec, enabled: bool = True) -> None:
         self.codec = codec
         self.enabled = enabled and codec.lossy
         self.residual: torch.Tensor | None = None
+        self._lock = threading.Lock()
 
     def compress(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The payload sent for ``x`` (flat) and what the receivers decode from it (float32);
         the residual becomes what that lost of ``x`` plus the old residual."""
         x = x.detach().reshape(-1).to(torch.float32)
-        if self.enabled and self.residual is not None:
-            x = x + self.residual.to(x.device)
-        payload = self.codec.encode(x)
-        decoded = self.codec.decode(payload, x.numel())
-        if self.enabled:
-            self.residual = x - decoded
+        with self._lock:
+            if self.enabled and self.residual is not None:
+                x = x + self.residual.to(x.device)
+            payload = self.codec.encode(x)
+            decoded = self.codec.decode(payload, x.numel())
+            if self.enabled:
+                self.residual = x - decoded
         return payload, decoded
 
     def state_dict(self) -> dict[str, Any]:
-        return {"residual": None if self.residual is None else self.residual.clone()}
+        with self._lock:
+            return {"residual": None if self.residual is None else self.residual.clone()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.residual = state.get("residual")
+        with self._lock:
+            self.residual = state.get("residual")
 
 
 class CompressedMean:

@@ -193,6 +193,8 @@ def coerce(name: str, f: dataclasses.Field, value: Any, where: str) -> Any:
     if want == "bool":
         if isinstance(value, bool):
             return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"  # a NAME=VALUE string
         raise bad
     if want == "int":
         if isinstance(value, bool):

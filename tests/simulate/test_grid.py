@@ -12,6 +12,9 @@ def test_a_strategy_with_its_options_typed():
     arm = parse_arm("ma:avg_period=3")
     assert (arm.label, arm.algo, arm.options) == ("ma:avg_period=3", "ma", {"avg_period": 3})
     assert parse_arm("ssgd").options == {}
+    assert parse_arm("bmuf:bmuf_nesterov=false").options == {"bmuf_nesterov": False}
+    assert parse_arm("diloco-async:async_follow_speed=True").options == {
+        "async_follow_speed": True}
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -19,6 +22,7 @@ def test_a_strategy_with_its_options_typed():
     ("ma:avg_every=3", "'avg_every=3': expected OPTION=VALUE, OPTION one of"),
     ("ma:avg_period", "'avg_period': expected OPTION=VALUE"),
     ("ma:avg_period=often", "'often' is not a valid int"),
+    ("bmuf:bmuf_nesterov=maybe", "'maybe' is not a valid bool"),
 ])
 def test_a_bad_strategy_is_one_line(text, message):
     with pytest.raises(AsrdistError, match=message):

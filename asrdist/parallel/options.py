@@ -81,9 +81,11 @@ class ProcessOptions(Options):
     distance_every: float = option(30.0, "seconds between samples of each learner's distance "
                                    "to the learners' mean (0 = off)", check=NON_NEGATIVE,
                                    fingerprint=False)
-    elastic: bool = option(False, "adpsgd, hadpsgd on real processes: drop a learner (hadpsgd: "
-                           "its node) that dies or is silent past --exchange-timeout and go "
-                           "on with the others; final.pt averages the survivors")
+    elastic: bool = option(False, "adpsgd, hadpsgd, diloco-async on real processes: drop a "
+                           "learner (hadpsgd: its node; diloco-async: not learner 0, which "
+                           "holds the outer state) that dies or is silent past "
+                           "--exchange-timeout and go on with the others; final.pt averages "
+                           "the survivors")
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -6,10 +6,14 @@ Generated, seeded, written straight in OpenFst's const layout with numpy: ``--st
 states with 1 to 4 arcs each (2.5 on average, as Kaldi's HCLG), a third of them outputting
 one of 20 k words, next states a few states ahead, every 50th state final; a monophone
 transition model of 40 phones (bench.decode_penalty_memory's); saved scores of ``--utts``
-utterances of ``--frames`` random frames. Every figure is a fresh process; its peak RSS is
-/proc's VmHWM, not ru_maxrss, which a process spawned by a bigger one inherits across exec
-(the converter process of a const read: its ru_maxrss as a child). ``--old-tree DIR`` (a
-checkout of the code before) runs that tree's reader on a graph of ``--old-states`` states.
+utterances of ``--frames`` frames that follow a random walk through the graph (per frame the
+walk's pdf at 0, the others at -100): the lattice search has no max-active, and on flat
+random scores over a random graph its tokens (gigabytes of them) would be the figure, not
+the graph's reading. Every figure is a fresh
+process; its peak RSS is /proc's VmHWM, not ru_maxrss, which a process spawned by a bigger
+one inherits across exec (the converter process of a const read: its ru_maxrss as a
+child). ``--old-tree DIR`` (a checkout of the code before) runs that tree's reader on a graph
+of ``--old-states`` states.
 
     .venv/bin/python -m bench.graph_read [--old-tree DIR] [--publish]
 """
@@ -17,12 +21,14 @@ checkout of the code before) runs that tree's reader on a graph of ``--old-state
 from __future__ import annotations
 
 import argparse
+import json
 import struct
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import kaldiio
 import numpy as np
 
 from bench.decode_penalty_memory import WORDS, make_setup
@@ -37,6 +43,28 @@ _ARC = np.dtype([("i", "<i4"), ("o", "<i4"), ("w", "<f4"), ("n", "<i4")])
 
 def _string(text: str) -> bytes:
     return struct.pack("<i", len(text)) + text.encode()
+
+
+def walk_scores(scp: Path, graph: Path, states: int, tid_to_pdf: list[int], seed: int) -> None:
+    """Rewrite the saved scores (same utterances, frames and pdfs) to follow a random walk
+    from the start state of :func:`write_const_graph`'s graph: per frame the walked arc's pdf
+    at 0, the others at -100 (10 a frame after acwt 0.1, so the beam of 15 keeps few other
+    tokens). The graph is read through a memory map, not loaded."""
+    at = 4 + 4 + len("const") + 4 + len("standard") + 40  # version 2, unaligned
+    heads = np.memmap(graph, _CONST_STATE, "r", at, (states,))
+    arcs = np.memmap(graph, _ARC, "r", at + _CONST_STATE.itemsize * states)
+    ark = scp.parent / "loglikes.ark"
+    shapes = [(utt, m.shape) for utt, m in kaldiio.load_scp(str(scp)).items()]
+    rng = np.random.default_rng(seed + 2)
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+        for utt, (frames, pdfs) in shapes:
+            m = np.full((frames, pdfs), -100.0, dtype=np.float32)
+            state = 0
+            for t in range(frames):
+                arc = arcs[int(heads["pos"][state]) + int(rng.integers(heads["narcs"][state]))]
+                m[t, tid_to_pdf[int(arc["i"])]] = 0.0
+                state = int(arc["n"])
+            writer(utt, m)
 
 
 def write_const_graph(path: Path, states: int, tids: int, seed: int) -> int:
@@ -117,13 +145,15 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         graph, mdl, data, scp = make_setup(Path(tmp), 10, 1, args.utts, args.frames, args.seed)
-        tids = int(subprocess.run(  # the model's transition-ids, without importing kaldi here
+        tid_to_pdf = json.loads(subprocess.run(  # the model's, without importing kaldi here
             [sys.executable, "-c", "import sys; from asrdist.kaldi.transition_model import "
-             "read_transition_model as r; print(r(sys.argv[1]).num_transition_ids)", str(mdl)],
+             "read_transition_model as r; print(r(sys.argv[1]).tid_to_pdf.tolist())", str(mdl)],
             capture_output=True, text=True, check=True, cwd=new_tree).stdout)
+        tids = len(tid_to_pdf) - 1
         sizes = [args.states] + ([args.old_states] if args.old_tree else [])
         for states in sizes:
             arcs = write_const_graph(graph / "HCLG.fst", states, tids, args.seed)
+            walk_scores(scp, graph / "HCLG.fst", states, tid_to_pdf, args.seed)
             size = (graph / "HCLG.fst").stat().st_size / 2**20
             trees = [("new", new_tree)] + ([("old", args.old_tree)] if args.old_tree else [])
             for name, tree in trees:
@@ -137,10 +167,12 @@ def main() -> None:
         "## Decoding: reading Kaldi's const graphs", "",
         "2026-11-27, 2 shared CPU cores (other jobs beside it: times are contended). Command: "
         "`.venv/bin/python -m bench.graph_read" + (" --old-tree OLD" if args.old_tree else "")
-        + " --publish` (OLD: a checkout of the code before the change). A "
+        + " --publish`" + (" (OLD: a checkout of the code before the change)"
+                           if args.old_tree else "") + ". A "
         "generated const HCLG (OpenFst's layout, 1-4 arcs per state, a third of them with a "
-        f"word); {args.utts} utterances of {args.frames} random frames, a lattice search "
-        "(no max-active). Peak "
+        f"word); {args.utts} utterances of {args.frames} frames whose scores follow a random "
+        "walk through the graph (a lattice search without max-active keeps few tokens on "
+        "them; on flat random scores its tokens take gigabytes). Peak "
         "RSS (VmHWM) of a fresh process that only reads the graph (`read_fst`; the converter "
         "process beside it apart), and of one decode job (`_Worker`: load, then decode every "
         "utterance) with one insertion penalty (0.0) and with three (0.0, 0.5, 1.0).", "",

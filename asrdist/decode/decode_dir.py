@@ -100,12 +100,9 @@ class _Worker:
     """One job's graph, lattice decoder and acoustic scorer, loaded once."""
 
     def __init__(self, job: DecodeJob):
-        import torch
-
         load_kaldi_decoder()  # before the graph code imports kaldilm (see asrdist.decode.lattice)
         from asrdist.decode.graph import read_fst
 
-        torch.set_num_threads(job.threads)
         graph_dir = Path(job.graph_dir)
         self.trans = read_transition_model(job.trans_mdl)
         self.decoder = LatticeDecoder(read_fst(graph_dir / "HCLG.fst"), self.trans, job.opts)
@@ -118,6 +115,9 @@ class _Worker:
         if job.loglikes is not None:
             self.scorer = LoglikeScorer(job.loglikes)
         elif job.nnet is not None:
+            import torch  # only here: importing it costs a job ~180 MiB (bench.graph_read)
+
+            torch.set_num_threads(job.threads)
             self.scorer = NnetScorer(job.nnet, job.data_dir, job.chunking)
         else:
             self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)

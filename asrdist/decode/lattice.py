@@ -348,34 +348,30 @@ class _Determinizer:
             self._process_transition(ostate, label, task_subset)
 
     def _closure(self, subset: list[Element]) -> list[Element]:
-        """EpsilonClosure, states taken lowest first. A state without epsilon arcs is never
-        queued: taking it would do nothing."""
+        """EpsilonClosure: Kaldi's queue takes the lowest state first and skips an element
+        replaced since it was queued. The lattice is top-sorted, so every arc leads to a
+        higher state: each state is taken once, after all its predecessors, with its final
+        element; so the queue here holds each state once (none without epsilon arcs: taking
+        it would do nothing) and the element is looked up when the state is taken."""
         eps = self.eps
         cur = {e[0]: e for e in subset}
-        heap = [(e[0], i, e) for i, e in enumerate(subset) if eps[e[0]]]
+        heap = [e[0] for e in subset if eps[e[0]]]
         if not heap:
             return sorted(cur.values(), key=_state_of)
         heapq.heapify(heap)
-        counter = itertools.count(len(subset))
-        replaced = False
+        pop, push = heapq.heappop, heapq.heappush
         while heap:
-            _, _, elem = heapq.heappop(heap)
-            if replaced and cur[elem[0]] != elem:
-                continue
-            ew = elem[2]
-            for olabel, w, nxt in eps[elem[0]]:
+            state, string, ew = cur[pop(heap)]
+            for olabel, w, nxt in eps[state]:
                 weight = (ew[0] + w[0], ew[1] + w[1])
-                string = elem[1] + (olabel,) if olabel else elem[1]
+                nstring = string + (olabel,) if olabel else string
                 old = cur.get(nxt)
                 if old is None:
-                    cur[nxt] = new = (nxt, string, weight)
+                    cur[nxt] = (nxt, nstring, weight)
                     if eps[nxt]:
-                        heapq.heappush(heap, (nxt, next(counter), new))
-                elif _compare_with_strings(weight, string, old[2], old[1]) == 1:
-                    cur[nxt] = new = (nxt, string, weight)
-                    if eps[nxt]:
-                        heapq.heappush(heap, (nxt, next(counter), new))
-                    replaced = True
+                        push(heap, nxt)
+                elif _compare_with_strings(weight, nstring, old[2], old[1]) == 1:
+                    cur[nxt] = (nxt, nstring, weight)
         return sorted(cur.values(), key=_state_of)
 
     def _minimal(self, subset: list[Element]) -> list[Element]:

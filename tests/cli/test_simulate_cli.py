@@ -67,6 +67,7 @@ def test_the_report_describes_its_run(corpus, tmp_path):
     report = json.loads(out.read_text())
     assert report["version"] == asrdist.__version__
     assert report["spec"]["options"] == {
+        "compress": "none", "compress_rank": 1, "error_feedback": True,
         "avg_period": 8, "avg_frames": 0, "batch_size": 4, "chunk_len": 5,
         "bmuf_momentum": -1.0, "bmuf_lr": 1.0, "bmuf_nesterov": True}
     assert report["summary"]["strategy"]["block_momentum"] == 0.75
@@ -181,7 +182,8 @@ def test_strategy_flags_reach_the_strategy_and_others_are_ignored(corpus, tmp_pa
                   "--algo", "ma", "--avg-period", "3", "--hadpsgd-variant", "random", *small)
     assert res.returncode == 0, res.stderr
     spec = json.loads(out.read_text())["spec"]
-    assert spec["options"] == {"avg_period": 3, "avg_frames": 0, "batch_size": 4,
+    assert spec["options"] == {"compress": "none", "compress_rank": 1, "error_feedback": True,
+                               "avg_period": 3, "avg_frames": 0, "batch_size": 4,
                                "chunk_len": 5, "post_local_after": 0}
     assert spec["schedule"]["lr_schedule"] == "ibm" and spec["model"]["layers"] == 1
     assert "--algo ma does not use --hadpsgd-variant: ignored" in res.stderr

@@ -9,7 +9,15 @@ teacher on inputs in a ``--input-rank``-dimensional subspace). Learner 0's weigh
 ``--eval-every`` steps and the final average are evaluated on held-out data, so the study
 shows the held-out CE at equal steps and against wall time. Methods: ssgd (allreduce every
 step, the reference), adpsgd-random (a swap every step, behind compute), ma / bmuf / diloco
-(an allreduce every H steps, blocking; ``--periods``, ``--ma-periods``).
+(an allreduce every H steps, blocking; ``--periods``, ``--ma-periods``), streaming-diloco (the
+average of each of its fragments overlapping ``tau`` = 1 step) and diloco-async (each learner
+pushes its block's pseudo-gradient to learner 0 and pulls the global weights, no barrier) at
+``--periods``, adpsgd-random, diloco and streaming-diloco with ``--compress`` (at the first
+period), and the reference all of them are held to: a single learner at the global batch
+(``--batch`` x 4, the maths of ssgd) on no link, whose step is its compute.
+
+The goal (issue 34): some method reaches the single learner's CE within 2 % with a step of at
+most 1.1x its own compute.
 
 Communication: a step's wait is its time less its compute (timed alone before the run); the
 exchange alone per step is the probe's figure for what the method sends in a step (the
@@ -32,10 +40,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.parallel.compress import CODECS, make_codec
 from asrdist.testing.learners import launch
 from bench.harness import NS_ADDR, enter_node, limit, netns_down, netns_up
 from bench.results import generated, publish, publish_option
@@ -43,21 +52,43 @@ from bench.studies import figure, learner
 from bench.studies.network import LEARNERS, exchange_alone, probe
 
 SKIP = 2  # warm-up steps left out of the step time
+SINGLE = "single learner"  # the reference: one learner at the global batch, no link
+GOAL_CE, GOAL_STEP = 1.02, 1.1  # within 2 % of the single learner's CE, step <= 1.1x compute
+OUTER = ("bmuf", "diloco", "streaming-diloco", "diloco-async")  # run at every --periods
 
 
-def methods(periods: list[int], ma_periods: list[int],
-            only: list[str] | None = None) -> dict[str, tuple[str, int]]:
-    """label -> (strategy, H): ssgd and adpsgd-random, then ma at ``ma_periods`` and bmuf and
-    diloco at ``periods`` (H = 1 for the two that exchange every step); just the labels of
-    ``only`` when given."""
+class Method(NamedTuple):
+    """One row of the study: a strategy, its H, its exchange's encoding, its learners."""
+
+    algo: str
+    period: int
+    compress: str = "none"
+    learners: int = LEARNERS
+
+
+def methods(periods: list[int], ma_periods: list[int], only: list[str] | None = None,
+            compress: str = "none") -> dict[str, Method]:
+    """label -> method: the single learner, ssgd and adpsgd-random, then ma at
+    ``ma_periods``, bmuf, diloco, streaming-diloco and diloco-async at ``periods`` (H = 1 for
+    the two that exchange every step), then adpsgd-random, diloco and streaming-diloco with
+    ``compress`` (at the first period; none: no such rows); just the labels of ``only`` when
+    given."""
     for h in [*periods, *ma_periods]:
         if h < 1:
             raise AsrdistError(f"bench.studies.outer_network: --periods / --ma-periods: {h} "
                                "is not a period (steps between averages, >= 1)")
-    out = {"ssgd": ("ssgd", 1), "adpsgd-random": ("adpsgd-random", 1)}
-    out.update({f"ma H={h}": ("ma", h) for h in ma_periods})
-    for algo in ("bmuf", "diloco"):
-        out.update({f"{algo} H={h}": (algo, h) for h in periods})
+    if compress not in CODECS:
+        raise AsrdistError(f"bench.studies.outer_network: --compress {compress!r}: not one of "
+                           f"{', '.join(CODECS)}")
+    out = {SINGLE: Method("ssgd", 1, learners=1), "ssgd": Method("ssgd", 1),
+           "adpsgd-random": Method("adpsgd-random", 1)}
+    out.update({f"ma H={h}": Method("ma", h) for h in ma_periods})
+    for algo in OUTER:
+        out.update({f"{algo} H={h}": Method(algo, h) for h in periods})
+    if compress != "none":
+        out[f"adpsgd-random {compress}"] = Method("adpsgd-random", 1, compress)
+        for algo in ("diloco", "streaming-diloco"):
+            out[f"{algo} H={periods[0]} {compress}"] = Method(algo, periods[0], compress)
     if only:
         unknown = [label for label in only if label not in out]
         if unknown:
@@ -67,20 +98,38 @@ def methods(periods: list[int], ma_periods: list[int],
     return out
 
 
-def config(algo: str, period: int, args: argparse.Namespace) -> learner.Config:
-    """One method's run: the same model, task and steps for all; its own options and lr."""
+def config(algo: str, period: int, args: argparse.Namespace, compress: str = "none",
+           learners: int = LEARNERS) -> learner.Config:
+    """One method's run: the same model, task, steps and global batch for all (a single
+    learner takes the 4 learners' batches at once); its own options and lr."""
     options: dict[str, Any] = {}
     lr = args.lr
-    if algo in ("ma", "bmuf", "diloco"):
+    if algo in ("ma", *OUTER):
         options["avg_period"] = period
     if algo == "bmuf":
         options.update(bmuf_momentum=args.bmuf_momentum, bmuf_lr=args.bmuf_block_lr)
         lr = args.bmuf_inner_lr
-    if algo == "diloco":
+    if algo in ("diloco", "streaming-diloco", "diloco-async"):
         options.update(diloco_lr=args.diloco_lr, diloco_momentum=args.diloco_momentum)
+    if compress != "none":
+        options["compress"] = compress
     return learner.Config(algo, args.steps, options, width=args.width, layers=4,
-                          batch=args.batch, sim_ms=args.sim_compute_ms,
+                          batch=args.batch * LEARNERS // learners, sim_ms=args.sim_compute_ms,
                           eval_every=args.eval_every, lr=lr, input_rank=args.input_rank)
+
+
+def alone_per_step(m: Method, p: dict[str, float], numel: int) -> float:
+    """What ``m`` sends in a step, timed alone (the probe's float32 figures), scaled by its
+    encoding's bytes: the network study's figure for the exchange every step and the
+    averages (streaming-diloco sends diloco's bytes, in fragments); diloco-async a push and
+    a pull (w_g comes back float32) a block, about a swap across; a single learner none."""
+    if m.learners == 1:
+        return 0.0
+    ratio = make_codec(m.compress).wire_bytes(numel) / (4 * numel)
+    if m.algo == "diloco-async":
+        return p["swap_cross"] * (ratio + 1) / 2 / m.period
+    base = "diloco" if m.algo == "streaming-diloco" else m.algo
+    return exchange_alone(base, p, m.period) * ratio
 
 
 def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
@@ -89,25 +138,30 @@ def time_to(curve: list[tuple[float, float]], target: float) -> float | None:
     return next((t for t, ce in curve if ce <= target), None)
 
 
-def summarise(label: str, algo: str, period: int, results: list[dict],
-              p: dict[str, float]) -> dict[str, Any]:
+def summarise(label: str, m: Method, results: list[dict], p: dict[str, float],
+              numel: int) -> dict[str, Any]:
     """One run's figures, means over the learners: compute and step time (steps after the
     first ``SKIP``), the wait and what of the exchange it hid, steps of all learners per
     second at the mean pace and over the whole run (until the last learner's last step: the
     learners of an asynchronous run may end far apart), the final average's CE, and learner
-    0's CE curve ending with that average."""
+    0's CE curve ending with that average, and the MB each learner sent (its strategy's
+    count) over the steps; hidden is None without an exchange."""
     compute = sum(r["compute_s"] for r in results) / len(results)
     step = sum(sum(r["step_s"][SKIP:]) / len(r["step_s"][SKIP:])
                for r in results) / len(results)
     wait = max(0.0, step - compute)
-    alone = exchange_alone(algo, p, period)
+    alone = alone_per_step(m, p, numel)
     lead = results[0]
     final_s = max(r["final_s"] for r in results)
     done_s = max(r["done_s"] for r in results)
     curve = [(t, ce) for t, _, ce in lead["evals"]] + [(final_s, lead["final_ce"])]
-    return {"label": label, "algo": algo, "period": period, "compute_s": compute,
-            "step_s": step, "wait_s": wait, "alone_s": alone,
-            "hidden": min(1.0, max(0.0, 1 - wait / alone)), "steps_s": len(results) / step,
+    sent = [r.get("metrics", {}).get("sent_bytes") for r in results]
+    return {"label": label, "algo": m.algo, "period": m.period, "compress": m.compress,
+            "learners": m.learners, "compute_s": compute, "step_s": step, "wait_s": wait,
+            "alone_s": alone,
+            "hidden": min(1.0, max(0.0, 1 - wait / alone)) if alone > 0 else None,
+            "steps_s": len(results) / step,
+            "sent_mb": None if None in sent else sum(sent) / len(sent) / 1e6,
             "done_s": done_s, "run_steps_s": sum(len(r["step_s"]) for r in results) / done_s,
             "final_s": final_s, "final_ce": lead["final_ce"], "curve": curve,
             "steps_curve": [(s, ce) for _, s, ce in lead["evals"]]}
@@ -151,6 +205,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--diloco-lr", type=float, default=0.35,
                     help="outer lr (the paper's 0.7 oscillated here at H = 10)")
     ap.add_argument("--diloco-momentum", type=float, default=0.9)
+    ap.add_argument("--compress", default="int8",
+                    help="the encoding of the compressed rows (adpsgd-random, diloco and "
+                         "streaming-diloco at the first period; none: no such rows)")
     ap.add_argument("--eval-every", type=int, default=10)
     ap.add_argument("--target-ce", type=float, default=2.0,
                     help="a held-out CE whose time to reach the table gives")
@@ -168,6 +225,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.eval_every < 1:
         raise AsrdistError(f"bench.studies.outer_network: --eval-every {args.eval_every}: "
                            "the curves need an evaluation every so many steps (>= 1)")
+    if args.compress not in CODECS:
+        raise AsrdistError(f"bench.studies.outer_network: --compress {args.compress!r}: not "
+                           f"one of {', '.join(CODECS)}")
     if args.loopback and args.publish:
         raise AsrdistError("bench.studies.outer_network: --loopback with --publish: a run without "
                            "the link is for tuning and writes no section")
@@ -176,7 +236,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
-    runs = methods(args.periods, args.ma_periods, args.only)
+    runs = methods(args.periods, args.ma_periods, args.only, args.compress)
     size = learner.numel(config("ssgd", 1, args))
     if args.loopback:
         rates, where = ["loopback"], {"addr": "127.0.0.1", "setup": None}
@@ -196,16 +256,17 @@ def main() -> None:
             got = launch(probe, LEARNERS, size, args.probe_reps, **where)
             probes[rate] = {k: max(r[k] for r in got) for k in got[0]}
             print(f"-- {rate}: {json.dumps(probes[rate])}", file=sys.stderr, flush=True)
-            for label, (algo, period) in runs.items():
+            for label, m in runs.items():
                 loads.append(os.getloadavg()[0])
-                res = launch(learner.run, LEARNERS, config(algo, period, args), **where,
+                res = launch(learner.run, m.learners,
+                             config(m.algo, m.period, args, m.compress, m.learners), **where,
                              timeout_s=1800)
-                rows.append({"rate": rate, **summarise(label, algo, period, res,
-                                                       probes[rate])})
+                rows.append({"rate": rate, **summarise(label, m, res, probes[rate], size)})
                 r = rows[-1]
                 print(f"   {label}: step {r['step_s'] * 1000:.0f} ms, final CE "
                       f"{r['final_ce']:.3f} at {r['final_s']:.0f} s", file=sys.stderr,
                       flush=True)
+                print(f"   row {json.dumps(r)}", file=sys.stderr, flush=True)  # a log to salvage
     finally:
         if not args.loopback:
             netns_down()
@@ -230,14 +291,14 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
            f"--bmuf-inner-lr {args.bmuf_inner_lr:g} --bmuf-momentum {args.bmuf_momentum:g} "
            f"--bmuf-block-lr {args.bmuf_block_lr:g} --diloco-lr {args.diloco_lr:g} "
            f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every} "
-           f"--target-ce {args.target_ce:g}")
+           f"--compress {args.compress} --target-ce {args.target_ce:g}")
     if args.only:
         cmd += " --only " + " ".join(f'"{label}"' for label in args.only)
     cmd += " --loopback" if args.loopback else " --publish"
     eta = "1 - 1/N = 0.75" if args.bmuf_momentum == -1 else f"{args.bmuf_momentum:g}"
     lines = [
-        "## Outer optimizers on a real slow link: BMUF and DiLoCo against ADPSGD "
-        "(2 netns nodes x 2 learners)", "",
+        "## Outer optimizers on a real slow link: BMUF, DiLoCo, Streaming and asynchronous "
+        "DiLoCo against ADPSGD, with and without compression (2 netns nodes x 2 learners)", "",
         f"The network study's harness (two namespaces, a veth rate-limited by `tc tbf` at each "
         f"rate; learners 0-1 in node A, 2-3 in node B; real processes, gloo), its model (MLP "
         f"4x{args.width}, {mbytes:.1f} MB of float32 weights) and {args.sim_compute_ms:g} ms "
@@ -246,14 +307,23 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
         f"{args.input_rank}-dimensional subspace (learnable within the run). {args.steps} "
         f"steps per learner for every method; learners' SGD lr {args.lr:g}, momentum 0.9 "
         f"(bmuf's learners: lr {args.bmuf_inner_lr:g}; block momentum eta {eta}, block lr "
-        f"zeta {args.bmuf_block_lr:g}, Nesterov; diloco: outer lr {args.diloco_lr:g}, "
-        f"momentum {args.diloco_momentum:g}, Nesterov).", "",
+        f"zeta {args.bmuf_block_lr:g}, Nesterov; diloco, streaming-diloco and diloco-async: "
+        f"outer lr {args.diloco_lr:g}, momentum {args.diloco_momentum:g}, Nesterov; "
+        "streaming-diloco at its defaults: 2 fragments, each average overlapping tau = 1 "
+        "step, alpha 0; diloco-async at its defaults: delayed Nesterov with a buffer of 4 "
+        f"pushes). Compressed rows: `--compress {args.compress}` (error feedback). The "
+        f"{SINGLE}: one process, batch {args.batch * LEARNERS} (the 4 learners' batches at "
+        "once: ssgd's maths), no link, the same steps; its step is its compute.", "",
         "Compute = the learner's step timed alone before the run; step = mean step time over "
         f"the learners (the first {SKIP} left out), the blocking averages included; wait = "
         "step - compute; exchange alone per step = what the method sends in a step, timed "
         "with nothing else running (ssgd: an allreduce of 4; adpsgd: mean of a cross-link and "
-        "a same-node swap; ma / bmuf / diloco: an allreduce of 4 divided by H); hidden = "
-        "1 - wait / alone. Steps/s: of all 4 learners, at the mean step time (mean pace) and "
+        "a same-node swap; ma / bmuf / diloco / streaming-diloco: an allreduce of 4 divided by "
+        "H; diloco-async: a swap across divided by H, for its push and pull; a compressed "
+        "row's scaled by its encoding's bytes, an estimate); hidden = "
+        "1 - wait / alone. MB sent = the bytes each learner's strategy sent over the steps "
+        "(its own count; the final average not included), mean over the learners. Steps/s: "
+        "of all 4 learners, at the mean step time (mean pace) and "
         "over the run (all steps by the end of the last learner's last step; asynchronous "
         "learners may end far apart). Final CE = the final "
         "average of the 4 learners on 1024 held-out samples, at equal steps; the curve is "
@@ -269,28 +339,84 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
             f"{rate}: swap across {p['swap_cross'] * 1000:.0f}, swap in node "
             f"{p['swap_node'] * 1000:.0f}, allreduce of 4 {p['allreduce_all'] * 1000:.0f}"
             for rate, p in probes.items()), "",
-        "| link | method | compute (ms) | step (ms) | wait (ms) | exchange alone per step (ms) "
-        "| hidden | steps/s (all, mean pace) | steps/s (all, whole run) | final CE "
-        "| final average at (s) | time to ssgd's CE (s) | time to adpsgd's CE (s) "
-        f"| time to CE {args.target_ce:g} (s) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| link | method | MB sent / learner | compute (ms) | step (ms) | step / compute "
+        "| wait (ms) | exchange alone per step (ms) | hidden | steps/s (all, mean pace) "
+        "| steps/s (all, whole run) | final CE | CE / single's | final average at (s) "
+        f"| time to the {SINGLE}'s CE + 2 % (s) | time to ssgd's CE (s) "
+        f"| time to adpsgd's CE (s) | time to CE {args.target_ce:g} (s) | goal |",
+        "|" + "---|" * 19,
     ]
 
-    def reached(r: dict, algo: str | None) -> str:
-        ref = next((x["final_ce"] for x in rows if x["rate"] == r["rate"] and
-                    x["algo"] == algo), None) if algo else args.target_ce
+    def final_of(rate: str, label: str) -> float | None:
+        return next((x["final_ce"] for x in rows if (x["rate"], x["label"]) == (rate, label)),
+                    None)
+
+    def reached(r: dict, ref: float | None) -> str:
         t = None if ref is None else time_to(r["curve"], ref)
         return "-" if t is None else f"{t:.0f}"
 
     for r in rows:
-        lines.append(f"| {r['rate']} | {r['label']} | {r['compute_s'] * 1000:.0f} | "
-                     f"{r['step_s'] * 1000:.0f} | {r['wait_s'] * 1000:.0f} | "
-                     f"{r['alone_s'] * 1000:.0f} | {r['hidden']:.0%} | {r['steps_s']:.2f} | "
-                     f"{r['run_steps_s']:.2f} | {r['final_ce']:.3f} | {r['final_s']:.0f} | "
-                     f"{reached(r, 'ssgd')} | {reached(r, 'adpsgd-random')} | "
-                     f"{reached(r, None)} |")
-    lines += ["", "![outer optimizers on a slow link](outer_network.png)"]
+        single = final_of(r["rate"], SINGLE)
+        met = goal(r, single)
+        lines.append(
+            f"| {r['rate']} | {r['label']} | {_num(r.get('sent_mb'), '.1f')} | "
+            f"{r['compute_s'] * 1000:.0f} | {r['step_s'] * 1000:.0f} | "
+            f"{r['step_s'] / r['compute_s']:.2f} | {r['wait_s'] * 1000:.0f} | "
+            f"{r['alone_s'] * 1000:.0f} | {_num(r['hidden'], '.0%')} | {r['steps_s']:.2f} | "
+            f"{r['run_steps_s']:.2f} | {r['final_ce']:.3f} | "
+            f"{_num(single and r['final_ce'] / single, '.3f')} | {r['final_s']:.0f} | "
+            f"{reached(r, single and GOAL_CE * single)} | "
+            f"{reached(r, final_of(r['rate'], 'ssgd'))} | "
+            f"{reached(r, final_of(r['rate'], 'adpsgd-random'))} | "
+            f"{reached(r, args.target_ce)} | {'-' if met is None else 'met' if met else 'no'} |")
+    lines += ["", *verdict(rows), "", "![outer optimizers on a slow link](outer_network.png)"]
     return lines
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def goal(r: dict, single_ce: float | None) -> bool | None:
+    """Whether row ``r`` (a method on the link) meets the goal: a final CE within 2 % of the
+    single learner's and a step of at most 1.1x its compute; None for the single learner
+    itself or without one."""
+    if single_ce is None or r["learners"] == 1:
+        return None
+    return (r["final_ce"] <= GOAL_CE * single_ce
+            and r["step_s"] <= GOAL_STEP * r["compute_s"])
+
+
+def verdict(rows: list[dict]) -> list[str]:
+    """Per rate, the goal's verdict in a line: the methods that meet it, else the nearest on
+    each side (the best CE among steps <= 1.1x compute, the fastest step among CEs within
+    2 %)."""
+    out = []
+    for rate in dict.fromkeys(r["rate"] for r in rows):
+        sel = [r for r in rows if r["rate"] == rate]
+        single = next((r["final_ce"] for r in sel if r["learners"] == 1), None)
+        if single is None:
+            continue
+        head = (f"Goal at {rate} (final CE <= {GOAL_CE:g} x the {SINGLE}'s {single:.3f} = "
+                f"{GOAL_CE * single:.3f}, step <= {GOAL_STEP:g}x compute): ")
+        met = [r["label"] for r in sel if goal(r, single)]
+        if met:
+            out.append(head + "met by " + ", ".join(met) + ".")
+            continue
+        multi = [r for r in sel if r["learners"] > 1]
+        fast = [r for r in multi if r["step_s"] <= GOAL_STEP * r["compute_s"]]
+        good = [r for r in multi if r["final_ce"] <= GOAL_CE * single]
+        near = []
+        if fast:
+            b = min(fast, key=lambda r: r["final_ce"])
+            near.append(f"the best CE at a step <= {GOAL_STEP:g}x compute is {b['label']}'s "
+                        f"{b['final_ce']:.3f}")
+        if good:
+            b = min(good, key=lambda r: r["step_s"] / r["compute_s"])
+            near.append(f"the fastest step within 2 % is {b['label']}'s "
+                        f"{b['step_s'] / b['compute_s']:.2f}x compute")
+        out.append(head + "met by none" + ("; " + "; ".join(near) if near else "") + ".")
+    return out
 
 
 if __name__ == "__main__":

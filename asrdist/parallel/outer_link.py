@@ -63,9 +63,9 @@ def _wait(work: dist.Work, timeout: timedelta, what: str) -> None:
 class ProcessOuterLink:
     """This learner's side of the outer state held by ``host`` over ``group`` (all learners,
     group ranks = global ranks); ``state`` is the host's (None elsewhere); ``codec`` decodes
-    compressed pushes on the host; ``blocked`` wraps
-    the compute thread's waits (timing, failure naming). Elastic: ``lose(rank, why)`` drops a
-    learner whose push failed; ``left`` holds the learners dropped so far (by rank)."""
+    compressed pushes on the host; ``blocked`` wraps the compute thread's waits (timing,
+    failure naming). Elastic: ``lose(rank, why)`` drops a learner whose push failed; ``left``
+    holds the learners dropped so far (by rank)."""
 
     def __init__(self, *, group: dist.ProcessGroup, rank: int, world_size: int, host: int,
                  state: OuterState | None, timeout_s: float, codec: Codec | None = None,

@@ -306,6 +306,8 @@ class AsyncDiLoCo(DistributedStrategy):
         out["pushes"] = self.pushes
         out["block_steps"] = self.block
         out["avg_period"] = self.period
+        if not self.options.async_quorum:  # the buffer's N as resolved (0: the learners)
+            out["async_buffer"] = self.options.async_buffer or self.world_size
         return out
 
     def state_dict(self) -> dict[str, Any]:

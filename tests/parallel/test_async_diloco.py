@@ -181,6 +181,7 @@ def test_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_path, quo
         torch.testing.assert_close(res[r]["final"], torch.stack(refs).mean(0), rtol=1e-5,
                                    atol=1e-6)
     assert res[1]["state"]["pushes"] == 2 and "outer" in res[0]["state"]
+    assert res[1]["metrics"].get("async_buffer") == (None if quorum else 2)  # N resolved
     # learner 1 sent its share of the start's average (a ring of 2: the weights once) and its
     # two pseudo-gradients (float32)
     nbytes = 4 * refs[0].numel()

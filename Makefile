@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network \
+.PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network methods-2026 \
   stragglers projection staging-cost gpu-check wheelhouse clean
 
 all: test
@@ -133,6 +133,13 @@ network: deps venv
 outer-network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_network --rates 100mbit \
 	  --steps 200 --publish
+
+# Issue 34 item 5: the strategies side by side in the simulator (16 and 64 learners, a 4x
+# straggler, int8 or not, and the K = 1 control) on the augmented mini corpus (~1.5 h on 2 cores)
+methods-2026: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026 \
+	  --data recipes/mini/data/train_aug_fbank --targets $(STUDY_TARGETS) \
+	  --out $(STUDY_CACHE)/methods_2026 --publish
 
 stragglers: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers --steps 100 \

@@ -1,0 +1,161 @@
+"""The strategies of issue 34 side by side in the simulator: ssgd, adpsgd-random, hadpsgd,
+bmuf, diloco, streaming-diloco and diloco-async, each with and without int8 compression, at 16
+and 64 learners with and without a 4x straggler, and the K = 1 control (a single learner and
+diloco with one learner, at the same global batch).
+
+A thin wrapper over ``asrdist-compare``: one run of it per grid (its runs kept in ``--out``,
+so a rerun with the same values only rewrites the tables), whose tables and curves it
+publishes with their commands, and the K = 1 control's split of DiLoCo's gain over ssgd into
+what the outer optimizer gives (diloco - ssgd at one learner) and what distribution adds.
+
+    .venv/bin/python -m bench.studies.methods_2026 --data recipes/mini/data/train_aug_fbank \\
+        --targets recipes/mini/exp/mono_pdf --out exp/methods_2026 --publish
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from asrdist.errors import AsrdistError
+from bench.results import GENERATED, publish, publish_option, scrub
+
+# README's asrdist-compare speed model: 100 Mbit between nodes of 4 learners joined by a fast
+# link, half of a gradient allreduce behind backward; a step of 16 chunks computes 0.05 s
+LINK = ["--jitter", "0.1", "--latency", "0.0005", "--bandwidth", "12.5e6", "--node-size", "4",
+        "--node-bandwidth", "1e10", "--overlap", "0.5"]
+MODEL = ["--layers", "1", "--units", "64", "--epochs", "1", "--evals", "8"]
+CHUNK_S = 0.05 / 16  # simulated compute per chunk: every grid's global batch costs the same
+GLOBAL_BATCH = 256
+ASYNC = "diloco-async:diloco_lr=0.35"  # 0.7 was unstable (bench/readings/async_diloco.md)
+
+
+def bmuf(learners: int) -> str:
+    """bmuf at the outer_methods study's tuned point (eta 0.5, zeta 1/12 at 16 learners, the
+    same step at other counts): the default eta = 1 - 1/N diverges at 16."""
+    return f"bmuf:bmuf_momentum=0.5,bmuf_lr={0.0833 * 16 / learners:.3g}"
+
+
+def strategies(learners: int, compress: str) -> list[str]:
+    """The seven strategies, each then with ``compress`` (ssgd, the baseline, first)."""
+    plain = ["ssgd", "adpsgd-random", "hadpsgd", bmuf(learners), "diloco", "streaming-diloco",
+             ASYNC]
+    out = []
+    for algo in plain:
+        out += [algo, f"{algo}{',' if ':' in algo else ':'}compress={compress}"]
+    return out
+
+
+def grid(name: str, compress: str) -> dict[str, Any]:
+    """One asrdist-compare run: its learners, strategies and scenarios. '16' and '64': all
+    strategies, none and learner 0 4x slow; 'k1': a single learner and diloco with one, at the
+    same global batch (and so the same steps and chunks per step) as the others."""
+    if name == "k1":
+        return {"learners": 1, "algos": ["ssgd", "diloco"], "scenarios": ["none"]}
+    if name in ("16", "64"):
+        n = int(name)
+        return {"learners": n, "algos": strategies(n, compress),
+                "scenarios": ["none", "straggler:0x4"]}
+    raise AsrdistError(f"bench.studies.methods_2026: --grids {name!r}: one of 16, 64, k1")
+
+
+def command(name: str, data: str, targets: str, out: Path, seeds: int,
+            compress: str) -> list[str]:
+    """asrdist-compare's arguments for grid ``name``: the global batch of 256 chunks split
+    over its learners, each step's compute in proportion to its chunks."""
+    g = grid(name, compress)
+    batch = GLOBAL_BATCH // g["learners"]
+    args = ["--data", data, "--targets", targets, "--out", str(out / name),
+            "--learners", str(g["learners"]), "--seeds", str(seeds)]
+    for algo in g["algos"]:
+        args += ["--algo", algo]
+    for scenario in g["scenarios"]:
+        args += ["--scenario", scenario]
+    return [*args, "--batch-size", str(batch), *MODEL, "--compute-s", f"{CHUNK_S * batch:g}",
+            *LINK]
+
+
+def split(k1: list[dict], multi: list[dict]) -> list[str]:
+    """The K = 1 control's lines: DiLoCo's gain over ssgd at N learners (scenario none), the
+    part the outer optimizer gives at one learner, and the rest (distribution)."""
+    def ce(rows: list[dict], algo: str) -> float | None:
+        return next((r["final_ce"] for r in rows
+                     if r["strategy"] == algo and r["scenario"] == "none"), None)
+
+    s1, d1, sn, dn = ce(k1, "ssgd"), ce(k1, "diloco"), ce(multi, "ssgd"), ce(multi, "diloco")
+    if None in (s1, d1, sn, dn):
+        return []
+    return [f"K = 1 control (final CE, scenario none, means over seeds): ssgd {sn:.4f} and "
+            f"diloco {dn:.4f} at N learners (diloco - ssgd {dn - sn:+.4f}); a single learner "
+            f"{s1:.4f} and diloco with one learner {d1:.4f} (the outer optimizer alone: "
+            f"{d1 - s1:+.4f}); what distribution adds to diloco's own: diloco(N) - diloco(1) "
+            f"{dn - d1:+.4f}."]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", required=True, help="Kaldi data dir (the mini corpus's)")
+    ap.add_argument("--targets", required=True, help="ingested alignment dir")
+    ap.add_argument("--out", required=True, type=Path, help="the runs (kept between reruns)")
+    ap.add_argument("--grids", nargs="+", default=["16", "64", "k1"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[2, 1, 3],
+                    help="seeds per grid, in --grids' order")
+    ap.add_argument("--compress", default="int8", help="the compressed rows' codec")
+    publish_option(ap, __file__)
+    args = ap.parse_args(argv)
+    if len(args.seeds) != len(args.grids) or min(args.seeds) < 1:
+        raise AsrdistError(f"bench.studies.methods_2026: --seeds {args.seeds}: one count >= 1 "
+                           f"per grid of --grids {args.grids}")
+    for name in args.grids:
+        grid(name, args.compress)
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    lines = ["## The strategies side by side in the simulator (issue 34 item 5)", "",
+             "The mini corpus, a 1 x 64 BLSTM (0.31 MB), one epoch at a global batch of "
+             f"{GLOBAL_BATCH} chunks (180 steps at every learner count), lr 0.1 at that batch, "
+             f"a chunk's compute {CHUNK_S * 1000:g} ms simulated; asrdist-compare's README "
+             "speed model (100 Mbit = 12.5 MB/s and 0.5 ms across nodes of 4 learners, a fast "
+             "link inside them, half of a gradient allreduce behind backward, 10 % jitter). "
+             "Scenario straggler:0x4: learner 0 computes 4x slower. The baseline is ssgd; its "
+             "final CE + 2 % in scenario none is the target whose time is tabled. bmuf at the "
+             "outer_methods study's tuned point, diloco-async at outer lr 0.35, the others at "
+             "their defaults (H = 8). Host times: 2 CPU cores shared with other jobs.", ""]
+    reports: dict[str, list[dict]] = {}
+    for name, seeds in zip(args.grids, args.seeds, strict=True):
+        argv = command(name, args.data, args.targets, args.out, seeds, args.compress)
+        print(f"-- grid {name}: asrdist-compare {shlex.join(argv)}", file=sys.stderr,
+              flush=True)
+        subprocess.run([sys.executable, "-m", "asrdist.cli.compare", *argv], check=True,
+                       stdout=subprocess.DEVNULL)
+        out = args.out / name
+        reports[name] = json.loads((out / "compare.json").read_text())["rows"]
+        png = GENERATED / f"methods_2026_{name}.png"
+        if args.publish:
+            shutil.copyfile(out / "curves.png", png)
+        g = grid(name, args.compress)
+        lines += [f"### {g['learners']} learner{'s' if g['learners'] > 1 else ''} "
+                  f"({seeds} seed{'s' if seeds > 1 else ''})", "",
+                  "    asrdist-compare " + shlex.join(argv), "",
+                  (out / "table.md").read_text().rstrip("\n"), "",
+                  f"![held-out CE against steps and simulated time]({png.name})", ""]
+    if "k1" in reports:
+        for name in ("16", "64"):
+            if name in reports:
+                lines += [f"{name} learners. " + line for line in split(reports["k1"],
+                                                                        reports[name])]
+                lines.append("")
+    publish(scrub(lines, {args.out: "OUT", args.data: "DATA", args.targets: "TARGETS"}),
+            args.publish)
+
+
+if __name__ == "__main__":
+    main()

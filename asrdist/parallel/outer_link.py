@@ -118,20 +118,22 @@ class ProcessOuterLink:
         if self._weights is None:
             self._weights = torch.zeros(numel)
         what = f"push to the outer state on learner {self.host} failed"
-        with self._blocked():
-            works = [self.group.send([header], self.host, TAG_HEADER),
-                     self.group.send([sent], self.host, TAG_PUSH),
-                     self.group.recv([answer], self.host, TAG_REPLY_HEADER),
-                     self.group.recv([self._weights], self.host, TAG_REPLY)]
+        with self._blocked():  # fail-stop: a failed post names the lost learner there
             try:
+                works = [self.group.send([header], self.host, TAG_HEADER),
+                         self.group.send([sent], self.host, TAG_PUSH),
+                         self.group.recv([answer], self.host, TAG_REPLY_HEADER),
+                         self.group.recv([self._weights], self.host, TAG_REPLY)]
                 for work in works:
                     _wait(work, self.timeout, what)
-            except ExchangeFailure as exc:
-                why = f"{exc}; ending the job"
-                if self._lose is not None:
-                    why = (f"{exc}: the outer state's host is lost, and diloco-async cannot go "
-                           "on without it (even with --elastic)")
-                abort(self.rank, why)
+            except (ExchangeFailure, RuntimeError) as exc:
+                if self._lose is not None:  # elastic: the host is lost, the run with it
+                    abort(self.rank, f"{what}: {first_line(exc)}: the outer state's host is "
+                                     "lost, and diloco-async cannot go on without it (even "
+                                     "with --elastic)")
+                if not isinstance(exc, ExchangeFailure):
+                    raise
+                abort(self.rank, f"{exc}; ending the job")
         self.sent_bytes += sent.numel() * sent.element_size()
         return self._weights.clone(), int(answer[0]), int(answer[1])
 

@@ -268,3 +268,16 @@ def test_simulated_compressed_pushes_send_the_codec_s_bytes():
     payload = numel + 4 * -(-numel // 256)
     assert sim.summary["wire_bytes"]["cross"] == 2 * (2 * 4 * numel) + 2 * 4 \
         + 2 * (payload + 4 * numel)
+
+
+def test_elastic_losing_learner_0_ends_the_others_saying_why(tmp_path):
+    """Learner 0 holds the only copy of the outer state: with --elastic too, the others end
+    (status 1) at their next push, naming it, instead of going on from a lost w_g."""
+    sc = {"algo": "diloco-async", "lr": 0.05, "steps": 300, "compute_s": 0.01,
+          "timeout_s": 5.0, "kill_at": 30, "kill_rank": 0,
+          "options": {"elastic": True, "avg_period": 4}}
+    run = run_learners(sc, 3, tmp_path, timeout=90)
+    assert run.codes[0] == -9
+    for r in (1, 2):
+        assert run.codes[r] == 1, run.stderr[r][-2000:]
+        assert "the outer state's host is lost" in run.stderr[r], run.stderr[r][-2000:]

@@ -13,6 +13,11 @@ def test_every_strategy_comes_plain_then_compressed_with_its_own_options_kept():
     assert "bmuf:bmuf_momentum=0.5,bmuf_lr=0.0833,compress=int8" in got
     assert got[-1] == "diloco-async:diloco_lr=0.35,compress=int8"
     assert len(got) == 14
+    few = strategies(64, "int8", every=False)
+    assert few == ["ssgd", "adpsgd-random", "hadpsgd", "bmuf:bmuf_momentum=0.5,bmuf_lr=0.0208",
+                   "diloco", "diloco:compress=int8", "streaming-diloco",
+                   "streaming-diloco:compress=int8", "diloco-async:diloco_lr=0.35",
+                   "diloco-async:diloco_lr=0.35,compress=int8"]
 
 
 def test_a_grid_splits_the_global_batch_of_256_and_its_compute_over_its_learners():

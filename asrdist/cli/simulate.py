@@ -73,8 +73,8 @@ class SimulateOptions(Options):
 
     algo: str = option("ssgd", "distributed strategy (asrdist.parallel.registry)")
     learners: int = option(16, "simulated learners", check=POSITIVE)
-    epochs: float = option(1.0, "passes over the training data (fractions too)",
-                           check=POSITIVE)
+    epochs: float = option(float(FIELDS["epochs"].default),  # asrdist-train's, as a float
+                           "passes over the training data (fractions too)", check=POSITIVE)
     max_utts: int = option(0, "training utterances to keep (0 = all)", check=NON_NEGATIVE)
     evals: int = option(4, "held-out evaluations over the run, the last of the exported "
                         "average (and one of the start)", check=POSITIVE)

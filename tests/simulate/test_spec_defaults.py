@@ -35,3 +35,15 @@ def test_runspec_holds_asrdist_train_s_components_and_declarations():
     spec = RunSpec(algo="ssgd")
     assert (spec.model, spec.reading, spec.schedule, spec.optim) == \
         (train.net, train.reading, train.schedule, train.optim)
+
+
+def test_asrdist_simulate_s_defaults_are_asrdist_train_s():
+    """Every option asrdist-simulate shares with asrdist-train, --epochs too (a float here),
+    defaults as asrdist-train's does; its own (--learners, --evals, ...) are not train's."""
+    from asrdist.cli import simulate
+
+    train = make_config(None, {"data": "d", "targets": "t", "out": "o"}).to_dict()
+    sim = {name: f.default for name, f in simulate.option_fields().items()
+           if name in train and name != "algo"}  # --algo: a distributed strategy here
+    assert {n: (v, train[n]) for n, v in sim.items() if v != train[n]} == {}
+    assert sim["epochs"] == 10.0 and {"batch_size", "layers", "lr", "grad_clip"} <= set(sim)

@@ -302,20 +302,23 @@ class _Determinizer:
         self.eps: list[list[tuple[int, Weight, int]]] = [[] for _ in range(n)]
         self.labelled: list[list[Arc]] = [[] for _ in range(n)]
         self.emitting = [False] * n
+        finals, all_arcs, eps, labelled = lat.final, lat.arcs, self.eps, self.labelled
         for s in range(n - 1, -1, -1):
-            f = lat.final[s]
+            f = finals[s]
             c = float(f[0]) + float(f[1])
             emitting = not (f[0] == inf and f[1] == inf)
-            for arc in lat.arcs[s]:
+            for arc in all_arcs[s]:
                 w = arc[2]
-                c = min(c, float(w[0]) + float(w[1]) + back[arc[3]])
-                if w[0] == inf and w[1] == inf:
+                wc = float(w[0]) + float(w[1])  # inf whenever w is Zero
+                if wc + back[arc[3]] < c:
+                    c = wc + back[arc[3]]
+                if wc == inf and w[0] == inf and w[1] == inf:
                     continue
                 if arc[0]:
-                    self.labelled[s].append(arc)
+                    labelled[s].append(arc)
                     emitting = True
                 else:
-                    self.eps[s].append((arc[1], w, arc[3]))
+                    eps[s].append((arc[1], w, arc[3]))
             back[s] = c
             self.emitting[s] = emitting
         self.back = back
@@ -502,7 +505,7 @@ class _PhoneMap:
 def _insert_phones(lat: Lattice, phones: _PhoneMap) -> int:
     """DeterminizeLatticeInsertPhones: a phone label where a phone starts (not on the start
     state's arcs, as Kaldi); returns the first phone label."""
-    first = 1 + max((a[0] for arcs in lat.arcs for a in arcs), default=0)
+    first = 1 + max(map(_state_of, itertools.chain.from_iterable(lat.arcs)), default=0)
     for s in range(len(lat.arcs)):
         if s == lat.start:
             continue
@@ -732,17 +735,19 @@ def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
         pos += 4 + struct.unpack_from("<i", data, pos)[0]
     start, num_states = struct.unpack_from("<qq", data, pos + 16)  # after version, flags, props
     pos += 40
-    finals: list[Weight] = []
+    final_bytes: list[bytes] = []
     counts: list[int] = []
     chunks: list[bytes] = []
     state = _FST_STATE.unpack_from
     for _ in range(num_states):
-        f1, f2, k = state(data, pos)
+        k = state(data, pos)[2]
+        final_bytes.append(data[pos:pos + 8])
         pos += 16
-        finals.append((F32(f1), F32(f2)))
         counts.append(k)
         chunks.append(data[pos:pos + 20 * k])
         pos += 20 * k
+    costs = np.frombuffer(b"".join(final_bytes), "<f4")
+    finals: list[Weight] = list(zip(list(costs[0::2]), list(costs[1::2]), strict=True))
     table = np.frombuffer(b"".join(chunks), _FST_ARC)
     flat = list(zip(table["i"].tolist(), table["o"].tolist(),
                     zip(list(table["w1"]), list(table["w2"]), strict=True), table["n"].tolist(),

@@ -5,6 +5,7 @@ lattice-add-penalty | lattice-best-path)."""
 from __future__ import annotations
 
 import gzip
+import json
 import re
 import subprocess
 import sys
@@ -146,3 +147,57 @@ def test_word_insertion_penalty_turns_the_best_path():
     # at LMWT 10 two words cost 2 x 0.2 and one word 1.0; a penalty of 1 per word turns it
     assert best_path_words(lat, 10.0, 0.0) == [5, 7]
     assert best_path_words(lat, 10.0, 1.0) == [6]
+
+
+_READ_BACK = """
+import json, sys
+import kaldi_hmm_gmm, kaldifst, _kaldifst
+import numpy as np
+from asrdist.decode.lattice import _from_kaldifst
+
+def bits(x):
+    return int(np.float32(x).view(np.uint32))
+
+lat = kaldifst.Lattice()
+for _ in range(5):
+    lat.add_state()
+lat.start = 1
+values = [0.1, -2.5, 1e-7, 3.4e38, -0.0, 17.000002, float("inf")]
+k = 0
+for s in range(5):
+    for j in range(s % 3 + 1):  # 1, 2 or 3 arcs
+        w = kaldifst.LatticeWeight(values[k % 7], values[(k + 3) % 6])
+        lat.add_arc(s, kaldifst.LatticeArc(k + 1, 0 if j else 1000 + k, w, (s + j) % 5))
+        k += 1
+lat.set_final(4, kaldifst.LatticeWeight(0.3, 2.0))
+read = _from_kaldifst(lat)
+ours = {"start": read.start, "final": [[bits(a), bits(b)] for a, b in read.final],
+        "arcs": [[[i, o, bits(w[0]), bits(w[1]), n] for i, o, w, n in arcs]
+                 for arcs in read.arcs],
+        "types": sorted({type(x).__name__ for f in read.final for x in f})}
+ref = {"start": lat.start, "final": [], "arcs": []}
+for s in range(lat.num_states):  # the reference: kaldifst's own arc iterator
+    it, arcs = _kaldifst._ArcIteratorLattice(lat, s), []
+    while not it.done:
+        a = it.value
+        arcs.append([a.ilabel, a.olabel, bits(a.weight.value1), bits(a.weight.value2),
+                     a.nextstate])
+        it.next()
+    ref["arcs"].append(arcs)
+    ref["final"].append([bits(lat.final(s).value1), bits(lat.final(s).value2)])
+print(json.dumps({"ours": ours, "ref": ref}))
+"""
+
+
+def test_raw_lattice_read_equals_kaldifsts_arc_iterator_bit_for_bit():
+    """The raw lattice is read from kaldifst's binary layout, not arc by arc: the same
+    states, labels, next states and float32 weights as kaldifst's arc iterator gives (its
+    own process: kaldifst's lattices hang in this one, which loaded kaldilm)."""
+    out = subprocess.run([sys.executable, "-c", _READ_BACK], cwd=ROOT, capture_output=True,
+                         text=True, check=True, timeout=120)
+    got = json.loads(out.stdout.splitlines()[-1])
+    ours, ref = got["ours"], got["ref"]
+    assert sum(len(a) for a in ref["arcs"]) == 1 + 2 + 3 + 1 + 2
+    assert ref["final"][0] == [0x7F800000, 0x7F800000]  # not final: Zero
+    assert ours["types"] == ["float32"]
+    assert {k: ours[k] for k in ref} == ref

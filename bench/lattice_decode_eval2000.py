@@ -17,11 +17,16 @@ measures reading that). Every job is a fresh process, run ``--nj`` at a time:
 - ours, one lattice pass: ``decode_data_dir(nj=1)`` on the job's data dir with the scores
   kept as asrdist-compute-loglikes keeps them (loglikes.scp), no sweep: CPU seconds of the
   search (scores read, search, determinization) and of the whole call, peak RSS (VmHWM);
-- ours, the sweep: the same with s5c's 39 points (LMWT 5..17 x WIP 0.0 0.5 1.0);
-- one 4-gram rescoring of the sweep's lattices as asrdist-lmrescore does it
+- the sweep: s5c's 39 points (LMWT 5..17 x WIP 0.0 0.5 1.0) read off the pass's lattices
+  (``write_readings``: texts and CTMs of every point, what decode_data_dir's sweep writes,
+  the lattices read back from lat.N.gz besides), one fresh process per job;
+- one 4-gram rescoring of the pass's lattices as asrdist-lmrescore does it
   (``rescore_decode_dir`` + ``read_rescored_dir`` with the 39 points): a 4-gram estimated
   (interpolated Kneser-Ney, asrdist.decode.lm) from the mini recipe's training text, the old
   LM the graph's G.fst.
+
+Each phase's figures are kept in the work dir (``<phase>.json``); a rerun with the same
+``--work`` reuses them and runs only the phases without one.
 
 Disk: our lat.N.gz, Kaldi's lattices gzipped as decode.sh pipes them, and the kept scores at
 float32 and Kaldi's compressed matrices (2byte, 1byte: asrdist-compute-loglikes --compress),
@@ -92,6 +97,18 @@ print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - 
                   "rss_mb": peak_mb()}))
 """
 
+_READINGS = _PEAK + """
+import json, sys, time
+from asrdist.decode.lattice_readings import write_readings
+from asrdist.decode.lmrescore import read_lattice_archive
+lats, data, out, words, mdl, lexicon = sys.argv[1:7]
+t, w = time.process_time(), time.perf_counter()
+write_readings(out, read_lattice_archive(lats), data, words, mdl, lexicon, range(5, 18),
+               (0.0, 0.5, 1.0))
+print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - w,
+                  "rss_mb": peak_mb()}))
+"""
+
 _RESCORE = _PEAK + """
 import json, sys, time
 from asrdist.decode.lmrescore_dir import read_rescored_dir, rescore_decode_dir
@@ -122,6 +139,19 @@ def parallel(code: str, argsets: list[list[object]], env: dict[str, str] | None 
     return [json.loads(out.strip().splitlines()[-1]) for out, _ in outs], wall
 
 
+def phase(work: Path, name: str, code: str, argsets: list[list[object]]) -> dict:
+    """:func:`parallel`'s figures as {"jobs": [...], "wall": s}, kept as ``work/<name>.json``
+    and reused from there when a run already made them."""
+    kept = work / f"{name}.json"
+    if kept.is_file():
+        return json.loads(kept.read_text())
+    jobs, wall = parallel(code, argsets)
+    figures = {"jobs": jobs, "wall": wall}
+    kept.write_text(json.dumps(figures))
+    print(f"{name}: {wall:.0f} s", file=sys.stderr, flush=True)
+    return figures
+
+
 def tiled(frames: dict[str, int], segments: int, hours: float, shift: float
           ) -> list[tuple[str, str]]:
     """(new id, utterance) of ``segments`` copies of the k shortest utterances, cycled, k the
@@ -141,9 +171,11 @@ def write_job(work: Path, n: int, pairs: list[tuple[str, str]], scores: dict[str
               num_pdfs: int) -> tuple[Path, Path, Path]:
     """Job ``n``'s scores (ark + scp, asrdist-compute-loglikes' layout) and its data dir."""
     kept, data = work / f"loglikes.{n}", work / f"data.{n}"
-    kept.mkdir()
-    data.mkdir()
     ark = kept / "loglikes.ark"
+    if (data / "frame_shift").is_file():  # written last: a run before made them
+        return ark, kept / "loglikes.scp", data
+    kept.mkdir(exist_ok=True)
+    data.mkdir(exist_ok=True)
     with kaldiio.WriteHelper(f"ark,scp:{ark},{kept / 'loglikes.scp'}") as writer:
         for new, utt in pairs:
             writer(new, scores[utt])
@@ -172,7 +204,7 @@ def rescoring_lang(work: Path, graph: Path) -> tuple[Path, Path]:
     from asrdist.decode.lm import NgramLM, read_training_text
 
     lang = work / "lang_tg"
-    (lang / "phones").mkdir(parents=True)
+    (lang / "phones").mkdir(parents=True, exist_ok=True)
     for name in ("G.fst", "words.txt", "phones/align_lexicon.int"):
         shutil.copy(graph / name, lang / name)
     shutil.copy(MINI / "data/lang/oov.int", lang / "oov.int")
@@ -247,29 +279,30 @@ def main() -> None:
         jobs = [write_job(work, n, part, scores, num_pdfs)
                 for n, part in enumerate(deal(pairs, args.nj), 1)]
         lang, arpa = rescoring_lang(work, graph)
-        disk = {name: compressed_bytes(scores, copies, COMPRESSION[name])
-                for name in ("2byte", "1byte")}
-        disk["none"] = sum(ark.stat().st_size for ark, _, _ in jobs)
+        if (work / "disk.json").is_file():
+            disk = json.loads((work / "disk.json").read_text())
+        else:
+            disk = {name: compressed_bytes(scores, copies, COMPRESSION[name])
+                    for name in ("2byte", "1byte")}
+            disk["none"] = sum(ark.stat().st_size for ark, _, _ in jobs)
+            (work / "disk.json").write_text(json.dumps(disk))
         del scores
         prepared = time.perf_counter() - t0
         print(f"prepared in {prepared:.0f} s: {len(pairs)} segments, {audio / 3600:.2f} h, "
               f"{len(copies)} distinct", file=sys.stderr, flush=True)
 
-        kaldi, kaldi_wall = parallel(_LAUNCH, [
+        kaldi = phase(work, "kaldi", _LAUNCH, [
             [args.kaldi_bin / "latgen-faster-mapped", *LATGEN_OPTS, mdl, graph / "HCLG.fst",
              f"ark:{ark}", f"ark:{work / f'kaldi.{n}.lat'}"]
             for n, (ark, _, _) in enumerate(jobs, 1)])
-        print(f"kaldi {kaldi_wall:.0f} s", file=sys.stderr, flush=True)
-        one, one_wall = parallel(_DECODE, [[graph, mdl, data, scp, work / f"one.{n}", 0]
-                                           for n, (_, scp, data) in enumerate(jobs, 1)])
-        print(f"one pass {one_wall:.0f} s", file=sys.stderr, flush=True)
-        full, full_wall = parallel(_DECODE, [[graph, mdl, data, scp, work / f"sweep.{n}", 1]
-                                             for n, (_, scp, data) in enumerate(jobs, 1)])
-        print(f"sweep {full_wall:.0f} s", file=sys.stderr, flush=True)
-        fg, fg_wall = parallel(_RESCORE, [[lang, arpa, data, work / f"sweep.{n}",
-                                           work / f"fg.{n}", mdl]
-                                          for n, (_, _, data) in enumerate(jobs, 1)])
-        print(f"rescoring {fg_wall:.0f} s", file=sys.stderr, flush=True)
+        one = phase(work, "one", _DECODE, [[graph, mdl, data, scp, work / f"one.{n}", 0]
+                                          for n, (_, scp, data) in enumerate(jobs, 1)])
+        sweep = phase(work, "sweep", _READINGS, [
+            [work / f"one.{n}" / "lat.1.gz", data, work / f"sweep.{n}", graph / "words.txt",
+             mdl, graph / "phones/align_lexicon.int"] for n, (_, _, data) in enumerate(jobs, 1)])
+        fg = phase(work, "fg", _RESCORE, [[lang, arpa, data, work / f"one.{n}",
+                                          work / f"fg.{n}", mdl]
+                                         for n, (_, _, data) in enumerate(jobs, 1)])
 
         kaldi_lats = [work / f"kaldi.{n}.lat" for n in range(1, len(jobs) + 1)]
         theirs = best_texts(args.kaldi_bin, kaldi_lats, graph / "words.txt")
@@ -282,16 +315,16 @@ def main() -> None:
                      for n in range(1, len(jobs) + 1))
         kaldi_gz = sum(len(gzip.compress(p.read_bytes(), 6)) for p in kaldi_lats)
     hours = audio / 3600
-    k_cpu = sum(j["cpu"] for j in kaldi)
-    search = sum(j["search"] for j in one)
-    one_cpu = sum(j["cpu"] for j in one)
-    full_cpu = sum(j["cpu"] for j in full)
-    fg_cpu = sum(j["cpu"] for j in fg)
+    k_cpu = sum(j["cpu"] for j in kaldi["jobs"])
+    search = sum(j["search"] for j in one["jobs"])
+    one_cpu = sum(j["cpu"] for j in one["jobs"])
+    sweep_cpu = sum(j["cpu"] for j in sweep["jobs"])
+    fg_cpu = sum(j["cpu"] for j in fg["jobs"])
     distinct = sorted(copies.values())
 
-    def row(what: str, cpu: float, wall: float, rss: list[float]) -> str:
-        return (f"| {what} | {cpu:.0f} | {cpu / audio:.4f} | {wall:.0f} | "
-                f"{' / '.join(f'{r:.0f}' for r in rss)} |")
+    def row(what: str, cpu: float, figures: dict) -> str:
+        return (f"| {what} | {cpu:.0f} | {cpu / audio:.4f} | {figures['wall']:.0f} | "
+                + " / ".join(f"{j['rss_mb']:.0f}" for j in figures["jobs"]) + " |")
 
     lines = [
         "## Lattice decoding at eval2000's size against latgen-faster-mapped", "",
@@ -306,22 +339,19 @@ def main() -> None:
         "them), run at once, each a fresh process, one thread.", "",
         "| what | CPU seconds (all jobs) | RTF per core | wall (s) | peak RSS per job (MiB) |",
         "|---|---|---|---|---|",
-        row("Kaldi latgen-faster-mapped", k_cpu, kaldi_wall, [j["rss_mb"] for j in kaldi]),
-        row("ours, lattice search (scores read, search, determinization)", search, one_wall,
-            [j["rss_mb"] for j in one]),
-        row("ours, one lattice pass, the whole decode_data_dir call", one_cpu, one_wall,
-            [j["rss_mb"] for j in one]),
-        row("ours, the pass with the 39-point sweep, whole call", full_cpu, full_wall,
-            [j["rss_mb"] for j in full]),
-        row("one 4-gram rescoring of those lattices + its 39-point sweep", fg_cpu, fg_wall,
-            [j["rss_mb"] for j in fg]), "",
+        row("Kaldi latgen-faster-mapped", k_cpu, kaldi),
+        row("ours, lattice search (scores read, search, determinization)", search, one),
+        row("ours, one lattice pass, the whole decode_data_dir call", one_cpu, one),
+        row("the 39-point sweep read off the pass's lattices (texts, CTMs)", sweep_cpu, sweep),
+        row("one 4-gram rescoring of those lattices + its 39-point sweep", fg_cpu, fg), "",
         f"- Ours / Kaldi, the lattice search: **{search / k_cpu:.2f}x** CPU (the whole call: "
         f"{one_cpu / k_cpu:.2f}x); goal 1.5x.",
         f"- Pass + 39-point sweep + one 4-gram rescoring (and its sweep) / one lattice pass: "
-        f"**{(full_cpu + fg_cpu) / one_cpu:.2f}x** CPU, {(full_wall + fg_wall) / one_wall:.2f}x "
-        "wall; goal 1.3x.",
-        f"- Decoded {sum(j['decoded'] for j in one)}/{len(pairs)} ({sum(j['partial'] for j in one)}"
-        f" partial, {sum(j['failed'] for j in one)} failed); main texts (LMWT 10, WIP 0) equal "
+        f"**{(one_cpu + sweep_cpu + fg_cpu) / one_cpu:.2f}x** CPU, "
+        f"{(one['wall'] + sweep['wall'] + fg['wall']) / one['wall']:.2f}x wall; goal 1.3x.",
+        f"- Decoded {sum(j['decoded'] for j in one['jobs'])}/{len(pairs)} "
+        f"({sum(j['partial'] for j in one['jobs'])} partial, "
+        f"{sum(j['failed'] for j in one['jobs'])} failed); main texts (LMWT 10, WIP 0) equal "
         f"to lattice-scale --inv-acoustic-scale=10 | lattice-best-path on Kaldi's lattices: "
         f"{same}/{len(theirs)}.",
         f"- Disk per hour of speech: our lat.N.gz {lat_gz / 1e6 / hours:.1f} MB "

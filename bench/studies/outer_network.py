@@ -213,6 +213,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="a held-out CE whose time to reach the table gives")
     ap.add_argument("--probe-reps", type=int, default=3)
     ap.add_argument("--only", nargs="+", help="run just these methods (labels as in the table)")
+    ap.add_argument("--from-log", type=Path,
+                    help="run nothing: write the study's files from a run's log (its stderr)")
     ap.add_argument("--loopback", action="store_true",
                     help="all learners on 127.0.0.1, no namespaces or rate limit (no root)")
     publish_option(ap, __file__)
@@ -234,10 +236,30 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def from_log(text: str) -> tuple[dict[str, dict[str, float]], list[dict]]:
+    """The probes and rows a run printed to its log (``-- RATE: {...}`` and ``   row {...}``
+    lines), so a run that ended before writing its files can still be published."""
+    probes, rows = {}, []
+    for line in text.splitlines():
+        if line.startswith("-- ") and ": {" in line:
+            rate, _, body = line[3:].partition(": ")
+            probes[rate] = json.loads(body)
+        elif line.startswith("   row {"):
+            rows.append(json.loads(line[len("   row "):]))
+    if not rows:
+        raise AsrdistError("bench.studies.outer_network: --from-log: no '   row {...}' line in "
+                           "the log")
+    return probes, rows
+
+
 def main() -> None:
     args = parse_args()
     runs = methods(args.periods, args.ma_periods, args.only, args.compress)
     size = learner.numel(config("ssgd", 1, args))
+    if args.from_log:
+        probes, rows = from_log(args.from_log.read_text())
+        write(args, rows, probes, size)
+        return
     if args.loopback:
         rates, where = ["loopback"], {"addr": "127.0.0.1", "setup": None}
     else:
@@ -248,7 +270,8 @@ def main() -> None:
         if not netns_up():
             raise AsrdistError("bench.studies.outer_network: cannot create the network "
                                "namespaces")
-    rows, probes, loads = [], {}, []
+    rows: list[dict] = []
+    probes: dict[str, dict[str, float]] = {}
     try:
         for rate in rates:
             if not args.loopback:
@@ -257,11 +280,12 @@ def main() -> None:
             probes[rate] = {k: max(r[k] for r in got) for k in got[0]}
             print(f"-- {rate}: {json.dumps(probes[rate])}", file=sys.stderr, flush=True)
             for label, m in runs.items():
-                loads.append(os.getloadavg()[0])
+                load = os.getloadavg()[0]
                 res = launch(learner.run, m.learners,
                              config(m.algo, m.period, args, m.compress, m.learners), **where,
                              timeout_s=1800)
-                rows.append({"rate": rate, **summarise(label, m, res, probes[rate], size)})
+                rows.append({"rate": rate, "load": load,
+                             **summarise(label, m, res, probes[rate], size)})
                 r = rows[-1]
                 print(f"   {label}: step {r['step_s'] * 1000:.0f} ms, final CE "
                       f"{r['final_ce']:.3f} at {r['final_s']:.0f} s", file=sys.stderr,
@@ -271,17 +295,23 @@ def main() -> None:
         if not args.loopback:
             netns_down()
     if args.loopback:  # a tuning run: its table only, the study's files stay as they are
-        publish(section(args, rows, probes, loads, size * 4 / 1e6), None)
+        publish(section(args, rows, probes, size * 4 / 1e6), None)
         return
+    write(args, rows, probes, size)
+
+
+def write(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict[str, float]],
+          size: int) -> None:
+    """The study's JSON, figure and section."""
     with atomic_write(generated(__file__, ".json")) as f:
-        json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "loads": loads,
-                   "args": vars(args)}, f, indent=1)
-    plot(rows, rates, generated(__file__, ".png"))
-    publish(section(args, rows, probes, loads, size * 4 / 1e6), args.publish)
+        json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "args": vars(args)}, f,
+                  indent=1, default=str)  # args hold paths
+    plot(rows, list(probes), generated(__file__, ".png"))
+    publish(section(args, rows, probes, size * 4 / 1e6), args.publish)
 
 
 def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
-            loads: list[float], mbytes: float) -> list[str]:
+            mbytes: float) -> list[str]:
     """The generated section of a finished study."""
     cmd = (f".venv/bin/python -m bench.studies.outer_network --rates {args.rates} "
            f"--steps {args.steps} --periods {' '.join(map(str, args.periods))} "
@@ -331,10 +361,11 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
         "run, so the evaluations cost the run nothing), then that final average. 'Time to' "
         "a CE = wall time of the first point of the curve at or below it: ssgd's and "
         "adpsgd-random's final CE of that rate, and a fixed level ('-': never). 2 CPU "
-        "cores shared with other jobs (1-minute "
-        f"load average {min(loads):.1f} to {max(loads):.1f} at the runs' starts): the sleeps "
+        f"cores shared with other jobs ({_loads(rows)}): the sleeps "
         "are exact, the real compute and gloo's copies are not.", "",
-        f"Command (root): `{cmd}` (`make outer-network`)", "",
+        f"Command (root): `{cmd}` (`make outer-network`)"
+        + (" (this section: written from that run's log with `--from-log`)"
+           if args.from_log else ""), "",
         "Exchanges alone (ms): " + "; ".join(
             f"{rate}: swap across {p['swap_cross'] * 1000:.0f}, swap in node "
             f"{p['swap_node'] * 1000:.0f}, allreduce of 4 {p['allreduce_all'] * 1000:.0f}"
@@ -371,6 +402,13 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
             f"{reached(r, args.target_ce)} | {'-' if met is None else 'met' if met else 'no'} |")
     lines += ["", *verdict(rows), "", "![outer optimizers on a slow link](outer_network.png)"]
     return lines
+
+
+def _loads(rows: list[dict]) -> str:
+    loads = [r["load"] for r in rows if "load" in r]
+    if not loads:
+        return "1-minute load average not recorded"
+    return f"1-minute load average {min(loads):.1f} to {max(loads):.1f} at the runs' starts"
 
 
 def _num(x: float | None, fmt: str) -> str:

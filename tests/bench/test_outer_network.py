@@ -6,6 +6,7 @@ from bench.studies.outer_network import (
     Method,
     alone_per_step,
     config,
+    from_log,
     goal,
     methods,
     parse_args,
@@ -177,3 +178,19 @@ def test_time_to_is_the_first_point_at_or_below_the_target():
     assert time_to(curve, 2.0) == 4.0
     assert time_to(curve, 1.55) == 9.0
     assert time_to(curve, 1.4) is None
+
+
+def test_a_run_log_gives_back_its_probes_and_rows():
+    log = "\n".join([
+        "[W socket.cpp] noise",
+        '-- 100mbit: {"swap_cross": 2.7, "allreduce_all": 2.2}',
+        "   ssgd: step 2406 ms, final CE 1.460 at 484 s",
+        '   row {"label": "ssgd", "final_ce": 1.46, "curve": [[0.0, 3.4]]}',
+        '   row {"label": "ma H=10", "final_ce": 1.75, "curve": []}',
+    ])
+    probes, rows = from_log(log)
+    assert probes == {"100mbit": {"swap_cross": 2.7, "allreduce_all": 2.2}}
+    assert [r["label"] for r in rows] == ["ssgd", "ma H=10"]
+    assert rows[0]["curve"] == [[0.0, 3.4]]
+    with pytest.raises(AsrdistError, match="--from-log: no"):
+        from_log("-- 100mbit: {}")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -374,7 +375,8 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
         "| wait (ms) | exchange alone per step (ms) | hidden | steps/s (all, mean pace) "
         "| steps/s (all, whole run) | final CE | CE / single's | final average at (s) "
         f"| time to the {SINGLE}'s CE + 2 % (s) | time to ssgd's CE (s) "
-        f"| time to adpsgd's CE (s) | time to CE {args.target_ce:g} (s) | goal |",
+        f"| time to adpsgd's CE (s) | time to CE {args.target_ce:g} (s) "
+        "| goal (step against the median compute) |",
         "|" + "---|" * 19,
     ]
 
@@ -388,7 +390,7 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
 
     for r in rows:
         single = final_of(r["rate"], SINGLE)
-        met = goal(r, single)
+        met = goal(r, single, typical_compute(rows, r["rate"]))
         lines.append(
             f"| {r['rate']} | {r['label']} | {_num(r.get('sent_mb'), '.1f')} | "
             f"{r['compute_s'] * 1000:.0f} | {r['step_s'] * 1000:.0f} | "
@@ -415,14 +417,22 @@ def _num(x: float | None, fmt: str) -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def goal(r: dict, single_ce: float | None) -> bool | None:
+def typical_compute(rows: list[dict], rate: str) -> float:
+    """The median compute of the multi-learner rows at ``rate``: the goal's reference, as
+    every one of them computes the same model at the same batch. A row's own figure is its 7
+    steps timed just before its run, and one load spike there (466 ms against 335-369 ms
+    for the rest, in the first 100 Mbit run of this version) would grant it the goal."""
+    return statistics.median(r["compute_s"] for r in rows
+                             if r["rate"] == rate and r["learners"] > 1)
+
+
+def goal(r: dict, single_ce: float | None, compute_s: float) -> bool | None:
     """Whether row ``r`` (a method on the link) meets the goal: a final CE within 2 % of the
-    single learner's and a step of at most 1.1x its compute; None for the single learner
-    itself or without one."""
+    single learner's and a step of at most 1.1x ``compute_s`` (:func:`typical_compute`);
+    None for the single learner itself or without one."""
     if single_ce is None or r["learners"] == 1:
         return None
-    return (r["final_ce"] <= GOAL_CE * single_ce
-            and r["step_s"] <= GOAL_STEP * r["compute_s"])
+    return r["final_ce"] <= GOAL_CE * single_ce and r["step_s"] <= GOAL_STEP * compute_s
 
 
 def verdict(rows: list[dict]) -> list[str]:
@@ -435,14 +445,16 @@ def verdict(rows: list[dict]) -> list[str]:
         single = next((r["final_ce"] for r in sel if r["learners"] == 1), None)
         if single is None:
             continue
+        compute = typical_compute(rows, rate)
         head = (f"Goal at {rate} (final CE <= {GOAL_CE:g} x the {SINGLE}'s {single:.3f} = "
-                f"{GOAL_CE * single:.3f}, step <= {GOAL_STEP:g}x compute): ")
-        met = [r["label"] for r in sel if goal(r, single)]
+                f"{GOAL_CE * single:.3f}, step <= {GOAL_STEP:g}x the median compute "
+                f"{compute * 1000:.0f} ms = {GOAL_STEP * compute * 1000:.0f} ms): ")
+        met = [r["label"] for r in sel if goal(r, single, compute)]
         if met:
             out.append(head + "met by " + ", ".join(met) + ".")
             continue
         multi = [r for r in sel if r["learners"] > 1]
-        fast = [r for r in multi if r["step_s"] <= GOAL_STEP * r["compute_s"]]
+        fast = [r for r in multi if r["step_s"] <= GOAL_STEP * compute]
         good = [r for r in multi if r["final_ce"] <= GOAL_CE * single]
         near = []
         if fast:
@@ -450,9 +462,9 @@ def verdict(rows: list[dict]) -> list[str]:
             near.append(f"the best CE at a step <= {GOAL_STEP:g}x compute is {b['label']}'s "
                         f"{b['final_ce']:.3f}")
         if good:
-            b = min(good, key=lambda r: r["step_s"] / r["compute_s"])
+            b = min(good, key=lambda r: r["step_s"])
             near.append(f"the fastest step within 2 % is {b['label']}'s "
-                        f"{b['step_s'] / b['compute_s']:.2f}x compute")
+                        f"{b['step_s'] * 1000:.0f} ms, {b['step_s'] / compute:.2f}x")
         out.append(head + "met by none" + ("; " + "; ".join(near) if near else "") + ".")
     return out
 

@@ -133,7 +133,11 @@ def main() -> None:
              "Scenario straggler:0x4: learner 0 computes 4x slower. The baseline is ssgd; its "
              "final CE + 2 % in scenario none is the target whose time is tabled. bmuf at the "
              "outer_methods study's tuned point, diloco-async at outer lr 0.35, the others at "
-             "their defaults (H = 8). Host times: 2 CPU cores shared with other jobs.", ""]
+             "their defaults (H = 8). Host times: 2 CPU cores shared with other jobs.", "",
+             f"Command: `.venv/bin/python -m bench.studies.methods_2026 --data {args.data} "
+             f"--targets {args.targets} --out {args.out} --grids {' '.join(args.grids)} --seeds "
+             f"{' '.join(map(str, args.seeds))} --compress {args.compress} --publish` "
+             "(`make methods-2026`), which runs:", ""]
     reports: dict[str, list[dict]] = {}
     for name, seeds in zip(args.grids, args.seeds, strict=True):
         argv = command(name, args.data, args.targets, args.out, seeds, args.compress)

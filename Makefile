@@ -128,8 +128,9 @@ network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.network --rates 1gbit,250mbit,100mbit \
 	  --steps 20 --publish
 
-# Issue 23: bmuf and diloco against adpsgd-random and ssgd on the network study's namespaces
-# at 100 Mbit (root; about 25 minutes).
+# Issues 23 and 34: bmuf, diloco, streaming-diloco and diloco-async against adpsgd-random and
+# ssgd (int8 rows too; a single learner the reference) on the network study's namespaces at
+# 100 Mbit (root; about 40 minutes).
 outer-network: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.outer_network --rates 100mbit \
 	  --steps 200 --publish

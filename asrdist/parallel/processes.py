@@ -205,6 +205,7 @@ class ProcessTransport(Transport):
         flat /= size
         with self._blocked():
             work = dist.all_reduce(flat, group=group, async_op=True)
+        self._ring([flat], size)
         return _Started(self, work, flat, tensors)
 
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:

@@ -138,6 +138,8 @@ def test_two_learners_one_fragment_no_delay_is_diloco_bit_for_bit(tmp_path, comp
     for a, b in zip(diloco, streaming, strict=True):
         assert all(torch.equal(x, y) for x, y in zip(a["history"], b["history"], strict=True))
         assert torch.equal(a["final"], b["final"])
+        # the same averages cross the wire, the started ones counted too
+        assert a["metrics"]["sent_bytes"] == b["metrics"]["sent_bytes"] > 0
 
 
 def test_one_learner_follows_the_reference_loop():

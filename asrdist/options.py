@@ -96,7 +96,7 @@ def check_value(name: str, f: dataclasses.Field, value: Any) -> None:
     if choices and value not in choices:
         raise AsrdistError(f"{flag(name)} {value!r}: choose one of {', '.join(choices)}")
     check = f.metadata.get("check")
-    if check is not None:
+    if check is not None and value is not None:  # None: an optional option not given
         require(check.ok(value), name, value, check.what)
 
 
@@ -180,9 +180,15 @@ def make(cls: type, values: Mapping[str, Any], **others: Any) -> Any:
     return cls(**made)
 
 
+_KINDS = {"tuple[float, ...]": "floats"}
+
+
 def kind(f: dataclasses.Field) -> str:
-    """"int", "float", "str" or "bool", whether or not the annotations are strings."""
-    return f.type if isinstance(f.type, str) else f.type.__name__
+    """"int", "float", "str", "bool" or "floats" (a tuple of numbers: a sweep), whether or not
+    the annotations are strings; an optional option (``int | None``, None: not given, the
+    help says what then) has its values' kind."""
+    name = (f.type if isinstance(f.type, str) else f.type.__name__).removesuffix(" | None")
+    return _KINDS.get(name, name)
 
 
 def coerce(name: str, f: dataclasses.Field, value: Any, where: str) -> Any:

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command
-from asrdist.cli.decode import chunking_options
+from asrdist.cli.options import derived_command, flags_of, made
 from asrdist.decode.acoustic import Chunking
 from asrdist.decode.loglikes import COMPRESSION, LOG_DIR, compute_loglikes
 from asrdist.jobs.cmd import Cmd, cmd_option
 
 
-@command()
+@command(cls=derived_command(lambda: flags_of(Chunking)))
 @click.option("--model", "nnet", required=True, type=click.Path(dir_okay=False),
               help="asrdist final.pt.")
 @click.option("--data", "data_dir", required=True, type=click.Path(file_okay=False),
@@ -30,10 +30,8 @@ from asrdist.jobs.cmd import Cmd, cmd_option
               help="Where each job runs the network: cpu, cuda (the job's first visible GPU) "
                    "or cuda:N.")
 @cmd_option
-@chunking_options
 def main(nnet: str, data_dir: str, out_dir: str, nj: int, compress: str, device: str, cmd: Cmd,
-         frames_per_chunk: int | None, extra_left_context: int | None,
-         extra_right_context: int | None) -> None:
+         **chunking: int | None) -> None:
     """Pseudo log-likelihoods (log posterior - log prior) of every utterance, as Kaldi's
     nnet3-compute writes them, for asrdist-decode --loglikes: an LM-weight sweep without
     re-running the network. A rerun skips an --out done with the same options (--nj and --cmd
@@ -41,7 +39,7 @@ def main(nnet: str, data_dir: str, out_dir: str, nj: int, compress: str, device:
     the same as one job's; a slurm.pl job logs to OUT/.log/loglikes.N.log (hidden, so that
     asrdist-decode --loglikes does not take the logs for a change of its input)."""
     compute_loglikes(nnet, data_dir, out_dir,
-                     Chunking(frames_per_chunk, extra_left_context, extra_right_context),
+                     made(Chunking, chunking),
                      nj=nj, runner=cmd.make(Path(out_dir) / LOG_DIR), compress=compress,
                      device=device)
 

@@ -15,17 +15,33 @@ from typing import Any
 
 import click
 
-from asrdist.cli import AsrdistCommand
-from asrdist.options import flag, kind
+from asrdist.cli import AsrdistCommand, number_list
+from asrdist.options import declared, flag, kind, make
 from asrdist.parallel import registry
 
-_PY_TYPES = {"int": int, "float": float, "str": str}
+
+class Numbers(click.ParamType):
+    """A "floats" option's value: numbers separated by spaces or commas ('': none)."""
+
+    name = "numbers"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[float, ...]:
+        if isinstance(value, tuple):
+            return value
+        return number_list(value, param.opts[0] if param is not None else "")
+
+
+_PY_TYPES = {"int": int, "float": float, "str": str, "floats": Numbers()}
 
 
 def help_text(f: dataclasses.Field) -> str:
-    """What ``--help`` says of a declared option: its help and its default."""
-    shown = f.default if f.default != "" else "none"
-    return f"{f.metadata['help']} [default: {shown}]"
+    """What ``--help`` says of a declared option: its help and its default (an optional
+    option's help says what not giving it does)."""
+    if f.default is None:
+        return f.metadata["help"]
+    shown = " ".join(map(str, f.default)) if isinstance(f.default, tuple) else f.default
+    return f"{f.metadata['help']} [default: {shown if shown != '' else 'none'}]"
 
 
 def click_option(name: str, f: dataclasses.Field,
@@ -43,10 +59,21 @@ def click_option(name: str, f: dataclasses.Field,
     return click.Option([flag(name), name], type=param_type, default=None, help=text)
 
 
+def flags_of(*classes: type) -> list[click.Option]:
+    """A flag per option that ``classes`` declare, in declaration order."""
+    return [click_option(name, f) for cls in classes for name, f in declared(cls).items()]
+
+
 def given_or_default(fields: Mapping[str, dataclasses.Field],
                      values: Mapping[str, Any]) -> dict[str, Any]:
     """Each option of ``fields`` as given (``values``), or its declared default."""
     return {n: f.default if values.get(n) is None else values[n] for n, f in fields.items()}
+
+
+def made(cls: type, values: Mapping[str, Any], **others: Any) -> Any:
+    """``cls`` from its derived flags' values (a command's, all of them), each option not given
+    at its declared default, and its fields that are no options from ``others``."""
+    return make(cls, given_or_default(declared(cls), values), **others)
 
 
 class AlgoChoice(click.Choice):

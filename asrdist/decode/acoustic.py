@@ -32,6 +32,7 @@ from asrdist.kaldi.layout import (
     read_layout,
     same_columns,
 )
+from asrdist.options import NON_NEGATIVE, Options, option
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def list_utterances(data_dir: str | os.PathLike) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Chunking:
+class Chunking(Options):
     """nnet3-compute's --frames-per-chunk, --extra-left-context and --extra-right-context.
 
     A BLSTM trained on short chunks scores best on windows like its training ones: None takes
@@ -53,16 +54,15 @@ class Chunking:
     utterances. A model with a fixed context (the spliced DNN) takes only its own context.
     """
 
-    frames_per_chunk: int | None = None
-    extra_left_context: int | None = None
-    extra_right_context: int | None = None
-
-    def __post_init__(self) -> None:
-        for name, value in (("--frames-per-chunk", self.frames_per_chunk),
-                            ("--extra-left-context", self.extra_left_context),
-                            ("--extra-right-context", self.extra_right_context)):
-            if value is not None and value < 0:
-                raise AsrdistError(f"{name} {value}: must be 0 or more")
+    frames_per_chunk: int | None = option(
+        None, "Frames the network scores per chunk (default: its training chunk_len; 0: whole "
+              "utterances).", check=NON_NEGATIVE)
+    extra_left_context: int | None = option(
+        None, "Frames before each chunk the BLSTM sees, outputs dropped (default: its training "
+              "chunk-left-context).", check=NON_NEGATIVE)
+    extra_right_context: int | None = option(
+        None, "Frames after each chunk the BLSTM sees, outputs dropped (default: its training "
+              "chunk-right-context).", check=NON_NEGATIVE)
 
 
 AS_TRAINED = Chunking()  # the model's own training chunk and context

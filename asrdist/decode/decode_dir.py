@@ -39,12 +39,24 @@ from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.options import Options, option
 from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
 STAGE = "decode"
 S5C_LMWTS = tuple(range(5, 18))  # local/score_sclite.sh's min_lmwt..max_lmwt
 S5C_WIPS = (0.0, 0.5, 1.0)  # its word_ins_penalty
+
+
+@dataclass(frozen=True)
+class Sweep(Options):
+    """The LM weights and word insertion penalties read off the lattices (score_LMWT_WIP/),
+    local/score_sclite.sh's by default."""
+
+    lmwts: tuple[float, ...] = option(
+        S5C_LMWTS, "Sweep: LM weights, each read off the lattices into score_LMWT_WIP/ ('': "
+                   "none).", name="lmwt")
+    wips: tuple[float, ...] = option(S5C_WIPS, "Sweep: word insertion penalties.", name="wip")
 
 
 @dataclass(frozen=True)
@@ -220,9 +232,9 @@ def _scorer_num_pdfs(nnet: str | None, gmm: str | None,
 
 def _variants(acwt: float, lmwts: Sequence[float], wips: Sequence[float]) -> list[Variant]:
     """The main reading (LMWT 1/acwt, no penalty) and score_<LMWT>_<WIP> per sweep point."""
-    for x, flag in [(w, "--lmwt") for w in lmwts] + [(acwt, "--acwt")]:
-        if not x > 0:
-            raise AsrdistError(f"{flag} {x:g}: must be positive")
+    for lmwt in lmwts:
+        if not lmwt > 0:
+            raise AsrdistError(f"--lmwt {lmwt:g}: must be positive")
     return [Variant(None, 1.0 / acwt)] + [
         Variant(f"{lmwt:g}_{wip:.1f}", lmwt, wip) for lmwt in lmwts for wip in wips]
 

@@ -46,6 +46,7 @@ import kaldi_hmm_gmm  # noqa: F401  (first: kaldifst or kaldi_decoder before it 
 import numpy as np
 
 from asrdist.errors import AsrdistError
+from asrdist.options import POSITIVE, Options, option
 
 if TYPE_CHECKING:
     import kaldifst
@@ -592,7 +593,7 @@ def no_cyclic_gc() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class LatticeOptions:
+class LatticeOptions(Options):
     """steps/nnet3/decode.sh's defaults for latgen-faster-mapped. Its --max-active=7000 has no
     counterpart: LatticeSimpleDecoder keeps every token within the beam (no kaldi-decoder or
     kaldi-hmm-gmm release binds LatticeFasterDecoder's lattice). Its beam pruning also differs
@@ -601,9 +602,10 @@ class LatticeOptions:
     Kaldi's own raw lattices to equivalent ones: the search differs, not the determinization),
     and all 39 sweep points' best paths equal Kaldi's (bench.lattice_decode)."""
 
-    acwt: float = 0.1
-    beam: float = 15.0
-    lattice_beam: float = 8.0
+    acwt: float = option(0.1, "Acoustic scale of the search (the main text and ctm: LMWT "
+                               "1/acwt).", check=POSITIVE)
+    beam: float = option(15.0, "Decoding beam.")
+    lattice_beam: float = option(8.0, "Lattice beam: paths kept within it of the best.")
 
 
 def load_kaldi_decoder() -> ModuleType:

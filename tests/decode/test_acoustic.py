@@ -50,7 +50,7 @@ def _scores(final_pt: Path, data: Path, chunking: Chunking) -> np.ndarray:
 
 
 def test_a_negative_chunk_or_context_is_refused() -> None:
-    with pytest.raises(AsrdistError, match="--extra-left-context -1: must be 0 or more"):
+    with pytest.raises(AsrdistError, match="--extra-left-context must not be negative, got -1"):
         Chunking(extra_left_context=-1)
 
 
@@ -94,5 +94,5 @@ def test_fixed_context_model_chunks_alike_and_refuses_other_context(tmp_path, da
     assert np.allclose(_scores(dnn, data, Chunking()), whole, atol=1e-5)
     with pytest.raises(AsrdistError, match="context is fixed"):
         NnetScorer(dnn, data, Chunking(extra_left_context=4))
-    with pytest.raises(AsrdistError, match="--frames-per-chunk -1"):
+    with pytest.raises(AsrdistError, match="--frames-per-chunk must not be negative, got -1"):
         NnetScorer(dnn, data, Chunking(frames_per_chunk=-1))

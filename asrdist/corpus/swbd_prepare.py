@@ -37,6 +37,7 @@ from asrdist.corpus.swbd_text import write_acronym_map
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.recipes import FISHER_SWBD, S5C
+from asrdist.options import Check, Options, at_least, option
 from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
@@ -44,9 +45,13 @@ log = logging.getLogger(__name__)
 STAGE = "prepare-swbd"
 
 
+_POSITIVE_FACTORS = Check(lambda factors: all(f > 0 for f in factors), "be positive numbers")
+
+
 @dataclass(frozen=True)
-class SwbdOptions:
-    """Where the LDC releases are and how the training set is cut (Kaldi's defaults).
+class SwbdOptions(Options):
+    """Where the LDC releases are (the inputs, not options: asrdist-prepare-swbd's own flags)
+    and how the training set is cut (declared options, Kaldi's defaults: the command's flags).
 
     ``always_include_prefix`` and ``extend_eval2000`` default (None) to the recipe's: s5c
     prefixes the sp 1.0 copy (run_ivector_common.sh: ``--always-include-prefix true``) and
@@ -58,23 +63,32 @@ class SwbdOptions:
     eval2000_ref: str
     fisher_audio: tuple[str, ...] = ()
     fisher_text: tuple[str, ...] = ()
-    dev_utts: int = 4000
-    max_dup: int = 300
-    speed_factors: tuple[float, ...] = ()
-    always_include_prefix: bool | None = None
-    extend_eval2000: bool | None = None
-    allow_partial: bool = False  # go on when a release is not the size Kaldi's scripts check
+    dev_utts: int = option(4000, "train_dev: the first N utterances of Switchboard (s5c's 4000; "
+                                 "not used with Fisher: fisher_swbd has no train_dev).",
+                           check=at_least(1))
+    max_dup: int = option(300, "train_nodup: about N utterances per transcript, drawn as "
+                               "remove_dup_utts.sh.",
+                          check=at_least(2))  # utils/data/remove_dup_utts.sh:26
+    speed_factors: tuple[float, ...] = option(
+        (), "Speed factors for a _sp copy of the training set, e.g. '0.9 1.0 1.1'.",
+        check=_POSITIVE_FACTORS, name="speed_perturb")
+    always_include_prefix: bool | None = option(
+        None, "Prefix the speed-1.0 copy's utterances and speakers with sp1.0- (Kaldi's "
+              "perturb_data_dir_speed_3way.sh option). Default: as the recipe the alignments "
+              "come from: yes without Fisher (s5c), no with it (fisher_swbd).")
+    extend_eval2000: bool | None = option(
+        None, "Extend eval2000's segments by up to 0.1 s (s5c's extend_segments.pl). Default: "
+              "yes without Fisher (s5c), no with it (fisher_swbd).")
+    allow_partial: bool = option(
+        False, "Go on when a release is not the size Kaldi's scripts check (2435 or 2438 "
+               "Switchboard sph files, 11699 Fisher transcripts and sph files, 80 eval2000 "
+               "sides): a partial corpus otherwise stops with the counts.")
 
     def __post_init__(self) -> None:
         if bool(self.fisher_audio) != bool(self.fisher_text):
             raise AsrdistError("--fisher-audio and --fisher-text go together (LDC2004S13/"
                                "LDC2005S13 audio and LDC2004T19/LDC2005T19 transcripts)")
-        if self.dev_utts < 1:
-            raise AsrdistError("--dev-utts must be at least 1")
-        if self.max_dup < 2:  # utils/data/remove_dup_utts.sh:26
-            raise AsrdistError("--max-dup must be at least 2 (as Kaldi's remove_dup_utts.sh)")
-        if any(f <= 0 for f in self.speed_factors):
-            raise AsrdistError(f"--speed-perturb factors must be positive: {self.speed_factors}")
+        super().__post_init__()
 
     @property
     def recipe(self) -> str:

@@ -263,14 +263,6 @@ class AsyncDiLoCo(DistributedStrategy):
             self.state, self.link = state, LocalLink(state)
         return model
 
-    def before_step(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi:
-            self.comm.compute_begins()
-
-    def after_backward(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi:
-            self.comm.compute_ends()
-
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         """At the block's end: push, pull, start the next block from the global weights."""
         self._own = None  # not resumed after all (load_state_dict comes before any step)

@@ -30,6 +30,16 @@ class DistributedStrategy(Strategy):
         self.multi = self.world_size > 1
         self.comm = connect(learner)
 
+    def before_step(self, model: torch.nn.Module, step: int) -> None:
+        """The step's compute begins: the transport times it, so what a step spends beyond it
+        is communication."""
+        if self.multi:
+            self.comm.compute_begins()
+
+    def after_backward(self, model: torch.nn.Module, step: int) -> None:
+        if self.multi:
+            self.comm.compute_ends()
+
     # -- helpers for subclasses ----------------------------------------------------------------
 
     def _start_distance(self, model: torch.nn.Module) -> None:

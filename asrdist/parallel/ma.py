@@ -86,14 +86,6 @@ class ModelAveraging(DistributedStrategy):
         self._start_distance(model)
         return model
 
-    def before_step(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi:
-            self.comm.compute_begins()
-
-    def after_backward(self, model: torch.nn.Module, step: int) -> None:
-        if self.multi:
-            self.comm.compute_ends()
-
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         if self.multi and (step < self.post_local_after
                            or averaging_due(step, self.avg_period)):

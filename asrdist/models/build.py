@@ -33,8 +33,8 @@ class ModelConfig(Options):
                                       check=NON_NEGATIVE)
     splice: int = option(5, "DNN: frames of context either side of each frame",
                          check=NON_NEGATIVE)
-    hidden_layers: int = option(6, "DNN: hidden layers (0 = a linear model)",
-                                check=NON_NEGATIVE)
+    hidden_layers: int = option(6, "DNN: hidden layers (0 = a linear model; RBM "
+                                "pretraining needs 1 or more)", check=NON_NEGATIVE)
     hidden_units: int = option(1024, "DNN: units per hidden layer", check=POSITIVE)
     dropout: float = option(0.0, "dropout between layers", check=in_range(0, 1))
     activation: str = option("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "

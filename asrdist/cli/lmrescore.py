@@ -3,27 +3,36 @@ steps/lmrescore_const_arpa.sh (old LM's costs out, new ARPA LM's in), into a new
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import click
 
-from asrdist.cli import command, number_list
-from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
+from asrdist.cli import command
+from asrdist.cli.options import click_option, derived_command, flags_of, given_or_default, made
+from asrdist.decode.decode_dir import Sweep
+from asrdist.decode.lattice import LatticeOptions
 from asrdist.decode.lmrescore_dir import read_rescored_dir, rescore_decode_dir
 from asrdist.jobs.cmd import Cmd, cmd_option
+from asrdist.options import declared
 from asrdist.stage import Skipped
 
 
-@command()
+def _acwt() -> dict[str, dataclasses.Field]:
+    """The search's acoustic scale as asrdist-decode declares it: the main text and ctm are
+    read at LMWT 1/acwt, as there."""
+    return {"acwt": declared(LatticeOptions)["acwt"]}
+
+
+def _flags() -> list[click.Option]:
+    return [*flags_of(Sweep), *(click_option(n, f) for n, f in _acwt().items())]
+
+
+@command(cls=derived_command(_flags))
 @click.option("--nj", default=None, type=click.IntRange(min=1),
               help="Parallel jobs [default: IN_DIR's num_jobs, a job per lat.N.gz].")
 @cmd_option
-@click.option("--lmwt", "lmwts", default=" ".join(map(str, S5C_LMWTS)), show_default=True,
-              help="Sweep: LM weights read off the rescored lattices into score_LMWT_WIP/.")
-@click.option("--wip", "wips", default=" ".join(map(str, S5C_WIPS)), show_default=True,
-              help="Sweep: word insertion penalties.")
-@click.option("--acwt", default=0.1, show_default=True,
-              help="The main text and ctm: LMWT 1/acwt, as asrdist-decode's.")
 @click.option("--trans-mdl", default=None, type=click.Path(dir_okay=False),
               help="final.mdl with the transition model, for the CTMs' word times "
                    "[default: IN_DIR/../final.mdl, else OLD_LANG/final.mdl].")
@@ -33,9 +42,8 @@ from asrdist.stage import Skipped
 @click.argument("data_dir", type=click.Path(file_okay=False))
 @click.argument("in_dir", type=click.Path(file_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, acwt: float, trans_mdl: str | None,
-         skip_scoring: bool, old_lang: str, new_lm: str, data_dir: str, in_dir: str,
-         out_dir: str) -> None:
+def main(nj: int | None, cmd: Cmd, trans_mdl: str | None, skip_scoring: bool, old_lang: str,
+         new_lm: str, data_dir: str, in_dir: str, out_dir: str, **options: Any) -> None:
     """Rescore IN_DIR's lat.N.gz into OUT_DIR's: OLD_LANG's G.fst scores out
     (lattice-lmrescore --lm-scale=-1), NEW_LM's in (lattice-lmrescore-const-arpa
     --lm-scale=1; NEW_LM: an ARPA file, gzipped or not, its unknown words as OLD_LANG's oov.int,
@@ -52,9 +60,9 @@ def main(nj: int | None, cmd: Cmd, lmwts: str, wips: str, acwt: float, trans_mdl
         click.echo(f"lmrescore: {kept} lattices rescored, {dropped} dropped (no path of the "
                    f"new LM), into {out_dir}", err=True)
     if not skip_scoring:
-        read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl,
-                          number_list(lmwts, "--lmwt"), number_list(wips, "--wip") or (0.0,),
-                          acwt)
+        sweep = made(Sweep, options)
+        read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl, sweep.lmwts,
+                          sweep.wips or (0.0,), given_or_default(_acwt(), options)["acwt"])
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
-"""asrdist-decode, asrdist-compute-loglikes and asrdist-prepare-swbd derive their option flags
-from the library's declarations (decode's search, sweep and chunking; the swbd preparation's),
-as asrdist-train does: each flag's name, default and help come from the declaration, and a bad
-value is one line naming the flag."""
+"""asrdist-decode, asrdist-compute-loglikes, asrdist-lmrescore and asrdist-prepare-swbd derive
+their option flags from the library's declarations (decode's search, sweep and chunking; the
+swbd preparation's), as asrdist-train does: each flag's name, default and help come from the
+declaration, and a bad value is one line naming the flag."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from asrdist.cli import compute_loglikes, decode, prepare_swbd
+from asrdist.cli import compute_loglikes, decode, lmrescore, prepare_swbd
 from asrdist.cli.options import help_text
 from asrdist.corpus.swbd_prepare import SwbdOptions
 from asrdist.decode.acoustic import AS_TRAINED, Chunking
@@ -23,6 +23,7 @@ from asrdist.stage import Skipped
 
 COMMANDS = [(decode.main, (LatticeOptions, Sweep, Chunking)),
             (compute_loglikes.main, (Chunking,)),
+            (lmrescore.main, (Sweep,)),
             (prepare_swbd.main, (SwbdOptions,))]
 RELEASES = ["--swbd-audio", "a", "--ms98", "b", "--eval2000-audio", "c", "--eval2000-ref", "d"]
 

@@ -95,6 +95,7 @@ class Blockwise(Codec):
     """Per-block float32 scales, then the values at one byte (or bit) each."""
 
     lossy = True
+    dtype: torch.dtype  # one value's type on the wire (the subclasses that decode here)
 
     def _padded(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` as (blocks, block) float32, zero-padded (zeros change no absmax)."""
@@ -109,12 +110,20 @@ class Blockwise(Codec):
         nb = self.blocks(numel)
         return payload[: 4 * nb].view(torch.float32).view(nb, 1), payload[4 * nb:]
 
+    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
+        scale, body = self._split(payload, numel)
+        q = body.view(self.dtype).to(torch.float32)
+        pad = scale.shape[0] * self.block - numel
+        q = torch.cat([q, q.new_zeros(pad)]).view(-1, self.block)
+        return (q * scale).reshape(-1)[:numel]
+
     def wire_bytes(self, numel: int) -> int:
         return 4 * self.blocks(numel) + numel
 
 
 class Int8(Blockwise):
     name = "int8"
+    dtype = torch.int8
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         xb = self._padded(x)
@@ -122,16 +131,10 @@ class Int8(Blockwise):
         q = torch.round(xb / torch.where(scale > 0, scale, 1.0)).clamp_(-127, 127)
         return torch.cat([_bytes(scale), _bytes(q.to(torch.int8))[: x.numel()]])
 
-    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
-        scale, body = self._split(payload, numel)
-        q = body.view(torch.int8).to(torch.float32)
-        pad = scale.shape[0] * self.block - numel
-        q = torch.cat([q, q.new_zeros(pad)]).view(-1, self.block)
-        return (q * scale).reshape(-1)[:numel]
-
 
 class FP8(Blockwise):
     name = "fp8"
+    dtype = torch.float8_e4m3fn
     top = 448.0  # float8_e4m3fn's largest finite value
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,13 +142,6 @@ class FP8(Blockwise):
         scale = xb.abs().amax(dim=1, keepdim=True) / self.top
         q = (xb / torch.where(scale > 0, scale, 1.0)).to(torch.float8_e4m3fn)
         return torch.cat([_bytes(scale), _bytes(q)[: x.numel()]])
-
-    def decode(self, payload: torch.Tensor, numel: int) -> torch.Tensor:
-        scale, body = self._split(payload, numel)
-        q = body.view(torch.float8_e4m3fn).to(torch.float32)
-        pad = scale.shape[0] * self.block - numel
-        q = torch.cat([q, q.new_zeros(pad)]).view(-1, self.block)
-        return (q * scale).reshape(-1)[:numel]
 
 
 _BITS = (128, 64, 32, 16, 8, 4, 2, 1)

@@ -48,6 +48,20 @@ def test_options_are_checked():
     assert make_strategy("streaming-diloco", avg_period=1).delay == 0
 
 
+def test_a_checkpoint_of_another_fragment_count_is_refused():
+    saved = make_strategy("streaming-diloco", stream_fragments=2)
+    saved.wrap_model(make_model(0))
+    state = saved.state_dict()
+    other = make_strategy("streaming-diloco", stream_fragments=3)
+    other.wrap_model(make_model(0))
+    with pytest.raises(AsrdistError, match="--stream-fragments 3: the checkpoint has 2"):
+        other.load_state_dict(state)
+    late = make_strategy("streaming-diloco", stream_fragments=3)
+    late.load_state_dict(state)  # before wrap_model: checked there
+    with pytest.raises(AsrdistError, match="--stream-fragments 3: the checkpoint has 2"):
+        late.wrap_model(make_model(0))
+
+
 def streaming_reference(steps: int, k: int, n: int, groups: list[list[int]], tau: int,
                         alpha: float, lr_out: float = 0.7, mu: float = 0.9,
                         ) -> tuple[list[torch.Tensor], torch.Tensor]:

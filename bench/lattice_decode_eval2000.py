@@ -58,10 +58,10 @@ import numpy as np
 from asrdist.decode.loglikes import COMPRESSION
 from asrdist.jobs import deal
 from asrdist.kaldi.data_dir import read_symbols
+from bench.lattice_decode import kaldi_best_texts
 from bench.results import REPO, publish, publish_option, scrub
 
 MINI = REPO / "recipes" / "mini"
-LMWTS, WIPS = range(5, 18), (0.0, 0.5, 1.0)
 LATGEN_OPTS = ["--minimize=false", "--max-active=7000", "--min-active=200", "--beam=15.0",
                "--lattice-beam=8.0", "--acoustic-scale=0.1", "--allow-partial=true"]
 
@@ -85,12 +85,12 @@ print(json.dumps({"cpu": r.ru_utime + r.ru_stime, "rss_mb": r.ru_maxrss / 1024,
 
 _DECODE = _PEAK + """
 import json, sys, time
-from asrdist.decode.decode_dir import decode_data_dir
+from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS, decode_data_dir
 graph, mdl, data, scp, out, sweep = sys.argv[1:7]
 t, w = time.process_time(), time.perf_counter()
 s = decode_data_dir(graph, data, out, trans_mdl=mdl, loglikes=scp,
-                    lmwts=range(5, 18) if sweep == "1" else (),
-                    wips=(0.0, 0.5, 1.0) if sweep == "1" else (0.0,))
+                    lmwts=S5C_LMWTS if sweep == "1" else (),
+                    wips=S5C_WIPS if sweep == "1" else (0.0,))
 print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - w,
                   "search": s.cpu_seconds, "sweep": s.sweep_seconds, "audio": s.audio_seconds,
                   "decoded": s.decoded, "partial": s.partial, "failed": s.failed,
@@ -99,23 +99,25 @@ print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - 
 
 _READINGS = _PEAK + """
 import json, sys, time
+from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
 from asrdist.decode.lattice_readings import write_readings
 from asrdist.decode.lmrescore import read_lattice_archive
 lats, data, out, words, mdl, lexicon = sys.argv[1:7]
 t, w = time.process_time(), time.perf_counter()
-write_readings(out, read_lattice_archive(lats), data, words, mdl, lexicon, range(5, 18),
-               (0.0, 0.5, 1.0))
+write_readings(out, read_lattice_archive(lats), data, words, mdl, lexicon, S5C_LMWTS,
+               S5C_WIPS)
 print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - w,
                   "rss_mb": peak_mb()}))
 """
 
 _RESCORE = _PEAK + """
 import json, sys, time
+from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
 from asrdist.decode.lmrescore_dir import read_rescored_dir, rescore_decode_dir
 lang, arpa, data, src, out, mdl = sys.argv[1:7]
 t, w = time.process_time(), time.perf_counter()
 done = rescore_decode_dir(lang, arpa, src, out, nj=1)
-read_rescored_dir(lang, data, src, out, mdl, tuple(range(5, 18)), (0.0, 0.5, 1.0))
+read_rescored_dir(lang, data, src, out, mdl, S5C_LMWTS, S5C_WIPS)
 print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - w,
                   "kept": sum(r.done for r in done), "rss_mb": peak_mb()}))
 """
@@ -217,17 +219,9 @@ def rescoring_lang(work: Path, graph: Path) -> tuple[Path, Path]:
 
 
 def best_texts(bin_dir: Path, lats: list[Path], words: Path) -> dict[str, str]:
-    """lattice-scale --inv-acoustic-scale=10 | lattice-best-path on Kaldi's lattices."""
-    id2word = {i: w for w, i in read_symbols(words).items()}
-    texts = {}
-    for lat in lats:
-        scale = subprocess.run([str(bin_dir / "lattice-scale"), "--inv-acoustic-scale=10",
-                                f"ark:{lat}", "ark:-"], check=True, capture_output=True).stdout
-        best = subprocess.run([str(bin_dir / "lattice-best-path"), "ark:-", "ark,t:-"],
-                              input=scale, check=True, capture_output=True).stdout.decode()
-        texts.update((u, " ".join(id2word[int(i)] for i in ids))
-                     for u, *ids in (line.split() for line in best.splitlines()))
-    return texts
+    """Kaldi's main text of each lattice archive: LMWT 10 (1/acwt), no penalty."""
+    return {u: text for lat in lats for u, text in
+            kaldi_best_texts(bin_dir, lat, words, 10, 0.0).items()}
 
 
 def shown_args() -> str:

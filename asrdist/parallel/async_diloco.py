@@ -79,10 +79,11 @@ from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, Check, option
 from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.compress import ErrorFeedback, make_codec
-from asrdist.parallel.outer import DiLoCoOptions, _flat, _load_flat
+from asrdist.parallel.outer import DiLoCoOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.transport import OuterLink
+from asrdist.parallel.weights import flat_params, load_flat
 
 HOST = 0  # the learner that holds the outer state
 
@@ -245,11 +246,11 @@ class AsyncDiLoCo(DistributedStrategy):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Every learner starts from the learners' mean, w_g (one average)."""
         self._model = model
-        start = _flat(model)
+        start = flat_params(model)
         self._own = start.clone()
         if self.multi:  # the default group's average (an elastic run's final group is made
             self.comm.average_([start])  # once, at the end, of the survivors)
-            _load_flat(model, start)
+            load_flat(model, start)
         self.pulled = start
         o = self.options
         state = AsyncOuter(start.cpu() if self.multi else start, self.world_size, self.period,
@@ -270,13 +271,13 @@ class AsyncDiLoCo(DistributedStrategy):
         if self.done >= self.block:
             assert self.link is not None and self.pulled is not None
             with torch.no_grad():
-                local = _flat(model)
+                local = flat_params(model)
                 g, payload = self.pulled - local, None
                 if self.feedback is not None:
                     payload, g = self.feedback.compress(g)
                 weights, self.block, stale = self.link.push_pull(g, self.done, payload)
                 weights = weights.to(local.device, local.dtype)
-                _load_flat(model, weights)
+                load_flat(model, weights)
             self.pulled, self.done = weights, 0
             self.pushes += 1
             if self.multi:
@@ -318,7 +319,7 @@ class AsyncDiLoCo(DistributedStrategy):
         self.done, self.block = int(state["done"]), int(state["block"])
         self.pushes = int(state.get("pushes", 0))
         if self._model is not None and self._own is not None:
-            _load_flat(self._model, self._own)
+            load_flat(self._model, self._own)
         if "pulled" in state and self.pulled is not None:
             self.pulled = state["pulled"].to(self.pulled.device)
         if self.state is not None and "outer" in state:

@@ -14,6 +14,7 @@ left alone: see the README).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -43,7 +44,7 @@ class Layouts:
 
     def _permute(self, state: Any, bucket: int, was: Layout, now: Layout) -> None:
         if bucket in state.error_dict:
-            sizes = {i: _numel(self._shapes[i]) for i in was}
+            sizes = {i: math.prod(self._shapes[i]) for i in was}
             state.error_dict[bucket] = _reorder(state.error_dict[bucket], was, now, sizes)
         if bucket in state.p_memory_dict:
             rank = state.matrix_approximation_rank
@@ -63,7 +64,7 @@ class Layouts:
         """The (rows, columns) PowerSGD views parameter ``i``'s gradient as."""
         shape = self._shapes[i]
         rows = shape[0] if shape else 1
-        return rows, _numel(shape) // rows
+        return rows, math.prod(shape) // rows
 
     def _factor_order(self, layout: Layout, rank: int, min_rate: float) -> Layout:
         """The order of the compressed tensors' factors in P and Q: grouped by shape, groups in
@@ -81,13 +82,6 @@ class Layouts:
 
     def load_state_dict(self, state: dict[int, list[int]]) -> None:
         self.of_state = {int(b): tuple(layout) for b, layout in state.items()}
-
-
-def _numel(shape: tuple[int, ...]) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
 
 
 def _reorder(flat: torch.Tensor, was: Layout, now: Layout,

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from asrdist.cli import command
-from asrdist.cli.options import click_option, derived_command, flags_of, given_or_default, made
+from asrdist.cli.options import click_option, derived_command, flags_of, made
 from asrdist.decode.decode_dir import Sweep
 from asrdist.decode.lattice import LatticeOptions
 from asrdist.decode.lmrescore_dir import read_rescored_dir, rescore_decode_dir
@@ -62,7 +62,7 @@ def main(nj: int | None, cmd: Cmd, trans_mdl: str | None, skip_scoring: bool, ol
     if not skip_scoring:
         sweep = made(Sweep, options)
         read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl, sweep.lmwts,
-                          sweep.wips or (0.0,), given_or_default(_acwt(), options)["acwt"])
+                          sweep.wips or (0.0,), made(LatticeOptions, options).acwt)
 
 
 if __name__ == "__main__":

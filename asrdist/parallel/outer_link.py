@@ -35,29 +35,19 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from asrdist.errors import first_line
 from asrdist.parallel.compress import Codec
-from asrdist.parallel.exchange import ExchangeFailure
+from asrdist.parallel.exchange import ExchangeFailure, _wait
 from asrdist.parallel.health import abort
 from asrdist.parallel.transport import OuterState
 
 KIND_PUSH, KIND_DONE = 1, 3
 TAG_HEADER, TAG_PUSH, TAG_REPLY_HEADER, TAG_REPLY = 21, 22, 23, 24
-_IDLE = timedelta(days=30)  # a header may be a whole block away
-
-
-def _wait(work: dist.Work, timeout: timedelta, what: str) -> None:
-    try:
-        ok = work.wait(timeout=timeout)
-    except RuntimeError as exc:
-        raise ExchangeFailure(f"{what}: {first_line(exc)}") from exc
-    if ok is False:
-        raise ExchangeFailure(f"{what}: no answer within {timeout.total_seconds():.0f} s")
+_IDLE = 30 * 86400.0  # seconds: a header may be a whole block away
 
 
 class ProcessOuterLink:
@@ -73,7 +63,7 @@ class ProcessOuterLink:
                  lose: Callable[[int, str], None] | None = None,
                  left: Mapping[int, int] | None = None) -> None:
         self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
-        self.timeout = timedelta(seconds=timeout_s)
+        self.timeout = timeout_s
         self.state, self.codec = state, codec
         self.pushes = 0
         self.sent_bytes = 0  # what this learner sent: its pushes; the host: its replies
@@ -199,9 +189,3 @@ class ProcessOuterLink:
         for work in sends:
             _wait(work, self.timeout, what)
         self.sent_bytes += weights.numel() * weights.element_size()
-
-
-def make_outer_group(world_size: int, timeout_s: float) -> dist.ProcessGroup:
-    """The gloo group of the outer state's messages (every learner calls it)."""
-    return dist.new_group(ranks=list(range(world_size)), timeout=timedelta(seconds=timeout_s),
-                          backend="gloo")

@@ -42,7 +42,7 @@ from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import ProcessOptions
-from asrdist.parallel.outer_link import ProcessOuterLink, make_outer_group
+from asrdist.parallel.outer_link import ProcessOuterLink
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
@@ -343,7 +343,7 @@ class ProcessTransport(Transport):
         if self.membership is not None:
             group = self.membership.group("outer", ranks, self.timeout_s)
         else:
-            group = make_outer_group(self.world_size, self.timeout_s)
+            group = make_exchange_group(ranks, self.timeout_s)
         link = ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
                                 host=host, state=state, timeout_s=self.timeout_s,
                                 codec=codec, blocked=self._blocked, **self._elastic_hooks())

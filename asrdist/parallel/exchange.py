@@ -283,11 +283,14 @@ class PairwiseExchange:
 
     # -- --compress: what crosses the wire is the encoding ------------------------------------
 
-    def _encode(self, vector: torch.Tensor, ready: Ready) -> tuple[torch.Tensor, torch.Tensor]:
-        """``vector`` encoded with error feedback: what the receiver decodes (on the device)
-        and the payload gloo sends (on the host); waited for here, as :class:`Link` waits for
-        its copies."""
-        assert self._codec is not None
+    def _outgoing(self, vector: torch.Tensor,
+                  ready: Ready) -> tuple[torch.Tensor, torch.Tensor]:
+        """What the receiver will hold for ``vector`` and the payload gloo sends: the link's
+        copy of ``vector``, or under --compress ``vector`` encoded with error feedback (decoded
+        on the device, the payload on the host; waited for here, as :class:`Link` waits for
+        its copies)."""
+        if self._codec is None:
+            return vector, self._link.outgoing(vector, ready)
         with self._lane.math():
             if ready is not None:
                 ready()
@@ -338,10 +341,7 @@ class PairwiseExchange:
             snapshot, ready = job
             assert self._partner_of is not None
             peer = self._partner_of(self.round)
-            if self._codec is not None:
-                mine, outgoing = self._encode(snapshot, ready)
-            else:
-                mine, outgoing = snapshot, self._link.outgoing(snapshot, ready)
+            mine, outgoing = self._outgoing(snapshot, ready)
             self._header(KIND_EXCHANGE, peer)
             send = self.group.send([outgoing], peer, TAG_TO_PASSIVE)
             recv = self.group.recv([self._receive_into(self._theirs)], peer, TAG_TO_ACTIVE)
@@ -392,10 +392,7 @@ class PairwiseExchange:
         with self._lock, self._lane.math():
             book.current_into(mine)
             made = self._lane.mark()
-        if self._codec is not None:
-            mine_sent, outgoing = self._encode(mine, partial(self._lane.wait, made))
-        else:
-            mine_sent, outgoing = mine, self._link.outgoing(mine, partial(self._lane.wait, made))
+        mine_sent, outgoing = self._outgoing(mine, partial(self._lane.wait, made))
         recv = self.group.recv([self._receive_into(theirs)], sender, TAG_TO_PASSIVE)
         send = self.group.send([outgoing], sender, TAG_TO_ACTIVE)
         what = f"exchange with {self._member(sender)} failed"

@@ -15,6 +15,7 @@ checks, run when the dataclass is made, so a bad value is refused in one style
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -137,9 +138,16 @@ def declared(cls: Any) -> dict[str, dataclasses.Field]:
     return {name: f for name, (_, f) in paths(cls).items()}
 
 
+@functools.cache
+def _class_paths(cls: type) -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
+    """:func:`paths` of a class, flattened once (a config's option read by its flat name,
+    ``config.batch_size``, would otherwise flatten the whole config each time)."""
+    return paths(cls)
+
+
 def value_of(obj: Any, name: str) -> Any:
     """Option ``name``'s value in ``obj``, wherever its component holds it."""
-    path, _ = paths(obj)[name]
+    path, _ = _class_paths(type(obj))[name]
     for attr in path:
         obj = getattr(obj, attr)
     return obj

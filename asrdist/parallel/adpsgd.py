@@ -162,7 +162,7 @@ class ADPSGD(DistributedStrategy):
         self.engine = self.comm.pairwise(
             ranks, index, weights, ready, self.staging.zeros,
             lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round,
-            **({} if self.codec is None else {"codec": self.codec}))
+            codec=self.codec)
 
     def _follow_membership(self, model: torch.nn.Module) -> None:
         """Elastic: after a departure, retire the exchange and build the ring over the

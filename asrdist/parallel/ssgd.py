@@ -45,8 +45,7 @@ class SSGD(DistributedStrategy):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        ddp = self.comm.gradient_mean(
-            model, **({} if self.compression is None else {"compression": self.compression}))
+        ddp = self.comm.gradient_mean(model, compression=self.compression)
         self._start_distance(model)
         return ddp
 

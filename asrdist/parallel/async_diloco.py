@@ -194,11 +194,9 @@ class LocalLink:
 
     def __init__(self, state: AsyncOuter) -> None:
         self.state = state
-        self.pushes = 0
 
     def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
                   payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
-        self.pushes += 1
         return self.state.push(0, pseudo_grad, steps, 0.0)
 
     def finish(self) -> None:

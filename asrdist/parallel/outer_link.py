@@ -65,7 +65,6 @@ class ProcessOuterLink:
         self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
         self.timeout = timeout_s
         self.state, self.codec = state, codec
-        self.pushes = 0
         self.sent_bytes = 0  # what this learner sent: its pushes; the host: its replies
         self._blocked = blocked
         self._lose = lose
@@ -96,7 +95,6 @@ class ProcessOuterLink:
         else:
             sent = grad if payload is None else payload.detach().cpu().contiguous()
             reply = self._remote(sent, grad.numel(), steps, seconds)
-        self.pushes += 1
         self._pulled_at = time.monotonic()
         return reply
 

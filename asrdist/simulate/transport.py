@@ -434,7 +434,6 @@ class SimOuterLink:
 
     def __init__(self, comm: SimTransport, server: SimServer) -> None:
         self.comm, self.server = comm, server
-        self.pushes = 0
         self._pulled_at = comm.world.clock.now
 
     def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
@@ -442,7 +441,6 @@ class SimOuterLink:
         world, clock, rank = self.comm.world, self.comm.world.clock, self.comm.rank
         server, host = self.server, self.server.host
         seconds = clock.now - self._pulled_at
-        self.pushes += 1
         if rank == host:
             reply = server.state.push(rank, pseudo_grad, steps, seconds)
             self._pulled_at = clock.now

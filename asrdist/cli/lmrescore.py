@@ -52,6 +52,7 @@ def main(nj: int | None, cmd: Cmd, trans_mdl: str | None, skip_scoring: bool, ol
     so OUT_DIR is scored like any decode dir. OLD_LANG is a lang or graph dir with G.fst and
     words.txt (phones/align_lexicon.int for the CTMs); DATA is the decode's data dir. A rerun
     with the same inputs skips the rescoring."""
+    sweep, acwt = made(Sweep, options), made(LatticeOptions, options).acwt  # refused up front
     rescored = rescore_decode_dir(old_lang, new_lm, in_dir, out_dir, nj,
                                   cmd.make(Path(out_dir) / "log"))
     if not isinstance(rescored, Skipped):
@@ -60,9 +61,8 @@ def main(nj: int | None, cmd: Cmd, trans_mdl: str | None, skip_scoring: bool, ol
         click.echo(f"lmrescore: {kept} lattices rescored, {dropped} dropped (no path of the "
                    f"new LM), into {out_dir}", err=True)
     if not skip_scoring:
-        sweep = made(Sweep, options)
         read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl, sweep.lmwts,
-                          sweep.wips or (0.0,), made(LatticeOptions, options).acwt)
+                          sweep.wips or (0.0,), acwt)
 
 
 if __name__ == "__main__":

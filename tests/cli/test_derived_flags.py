@@ -132,3 +132,12 @@ def test_a_bad_value_is_one_line_naming_its_flag(calls, command, args, code, mes
     result = CliRunner().invoke(command, [*given, *args])
     assert (result.exit_code, result.output.strip().splitlines()[-1]) == (code, f"Error: {message}")
     assert calls == []
+
+
+def test_lmrescore_refuses_a_bad_acwt_before_rescoring(monkeypatch):
+    rescored: list[Any] = []
+    monkeypatch.setattr(lmrescore, "rescore_decode_dir", lambda *a: rescored.append(a))
+    result = CliRunner().invoke(lmrescore.main, ["--acwt", "0", "lang", "lm", "d", "in", "o"])
+    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (
+        1, "Error: --acwt must be positive, got 0.0")
+    assert rescored == []

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 import torch
 import torch.distributed as dist
 
+from asrdist.parallel.weights import unflatten_into
+
 
 def average_tensors(tensors: Iterable[torch.Tensor], world_size: int,
                     group: dist.ProcessGroup | None = None) -> None:
@@ -22,7 +24,4 @@ def average_tensors(tensors: Iterable[torch.Tensor], world_size: int,
         else:
             group.allreduce([flat]).wait()
         flat /= world_size
-        offset = 0
-        for t in tensors:
-            t.copy_(flat[offset : offset + t.numel()].view_as(t))
-            offset += t.numel()
+    unflatten_into(tensors, flat)

@@ -124,10 +124,6 @@ Rule = BlockMomentum | OuterNesterov
 # -- the strategies -----------------------------------------------------------------------------
 
 
-_flat = flat_params  # the parameters as one flat vector (weights.py)
-_load_flat = load_flat
-
-
 class OuterAveraging(ModelAveraging):
     """``ma``'s blocks with an outer ``rule`` taking each block's average to the next start."""
 
@@ -139,7 +135,7 @@ class OuterAveraging(ModelAveraging):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         # the first block's w_g: the mean of the starting weights (a resumed run's checkpoint
         # replaces it in load_state_dict)
-        start = _flat(model)
+        start = flat_params(model)
         if self.multi:
             self.average([start])
         self.start = start
@@ -157,10 +153,10 @@ class OuterAveraging(ModelAveraging):
         if not self.multi:
             self.averages += 1  # a block ended: with one learner its mean is its weights
         with torch.no_grad():
-            mean = _flat(model)
+            mean = flat_params(model)
             assert self.start is not None
             self.start = self.rule.block(self.start.to(mean.device), mean)
-            _load_flat(model, self.start)
+            load_flat(model, self.start)
             if self.side is not None:
                 self.reference = self.start
 

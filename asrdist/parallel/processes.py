@@ -48,7 +48,7 @@ from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.timing import StepTimes
 from asrdist.parallel.transport import OuterState, Transport
-from asrdist.parallel.weights import load_flat_grads, model_device, unwrap
+from asrdist.parallel.weights import load_flat_grads, model_device, unflatten_into, unwrap
 
 
 def connect(learner: Learner) -> Transport:
@@ -405,8 +405,4 @@ class _Started:
         with self._comm._blocked():
             self._work.wait()
         self._work = None
-        offset = 0
-        with torch.no_grad():
-            for t in self._tensors:
-                t.copy_(self._flat[offset: offset + t.numel()].view_as(t))
-                offset += t.numel()
+        unflatten_into(self._tensors, self._flat)

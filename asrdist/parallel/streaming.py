@@ -68,7 +68,7 @@ from asrdist.parallel.outer import DiLoCoOptions, OuterNesterov
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
 from asrdist.parallel.transport import Pending
-from asrdist.parallel.weights import unwrap
+from asrdist.parallel.weights import unflatten_into, unwrap
 
 
 @dataclass(frozen=True)
@@ -101,14 +101,6 @@ def split_fragments(sizes: list[int], parts: int) -> list[range]:
 
 def _flat(params: list[torch.nn.Parameter]) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in params])
-
-
-def _load(params: list[torch.nn.Parameter], flat: torch.Tensor) -> None:
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            p.copy_(flat[offset: offset + p.numel()].view_as(p))
-            offset += p.numel()
 
 
 @dataclass
@@ -241,7 +233,7 @@ class StreamingDiLoCo(ModelAveraging):
                 merged = f.start
             else:
                 merged = _flat(f.params).mul_(self.alpha).add_(f.start, alpha=1.0 - self.alpha)
-            _load(f.params, merged)
+            unflatten_into(f.params, merged)
         self.averages += 1
 
     def _wait_in_flight(self) -> None:

@@ -4,6 +4,8 @@ into vectors made once: :mod:`asrdist.parallel.staging`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import torch
 
 
@@ -23,27 +25,29 @@ def flat_weights(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).float().cpu() for p in unwrap(model).parameters()])
 
 
-
 def flat_params(model: torch.nn.Module) -> torch.Tensor:
     """The parameters as one fresh flat vector, on their device and in their dtype."""
     return torch.cat([p.detach().reshape(-1) for p in unwrap(model).parameters()])
 
 
-def load_flat(model: torch.nn.Module, flat: torch.Tensor) -> None:
-    """Copy a flat vector (as :func:`flat_params` makes) into the parameters."""
+def unflatten_into(tensors: Iterable[torch.Tensor], flat: torch.Tensor) -> None:
+    """Copy consecutive slices of ``flat`` into ``tensors``, in order and in place (their
+    storage is kept: DDP's buckets and the optimizer hold views of it)."""
     offset = 0
     with torch.no_grad():
-        for p in unwrap(model).parameters():
-            n = p.numel()
-            p.copy_(flat[offset: offset + n].view_as(p))
+        for t in tensors:
+            n = t.numel()
+            t.copy_(flat[offset: offset + n].view_as(t))
             offset += n
+
+
+def load_flat(model: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Copy a flat vector (as :func:`flat_params` makes) into the parameters."""
+    unflatten_into(unwrap(model).parameters(), flat)
 
 
 def load_flat_grads(params: list[torch.Tensor], flat: torch.Tensor) -> None:
     """Copy a flat vector into the parameters' gradients, in order."""
-    offset = 0
-    for p in params:
-        n = p.numel()
-        assert p.grad is not None
-        p.grad.copy_(flat[offset: offset + n].view_as(p.grad))
-        offset += n
+    grads = [p.grad for p in params]
+    assert all(g is not None for g in grads)
+    unflatten_into(grads, flat)  # type: ignore[arg-type]

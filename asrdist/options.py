@@ -34,6 +34,7 @@ class Check:
 
 POSITIVE = Check(lambda v: v > 0, "be positive")
 NON_NEGATIVE = Check(lambda v: v >= 0, "not be negative")
+POSITIVE_NUMBERS = Check(lambda values: all(v > 0 for v in values), "be positive numbers")
 
 
 def at_least(low: float) -> Check:

@@ -49,7 +49,7 @@ def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None
     sweep = made(Sweep, options)
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
-        opts=made(LatticeOptions, options), lmwts=sweep.lmwts, wips=sweep.wips or (0.0,), nj=nj,
+        opts=made(LatticeOptions, options), lmwts=sweep.lmwts, wips=sweep.penalties, nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=made(Chunking, options),
         runner=cmd.make(Path(out_dir) / "log"),

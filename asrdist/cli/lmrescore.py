@@ -62,7 +62,7 @@ def main(nj: int | None, cmd: Cmd, trans_mdl: str | None, skip_scoring: bool, ol
                    f"new LM), into {out_dir}", err=True)
     if not skip_scoring:
         read_rescored_dir(old_lang, data_dir, in_dir, out_dir, trans_mdl, sweep.lmwts,
-                          sweep.wips or (0.0,), acwt)
+                          sweep.penalties, acwt)
 
 
 if __name__ == "__main__":

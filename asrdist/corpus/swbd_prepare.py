@@ -37,15 +37,12 @@ from asrdist.corpus.swbd_text import write_acronym_map
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.kaldi.recipes import FISHER_SWBD, S5C
-from asrdist.options import Check, Options, at_least, option
+from asrdist.options import POSITIVE_NUMBERS, Options, at_least, option
 from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
 
 STAGE = "prepare-swbd"
-
-
-_POSITIVE_FACTORS = Check(lambda factors: all(f > 0 for f in factors), "be positive numbers")
 
 
 @dataclass(frozen=True)
@@ -71,7 +68,7 @@ class SwbdOptions(Options):
                           check=at_least(2))  # utils/data/remove_dup_utts.sh:26
     speed_factors: tuple[float, ...] = option(
         (), "Speed factors for a _sp copy of the training set, e.g. '0.9 1.0 1.1'.",
-        check=_POSITIVE_FACTORS, name="speed_perturb")
+        check=POSITIVE_NUMBERS, name="speed_perturb")
     always_include_prefix: bool | None = option(
         None, "Prefix the speed-1.0 copy's utterances and speakers with sp1.0- (Kaldi's "
               "perturb_data_dir_speed_3way.sh option). Default: as the recipe the alignments "

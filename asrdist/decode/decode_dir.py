@@ -39,7 +39,7 @@ from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
 from asrdist.kaldi.transition_model import read_transition_model
-from asrdist.options import Options, option
+from asrdist.options import POSITIVE_NUMBERS, Options, option
 from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
@@ -55,8 +55,13 @@ class Sweep(Options):
 
     lmwts: tuple[float, ...] = option(
         S5C_LMWTS, "Sweep: LM weights, each read off the lattices into score_LMWT_WIP/ ('': "
-                   "none).", name="lmwt")
+                   "none).", name="lmwt", check=POSITIVE_NUMBERS)
     wips: tuple[float, ...] = option(S5C_WIPS, "Sweep: word insertion penalties.", name="wip")
+
+    @property
+    def penalties(self) -> tuple[float, ...]:
+        """The penalties swept: none given ('') is the penalty 0 alone."""
+        return self.wips or (0.0,)
 
 
 @dataclass(frozen=True)

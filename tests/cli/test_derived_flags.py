@@ -116,6 +116,7 @@ def test_given_flags_reach_the_library(calls):
     (decode.main, ["--frames-per-chunk", "-1"], 1,
      "--frames-per-chunk must not be negative, got -1"),
     (decode.main, ["--lmwt", "7 x"], 2, "Invalid value for --lmwt: '7 x': give numbers"),
+    (decode.main, ["--lmwt", "0 7"], 1, "--lmwt must be positive numbers, got (0.0, 7.0)"),
     (compute_loglikes.main, ["--extra-right-context", "-2"], 1,
      "--extra-right-context must not be negative, got -2"),
     (prepare_swbd.main, ["--dev-utts", "0"], 1, "--dev-utts must be at least 1, got 0"),
@@ -134,10 +135,13 @@ def test_a_bad_value_is_one_line_naming_its_flag(calls, command, args, code, mes
     assert calls == []
 
 
-def test_lmrescore_refuses_a_bad_acwt_before_rescoring(monkeypatch):
+@pytest.mark.parametrize("args, message", [
+    (["--acwt", "0"], "--acwt must be positive, got 0.0"),
+    (["--lmwt", "0"], "--lmwt must be positive numbers, got (0.0,)"),
+])
+def test_lmrescore_refuses_a_bad_value_before_rescoring(monkeypatch, args, message):
     rescored: list[Any] = []
     monkeypatch.setattr(lmrescore, "rescore_decode_dir", lambda *a: rescored.append(a))
-    result = CliRunner().invoke(lmrescore.main, ["--acwt", "0", "lang", "lm", "d", "in", "o"])
-    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (
-        1, "Error: --acwt must be positive, got 0.0")
+    result = CliRunner().invoke(lmrescore.main, [*args, "lang", "lm", "d", "in", "o"])
+    assert (result.exit_code, result.output.strip().splitlines()[-1]) == (1, f"Error: {message}")
     assert rescored == []

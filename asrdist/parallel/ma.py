@@ -70,10 +70,16 @@ class ModelAveraging(DistributedStrategy):
         # error feedback, and the block ends at reference + the decoded mean update (raw
         # weights would lose everything to a lossy codec); reference is the block's start,
         # the same on every learner
-        self.side = CompressedMean(make_codec(options.compress), self.world_size, self.rank,
-                                   options.error_feedback) \
-            if self.multi and options.compress != "none" else None
+        self.side = self.compressed_mean(options)
         self.reference: torch.Tensor | None = None
+
+    def compressed_mean(self, options: MAOptions) -> CompressedMean | None:
+        """A mean sent in ``--compress``'s codec, with error feedback of its own (None: no
+        codec, or one learner)."""
+        if not self.multi or options.compress == "none":
+            return None
+        return CompressedMean(make_codec(options.compress), self.world_size, self.rank,
+                              options.error_feedback)
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if self.side is not None and self.reference is None:

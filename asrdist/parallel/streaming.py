@@ -62,7 +62,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.options import POSITIVE, Check, in_range, option
-from asrdist.parallel.compress import CompressedMean, make_codec
+from asrdist.parallel.compress import CompressedMean
 from asrdist.parallel.ma import ModelAveraging
 from asrdist.parallel.outer import DiLoCoOptions, OuterNesterov
 from asrdist.parallel.registry import StrategySpec, register
@@ -181,19 +181,11 @@ class StreamingDiLoCo(ModelAveraging):
             rule = OuterNesterov(self.options.diloco_lr, self.options.diloco_momentum)
             self.fragments.append(Fragment(mine, p * period // len(parts), rule,
                                            start[offset: offset + numel].clone(),
-                                           self._side()))
+                                           self.compressed_mean(self.options)))
             offset += numel
         if self._loaded is not None:
             self.load_state_dict(self._loaded)
         return super().wrap_model(model)
-
-    def _side(self) -> CompressedMean | None:
-        """A fragment's compressed mean under ``--compress`` (none with one learner)."""
-        o = self.options
-        if not self.multi or o.compress == "none":
-            return None
-        return CompressedMean(make_codec(o.compress), self.world_size, self.rank,
-                              o.error_feedback)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         """Each fragment whose block ends here starts its average; each whose average is due

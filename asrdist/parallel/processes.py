@@ -92,6 +92,7 @@ class ProcessTransport(Transport):
         self._exchange_bytes_seen = 0
         self._compression: GradientCodec | None = None  # ssgd's --compress
         self._grad_group_size = 1
+        self._grad_numel = 0
         self._closed = False
 
     @staticmethod
@@ -269,6 +270,7 @@ class ProcessTransport(Transport):
             compression.register(ddp, state)
         self._compression = compression
         self._grad_group_size = size
+        self._grad_numel = sum(p.numel() for p in model.parameters())  # counted once
         self._ddps.append(weakref.ref(ddp))  # weak: a wrapper gone needs no release
         return ddp
 
@@ -276,14 +278,14 @@ class ProcessTransport(Transport):
         """DDP's reducer averaged them during backward, but with a codec of asrdist's own,
         whose mean of the flat gradient runs here."""
         codec = self._compression
-        params = list(unwrap(model).parameters())
-        numel = sum(p.numel() for p in params)
         if codec is None or codec.side is None:
             if codec is not None or self._grad_group_size > 1:
+                numel = self._grad_numel
                 nbytes = numel * 4 if codec is None else codec.wire_bytes(numel)
                 self._sent_bytes += 2 * (self._grad_group_size - 1) * nbytes \
                     // self._grad_group_size
             return
+        params = list(unwrap(model).parameters())
         if any(p.grad is None for p in params):
             raise RuntimeError("a parameter got no gradient: a gradient mean needs every "
                                "parameter in the loss")

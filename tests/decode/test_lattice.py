@@ -22,8 +22,8 @@ from asrdist.decode.lattice import (
 )
 from asrdist.decode.lattice_io import (
     compact_lattice_text,
-    read_lattices_binary,
-    read_lattices_text,
+    iter_lattices_binary,
+    iter_lattices_text,
 )
 
 EXPECTED = Path(__file__).parent / "kaldi_expected"
@@ -70,8 +70,8 @@ def test_binary_lattices_equal_kaldis_to_an_ulp(our_binary):
     """Same archive layout, states, arcs, words and transition-ids; a few float32 costs an ulp
     apart (Kaldi's decoder rounds acoustic costs through per-frame offsets computed from
     tokens the lattice no longer holds: see lattice._with_cost_offsets)."""
-    ours = read_lattices_binary(our_binary)
-    kaldi = read_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())
+    ours = dict(iter_lattices_binary(our_binary))
+    kaldi = dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes()))
     assert len(our_binary) == len((EXPECTED / "lat.1.bin").read_bytes())
     assert list(ours) == list(kaldi)
     for key in kaldi:
@@ -91,7 +91,7 @@ def _costs(clat: CompactLattice) -> np.ndarray:
 
 def test_text_round_trip():
     text = (EXPECTED / "lat.1.txt").read_text()
-    lats = read_lattices_text(text)
+    lats = dict(iter_lattices_text(text))
     assert "".join(compact_lattice_text(k, v) for k, v in lats.items()) == text
 
 
@@ -106,7 +106,7 @@ def _kaldi_sweep() -> dict[tuple[str, str], dict[str, list[int]]]:
 @pytest.mark.parametrize("source", ["ours", "kaldi"])
 def test_sweep_equals_kaldis_best_paths(our_binary, source):
     data = our_binary if source == "ours" else (EXPECTED / "lat.1.bin").read_bytes()
-    lats = read_lattices_binary(data)
+    lats = dict(iter_lattices_binary(data))
     sweep = _kaldi_sweep()
     assert len(sweep) == 39  # s5c's sweep: LMWT 5..17 x WIP 0.0, 0.5, 1.0
     assert len({tuple(point["noise1"]) for point in sweep.values()}) > 1  # the sweep matters

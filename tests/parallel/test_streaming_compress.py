@@ -95,3 +95,20 @@ def test_the_delay_hides_the_compressed_mean_in_the_simulator():
     wire = 2 * WEIGHTS + 3 * 2 * INT8_MEAN + 2 * WEIGHTS + 2 * 4  # every learner's sends
     assert now.summary["wire_bytes"] == late.summary["wire_bytes"] == {"node": 0.0,
                                                                        "cross": wire}
+
+
+def test_a_learner_lost_during_a_started_mean_ends_the_job_named(tmp_path):
+    """Learner 1 is killed before its step 4: learner 0's mean started after step 4 cannot
+    finish on the communication thread, and learner 0 does not hang at the wait: the job ends
+    within the timeout naming learner 1 (here the liveness thread sees it gone first; a
+    collective failing on the thread is raised at the wait and named the same way)."""
+    timeout_s = 4.0
+    sc = {"algo": "streaming-diloco", "lr": 0.1, "steps": 8, "timeout_s": timeout_s,
+          "kill_at": 3, "kill_rank": 1,
+          "options": {"avg_period": 4, "stream_delay": 1, "compress": "int8"}}
+    run = run_learners(sc, 2, tmp_path, timeout=30)
+    assert run.codes[1] == -9
+    assert run.codes[0] == 1
+    assert "asrdist: learner 0:" in run.stderr[0] and "learner 1" in run.stderr[0], \
+        run.stderr[0][-2000:]
+    assert run.seconds[0] < timeout_s + 6

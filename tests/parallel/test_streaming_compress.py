@@ -112,3 +112,21 @@ def test_a_learner_lost_during_a_started_mean_ends_the_job_named(tmp_path):
     assert "asrdist: learner 0:" in run.stderr[0] and "learner 1" in run.stderr[0], \
         run.stderr[0][-2000:]
     assert run.seconds[0] < timeout_s + 6
+
+
+def test_resume_with_two_compressed_means_in_flight_is_the_uninterrupted_run(tmp_path):
+    """3 fragments (phases 0, 1, 2 of k = 4), tau 2, int8, a checkpoint after step 6: the
+    means started after steps 5 (fragment 1) and 6 (fragment 2) are both in flight there,
+    due at steps 7 and 8; the checkpoint waits for both, and the resumed run is the
+    uninterrupted one bit for bit."""
+    sc = {"algo": "streaming-diloco", "lr": 0.1, "momentum": 0.5, "steps": 10,
+          "options": {"avg_period": 4, "stream_fragments": 3, "stream_delay": 2,
+                      "compress": "int8"}}
+    whole = ok(run_learners({**sc, "checkpoint_at": 6}, 2, tmp_path))
+    resumed = ok(run_learners({**sc, "resume": True}, 2, tmp_path))
+    for a, b in zip(whole, resumed, strict=True):
+        assert torch.equal(a["before"], b["before"])
+        assert torch.equal(a["final"], b["final"])
+    saved = torch.load(tmp_path / "ckpt0.pt", weights_only=False)["strategy"]["fragments"]
+    # steps counted from 0 in the state: due after steps 6 and 7
+    assert [f["pending"] and f["pending"]["due"] for f in saved] == [None, 6, 7]

@@ -45,8 +45,8 @@ def test_processes_equal_the_simulator_and_the_blocking_maths(tmp_path, n, fragm
                "compress": "int8"}
     real = ok(run_learners({"algo": "streaming-diloco", "lr": 0.1, "momentum": 0.5,
                             "steps": steps, "options": options, "history": True}, n, tmp_path))
-    sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5)  # noqa: E731
-    sim = simulate("streaming-diloco", n, steps, lambda i: make_model(0), sgd, _mse,
+    sim = simulate("streaming-diloco", n, steps, lambda i: make_model(0),
+                   lambda m: torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5), _mse,
                    speed=SpeedModel(jitter=0.5, latency_s=0.3), options=options,
                    keep_history=True)
     before, final = streaming_reference(steps, 4, n, groups, tau, 0.0, compress="int8")

@@ -240,7 +240,8 @@ class CompressedMean:
     ``n`` mean chunks (:meth:`gather`), so all hold the same result. Error feedback runs at
     both compressions: ``sent`` over this learner's whole vector, ``owned`` over the mean
     chunk it owns. The transports move the payloads; this class holds all the maths, so the
-    processes and the simulator compute the same bits."""
+    processes and the simulator compute the same bits. Both residuals change under their
+    :class:`ErrorFeedback`'s lock: a started mean runs on a communication thread."""
 
     def __init__(self, codec: Codec, learners: int, rank: int,
                  error_feedback: bool = True) -> None:
@@ -258,12 +259,14 @@ class CompressedMean:
         x = x.detach().reshape(-1).to(torch.float32)
         c = self.chunk(x.numel())
         padded = torch.cat([x, x.new_zeros(c * self.learners - x.numel())])
-        if self.sent.enabled and self.sent.residual is not None:
-            padded = padded + self.sent.residual.to(padded.device)
-        payloads = [self.codec.encode(padded[j * c: (j + 1) * c]) for j in range(self.learners)]
-        if self.sent.enabled:
-            decoded = torch.cat([self.codec.decode(p, c) for p in payloads])
-            self.sent.residual = padded - decoded
+        with self.sent._lock:  # a started mean runs this on a communication thread
+            if self.sent.enabled and self.sent.residual is not None:
+                padded = padded + self.sent.residual.to(padded.device)
+            payloads = [self.codec.encode(padded[j * c: (j + 1) * c])
+                        for j in range(self.learners)]
+            if self.sent.enabled:
+                decoded = torch.cat([self.codec.decode(p, c) for p in payloads])
+                self.sent.residual = padded - decoded
         return payloads
 
     def reduce(self, incoming: list[torch.Tensor], numel: int) -> torch.Tensor:
@@ -279,6 +282,11 @@ class CompressedMean:
         """The mean vector (float32, ``numel`` values) from every learner's mean chunk."""
         c = self.chunk(numel)
         return torch.cat([self.codec.decode(p, c) for p in chunks])[:numel]
+
+    def sent_bytes(self, numel: int) -> int:
+        """What this learner sends for a mean of ``numel`` values: one chunk payload to each
+        other learner in each phase."""
+        return 2 * (self.learners - 1) * self.codec.wire_bytes(self.chunk(numel))
 
     def wire_bytes(self, numel: int) -> int:
         """What the whole padded vector takes at the codec's size: a ring allreduce of that

@@ -4,7 +4,8 @@ learners one default group sending CUDA tensors over NCCL and CPU tensors over g
 process needs beside its collectives, each from its own
 module: liveness and fail-stop (health), slow-learner injection (slow), timing metrics
 (timing), the sampled distance to the learners' mean (distance), DDP and its reducers' release
-(ddp), ADPSGD's exchange thread (exchange).
+(ddp), ADPSGD's exchange thread (exchange), the thread of the started compressed means
+(compress_thread).
 
 With one learner (a world of one) nothing here communicates, so a strategy reduces to the
 trainer's plain SGD.
@@ -36,6 +37,7 @@ from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.average import average_tensors
 from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback
+from asrdist.parallel.compress_thread import CompressThread, MeanJob
 from asrdist.parallel.ddp import GradientCodec, HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
@@ -93,6 +95,7 @@ class ProcessTransport(Transport):
         self._compression: GradientCodec | None = None  # ssgd's --compress
         self._grad_group_size = 1
         self._grad_numel = 0
+        self._compress_thread: CompressThread | None = None  # made at the first started mean
         self._closed = False
 
     @staticmethod
@@ -221,7 +224,20 @@ class ProcessTransport(Transport):
             chunks = [torch.empty_like(mine) for _ in range(n)]
             dist.all_gather(chunks, mine)
             vector.copy_(side.gather(chunks, numel))
-        self._sent_bytes += 2 * (n - 1) * mine.numel()
+        self._sent_bytes += side.sent_bytes(numel)
+
+    def start_compressed_mean_(self, vector: torch.Tensor,
+                               side: CompressedMean) -> _StartedCompressed:
+        """:meth:`compressed_mean_` run by a communication thread on a gloo group of its own
+        (:mod:`asrdist.parallel.compress_thread`), both made at the first call (every learner
+        makes it there: the started means come in the same order on all)."""
+        if self._compress_thread is None:
+            with self._blocked():
+                group = make_exchange_group(list(range(self.world_size)), self.timeout_s)
+            self._compress_thread = CompressThread(group)
+        self._sent_bytes += side.sent_bytes(vector.numel())
+        return _StartedCompressed(self, self._compress_thread,
+                                  self._compress_thread.start(vector, side))
 
     def _survivors(self) -> tuple[Any, int]:
         """Elastic: the group of the learners that finished (every other one was dropped:
@@ -388,6 +404,8 @@ class ProcessTransport(Transport):
             if ddp is not None:
                 release_reducer(ddp)
         self._ddps = []
+        if self._compress_thread is not None:
+            self._compress_thread.close(self.timeout_s)
         if self.elastic:  # its last use of the store: the store process ends once every
             storehost.leave(self.rank)  # learner closed or left
 
@@ -408,3 +426,20 @@ class _Started:
             self._work.wait()
         self._work = None
         unflatten_into(self._tensors, self._flat)
+
+
+class _StartedCompressed:
+    """A mean of :meth:`ProcessTransport.start_compressed_mean_` in flight."""
+
+    def __init__(self, comm: ProcessTransport, thread: CompressThread, job: MeanJob) -> None:
+        self._comm, self._thread = comm, thread
+        self._job: MeanJob | None = job
+
+    def wait(self) -> None:
+        """Block until the thread has the mean in the vector (a failure ends the job, named);
+        once."""
+        if self._job is None:
+            return
+        with self._comm._blocked():
+            self._thread.wait(self._job)
+        self._job = None

@@ -47,9 +47,12 @@ codecs here): each fragment's update w_i - w_g is sent through the transport's c
 (:class:`~asrdist.parallel.compress.CompressedMean`, a reduce-scatter then an all-gather of
 encoded chunks, decoded and summed in fp32), with error feedback of the fragment's own, and the
 mean is w_g plus the decoded mean update, as diloco's ``--compress`` takes it (one fragment,
-tau 0, alpha 0: diloco --compress bit for bit). That mean is two collectives run at the
-block's end, not overlapped: its outer step is still applied tau steps later (the same maths),
-but the compressed transfer is waited for at once, on processes and in the simulator alike.
+tau 0, alpha 0: diloco --compress bit for bit). It is started as the plain average is
+(:meth:`~asrdist.parallel.transport.Transport.start_compressed_mean_`; processes: a
+communication thread of its own, :mod:`asrdist.parallel.compress_thread`; the simulator: a
+meeting whose result is taken later) and waited for tau steps later, so the compressed
+transfer is hidden behind the steps too; the maths and the bytes are those of the blocking
+mean, only the waiting changes. :meth:`sync` waits for it as for the plain average.
 """
 
 from __future__ import annotations
@@ -108,8 +111,19 @@ class _InFlight:
     """A fragment's average, started; due: the step after which its outer step is applied."""
 
     due: int
-    mean: torch.Tensor  # the learners' mean of the fragment once ``op`` is waited for
+    mean: torch.Tensor  # the learners' mean of the fragment once landed
     op: Pending | None
+    base: torch.Tensor | None = None  # --compress: w_g, to which the mean update is added
+
+    def land(self) -> None:
+        """Wait for the average (once); under --compress ``mean`` is then the mean update,
+        and becomes w_g plus it."""
+        if self.op is not None:
+            self.op.wait()
+            self.op = None
+        if self.base is not None:
+            self.mean = self.base + self.mean.to(self.base.dtype)
+            self.base = None
 
 
 class Fragment:
@@ -128,7 +142,8 @@ class Fragment:
     def state_dict(self) -> dict[str, Any]:
         pending = None
         if self.in_flight is not None:
-            assert self.in_flight.op is None, "sync() before state_dict()"
+            assert self.in_flight.op is None and self.in_flight.base is None, \
+                "sync() before state_dict()"
             pending = {"due": self.in_flight.due, "mean": self.in_flight.mean.clone()}
         out = {"start": self.start.clone(), **self.rule.state_dict(), "pending": pending}
         if self.side is not None:
@@ -192,32 +207,31 @@ class StreamingDiLoCo(ModelAveraging):
         here takes its outer step and merges it (tau = 0: the same step)."""
         for f in self.fragments:
             if f.block_ends(step, self.avg_period):
-                f.in_flight = _InFlight(step + self.delay, *self._start(f))
+                f.in_flight = self._start(f, step + self.delay)
             if f.in_flight is not None and f.in_flight.due == step:
                 self._arrive(f)
 
-    def _start(self, f: Fragment) -> tuple[torch.Tensor, Pending | None]:
-        """Fragment ``f``'s average, started: the tensor the mean will be in and what to
-        wait for. Its weights (whose mean is w_g minus the mean outer gradient), or under
-        ``--compress`` w_g plus the compressed mean of the updates w_i - w_g, at once."""
+    def _start(self, f: Fragment, due: int) -> _InFlight:
+        """Fragment ``f``'s average, started, due at step ``due``: the mean of its weights
+        (w_g minus the mean outer gradient), or under ``--compress`` w_g plus the compressed
+        mean of the updates w_i - w_g."""
         weights = _flat(f.params)
         if not self.multi:
-            return weights, None
+            return _InFlight(due, weights, None)
         if f.side is None:
-            return weights, self.comm.start_average_([weights])
+            return _InFlight(due, weights, self.comm.start_average_([weights]))
         with torch.no_grad():
             start = f.start.to(weights.device)
             update = (weights - start).float()
-            self.comm.compressed_mean_(update, f.side)
-            return start + update.to(start.dtype), None
+            return _InFlight(due, update, self.comm.start_compressed_mean_(update, f.side),
+                             start)
 
     def _arrive(self, f: Fragment) -> None:
         """The fragment's outer step from the learners' mean, and the merge into the local
         fragment."""
         flight, f.in_flight = f.in_flight, None
         assert flight is not None
-        if flight.op is not None:
-            flight.op.wait()
+        flight.land()
         with torch.no_grad():
             mean = flight.mean
             f.start = f.rule.block(f.start.to(mean.device), mean)
@@ -230,9 +244,8 @@ class StreamingDiLoCo(ModelAveraging):
 
     def _wait_in_flight(self) -> None:
         for f in self.fragments:
-            if f.in_flight is not None and f.in_flight.op is not None:
-                f.in_flight.op.wait()
-                f.in_flight.op = None
+            if f.in_flight is not None:
+                f.in_flight.land()
 
     def sync(self, model: torch.nn.Module) -> None:
         """Wait for the averages in flight; their outer steps stay due at their steps."""

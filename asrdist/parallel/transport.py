@@ -37,8 +37,9 @@ from asrdist.parallel.rules import Ready
 
 
 class Pending(Protocol):
-    """A collective started without waiting (:meth:`Transport.start_average_`): ``wait``
-    blocks until its result is in the tensors it was given."""
+    """A collective started without waiting (:meth:`Transport.start_average_`,
+    :meth:`Transport.start_compressed_mean_`): ``wait`` blocks until its result is in the
+    tensors it was given."""
 
     def wait(self) -> None: ...
 
@@ -173,6 +174,13 @@ class Transport(ABC):
         message encoded by ``side`` (this learner's
         :class:`~asrdist.parallel.compress.CompressedMean`: its codec and error feedback,
         which hold all the maths, so both transports compute the same bits)."""
+        raise NotImplementedError(f"{type(self).__name__} has no compressed mean")
+
+    def start_compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> Pending:
+        """Start :meth:`compressed_mean_` and return at once (streaming-diloco's compressed
+        outer step, overlapped as :meth:`start_average_`'s is): ``vector`` holds the mean once
+        the returned :class:`Pending`'s ``wait`` returned, and it and ``side`` must not be
+        used before. Its bytes are the blocking mean's; only the wait counts as waiting."""
         raise NotImplementedError(f"{type(self).__name__} has no compressed mean")
 
     @abstractmethod

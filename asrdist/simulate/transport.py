@@ -187,6 +187,33 @@ class SimTransport(Transport):
 
         self._meet(members, 0.0, (vector, side), mean)
 
+    def start_compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> SimPending:
+        """:meth:`compressed_mean_` as a meeting nobody waits at (as :meth:`start_average_`):
+        the last learner to start it computes the mean into every member's vector and sets
+        its end at the blocking mean's cost from then, so a member's wait is what the steps
+        computed meanwhile did not hide."""
+        members, clock = self._members(None), self.world.clock
+        self._calls[members] += 1
+
+        def mean(m: Meeting) -> None:
+            vectors = [m.payloads[r][0] for r in members]
+            result = compressed_mean(vectors, [m.payloads[r][1] for r in members])
+            with torch.no_grad():
+                for v in vectors:
+                    v.copy_(result)
+            cost = self._allreduce_s(side.wire_bytes(vector.numel()), members)
+            clock.settle(m.result, clock.now + cost)
+
+        meeting = self.world.meeting((members, self._calls[members]), members, 0.0, mean)
+        if meeting.result is None:
+            meeting.result = Later()
+        meeting.payloads[self.rank] = (vector, side)
+        meeting.arrived[self.rank] = clock.now
+        if len(meeting.arrived) == len(members):
+            assert meeting.action is not None
+            meeting.action()
+        return SimPending(self, meeting.result)
+
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         self._broadcast([tensor], src, self._members(group))
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
+from asrdist.parallel.compress import CompressedMean, compressed_mean, make_codec
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step
 from asrdist.parallel.streaming import split_fragments
@@ -64,13 +65,15 @@ def test_a_checkpoint_of_another_fragment_count_is_refused():
 
 def streaming_reference(steps: int, k: int, n: int, groups: list[list[int]], tau: int,
                         alpha: float, lr_out: float = 0.7, mu: float = 0.9,
-                        ) -> tuple[list[torch.Tensor], torch.Tensor]:
+                        compress: str = "none") -> tuple[list[torch.Tensor], torch.Tensor]:
     """``n`` learners of local SGD (lr 0.1, momentum 0.5) from make_model(0); fragment p (the
     parameters ``groups[p]``) ends a block after step s when s + 1 >= k and
     (s + 1 - p*k//P) % k == 0: the learners' mean of it then is taken by a Nesterov outer
     step ``tau`` steps later, and every learner's fragment becomes alpha * its own +
-    (1 - alpha) * the new start. Returns each learner's weights after the last step and the
-    exported average (outer steps still due are taken first)."""
+    (1 - alpha) * the new start. ``compress``: the mean taken at the block's end is the start
+    plus the compressed mean of the updates (asrdist.parallel.compress.compressed_mean, with
+    each learner's error feedback for the fragment). Returns each learner's weights after the
+    last step and the exported average (outer steps still due are taken first)."""
     models = [make_model(0) for _ in range(n)]
     opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.5) for m in models]
 
@@ -84,6 +87,12 @@ def streaming_reference(steps: int, k: int, n: int, groups: list[list[int]], tau
     starts = [flat(models[0], p) for p in range(len(groups))]
     moms = [torch.zeros_like(s) for s in starts]
     due: dict[int, tuple[int, torch.Tensor]] = {}  # fragment -> (step, mean)
+    sides = [[CompressedMean(make_codec(compress), n, r) for r in range(n)] for _ in groups]
+
+    def mean(p: int) -> torch.Tensor:
+        if compress == "none":
+            return torch.stack([flat(m, p) for m in models]).mean(0)
+        return starts[p] + compressed_mean([flat(m, p) - starts[p] for m in models], sides[p])
 
     def apply(p: int) -> None:
         _, mean = due.pop(p)
@@ -103,7 +112,7 @@ def streaming_reference(steps: int, k: int, n: int, groups: list[list[int]], tau
         for p in range(len(groups)):
             phase = p * k // len(groups)
             if s + 1 >= k and (s + 1 - phase) % k == 0:
-                due[p] = (s + tau, torch.stack([flat(m, p) for m in models]).mean(0))
+                due[p] = (s + tau, mean(p))
             if p in due and due[p][0] == s:
                 apply(p)
     before = [flat_weights(m) for m in models]

@@ -30,6 +30,24 @@ import torch.distributed as dist
 from asrdist.parallel.compress import CompressedMean
 
 
+def compressed_mean_over(group: dist.ProcessGroup | None, vector: torch.Tensor,
+                         side: CompressedMean, through_host: bool = False) -> None:
+    """Replace flat float32 ``vector`` by the learners' compressed mean over ``group`` (None:
+    the default one): the reduce-scatter as one all-to-all of the chunk payloads, then an
+    all-gather of the mean chunks. ``through_host``: the payloads cross as CPU tensors (a gloo
+    group), the maths stays on the vector's device, so the bits are the same either way."""
+    numel, n, device = vector.numel(), side.learners, vector.device
+    wire = torch.device("cpu") if through_host else device
+    with torch.no_grad():
+        send = torch.cat(side.outgoing(vector)).to(wire)
+        recv = torch.empty_like(send)
+        dist.all_to_all_single(recv, send, group=group)
+        mine = side.reduce([c.to(device) for c in recv.chunk(n)], numel).to(wire)
+        chunks = [torch.empty_like(mine) for _ in range(n)]
+        dist.all_gather(chunks, mine, group=group)
+        vector.copy_(side.gather([c.to(device) for c in chunks], numel))
+
+
 @dataclass
 class MeanJob:
     """One started mean: ``vector`` holds it once ``done`` is set."""
@@ -74,20 +92,8 @@ class CompressThread:
     def _loop(self) -> None:
         while (job := self._jobs.get()) is not None:
             try:
-                self._mean(job.vector, job.side)
+                compressed_mean_over(self._group, job.vector, job.side, through_host=True)
             except Exception as exc:  # raised at the wait, where the lost learner is named
                 self.error = exc
                 return
             job.done.set()
-
-    def _mean(self, vector: torch.Tensor, side: CompressedMean) -> None:
-        """:meth:`ProcessTransport.compressed_mean_`'s steps, the payloads through the host."""
-        numel, n, device = vector.numel(), side.learners, vector.device
-        with torch.no_grad():
-            send = torch.cat(side.outgoing(vector)).cpu()
-            recv = torch.empty_like(send)
-            dist.all_to_all_single(recv, send, group=self._group)
-            mine = side.reduce([c.to(device) for c in recv.chunk(n)], numel).cpu()
-            chunks = [torch.empty_like(mine) for _ in range(n)]
-            dist.all_gather(chunks, mine, group=self._group)
-            vector.copy_(side.gather([c.to(device) for c in chunks], numel))

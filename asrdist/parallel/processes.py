@@ -37,7 +37,7 @@ from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.average import average_tensors
 from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback
-from asrdist.parallel.compress_thread import CompressThread, MeanJob
+from asrdist.parallel.compress_thread import CompressThread, MeanJob, compressed_mean_over
 from asrdist.parallel.ddp import GradientCodec, HookState, allreduce_mean_hook, release_reducer
 from asrdist.parallel.distance import DistanceMonitor
 from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
@@ -215,16 +215,9 @@ class ProcessTransport(Transport):
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
         """The reduce-scatter as one all-to-all of the chunk payloads, then an all-gather of
         the mean chunks (fail-stop runs: an elastic one has no compressed collective)."""
-        numel, n = vector.numel(), self.world_size
         with self._blocked():
-            send = torch.cat(side.outgoing(vector))
-            recv = torch.empty_like(send)
-            dist.all_to_all_single(recv, send)
-            mine = side.reduce(list(recv.chunk(n)), numel)
-            chunks = [torch.empty_like(mine) for _ in range(n)]
-            dist.all_gather(chunks, mine)
-            vector.copy_(side.gather(chunks, numel))
-        self._sent_bytes += side.sent_bytes(numel)
+            compressed_mean_over(None, vector, side)
+        self._sent_bytes += side.sent_bytes(vector.numel())
 
     def start_compressed_mean_(self, vector: torch.Tensor,
                                side: CompressedMean) -> _StartedCompressed:

@@ -79,10 +79,11 @@ from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, Check, option
 from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.compress import ErrorFeedback, make_codec
+from asrdist.parallel.options import training_option
 from asrdist.parallel.outer import DiLoCoOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.transport import OuterLink
+from asrdist.parallel.transport import OuterLink, SavedOuterLink
 from asrdist.parallel.weights import flat_params, load_flat
 
 HOST = 0  # the learner that holds the outer state
@@ -94,6 +95,9 @@ class AsyncOuter:
     def __init__(self, start: torch.Tensor, learners: int, period: int, lr: float = 0.7,
                  momentum: float = 0.9, buffer: int = 0, activation: float = 0.0,
                  follow_speed: bool = False, quorum: int = 0) -> None:
+        self._options = {"learners": learners, "period": period, "lr": lr,
+                         "momentum": momentum, "buffer": buffer, "activation": activation,
+                         "follow_speed": follow_speed, "quorum": quorum}
         self.weights = start.detach().clone()
         self.numel = self.weights.numel()
         self.learners, self.period = learners, period
@@ -116,6 +120,11 @@ class AsyncOuter:
         self.pulled_t = [0] * learners  # t at each learner's last pull
         self.seconds_per_step: dict[int, float] = {}
         self._lock = threading.Lock()
+
+    def options(self) -> dict[str, Any]:
+        """The arguments it was made with but ``start``: another process makes the same
+        state from them (the elastic run's server, :mod:`asrdist.parallel.outer_server`)."""
+        return dict(self._options)
 
     def push(self, rank: int, pseudo_grad: torch.Tensor, steps: int,
              seconds: float) -> tuple[torch.Tensor, int, int]:
@@ -218,6 +227,8 @@ class AsyncDiLoCoOptions(DiLoCoOptions):
                                "diloco's outer step on their mean weighted by local steps "
                                "(Decoupled DiLoCo's quorum; 0 = every push, delayed Nesterov)",
                                check=NON_NEGATIVE)
+    out: str = training_option("", "the run dir, where an elastic run's store process saves "
+                               "the outer state")
 
 
 class AsyncDiLoCo(DistributedStrategy):
@@ -230,8 +241,10 @@ class AsyncDiLoCo(DistributedStrategy):
         self.block = self.period  # this learner's current block length
         self.done = 0  # steps taken in the current block
         self.pulled: torch.Tensor | None = None  # w_pulled
-        self.state: AsyncOuter | None = None  # the host's
+        self.state: AsyncOuter | None = None  # the host's (fail-stop runs, one learner)
         self.link: OuterLink | LocalLink | None = None
+        self.saved: SavedOuterLink | None = None  # elastic: the store process's state
+        self.step = 0  # steps taken (a checkpoint's, for the saved state)
         self.pushes = 0
         self._model: torch.nn.Module | None = None
         self._own: torch.Tensor | None = None  # this learner's weights before the start
@@ -254,10 +267,14 @@ class AsyncDiLoCo(DistributedStrategy):
         state = AsyncOuter(start.cpu() if self.multi else start, self.world_size, self.period,
                            o.diloco_lr, o.diloco_momentum, o.async_buffer, o.async_activation,
                            o.async_follow_speed, o.async_quorum)
-        if self.multi:
-            self.state = state if self.rank == HOST else None
-            self.link = self.comm.outer_server(self.state, HOST, self.codec)
-            self._start_distance(model)
+        if self.multi or self.comm.outer_elsewhere:
+            self.link = self.comm.outer_server(state, HOST, self.codec)
+            if isinstance(self.link, SavedOuterLink):
+                self.saved = self.link
+            else:
+                self.state = state if self.rank == HOST else None
+            if self.multi:
+                self._start_distance(model)
         else:
             self.state, self.link = state, LocalLink(state)
         return model
@@ -280,13 +297,26 @@ class AsyncDiLoCo(DistributedStrategy):
             self.pushes += 1
             if self.multi:
                 self.comm.note_staleness(stale)
+        self.step = step + 1
         if self.multi:
             self.comm.note_step(step + 1)
+
+    def sync(self, model: torch.nn.Module) -> None:
+        """Elastic: a checkpoint follows, so the store process saves the outer state (a run
+        dir is needed: a strategy made outside a run saves nothing)."""
+        if self.saved is not None and self.options.out:
+            self.saved.save(self.step, self.options.out)
 
     def _before_final_average(self, model: torch.nn.Module) -> None:
         """Every learner has taken its steps (so made its pushes): the host's server ends."""
         if self.link is not None:
             self.link.finish()
+
+    def close(self) -> None:
+        """Elastic: a world of one, which has no final average, says it is done here."""
+        if self.saved is not None:
+            self.saved.finish()
+        super().close()
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """This learner alone: asynchronous learners stop and resume at their own steps."""
@@ -307,19 +337,32 @@ class AsyncDiLoCo(DistributedStrategy):
             out["pulled"] = self.pulled.clone()
         if self.state is not None:
             out["outer"] = self.state.state_dict()
+        if self.saved is not None:
+            out["outer_token"] = self.saved.token
         if self.feedback is not None:
             out["compress"] = self.feedback.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A resumed learner: its own weights (the checkpoint's, which wrap_model replaced by
-        the mean), its block, and on the host the outer state."""
+        the mean), its block, and on the host the outer state (elastic: the store process
+        loads it from the run dir)."""
         self.done, self.block = int(state["done"]), int(state["block"])
         self.pushes = int(state.get("pushes", 0))
         if self._model is not None and self._own is not None:
             load_flat(self._model, self._own)
         if "pulled" in state and self.pulled is not None:
             self.pulled = state["pulled"].to(self.pulled.device)
+        if self.saved is not None:
+            if "outer_token" not in state:
+                raise AsrdistError("--resume --elastic: this diloco-async checkpoint was "
+                                   "written by a run without --elastic (its outer state is in "
+                                   "learner 0's checkpoint): resume it without --elastic")
+            self.saved.load(state["outer_token"], self.options.out)
+        elif "outer_token" in state and self.state is not None:
+            raise AsrdistError("--resume: this diloco-async checkpoint was written by an "
+                               "--elastic run (its outer state is in the run dir's "
+                               "outer_state.pt): resume it with --elastic")
         if self.state is not None and "outer" in state:
             self.state.load_state_dict(state["outer"])
         if self.feedback is not None and "compress" in state:

@@ -31,6 +31,7 @@ import signal
 import threading
 import time
 from datetime import timedelta
+from typing import Any
 
 import torch.distributed as dist
 
@@ -41,6 +42,8 @@ NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
 _PREFIX = "asrdist/store/"
 POLL_S = 1.0  # the store process's poll, and the learners' lease renewal
 IDLE_MIN_S = 30.0
+# diloco-async's outer state (asrdist.parallel.outer_server): asked for, then its whereabouts
+OUTER_WANT, OUTER_KEY, OUTER_ADDRESS = "outer/want", "outer/key", "outer/address"
 
 
 def idle_bound(timeout_s: float) -> float:
@@ -114,11 +117,16 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
     ours = dist.PrefixStore(_PREFIX, store)
     membership = Membership(store, world_size)
     still, last, started = 0, 0, False
+    outer = None
     while True:
         time.sleep(POLL_S)
         try:
             lease = ours.add("lease", 0)
             left = membership.refresh()
+            if outer is None and ours.check([OUTER_WANT]):
+                outer = _serve_outer(ours, world_size, timeout_s)
+            if outer:
+                outer.note_left(left)
             if all(r in left or ours.check([f"closed/{r}"]) for r in range(world_size)):
                 break
         except (RuntimeError, OSError):  # its own server failed: nothing left to serve
@@ -130,6 +138,21 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
         if still * POLL_S >= (idle_s if started else timeout_s + idle_s):
             break
     os._exit(0)
+
+
+def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> Any:
+    """Start diloco-async's outer-state server here and publish where it listens (or why it
+    could not: the learners end saying so, the store goes on)."""
+    from asrdist.parallel.outer_server import OuterServer  # the store needs it only here
+
+    try:
+        server = OuterServer(world_size, timeout_s)
+    except OSError as exc:
+        ours.set(OUTER_ADDRESS, f"error {first_line(exc)}")
+        return False
+    ours.set(OUTER_KEY, server.key.hex())
+    ours.set(OUTER_ADDRESS, str(server.port))
+    return server
 
 
 class _Lease:
@@ -161,15 +184,34 @@ class _Lease:
 
 _client: dist.TCPStore | None = None
 _lease: _Lease | None = None
+_where: tuple[str, int, float] | None = None  # the store's address, port and timeout
 
 
 def connect(addr: str, port: int, timeout_s: float) -> dist.TCPStore:
     """A client of the store process at ``addr:port`` (waits for it up to ``timeout_s``), and
     this learner's lease on it."""
-    global _client, _lease
+    global _client, _lease, _where
     _client = dist.TCPStore(addr, port, None, False, timedelta(seconds=timeout_s))
     _lease = _Lease(addr, port, timeout_s)
+    _where = (addr, port, timeout_s)
     return _client
+
+
+def outer_address() -> tuple[tuple[str, int], bytes]:
+    """Where diloco-async's outer state is served, and its key: asks the store process to
+    start serving it (at its next poll) and waits, on a connection of its own (the shared one
+    may be held by the liveness thread), up to the rendezvous timeout."""
+    assert _where is not None, "outer_address needs a store process (connect first)"
+    addr, port, timeout_s = _where
+    store = dist.PrefixStore(_PREFIX, dist.TCPStore(addr, port, None, False,
+                                                    timedelta(seconds=timeout_s)))
+    store.set(OUTER_WANT, "1")
+    store.wait([OUTER_ADDRESS])
+    answer = store.get(OUTER_ADDRESS).decode()
+    if answer.startswith("error "):
+        raise AsrdistError(f"--elastic diloco-async: the store process could not serve the "
+                           f"outer state: {answer.removeprefix('error ')}")
+    return (addr, int(answer)), bytes.fromhex(store.get(OUTER_KEY).decode())
 
 
 def client() -> dist.TCPStore | None:
@@ -188,10 +230,10 @@ def leave(rank: int) -> None:
     """Tell the store process that learner ``rank`` is done with it (closed its transport,
     its last use of the store) and stop the lease; this process then has no connection to
     it. Nothing where no store process is in use."""
-    global _client, _lease
+    global _client, _lease, _where
     if _client is None or _lease is None:
         return
     with contextlib.suppress(RuntimeError, OSError):  # gone already: nothing to tell
         dist.PrefixStore(_PREFIX, _client).set(f"closed/{rank}", "1")
     _lease.stop()
-    _client = _lease = None
+    _client = _lease = _where = None

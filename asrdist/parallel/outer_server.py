@@ -292,7 +292,9 @@ class StoreOuterLink:
             _deadline(self._conn, timeout_s)
             answer = self._ask({"kind": "hello", "rank": rank})
             if answer["init"]:
-                answer = self._ask({"kind": "init"}, self._start(state))
+                start = self._start(state)
+                answer = self._ask({"kind": "init"}, start)
+                self.sent_bytes += len(start)
         self.token: str = answer["token"]
 
     def _start(self, state: Any) -> bytes:

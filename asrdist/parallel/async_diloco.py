@@ -1,16 +1,17 @@
 """diloco-async: asynchronous DiLoCo, a central outer state and no global barrier.
 
 Async Local-SGD (Liu et al., arXiv 2401.09135) over this project's DiLoCo
-(:mod:`asrdist.parallel.outer`). One learner, the *host* (learner 0), holds the global weights
-``w_g`` and the outer optimizer's state (:class:`AsyncOuter`); each learner, at its own pace:
+(:mod:`asrdist.parallel.outer`). A central *server* holds the global weights ``w_g`` and the
+outer optimizer's state (:class:`AsyncOuter`): learner 0, the *host*, or in an elastic run the
+run's store process (see "Where things live"); each learner, at its own pace:
 
 1. starts a block from the global weights it pulled last, ``w_pulled``, and takes ``H_i``
    local steps (its own optimizer and momentum, as in diloco);
-2. pushes its pseudo-gradient ``g = w_pulled - w_i`` to the host and pulls the global weights
+2. pushes its pseudo-gradient ``g = w_pulled - w_i`` to the server and pulls the global weights
    as they are once its push is applied, waiting for no other learner; the next block starts
    from them.
 
-The host applies each push as it arrives, in arrival order, with the *delayed Nesterov* step
+The server applies each push as it arrives, in arrival order, with the *delayed Nesterov* step
 of Async Local-SGD (our reading of its algorithm). With N = ``--async-buffer`` (0: the number
 of learners), c = ``--async-activation`` in [0, 1/N], lr = ``--diloco-lr`` and
 mu = ``--diloco-momentum``, at the t-th push overall (t = 1, 2, ...):
@@ -30,14 +31,14 @@ The learners start from one global ``w_g``: the learners' mean of their starting
 average at ``wrap_model``, loaded into every learner; with one learner its own weights).
 
 Quorum (``--async-quorum Q``, after Decoupled DiLoCo, arXiv 2604.21428, as we read it): the
-host holds the pushes instead until Q of them have arrived (from any learners), then takes
+server holds the pushes instead until Q of them have arrived (from any learners), then takes
 diloco's outer Nesterov step on their mean weighted by local steps,
 ``G = sum_i steps_i * g_i / sum_i steps_i``, ``b = mu*b + G``, ``w_g = w_g - lr*(G + mu*b)``;
 a push that does not complete the quorum pulls w_g unchanged. No learner waits for the
 quorum. With one learner and Q = 1 it is diloco's outer step.
 
 Speed-following local steps (``--async-follow-speed``, Async Local-SGD's dynamic local
-updates): each push reports the seconds since the learner's last pull; the host keeps each
+updates): each push reports the seconds since the learner's last pull; the server keeps each
 learner's latest seconds per step and gives a learner ``H_i = max(1, round(H * s_min / s_i))``
 steps for its next block (``s_min``: the fastest learner's), so a learner k times slower takes
 about H / k steps and every block lasts about as long. Off (the default), ``H_i = H``
@@ -45,26 +46,38 @@ about H / k steps and every block lasts about as long. Off (the default), ``H_i 
 
 Compression (``--compress``, the axis every strategy takes): a push sends its pseudo-gradient
 encoded, with this learner's error feedback (:class:`asrdist.parallel.compress.ErrorFeedback`,
-its residual in the checkpoint), and the host applies the decoded vector; the global weights
+its residual in the checkpoint), and the server applies the decoded vector; the global weights
 come back float32.
 
-Where things live: on processes the host's server thread answers pushes over a gloo group of
-its own (:mod:`asrdist.parallel.outer_link`), the state on the CPU; in the simulator the
-pushes are clock events (:mod:`asrdist.simulate.transport`). A lost learner ends the job
-(fail-stop), or with ``--elastic`` (real processes) it is dropped as in the ADPSGD family: the
-host applies no push of it any more and waits only for the others, and the run ends with the
-survivors' average. Learner 0, the host, cannot be lost even then: it holds the only copy of
-the outer state, and the others end, saying so. Staleness (metric): the pushes of other
-learners the host applied between a learner's pull and its push.
+Where things live. Fail-stop runs on processes: on learner 0, the *host*, whose server thread
+answers pushes over a gloo group of its own (:mod:`asrdist.parallel.outer_link`), the state on
+the CPU; a lost learner ends the job. Elastic runs (``--elastic``, real processes): in the
+run's store process (:mod:`asrdist.parallel.outer_server`, served over a socket of its own),
+which outlives every learner, so any learner, learner 0 included, can be lost: as in the
+ADPSGD family it is dropped, the others push on (none ever waits for another's push), and the
+run ends with the survivors' average; the learners' mean at the start reaches the store
+process once (from the first learner to ask), and each push is applied there with this
+module's :class:`AsyncOuter`, one at a time, in arrival order. The simulator models the state
+as living on learner 0's node (its pushes are clock events, :mod:`asrdist.simulate.transport`;
+learner 0's own pushes cost nothing). Staleness (metric): the pushes of other learners applied
+between a learner's pull and its push.
 
 The export is the learners' average, as for every strategy: each learner's weights after its
 last step (the global weights it pulled last, plus the steps of its unfinished block, if any).
 With one learner this is diloco at K = 1 blocks of H: SGD, and the outer Nesterov step every H
-steps. Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block
-length; the host also saves the outer state. One learner resumes exactly; with several, each
-learner resumes its own block exactly, but the host's state is the one of its own checkpoint,
-so pushes the host applied after it and before the others' checkpoints are lost (an
-asynchronous run has no step at which every learner stands still).
+steps.
+
+Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block length.
+Fail-stop: the host also saves the outer state in its own checkpoint. Elastic: the store
+process writes it to ``RUN_DIR/outer_state.pt`` (atomically) whenever a learner checkpoints,
+with a token of the run that the learners keep in their checkpoints; a resumed elastic run
+loads it once, and a run dir without it, or with another run's, is a one-line error. One
+learner resumes exactly either way. With several, each learner resumes its own block exactly,
+but the outer state is one instant's (an asynchronous run has no step at which every learner
+stands still): fail-stop, the host's at its own checkpoint, so the pushes applied after it and
+before the others' checkpoints are lost; elastic, the state at the last checkpoint any learner
+made, so the pushes applied after it are lost, and a learner whose own checkpoint is older than
+that pushes again the blocks it pushed in between (they count twice).
 """
 
 from __future__ import annotations
@@ -90,7 +103,7 @@ HOST = 0  # the learner that holds the outer state
 
 
 class AsyncOuter:
-    """The host's state and its update (see the module docstring): ``weights`` is w_g."""
+    """The server's state and its update (see the module docstring): ``weights`` is w_g."""
 
     def __init__(self, start: torch.Tensor, learners: int, period: int, lr: float = 0.7,
                  momentum: float = 0.9, buffer: int = 0, activation: float = 0.0,
@@ -308,7 +321,8 @@ class AsyncDiLoCo(DistributedStrategy):
             self.saved.save(self.step, self.options.out)
 
     def _before_final_average(self, model: torch.nn.Module) -> None:
-        """Every learner has taken its steps (so made its pushes): the host's server ends."""
+        """Every learner has taken its steps (so made its pushes): the server is told (the
+        fail-stop host's ends once every learner has)."""
         if self.link is not None:
             self.link.finish()
 

@@ -18,6 +18,12 @@ It never outlives the run. It ends
 - at start, when no learner connects within the rendezvous timeout and ``idle_s``.
 It counts its polls (one a second) instead of reading the clock: a job suspended whole
 (SIGSTOP to every process, as Slurm's suspend) and resumed does not find its store gone.
+
+An elastic diloco-async run's outer state lives here too, so that learner 0 can leave: when a
+learner asks for it (a store key, :func:`outer_address`) the process starts serving it at its
+next poll, on threads of its own (:mod:`asrdist.parallel.outer_server`); those end with the
+process, by the rules above (every learner closed or dropped means every one has pushed for the
+last time).
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ Transport: ``multiprocessing.connection`` over TCP (length-prefixed messages, an
 challenge with a key the store process draws per run), not the TCPStore itself: the store's
 libuv server refuses a value over 8 MiB (a 17 MB model would have to be cut up), keeps every
 value in memory and serves the heartbeats and departures on the same loop, which a 17 MB
-transfer would hold up; the store process is no torch.distributed rank, so gloo is out too. A
-push and its reply of 17 MB each take about 54 ms on one machine's loopback (measured with
-``send_bytes``/``recv_bytes_into`` on the CPU, the way :class:`StoreOuterLink` uses them).
+transfer would hold up; the store process is no torch.distributed rank, so gloo is out too.
+Measured on one 2-core machine's loopback, under load: 17 MB each way with
+``send_bytes``/``recv_bytes_into`` (the calls used here) about 54 ms; a whole push of a 17 MB
+model through :class:`StoreOuterLink` and :class:`OuterServer` (transfers, the delayed
+Nesterov update on one thread, the reply) about 100 ms.
 The store has no authentication of its own, so the key it publishes guards against stray or
 mistaken connections, not against someone who can read the store.
 
@@ -27,13 +29,15 @@ the host is the store's, MASTER_ADDR).
 Messages (a JSON header, then for some a binary body): ``hello`` (the learner's rank; the
 answer says whether the server still needs its start), ``init`` (the starting w_g, the
 AsyncOuter options and the codec: the learners' mean, sent once, by the first learner to say
-hello, while the others wait their turn), ``push`` (steps, seconds, then the pseudo-gradient's
-float32 bytes or the codec's payload; the answer: the next block's steps, the staleness and
-w_g's float32 bytes), ``save``/``load`` (see below), ``done``. One thread serves every
-connection, one message at a time, in the order they arrive (whichever connection is readable
-first), and applies each push with AsyncOuter's own rules: nothing of the maths is copied
-here. A push is applied only once all its bytes arrived: a learner lost during its push leaves
-the state as it was (its connection is closed, and the others are not waited on anyway).
+hello; no other learner's message is read before it has arrived, and if that learner is lost
+first the others' first pushes time out and end the run), ``push`` (steps, seconds, then
+the pseudo-gradient's float32 bytes or the codec's payload; the answer: the next block's
+steps, the staleness and w_g's float32 bytes), ``save``/``load`` (see below), ``done``. One
+thread serves every connection, one message at a time, in the order they arrive (whichever
+connection is readable first), and applies each push with AsyncOuter's own rules: nothing of
+the maths is copied here. A push is applied only once all its bytes arrived: a learner lost
+during its push leaves the state as it was (its connection is closed, and the others are not
+waited on anyway).
 
 Checkpoints: when a learner checkpoints (``save``, carrying the step and the run dir) the server
 writes its whole state atomically to ``RUN_DIR/outer_state.pt``, with a token drawn at the

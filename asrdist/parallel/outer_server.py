@@ -124,6 +124,8 @@ class OuterServer:
 
     def note_left(self, left: Mapping[int, int]) -> None:
         """The learners dropped so far (the store process reads them every second)."""
+        if self.over:  # no thread reads the wake-up pipe any more
+            return
         self._left = set(left)
         os.write(self._wake_w, b"l")
 

@@ -207,6 +207,20 @@ def test_elastic_processes_follow_the_reference_in_a_fixed_order_of_pushes(tmp_p
     assert nbytes < start < nbytes + 4096
 
 
+def test_elastic_compressed_pushes_give_the_host_s_w_g(tmp_path):
+    """--compress int8 in the same fixed order: the store process decodes each push and
+    applies it as learner 0's host does, so both runs end with the same weights, bit for bit
+    (the codec and the maths run the same operations on the same bytes)."""
+    sc = {"algo": "diloco-async", "lr": 0.1, "momentum": 0.5, "steps": 4, "init": "rank",
+          "late_rank": 1, "late_s": 1.5, "options": {"avg_period": 2, "compress": "int8"}}
+    host = ok(run_learners(sc, 2, tmp_path / "host"))
+    store = ok(run_learners({**sc, "options": {**sc["options"], "elastic": True}}, 2,
+                            tmp_path / "store"))
+    for r in range(2):
+        assert torch.equal(store[r]["before"], host[r]["before"])
+        assert torch.equal(store[r]["final"], host[r]["final"])
+
+
 def _elastic_one(tmp_path, name: str, **more) -> dict:
     """One learner of an elastic run (its store process, the outer state in it): 8 steps,
     blocks of 3, the run dir ``tmp_path / name``."""

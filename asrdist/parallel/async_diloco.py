@@ -69,7 +69,8 @@ steps.
 
 Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block length.
 Fail-stop: the host also saves the outer state in its own checkpoint. Elastic: the store
-process writes it to ``RUN_DIR/outer_state.pt`` (atomically) whenever a learner checkpoints,
+process writes it to ``RUN_DIR/outer_state.pt`` (atomically) whenever a learner syncs before
+a checkpoint (or a held-out evaluation: the trainer syncs before both),
 with a token of the run that the learners keep in their checkpoints; a resumed elastic run
 loads it once, and a run dir without it, or with another run's, is a one-line error. One
 learner resumes exactly either way. With several, each learner resumes its own block exactly,

@@ -378,4 +378,5 @@ def _failing(rank: int, what: str) -> Iterator[None]:
         yield
     except (OSError, EOFError, ValueError, multiprocessing.ProcessError) as exc:
         abort(rank, f"{what} failed: {first_line(exc) or type(exc).__name__} (the run's "
-                    "store process, which holds it, is gone); ending the job")
+                    "store process, which holds it, is gone or did not answer within "
+                    "--exchange-timeout); ending the job")

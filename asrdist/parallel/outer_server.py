@@ -98,9 +98,6 @@ class OuterServer:
     ``timeout_s``: how long one message may take once begun. Starts its threads at once."""
 
     def __init__(self, world_size: int, timeout_s: float) -> None:
-        # one thread: the store process shares learner 0's machine (and a forked process's
-        # OpenMP pool is not to be trusted)
-        torch.set_num_threads(1)
         self.key = secrets.token_bytes(32)
         self._listener = Listener(("", 0), authkey=self.key)
         self.port = int(self._listener.address[1])

@@ -39,6 +39,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
@@ -151,6 +152,9 @@ def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> Any:
     could not: the learners end saying so, the store goes on)."""
     from asrdist.parallel.outer_server import OuterServer  # the store needs it only here
 
+    # its updates on one thread: this process shares learner 0's machine, and a forked
+    # process's OpenMP pool is not to be trusted
+    torch.set_num_threads(1)
     try:
         server = OuterServer(world_size, timeout_s)
     except OSError as exc:

@@ -37,13 +37,16 @@ import signal
 import threading
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.membership import Membership
+
+if TYPE_CHECKING:
+    from asrdist.parallel.outer_server import OuterServer
 
 NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
 _PREFIX = "asrdist/store/"
@@ -124,15 +127,17 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
     ours = dist.PrefixStore(_PREFIX, store)
     membership = Membership(store, world_size)
     still, last, started = 0, 0, False
-    outer = None
+    outer: OuterServer | None = None
+    asked = False  # for the outer state's server (started once, or its failure published)
     while True:
         time.sleep(POLL_S)
         try:
             lease = ours.add("lease", 0)
             left = membership.refresh()
-            if outer is None and ours.check([OUTER_WANT]):
+            if not asked and ours.check([OUTER_WANT]):
+                asked = True
                 outer = _serve_outer(ours, world_size, timeout_s)
-            if outer:
+            if outer is not None:
                 outer.note_left(left)
             if all(r in left or ours.check([f"closed/{r}"]) for r in range(world_size)):
                 break
@@ -147,10 +152,11 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
     os._exit(0)
 
 
-def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> Any:
+def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> OuterServer | None:
     """Start diloco-async's outer-state server here and publish where it listens (or why it
     could not: the learners end saying so, the store goes on)."""
-    from asrdist.parallel.outer_server import OuterServer  # the store needs it only here
+    # imported here: outer_server imports health, which imports this module
+    from asrdist.parallel.outer_server import OuterServer
 
     # its updates on one thread: this process shares learner 0's machine, and a forked
     # process's OpenMP pool is not to be trusted
@@ -159,7 +165,7 @@ def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> Any:
         server = OuterServer(world_size, timeout_s)
     except OSError as exc:
         ours.set(OUTER_ADDRESS, f"error {first_line(exc)}")
-        return False
+        return None
     ours.set(OUTER_KEY, server.key.hex())
     ours.set(OUTER_ADDRESS, str(server.port))
     return server

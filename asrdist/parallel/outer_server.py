@@ -194,7 +194,7 @@ class OuterServer:
                 self._init(torch.load(io.BytesIO(start), weights_only=True))
             _send(conn, {"token": self.token})
         elif kind == "push":
-            self._push(conn, int(message["steps"]), float(message["seconds"]))
+            return self._push(conn, int(message["steps"]), float(message["seconds"]))
         elif kind == "save":
             _send(conn, self._save(self._rank[conn], int(message["step"]),
                                    Path(message["dir"])))
@@ -222,17 +222,25 @@ class OuterServer:
         self._wire = bytearray(self.codec.wire_bytes(numel) if self.codec else 4 * numel)
         self.token = secrets.token_hex(8)
 
-    def _push(self, conn: Connection, steps: int, seconds: float) -> None:
+    def _push(self, conn: Connection, steps: int, seconds: float) -> bool:
+        """Apply a push and answer it; False (and no push applied) for a learner dropped
+        already, which the answer tells (a frozen one woken up: a departure is final)."""
         rank = self._rank[conn]
         got = conn.recv_bytes_into(self._wire)
         if got != len(self._wire):
             raise ValueError(f"a push of {got} bytes, not {len(self._wire)}")
+        if rank in self._left:
+            _send(conn, {"error": f"learner {rank} was dropped from the run (silent past "
+                                  "--exchange-timeout): the outer state applies no push of "
+                                  "it any more"})
+            return False
         wire = torch.frombuffer(self._wire, dtype=torch.uint8)
         numel = self.state.numel
         grad = self.codec.decode(wire, numel) if self.codec else wire.view(torch.float32)
         weights, next_steps, stale = self.state.push(rank, grad, steps, seconds)
         _send(conn, {"steps": next_steps, "stale": stale})
         conn.send_bytes(weights.numpy())
+        return True
 
     def _save(self, rank: int, step: int, run_dir: Path) -> dict[str, Any]:
         path = run_dir / STATE_FILE
@@ -331,6 +339,8 @@ class StoreOuterLink:
         with self._blocked(), _failing(self.rank, "push to the outer state in the store process"):
             answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds},
                                sent.numpy())
+            if "error" in answer:
+                abort(self.rank, f"{answer['error']}; ending")
             got = self._conn.recv_bytes_into(self._weights.numpy())
             if got != 4 * self._numel:
                 raise ValueError(f"global weights of {got} bytes, not {4 * self._numel}")

@@ -1,7 +1,7 @@
 """The elastic run's outer-state server (asrdist.parallel.outer_server), served from this
 process over loopback: a push cut short by its learner's death is not applied and the server
-goes on; the saved state resumes in a new server only for its own run. Expected weights by
-hand from async_diloco's delayed Nesterov rule."""
+goes on, a dropped learner's push is refused; the saved state resumes in a new server only for
+its own run. Expected weights by hand from async_diloco's delayed Nesterov rule."""
 
 from __future__ import annotations
 
@@ -51,9 +51,17 @@ def test_a_push_cut_short_is_not_applied_and_a_resume_takes_its_own_run_s_state(
     learner0.save(4, str(tmp_path))
     saved = torch.load(tmp_path / "outer_state.pt")
     assert saved["token"] == learner0.token and saved["step"] == 4
-    learner0.finish()
+    # learner 1 dropped by the others, then woken: its push is refused, not applied
     server.note_left({1: 0})
+    woken = Client(("127.0.0.1", server.port), authkey=server.key)
+    woken.send_bytes(json.dumps({"kind": "hello", "rank": 1}).encode())
+    woken.recv_bytes()
+    woken.send_bytes(json.dumps({"kind": "push", "steps": 4, "seconds": 1.0}).encode())
+    woken.send_bytes(torch.ones(6).numpy())
+    assert "learner 1 was dropped" in json.loads(woken.recv_bytes())["error"]
+    learner0.finish()
     _ends(server)
+    assert torch.equal(server.state.weights, START - 0.5)
 
     again = OuterServer(2, 5.0)
     resumed = _link(again, 0, torch.zeros(6))  # the start, replaced by the saved state

@@ -68,8 +68,8 @@ def _elastic(config: TrainConfig) -> None:
     if config.option("elastic") and "elastic" not in registry.options_of(config.algo):
         raise AsrdistError(
             f"--elastic: --algo {config.algo} is fail-stop: its collectives need every learner "
-            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant "
-            "or hadpsgd")
+            "(a group re-formed without the lost one needs all ranks); use an adpsgd variant, "
+            "hadpsgd or diloco-async")
 
 
 @command(cls=derived_command(_field_options), show_default=False, max_content_width=100)

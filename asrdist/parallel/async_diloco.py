@@ -1,16 +1,17 @@
 """diloco-async: asynchronous DiLoCo, a central outer state and no global barrier.
 
 Async Local-SGD (Liu et al., arXiv 2401.09135) over this project's DiLoCo
-(:mod:`asrdist.parallel.outer`). One learner, the *host* (learner 0), holds the global weights
-``w_g`` and the outer optimizer's state (:class:`AsyncOuter`); each learner, at its own pace:
+(:mod:`asrdist.parallel.outer`). A central *server* holds the global weights ``w_g`` and the
+outer optimizer's state (:class:`AsyncOuter`): learner 0, the *host*, or in an elastic run the
+run's store process (see "Where things live"); each learner, at its own pace:
 
 1. starts a block from the global weights it pulled last, ``w_pulled``, and takes ``H_i``
    local steps (its own optimizer and momentum, as in diloco);
-2. pushes its pseudo-gradient ``g = w_pulled - w_i`` to the host and pulls the global weights
+2. pushes its pseudo-gradient ``g = w_pulled - w_i`` to the server and pulls the global weights
    as they are once its push is applied, waiting for no other learner; the next block starts
    from them.
 
-The host applies each push as it arrives, in arrival order, with the *delayed Nesterov* step
+The server applies each push as it arrives, in arrival order, with the *delayed Nesterov* step
 of Async Local-SGD (our reading of its algorithm). With N = ``--async-buffer`` (0: the number
 of learners), c = ``--async-activation`` in [0, 1/N], lr = ``--diloco-lr`` and
 mu = ``--diloco-momentum``, at the t-th push overall (t = 1, 2, ...):
@@ -30,14 +31,14 @@ The learners start from one global ``w_g``: the learners' mean of their starting
 average at ``wrap_model``, loaded into every learner; with one learner its own weights).
 
 Quorum (``--async-quorum Q``, after Decoupled DiLoCo, arXiv 2604.21428, as we read it): the
-host holds the pushes instead until Q of them have arrived (from any learners), then takes
+server holds the pushes instead until Q of them have arrived (from any learners), then takes
 diloco's outer Nesterov step on their mean weighted by local steps,
 ``G = sum_i steps_i * g_i / sum_i steps_i``, ``b = mu*b + G``, ``w_g = w_g - lr*(G + mu*b)``;
 a push that does not complete the quorum pulls w_g unchanged. No learner waits for the
 quorum. With one learner and Q = 1 it is diloco's outer step.
 
 Speed-following local steps (``--async-follow-speed``, Async Local-SGD's dynamic local
-updates): each push reports the seconds since the learner's last pull; the host keeps each
+updates): each push reports the seconds since the learner's last pull; the server keeps each
 learner's latest seconds per step and gives a learner ``H_i = max(1, round(H * s_min / s_i))``
 steps for its next block (``s_min``: the fastest learner's), so a learner k times slower takes
 about H / k steps and every block lasts about as long. Off (the default), ``H_i = H``
@@ -45,26 +46,39 @@ about H / k steps and every block lasts about as long. Off (the default), ``H_i 
 
 Compression (``--compress``, the axis every strategy takes): a push sends its pseudo-gradient
 encoded, with this learner's error feedback (:class:`asrdist.parallel.compress.ErrorFeedback`,
-its residual in the checkpoint), and the host applies the decoded vector; the global weights
+its residual in the checkpoint), and the server applies the decoded vector; the global weights
 come back float32.
 
-Where things live: on processes the host's server thread answers pushes over a gloo group of
-its own (:mod:`asrdist.parallel.outer_link`), the state on the CPU; in the simulator the
-pushes are clock events (:mod:`asrdist.simulate.transport`). A lost learner ends the job
-(fail-stop), or with ``--elastic`` (real processes) it is dropped as in the ADPSGD family: the
-host applies no push of it any more and waits only for the others, and the run ends with the
-survivors' average. Learner 0, the host, cannot be lost even then: it holds the only copy of
-the outer state, and the others end, saying so. Staleness (metric): the pushes of other
-learners the host applied between a learner's pull and its push.
+Where things live. Fail-stop runs on processes: on learner 0, the *host*, whose server thread
+answers pushes over a gloo group of its own (:mod:`asrdist.parallel.outer_link`), the state on
+the CPU; a lost learner ends the job. Elastic runs (``--elastic``, real processes): in the
+run's store process (:mod:`asrdist.parallel.outer_server`, served over a socket of its own),
+which outlives every learner, so any learner, learner 0 included, can be lost: as in the
+ADPSGD family it is dropped, the others push on (none ever waits for another's push), and the
+run ends with the survivors' average; the learners' mean at the start reaches the store
+process once (from the first learner to ask), and each push is applied there with this
+module's :class:`AsyncOuter`, one at a time, in arrival order. The simulator models the state
+as living on learner 0's node (its pushes are clock events, :mod:`asrdist.simulate.transport`;
+learner 0's own pushes cost nothing). Staleness (metric): the pushes of other learners applied
+between a learner's pull and its push.
 
 The export is the learners' average, as for every strategy: each learner's weights after its
 last step (the global weights it pulled last, plus the steps of its unfinished block, if any).
 With one learner this is diloco at K = 1 blocks of H: SGD, and the outer Nesterov step every H
-steps. Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block
-length; the host also saves the outer state. One learner resumes exactly; with several, each
-learner resumes its own block exactly, but the host's state is the one of its own checkpoint,
-so pushes the host applied after it and before the others' checkpoints are lost (an
-asynchronous run has no step at which every learner stands still).
+steps.
+
+Checkpoints: each learner saves ``w_pulled``, its block's steps so far and its block length.
+Fail-stop: the host also saves the outer state in its own checkpoint. Elastic: the store
+process writes it to ``RUN_DIR/outer_state.pt`` (atomically) whenever a learner syncs before
+a checkpoint (or a held-out evaluation: the trainer syncs before both),
+with a token of the run that the learners keep in their checkpoints; a resumed elastic run
+loads it once, and a run dir without it, or with another run's, is a one-line error. One
+learner resumes exactly either way. With several, each learner resumes its own block exactly,
+but the outer state is one instant's (an asynchronous run has no step at which every learner
+stands still): fail-stop, the host's at its own checkpoint, so the pushes applied after it and
+before the others' checkpoints are lost; elastic, the state at the last checkpoint any learner
+made, so the pushes applied after it are lost, and a learner whose own checkpoint is older than
+that pushes again the blocks it pushed in between (they count twice).
 """
 
 from __future__ import annotations
@@ -79,21 +93,25 @@ from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, Check, option
 from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.compress import ErrorFeedback, make_codec
+from asrdist.parallel.options import training_option
 from asrdist.parallel.outer import DiLoCoOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.transport import OuterLink
+from asrdist.parallel.transport import OuterLink, SavedOuterLink
 from asrdist.parallel.weights import flat_params, load_flat
 
 HOST = 0  # the learner that holds the outer state
 
 
 class AsyncOuter:
-    """The host's state and its update (see the module docstring): ``weights`` is w_g."""
+    """The server's state and its update (see the module docstring): ``weights`` is w_g."""
 
     def __init__(self, start: torch.Tensor, learners: int, period: int, lr: float = 0.7,
                  momentum: float = 0.9, buffer: int = 0, activation: float = 0.0,
                  follow_speed: bool = False, quorum: int = 0) -> None:
+        self._options = {"learners": learners, "period": period, "lr": lr,
+                         "momentum": momentum, "buffer": buffer, "activation": activation,
+                         "follow_speed": follow_speed, "quorum": quorum}
         self.weights = start.detach().clone()
         self.numel = self.weights.numel()
         self.learners, self.period = learners, period
@@ -116,6 +134,11 @@ class AsyncOuter:
         self.pulled_t = [0] * learners  # t at each learner's last pull
         self.seconds_per_step: dict[int, float] = {}
         self._lock = threading.Lock()
+
+    def options(self) -> dict[str, Any]:
+        """The arguments it was made with but ``start``: another process makes the same
+        state from them (the elastic run's server, :mod:`asrdist.parallel.outer_server`)."""
+        return dict(self._options)
 
     def push(self, rank: int, pseudo_grad: torch.Tensor, steps: int,
              seconds: float) -> tuple[torch.Tensor, int, int]:
@@ -218,6 +241,8 @@ class AsyncDiLoCoOptions(DiLoCoOptions):
                                "diloco's outer step on their mean weighted by local steps "
                                "(Decoupled DiLoCo's quorum; 0 = every push, delayed Nesterov)",
                                check=NON_NEGATIVE)
+    out: str = training_option("", "the run dir, where an elastic run's store process saves "
+                               "the outer state")
 
 
 class AsyncDiLoCo(DistributedStrategy):
@@ -230,8 +255,10 @@ class AsyncDiLoCo(DistributedStrategy):
         self.block = self.period  # this learner's current block length
         self.done = 0  # steps taken in the current block
         self.pulled: torch.Tensor | None = None  # w_pulled
-        self.state: AsyncOuter | None = None  # the host's
+        self.state: AsyncOuter | None = None  # the host's (fail-stop runs, one learner)
         self.link: OuterLink | LocalLink | None = None
+        self.saved: SavedOuterLink | None = None  # elastic: the store process's state
+        self.step = 0  # steps taken (a checkpoint's, for the saved state)
         self.pushes = 0
         self._model: torch.nn.Module | None = None
         self._own: torch.Tensor | None = None  # this learner's weights before the start
@@ -254,10 +281,14 @@ class AsyncDiLoCo(DistributedStrategy):
         state = AsyncOuter(start.cpu() if self.multi else start, self.world_size, self.period,
                            o.diloco_lr, o.diloco_momentum, o.async_buffer, o.async_activation,
                            o.async_follow_speed, o.async_quorum)
-        if self.multi:
-            self.state = state if self.rank == HOST else None
-            self.link = self.comm.outer_server(self.state, HOST, self.codec)
-            self._start_distance(model)
+        if self.multi or self.comm.outer_elsewhere:
+            self.link = self.comm.outer_server(state, HOST, self.codec)
+            if isinstance(self.link, SavedOuterLink):
+                self.saved = self.link
+            else:
+                self.state = state if self.rank == HOST else None
+            if self.multi:
+                self._start_distance(model)
         else:
             self.state, self.link = state, LocalLink(state)
         return model
@@ -280,13 +311,27 @@ class AsyncDiLoCo(DistributedStrategy):
             self.pushes += 1
             if self.multi:
                 self.comm.note_staleness(stale)
+        self.step = step + 1
         if self.multi:
             self.comm.note_step(step + 1)
 
+    def sync(self, model: torch.nn.Module) -> None:
+        """Elastic: a checkpoint follows, so the store process saves the outer state (a run
+        dir is needed: a strategy made outside a run saves nothing)."""
+        if self.saved is not None and self.options.out:
+            self.saved.save(self.step, self.options.out)
+
     def _before_final_average(self, model: torch.nn.Module) -> None:
-        """Every learner has taken its steps (so made its pushes): the host's server ends."""
+        """Every learner has taken its steps (so made its pushes): the server is told (the
+        fail-stop host's ends once every learner has)."""
         if self.link is not None:
             self.link.finish()
+
+    def close(self) -> None:
+        """Elastic: a world of one, which has no final average, says it is done here."""
+        if self.saved is not None:
+            self.saved.finish()
+        super().close()
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """This learner alone: asynchronous learners stop and resume at their own steps."""
@@ -307,19 +352,32 @@ class AsyncDiLoCo(DistributedStrategy):
             out["pulled"] = self.pulled.clone()
         if self.state is not None:
             out["outer"] = self.state.state_dict()
+        if self.saved is not None:
+            out["outer_token"] = self.saved.token
         if self.feedback is not None:
             out["compress"] = self.feedback.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A resumed learner: its own weights (the checkpoint's, which wrap_model replaced by
-        the mean), its block, and on the host the outer state."""
+        the mean), its block, and on the host the outer state (elastic: the store process
+        loads it from the run dir)."""
         self.done, self.block = int(state["done"]), int(state["block"])
         self.pushes = int(state.get("pushes", 0))
         if self._model is not None and self._own is not None:
             load_flat(self._model, self._own)
         if "pulled" in state and self.pulled is not None:
             self.pulled = state["pulled"].to(self.pulled.device)
+        if self.saved is not None:
+            if "outer_token" not in state:
+                raise AsrdistError("--resume --elastic: this diloco-async checkpoint was "
+                                   "written by a run without --elastic (its outer state is in "
+                                   "learner 0's checkpoint): resume it without --elastic")
+            self.saved.load(state["outer_token"], self.options.out)
+        elif "outer_token" in state and self.state is not None:
+            raise AsrdistError("--resume: this diloco-async checkpoint was written by an "
+                               "--elastic run (its outer state is in the run dir's "
+                               "outer_state.pt): resume it with --elastic")
         if self.state is not None and "outer" in state:
             self.state.load_state_dict(state["outer"])
         if self.feedback is not None and "compress" in state:

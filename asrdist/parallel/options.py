@@ -82,8 +82,7 @@ class ProcessOptions(Options):
                                    "to the learners' mean (0 = off)", check=NON_NEGATIVE,
                                    fingerprint=False)
     elastic: bool = option(False, "adpsgd, hadpsgd, diloco-async on real processes: drop a "
-                           "learner (hadpsgd: its node; diloco-async: not learner 0, which "
-                           "holds the outer state) that dies or is silent past "
+                           "learner (hadpsgd: its node) that dies or is silent past "
                            "--exchange-timeout and go on with the others; final.pt averages "
                            "the survivors")
 

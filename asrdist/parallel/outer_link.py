@@ -1,4 +1,4 @@
-"""The central outer state on real processes: a server thread on its host learner.
+"""The central outer state of a fail-stop run: a server thread on its host learner.
 
 Asynchronous DiLoCo (:mod:`asrdist.parallel.async_diloco`) keeps one global copy of the
 weights and its outer optimizer's state on one learner, the *host* (learner 0). Every other
@@ -15,12 +15,8 @@ exchange does (:mod:`asrdist.parallel.exchange`):
 - at the end every other learner sends ``[DONE, rank, 0, 0]``; the host's :meth:`finish` waits
   until all have, so every push is applied before the final average.
 
-Elastic runs (``--elastic``): the group is made by the learners through the membership store
-(as a ring's is), a learner whose push fails on the host (it died between its header and its
-pseudo-gradient, or before the reply) is dropped and the server goes on, and the host waits at
-the end only for the learners not dropped (its thread is left waiting in gloo for the dropped
-ones, which will never send, as ADPSGD's passive side is). The host itself cannot be lost: it
-holds the only copy of the outer state, and a learner whose push finds it gone ends, saying so.
+Elastic runs (``--elastic``) do not use this module: their outer state lives in the run's
+store process (:mod:`asrdist.parallel.outer_server`), so that learner 0 can be lost too.
 
 All tensors here are on the CPU: the state lives there, a GPU learner copies its
 pseudo-gradient out and the global weights in, once per block. The thread waits for headers
@@ -33,7 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
 import torch
@@ -54,21 +50,16 @@ class ProcessOuterLink:
     """This learner's side of the outer state held by ``host`` over ``group`` (all learners,
     group ranks = global ranks); ``state`` is the host's (None elsewhere); ``codec`` decodes
     compressed pushes on the host; ``blocked`` wraps the compute thread's waits (timing,
-    failure naming). Elastic: ``lose(rank, why)`` drops a learner whose push failed; ``left``
-    holds the learners dropped so far (by rank)."""
+    failure naming)."""
 
     def __init__(self, *, group: dist.ProcessGroup, rank: int, world_size: int, host: int,
                  state: OuterState | None, timeout_s: float, codec: Codec | None = None,
-                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext,
-                 lose: Callable[[int, str], None] | None = None,
-                 left: Mapping[int, int] | None = None) -> None:
+                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
         self.group, self.rank, self.world_size, self.host = group, rank, world_size, host
         self.timeout = timeout_s
         self.state, self.codec = state, codec
         self.sent_bytes = 0  # what this learner sent: its pushes; the host: its replies
         self._blocked = blocked
-        self._lose = lose
-        self._left: Mapping[int, int] = left if left is not None else {}
         self._pending = {r for r in range(world_size) if r != host}  # host: not yet DONE
         self._pulled_at = time.monotonic()
         self._weights: torch.Tensor | None = None  # replies land here (made at the first)
@@ -114,13 +105,7 @@ class ProcessOuterLink:
                          self.group.recv([self._weights], self.host, TAG_REPLY)]
                 for work in works:
                     _wait(work, self.timeout, what)
-            except (ExchangeFailure, RuntimeError) as exc:
-                if self._lose is not None:  # elastic: the host is lost, the run with it
-                    abort(self.rank, f"{what}: {first_line(exc)}: the outer state's host is "
-                                     "lost, and diloco-async cannot go on without it (even "
-                                     "with --elastic)")
-                if not isinstance(exc, ExchangeFailure):
-                    raise
+            except ExchangeFailure as exc:
                 abort(self.rank, f"{exc}; ending the job")
         self.sent_bytes += sent.numel() * sent.element_size()
         return self._weights.clone(), int(answer[0]), int(answer[1])
@@ -139,7 +124,7 @@ class ProcessOuterLink:
             return
         assert self._thread is not None
         with self._blocked():
-            while self._thread.is_alive() and self._pending - set(self._left):
+            while self._thread.is_alive() and self._pending:
                 self._thread.join(0.05)
 
     # -- the host's server thread -----------------------------------------------------------
@@ -159,19 +144,14 @@ class ProcessOuterLink:
         numel = self.state.numel
         grad = torch.zeros(numel) if self.codec is None else \
             torch.zeros(self.codec.wire_bytes(numel), dtype=torch.uint8)
-        while pending - set(self._left):
+        while pending:
             _wait(self.group.recv_anysource([header], TAG_HEADER), _IDLE,
                   "waiting for a push")
             kind, sender, steps, micros = (int(v) for v in header)
             if kind == KIND_DONE:
                 pending.discard(sender)
                 continue
-            try:
-                self._serve_one(sender, grad, steps, micros / 1e6)
-            except (ExchangeFailure, RuntimeError) as exc:
-                if self._lose is None:
-                    raise
-                self._lose(sender, first_line(exc))  # elastic: the others go on
+            self._serve_one(sender, grad, steps, micros / 1e6)
 
     def _serve_one(self, sender: int, grad: torch.Tensor, steps: int, seconds: float) -> None:
         """Receive ``sender``'s pseudo-gradient, apply it, send the reply."""

@@ -45,6 +45,7 @@ from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import ProcessOptions
 from asrdist.parallel.outer_link import ProcessOuterLink
+from asrdist.parallel.outer_server import StoreOuterLink
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
@@ -83,6 +84,8 @@ class ProcessTransport(Transport):
         self.elastic = multi and options.elastic
         self.membership = Membership(self._departures_store(), self.world_size) \
             if self.elastic else None
+        # diloco-async's outer state in the store process (a world of one too, when it has one)
+        self.outer_elsewhere = options.elastic and storehost.in_use()
         self.liveness = Liveness(self.rank, self.world_size, self.timeout_s,
                                  self.membership) if multi else None
         self._final_group: Any = None  # elastic: the survivors' group, made at the end
@@ -347,17 +350,22 @@ class ProcessTransport(Transport):
             raise
 
     def outer_server(self, state: OuterState | None, host: int,
-                     codec: Codec | None = None) -> ProcessOuterLink:
-        """:class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a gloo group of its
-        own (elastic: made by the learners through the membership store, as a ring's is)."""
-        ranks = list(range(self.world_size))
-        if self.membership is not None:
-            group = self.membership.group("outer", ranks, self.timeout_s)
-        else:
-            group = make_exchange_group(ranks, self.timeout_s)
+                     codec: Codec | None = None) -> ProcessOuterLink | StoreOuterLink:
+        """Elastic: :class:`~asrdist.parallel.outer_server.StoreOuterLink`, to the state in
+        the store process; else :class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a
+        gloo group of its own, the state on ``host``."""
+        if self.outer_elsewhere:
+            assert state is not None
+            address, key = storehost.outer_address()
+            store_link = StoreOuterLink(rank=self.rank, address=address, key=key, state=state,
+                                        timeout_s=self.timeout_s, codec=codec,
+                                        blocked=self._times.waiting)
+            self._exchanges_made.append(store_link)  # type: ignore[arg-type]  # sent_bytes
+            return store_link
+        group = make_exchange_group(list(range(self.world_size)), self.timeout_s)
         link = ProcessOuterLink(group=group, rank=self.rank, world_size=self.world_size,
-                                host=host, state=state, timeout_s=self.timeout_s,
-                                codec=codec, blocked=self._blocked, **self._elastic_hooks())
+                                host=host, state=state if self.rank == host else None,
+                                timeout_s=self.timeout_s, codec=codec, blocked=self._blocked)
         self._exchanges_made.append(link)  # type: ignore[arg-type]  # its sent_bytes count
         return link
 
@@ -399,8 +407,8 @@ class ProcessTransport(Transport):
         self._ddps = []
         if self._compress_thread is not None:
             self._compress_thread.close(self.timeout_s)
-        if self.elastic:  # its last use of the store: the store process ends once every
-            storehost.leave(self.rank)  # learner closed or left
+        if storehost.in_use():  # its last use of the store: the store process ends once
+            storehost.leave(self.rank)  # every learner closed or left
 
 
 class _Started:

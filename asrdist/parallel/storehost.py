@@ -18,6 +18,12 @@ It never outlives the run. It ends
 - at start, when no learner connects within the rendezvous timeout and ``idle_s``.
 It counts its polls (one a second) instead of reading the clock: a job suspended whole
 (SIGSTOP to every process, as Slurm's suspend) and resumed does not find its store gone.
+
+An elastic diloco-async run's outer state lives here too, so that learner 0 can leave: when a
+learner asks for it (a store key, :func:`outer_address`) the process starts serving it at its
+next poll, on threads of its own (:mod:`asrdist.parallel.outer_server`); those end with the
+process, by the rules above (every learner closed or dropped means every one has pushed for the
+last time).
 """
 
 from __future__ import annotations
@@ -31,16 +37,23 @@ import signal
 import threading
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
+import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.membership import Membership
 
+if TYPE_CHECKING:
+    from asrdist.parallel.outer_server import OuterServer
+
 NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
 _PREFIX = "asrdist/store/"
 POLL_S = 1.0  # the store process's poll, and the learners' lease renewal
 IDLE_MIN_S = 30.0
+# diloco-async's outer state (asrdist.parallel.outer_server): asked for, then its whereabouts
+OUTER_WANT, OUTER_KEY, OUTER_ADDRESS = "outer/want", "outer/key", "outer/address"
 
 
 def idle_bound(timeout_s: float) -> float:
@@ -114,11 +127,18 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
     ours = dist.PrefixStore(_PREFIX, store)
     membership = Membership(store, world_size)
     still, last, started = 0, 0, False
+    outer: OuterServer | None = None
+    asked = False  # for the outer state's server (started once, or its failure published)
     while True:
         time.sleep(POLL_S)
         try:
             lease = ours.add("lease", 0)
             left = membership.refresh()
+            if not asked and ours.check([OUTER_WANT]):
+                asked = True
+                outer = _serve_outer(ours, world_size, timeout_s)
+            if outer is not None:
+                outer.note_left(left)
             if all(r in left or ours.check([f"closed/{r}"]) for r in range(world_size)):
                 break
         except (RuntimeError, OSError):  # its own server failed: nothing left to serve
@@ -130,6 +150,25 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
         if still * POLL_S >= (idle_s if started else timeout_s + idle_s):
             break
     os._exit(0)
+
+
+def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> OuterServer | None:
+    """Start diloco-async's outer-state server here and publish where it listens (or why it
+    could not: the learners end saying so, the store goes on)."""
+    # imported here: outer_server imports health, which imports this module
+    from asrdist.parallel.outer_server import OuterServer
+
+    # its updates on one thread: this process shares learner 0's machine, and a forked
+    # process's OpenMP pool is not to be trusted
+    torch.set_num_threads(1)
+    try:
+        server = OuterServer(world_size, timeout_s)
+    except OSError as exc:
+        ours.set(OUTER_ADDRESS, f"error {first_line(exc)}")
+        return None
+    ours.set(OUTER_KEY, server.key.hex())
+    ours.set(OUTER_ADDRESS, str(server.port))
+    return server
 
 
 class _Lease:
@@ -161,15 +200,34 @@ class _Lease:
 
 _client: dist.TCPStore | None = None
 _lease: _Lease | None = None
+_where: tuple[str, int, float] | None = None  # the store's address, port and timeout
 
 
 def connect(addr: str, port: int, timeout_s: float) -> dist.TCPStore:
     """A client of the store process at ``addr:port`` (waits for it up to ``timeout_s``), and
     this learner's lease on it."""
-    global _client, _lease
+    global _client, _lease, _where
     _client = dist.TCPStore(addr, port, None, False, timedelta(seconds=timeout_s))
     _lease = _Lease(addr, port, timeout_s)
+    _where = (addr, port, timeout_s)
     return _client
+
+
+def outer_address() -> tuple[tuple[str, int], bytes]:
+    """Where diloco-async's outer state is served, and its key: asks the store process to
+    start serving it (at its next poll) and waits, on a connection of its own (the shared one
+    may be held by the liveness thread), up to the rendezvous timeout."""
+    assert _where is not None, "outer_address needs a store process (connect first)"
+    addr, port, timeout_s = _where
+    store = dist.PrefixStore(_PREFIX, dist.TCPStore(addr, port, None, False,
+                                                    timedelta(seconds=timeout_s)))
+    store.set(OUTER_WANT, "1")
+    store.wait([OUTER_ADDRESS])
+    answer = store.get(OUTER_ADDRESS).decode()
+    if answer.startswith("error "):
+        raise AsrdistError(f"--elastic diloco-async: the store process could not serve the "
+                           f"outer state: {answer.removeprefix('error ')}")
+    return (addr, int(answer)), bytes.fromhex(store.get(OUTER_KEY).decode())
 
 
 def client() -> dist.TCPStore | None:
@@ -188,10 +246,10 @@ def leave(rank: int) -> None:
     """Tell the store process that learner ``rank`` is done with it (closed its transport,
     its last use of the store) and stop the lease; this process then has no connection to
     it. Nothing where no store process is in use."""
-    global _client, _lease
+    global _client, _lease, _where
     if _client is None or _lease is None:
         return
     with contextlib.suppress(RuntimeError, OSError):  # gone already: nothing to tell
         dist.PrefixStore(_PREFIX, _client).set(f"closed/{rank}", "1")
     _lease.stop()
-    _client = _lease = None
+    _client = _lease = _where = None

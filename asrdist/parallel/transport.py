@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -95,6 +95,22 @@ class OuterLink(Protocol):
     def finish(self) -> None: ...
 
 
+@runtime_checkable
+class SavedOuterLink(OuterLink, Protocol):
+    """An :class:`OuterLink` to a state that no learner holds (elastic processes: the store
+    process's, :mod:`asrdist.parallel.outer_server`), so the state's keeper saves and resumes
+    it: ``save`` when a learner checkpoints at ``step``, under the run dir ``run_dir``;
+    ``load`` when a learner resumes from a checkpoint whose state was the run ``token``'s (the
+    state is loaded once, a mismatch is an AsrdistError); ``token`` names the state of this
+    run, kept in the learners' checkpoints."""
+
+    token: str
+
+    def save(self, step: int, run_dir: str) -> None: ...
+
+    def load(self, token: str, run_dir: str) -> None: ...
+
+
 class Transport(ABC):
     """The few things strategies do with other learners. In-place methods end in ``_``;
     blocking ones count as time spent waiting on communication (the processes'
@@ -102,6 +118,9 @@ class Transport(ABC):
 
     rank: int
     world_size: int
+    # whether a central outer state lives outside the learners (elastic processes: in the
+    # store process), so that a world of one reaches it through outer_server too
+    outer_elsewhere: bool = False
 
     # -- around the step: bookkeeping, no communication -------------------------------------
 
@@ -222,11 +241,15 @@ class Transport(ABC):
     @abstractmethod
     def outer_server(self, state: OuterState | None, host: int,
                      codec: Codec | None = None) -> OuterLink:
-        """A central outer state held by learner ``host`` (``state``: its own, None on every
-        other learner), reached from every learner (a collective: every learner calls it).
-        ``push_pull`` blocks this learner alone (processes: a server thread on ``host``,
-        point-to-point messages on a gloo group of its own, its tensors on the CPU; the
-        simulator: clock events, the host serving one push at a time). ``finish`` once this
+        """A central outer state, reached from every learner (a collective: every learner calls
+        it, each with ``state``, its own copy of the starting state). Where it lives is the
+        transport's: fail-stop processes and the simulator keep learner ``host``'s copy there
+        (the others' are dropped); elastic processes (:attr:`outer_elsewhere`) in the store
+        process, which takes the first copy that reaches it, and the link is a
+        :class:`SavedOuterLink`. ``push_pull`` blocks this learner alone (processes: a server
+        thread on ``host`` with point-to-point messages on a gloo group of its own, or the
+        store process's server over a socket, its tensors on the CPU; the simulator: clock
+        events, the host serving one push at a time). ``finish`` once this
         learner pushes no more (the host's: once every learner has said so). ``codec``
         (--compress): a push crosses the wire as ``push_pull``'s ``payload``, which the host
         decodes; the learner passes the decoded pseudo-gradient too (the same bits), which a

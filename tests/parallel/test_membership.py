@@ -133,10 +133,13 @@ def test_survivors_export_at_once_after_a_departure_not_after_the_timeout(corpus
     assert any(f"going on with learners {survivors}" in e for e in errs), errs
 
 
-def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus, tmp_path):
+@pytest.mark.parametrize("algo", ["adpsgd-random", "diloco-async"])
+def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus, tmp_path, algo):
+    """diloco-async: its outer state lives in the store process, which also writes it to the
+    run dir at each checkpoint."""
     out = tmp_path / "run"
     stores = running_stores()
-    procs = start_learners(corpus, out, "adpsgd-random", *TINY, "--elastic", world=4)
+    procs = start_learners(corpus, out, algo, *TINY, "--elastic", world=4)
     when_training(out, procs, 20)
     os.kill(procs[0].pid, signal.SIGKILL)
     codes = join_learners(procs, out, limit=120)
@@ -154,6 +157,8 @@ def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus,
     assert len(averaged) == 1  # the held-out figures of the exported average, in its file
     assert train_records(out, 0)[-1]["step"] < 120  # metrics.jsonl ends where learner 0 did
     stores_end(stores)
+    if algo == "diloco-async":
+        assert torch.load(out / "outer_state.pt")["step"] == 120  # the last checkpoint's
 
 
 def test_elastic_is_refused_by_fail_stop_strategies(corpus, tmp_path):

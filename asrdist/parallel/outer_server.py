@@ -1,0 +1,389 @@
+"""Elastic diloco-async: the outer state in the run's store process, so that any learner can go.
+
+In a fail-stop run asynchronous DiLoCo's outer state (:class:`asrdist.parallel.async_diloco.
+AsyncOuter`: w_g and its optimizer's state) lives on learner 0
+(:mod:`asrdist.parallel.outer_link`), and losing learner 0 would lose it. An elastic run
+already has a process that outlives every learner and ends with the run: the rendezvous
+store's (:mod:`asrdist.parallel.storehost`), on learner 0's machine. It serves the outer state
+too (:class:`OuterServer`), rather than a process of its own: one more detached process would
+need its own start, its own end rules and its own orphan checks, and forking one from a
+learner after its process groups and threads exist is unsafe, while the store process is
+forked before any of them.
+
+Transport: ``multiprocessing.connection`` over TCP (length-prefixed messages, an HMAC
+challenge with a key the store process draws per run), not the TCPStore itself: the store's
+libuv server refuses a value over 8 MiB (a 17 MB model would have to be cut up), keeps every
+value in memory and serves the heartbeats and departures on the same loop, which a 17 MB
+transfer would hold up; the store process is no torch.distributed rank, so gloo is out too.
+Measured on one 2-core machine's loopback, under load: 17 MB each way with
+``send_bytes``/``recv_bytes_into`` (the calls used here) about 54 ms; a whole push of a 17 MB
+model through :class:`StoreOuterLink` and :class:`OuterServer` (transfers, the delayed
+Nesterov update on one thread, the reply) about 100 ms.
+The store has no authentication of its own, so the key it publishes guards against stray or
+mistaken connections, not against someone who can read the store.
+
+Discovery: a learner sets ``outer/want`` in the store; the store process starts the server at
+its next poll (within a second) and publishes ``outer/key`` and ``outer/address`` (its port;
+the host is the store's, MASTER_ADDR).
+
+Messages (a JSON header, then for some a binary body): ``hello`` (the learner's rank; the
+answer says whether the server still needs its start), ``init`` (the starting w_g, the
+AsyncOuter options and the codec: the learners' mean, sent once, by the first learner to say
+hello; no other learner's message is read before it has arrived, and if that learner is lost
+first the others' first pushes time out and end the run), ``push`` (steps, seconds, then
+the pseudo-gradient's float32 bytes or the codec's payload; the answer: the next block's
+steps, the staleness and w_g's float32 bytes), ``save``/``load`` (see below), ``done``. One
+thread serves every connection, one message at a time, in the order they arrive (whichever
+connection is readable first), and applies each push with AsyncOuter's own rules: nothing of
+the maths is copied here. A push is applied only once all its bytes arrived: a learner lost
+during its push leaves the state as it was (its connection is closed, and the others are not
+waited on anyway).
+
+Checkpoints: when a learner checkpoints (``save``, carrying the step and the run dir) the server
+writes its whole state atomically to ``RUN_DIR/outer_state.pt``, with a token drawn at the
+start of the run (learners keep it in their checkpoints); a resumed run's learners each send
+``load`` with their checkpoint's token, and the first one makes the server load the file
+(later ones only check the token). No file, an unreadable one, or one whose token is not the
+checkpoint's is a one-line error.
+
+The server ends (stops listening) once every learner said ``done`` or was dropped; the store
+process's own rules end the process (:mod:`asrdist.parallel.storehost`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import multiprocessing
+import os
+import secrets
+import socket
+import struct
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from multiprocessing.connection import Client, Connection, Listener, wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from asrdist.errors import AsrdistError, first_line
+from asrdist.fsutil import write_atomically
+from asrdist.parallel.compress import Codec
+from asrdist.parallel.health import abort
+from asrdist.parallel.transport import OuterState
+
+STATE_FILE = "outer_state.pt"  # under the run dir
+_HEADER_MAX = 1 << 16  # bytes: a JSON header, never a tensor
+
+
+def _deadline(conn: Connection, seconds: float) -> None:
+    """Make a read or write on ``conn`` that waits longer than ``seconds`` fail (a peer frozen
+    mid-message), without touching how long the server waits for a message to begin."""
+    tv = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))
+    with socket.socket(fileno=os.dup(conn.fileno())) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+
+
+def _send(conn: Connection, message: Mapping[str, Any]) -> None:
+    conn.send_bytes(json.dumps(message).encode())
+
+
+class OuterServer:
+    """The outer state of a run of ``world_size`` learners, served from the store process;
+    ``timeout_s``: how long one message may take once begun. Starts its threads at once."""
+
+    def __init__(self, world_size: int, timeout_s: float) -> None:
+        self.key = secrets.token_bytes(32)
+        self._listener = Listener(("", 0), authkey=self.key)
+        self.port = int(self._listener.address[1])
+        self.world_size, self.timeout_s = world_size, timeout_s
+        self.state: Any = None  # the AsyncOuter, once a learner sent the start
+        self.codec: Codec | None = None
+        self.token = ""  # the run's: drawn at the start, or the resumed file's
+        self._loaded = False
+        self._starter: Connection | None = None  # the learner asked for the start
+        self._wire = bytearray()  # a push's bytes land here
+        self._rank: dict[Connection, int] = {}
+        self._finished: set[int] = set()
+        self._left: set[int] = set()
+        self._new: list[Connection] = []
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self.over = False
+        for target, name in ((self._accept, "asrdist-outer-accept"),
+                             (self._serve, "asrdist-outer")):
+            threading.Thread(target=target, name=name, daemon=True).start()
+
+    def note_left(self, left: Mapping[int, int]) -> None:
+        """The learners dropped so far (the store process reads them every second)."""
+        if self.over:  # no thread reads the wake-up pipe any more
+            return
+        self._left = set(left)
+        os.write(self._wake_w, b"l")
+
+    # -- threads -----------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self.over:
+            try:
+                conn = self._listener.accept()
+            except (OSError, EOFError, multiprocessing.AuthenticationError):
+                continue  # a stray connection, or the listener closed at the end
+            _deadline(conn, self.timeout_s)
+            with self._lock:
+                self._new.append(conn)
+            os.write(self._wake_w, b"c")
+
+    def _serve(self) -> None:
+        conns: list[Connection] = []
+        while not self.over:
+            # before the start arrives only greetings and the start are read (a push waits)
+            watched = conns if self.state is not None else \
+                [c for c in conns if c not in self._rank or c is self._starter]
+            for ready in wait([self._wake_r, *watched]):
+                if ready == self._wake_r:
+                    os.read(self._wake_r, 4096)
+                    with self._lock:
+                        conns += self._new
+                        self._new.clear()
+                    continue
+                assert isinstance(ready, Connection)
+                if not self._handle_safely(ready):
+                    if ready is self._starter:
+                        self._starter = None
+                    conns.remove(ready)
+                    ready.close()
+            everyone = self._finished | self._left
+            if all(r in everyone for r in range(self.world_size)):
+                self.over = True
+        with suppress(OSError):
+            self._listener.close()
+        for conn in conns:
+            conn.close()
+
+    def _handle_safely(self, conn: Connection) -> bool:
+        """Handle one message; False when the connection ends (``done``, or a learner lost
+        mid-message: whatever it was sending is not applied)."""
+        try:
+            return self._handle(conn)
+        except EOFError:
+            return False
+        except Exception as exc:  # one learner's failure must not end the others' server
+            rank = self._rank.get(conn, "?")
+            print(f"asrdist-store: outer state: learner {rank}'s connection dropped: "
+                  f"{first_line(exc)}", file=sys.stderr, flush=True)
+            return False
+
+    def _handle(self, conn: Connection) -> bool:
+        message = json.loads(conn.recv_bytes(_HEADER_MAX))
+        kind = message["kind"]
+        if kind == "hello":
+            self._rank[conn] = int(message["rank"])
+            start = self.state is None and self._starter is None
+            if start:
+                self._starter = conn
+            _send(conn, {"init": start, "token": self.token})
+        elif kind == "init":
+            start = conn.recv_bytes()
+            if self.state is None:
+                self._init(torch.load(io.BytesIO(start), weights_only=True))
+            _send(conn, {"token": self.token})
+        elif kind == "push":
+            return self._push(conn, int(message["steps"]), float(message["seconds"]))
+        elif kind == "save":
+            _send(conn, self._save(self._rank[conn], int(message["step"]),
+                                   Path(message["dir"])))
+        elif kind == "load":
+            _send(conn, self._load(str(message["token"]), Path(message["dir"])))
+        elif kind == "done":
+            self._finished.add(self._rank[conn])
+            return False
+        else:
+            raise ValueError(f"unknown message {kind!r}")
+        return True
+
+    # -- the state ---------------------------------------------------------------------------
+
+    def _init(self, start: dict[str, Any]) -> None:
+        # imported here: async_diloco imports the transports, which import this module
+        from asrdist.parallel.async_diloco import AsyncOuter
+        from asrdist.parallel.compress import make_codec
+
+        weights = start["weights"]
+        self.state = AsyncOuter(weights, **start["config"])
+        name = start["compress"]
+        self.codec = make_codec(name, int(start["block"])) if name else None
+        numel = weights.numel()
+        self._wire = bytearray(self.codec.wire_bytes(numel) if self.codec else 4 * numel)
+        self.token = secrets.token_hex(8)
+
+    def _push(self, conn: Connection, steps: int, seconds: float) -> bool:
+        """Apply a push and answer it; False (and no push applied) for a learner dropped
+        already, which the answer tells (a frozen one woken up: a departure is final)."""
+        rank = self._rank[conn]
+        got = conn.recv_bytes_into(self._wire)
+        if got != len(self._wire):
+            raise ValueError(f"a push of {got} bytes, not {len(self._wire)}")
+        if rank in self._left:
+            _send(conn, {"error": f"learner {rank} was dropped from the run (silent past "
+                                  "--exchange-timeout): the outer state applies no push of "
+                                  "it any more"})
+            return False
+        wire = torch.frombuffer(self._wire, dtype=torch.uint8)
+        numel = self.state.numel
+        grad = self.codec.decode(wire, numel) if self.codec else wire.view(torch.float32)
+        weights, next_steps, stale = self.state.push(rank, grad, steps, seconds)
+        _send(conn, {"steps": next_steps, "stale": stale})
+        conn.send_bytes(weights.numpy())
+        return True
+
+    def _save(self, rank: int, step: int, run_dir: Path) -> dict[str, Any]:
+        path = run_dir / STATE_FILE
+        saved = {"token": self.token, "step": step, "rank": rank,
+                 "state": self.state.state_dict()}
+        try:
+            write_atomically(path, lambda f: torch.save(saved, f), "diloco-async outer state")
+        except AsrdistError as exc:
+            return {"error": str(exc)}
+        return {"token": self.token}
+
+    def _load(self, token: str, run_dir: Path) -> dict[str, Any]:
+        """The saved state of the run whose token is ``token``, once; later loads check."""
+        path = run_dir / STATE_FILE
+        if self._loaded:
+            if token != self.token:
+                return {"error": f"{path}: the learners' checkpoints are of different runs "
+                                 f"(outer state tokens {self.token} and {token})"}
+            return {"token": self.token}
+        if not path.is_file():
+            return {"error": f"{path}: no diloco-async outer state to resume from (an elastic "
+                             "run's store process writes it at every checkpoint)"}
+        try:
+            saved = torch.load(path, weights_only=True)
+        except Exception as exc:  # a damaged file: torch's zip reader, pickle or OS errors
+            return {"error": f"{path}: cannot read the diloco-async outer state: "
+                             f"{first_line(exc)}"}
+        if saved.get("token") != token:
+            return {"error": f"{path}: the outer state of another run (token "
+                             f"{saved.get('token')}, the checkpoints' {token})"}
+        state = saved["state"]
+        if state["weights"].numel() != self.state.numel:
+            return {"error": f"{path}: an outer state of {state['weights'].numel()} weights, "
+                             f"the model has {self.state.numel}"}
+        # a resume with more learners: the new ones pulled w_g as it is now
+        pulled = list(state["pulled_t"])[: self.world_size]
+        state["pulled_t"] = pulled + [int(state["t"])] * (self.world_size - len(pulled))
+        self.state.load_state_dict(state)
+        self.token, self._loaded = token, True
+        return {"token": token}
+
+
+class StoreOuterLink:
+    """Learner ``rank``'s way to the outer state served at ``address`` (with ``key``).
+    ``state``: this learner's starting state (the learners' mean and the options), sent if
+    the server has none yet; ``codec`` as :class:`~asrdist.parallel.outer_link.
+    ProcessOuterLink`'s; ``blocked`` wraps the waits (timing). A failure ends the learner
+    with one line: the store process is gone, and the run with it."""
+
+    def __init__(self, *, rank: int, address: tuple[str, int], key: bytes,
+                 state: OuterState, timeout_s: float, codec: Codec | None = None,
+                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+        self.rank, self.timeout = rank, timeout_s
+        self.codec, self._blocked = codec, blocked
+        self.sent_bytes = 0
+        self._numel = state.numel
+        self._weights = torch.zeros(state.numel)
+        self._pulled_at = time.monotonic()
+        self._finished = False
+        where = f"{address[0]}:{address[1]}"
+        with _failing(self.rank, f"reaching the outer state at {where}"):
+            self._conn = Client(address, authkey=key)
+            _deadline(self._conn, timeout_s)
+            answer = self._ask({"kind": "hello", "rank": rank})
+            if answer["init"]:
+                start = self._start(state)
+                answer = self._ask({"kind": "init"}, start)
+                self.sent_bytes += len(start)
+        self.token: str = answer["token"]
+
+    def _start(self, state: Any) -> bytes:
+        """What the server builds its state from: w_g, AsyncOuter's options, the codec."""
+        buffer = io.BytesIO()
+        torch.save({"weights": state.weights.float().cpu(), "config": state.options(),
+                    "compress": self.codec.name if self.codec else "",
+                    "block": self.codec.block if self.codec else 0}, buffer)
+        return buffer.getvalue()
+
+    def _ask(self, message: Mapping[str, Any], body: Any = None) -> dict[str, Any]:
+        """Send ``message`` (and ``body``'s bytes) and wait up to the timeout for the JSON
+        answer."""
+        _send(self._conn, message)
+        if body is not None:
+            self._conn.send_bytes(body)
+        if not self._conn.poll(self.timeout):
+            raise TimeoutError(f"no answer in {self.timeout:.0f} s")
+        answer: dict[str, Any] = json.loads(self._conn.recv_bytes(_HEADER_MAX))
+        return answer
+
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
+        """As :meth:`~asrdist.parallel.outer_link.ProcessOuterLink.push_pull`."""
+        seconds = time.monotonic() - self._pulled_at
+        grad = pseudo_grad.detach().float().cpu().contiguous()
+        sent = grad if payload is None else payload.detach().cpu().contiguous()
+        with self._blocked(), _failing(self.rank, "push to the outer state in the store process"):
+            answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds},
+                               sent.numpy())
+            if "error" in answer:
+                abort(self.rank, f"{answer['error']}; ending")
+            got = self._conn.recv_bytes_into(self._weights.numpy())
+            if got != 4 * self._numel:
+                raise ValueError(f"global weights of {got} bytes, not {4 * self._numel}")
+        self.sent_bytes += sent.numel() * sent.element_size()
+        self._pulled_at = time.monotonic()
+        return self._weights.clone(), int(answer["steps"]), int(answer["stale"])
+
+    def save(self, step: int, run_dir: str) -> None:
+        """The server writes the state under ``run_dir`` (this learner's checkpoint at
+        ``step``); an error there (a full disk) is this learner's AsrdistError."""
+        answer = self._request({"kind": "save", "step": step,
+                                "dir": os.path.abspath(run_dir)}, "saving the outer state")
+        self.token = answer["token"]
+
+    def load(self, token: str, run_dir: str) -> None:
+        """The server resumes the state of the run ``token`` saved under ``run_dir``."""
+        answer = self._request({"kind": "load", "token": token,
+                                "dir": os.path.abspath(run_dir)}, "resuming the outer state")
+        self.token = answer["token"]
+
+    def _request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:
+        with self._blocked(), _failing(self.rank, f"{what} in the store process"):
+            answer = self._ask(message)
+        if "error" in answer:
+            raise AsrdistError(f"--elastic diloco-async: {answer['error']}")
+        return answer
+
+    def finish(self) -> None:
+        """Tell the server this learner pushes no more, and close (once)."""
+        if self._finished:
+            return
+        self._finished = True
+        with suppress(OSError):  # the server gone: nothing is left to tell it
+            _send(self._conn, {"kind": "done"})
+        self._conn.close()
+
+
+@contextmanager
+def _failing(rank: int, what: str) -> Iterator[None]:
+    """A failed exchange with the server ends learner ``rank``, naming ``what`` failed."""
+    try:
+        yield
+    except (OSError, EOFError, ValueError, multiprocessing.ProcessError) as exc:
+        abort(rank, f"{what} failed: {first_line(exc) or type(exc).__name__} (the run's "
+                    "store process, which holds it, is gone or did not answer within "
+                    "--exchange-timeout); ending the job")

@@ -31,6 +31,14 @@ whatever the link).
         --publish
     .venv/bin/python -m bench.studies.outer_network --loopback --sim-compute-ms 0 \\
         --only "bmuf H=10" --bmuf-block-lr 0.25
+
+The point that met the goal (streaming model averaging with overlapped int8 averages), its own
+section beside the study's (``--publish FILE`` puts the JSON and figure beside FILE)::
+
+    .venv/bin/python -m bench.studies.outer_network --rates 100mbit --steps 200 --periods 6 \\
+        --ma-periods --diloco-lr 1 --diloco-momentum 0 --stream-delay 3 \\
+        --only "single learner" "streaming-diloco H=6 int8" \\
+        --publish bench/results/outer_network_goal.md
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from asrdist.fsutil import atomic_write
 from asrdist.parallel.compress import CODECS, make_codec
 from asrdist.testing.learners import launch
 from bench.harness import NS_ADDR, enter_node, limit, netns_down, netns_up
-from bench.results import generated, publish, publish_option
+from bench.results import generated, publish, publish_option, shown
 from bench.studies import figure, learner
 from bench.studies.network import LEARNERS, exchange_alone, probe
 
@@ -112,6 +120,9 @@ def config(algo: str, period: int, args: argparse.Namespace, compress: str = "no
         lr = args.bmuf_inner_lr
     if algo in ("diloco", "streaming-diloco", "diloco-async"):
         options.update(diloco_lr=args.diloco_lr, diloco_momentum=args.diloco_momentum)
+    if algo == "streaming-diloco":
+        options.update(stream_fragments=args.stream_fragments, stream_delay=args.stream_delay,
+                       stream_alpha=args.stream_alpha)
     if compress != "none":
         options["compress"] = compress
     return learner.Config(algo, args.steps, options, width=args.width, layers=4,
@@ -206,6 +217,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--diloco-lr", type=float, default=0.35,
                     help="outer lr (the paper's 0.7 oscillated here at H = 10)")
     ap.add_argument("--diloco-momentum", type=float, default=0.9)
+    ap.add_argument("--stream-fragments", type=int, default=2,
+                    help="streaming-diloco's fragments (asrdist-train's default)")
+    ap.add_argument("--stream-delay", type=int, default=1,
+                    help="streaming-diloco's tau: steps its averages overlap")
+    ap.add_argument("--stream-alpha", type=float, default=0.0,
+                    help="streaming-diloco's mix of the local fragment on arrival")
     ap.add_argument("--compress", default="int8",
                     help="the encoding of the compressed rows (adpsgd-random, diloco and "
                          "streaming-diloco at the first period; none: no such rows)")
@@ -303,11 +320,15 @@ def main() -> None:
 
 def write(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict[str, float]],
           size: int) -> None:
-    """The study's JSON, figure and section."""
-    with atomic_write(generated(__file__, ".json")) as f:
-        json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "args": vars(args)}, f,
-                  indent=1, default=str)  # args hold paths
-    plot(rows, list(probes), generated(__file__, ".png"))
+    """The study's section, and with ``--publish FILE`` its JSON and figure beside FILE (a run
+    that is not published leaves the published ones as they are)."""
+    if args.publish:
+        with atomic_write(args.publish.with_suffix(".json")) as f:
+            given = {k: shown(v, "FILE") if isinstance(v, Path) else v
+                     for k, v in vars(args).items()}  # no path of this machine
+            json.dump({"bytes": size * 4, "probes": probes, "rows": rows, "args": given},
+                      f, indent=1)
+        plot(rows, list(probes), args.publish.with_suffix(".png"))
     publish(section(args, rows, probes, size * 4 / 1e6), args.publish)
 
 
@@ -321,11 +342,18 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
            f"--input-rank {args.input_rank} --lr {args.lr:g} "
            f"--bmuf-inner-lr {args.bmuf_inner_lr:g} --bmuf-momentum {args.bmuf_momentum:g} "
            f"--bmuf-block-lr {args.bmuf_block_lr:g} --diloco-lr {args.diloco_lr:g} "
-           f"--diloco-momentum {args.diloco_momentum:g} --eval-every {args.eval_every} "
+           f"--diloco-momentum {args.diloco_momentum:g} "
+           f"--stream-fragments {args.stream_fragments} --stream-delay {args.stream_delay} "
+           f"--stream-alpha {args.stream_alpha:g} --eval-every {args.eval_every} "
            f"--compress {args.compress} --target-ce {args.target_ce:g}")
     if args.only:
         cmd += " --only " + " ".join(f'"{label}"' for label in args.only)
-    cmd += " --loopback" if args.loopback else " --publish"
+    if args.loopback:
+        cmd += " --loopback"
+    elif args.publish and Path(args.publish).resolve() != generated(__file__).resolve():
+        cmd += f" --publish {shown(args.publish, 'FILE')}"
+    else:
+        cmd += " --publish"
     eta = "1 - 1/N = 0.75" if args.bmuf_momentum == -1 else f"{args.bmuf_momentum:g}"
     lines = [
         "## Outer optimizers on a real slow link: BMUF, DiLoCo, Streaming and asynchronous "
@@ -340,8 +368,9 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
         f"(bmuf's learners: lr {args.bmuf_inner_lr:g}; block momentum eta {eta}, block lr "
         f"zeta {args.bmuf_block_lr:g}, Nesterov; diloco, streaming-diloco and diloco-async: "
         f"outer lr {args.diloco_lr:g}, momentum {args.diloco_momentum:g}, Nesterov; "
-        "streaming-diloco at its defaults: 2 fragments, each average overlapping tau = 1 "
-        "step, alpha 0; diloco-async at its defaults: delayed Nesterov with a buffer of 4 "
+        f"streaming-diloco: {args.stream_fragments} fragments, each average overlapping "
+        f"tau = {args.stream_delay} steps, alpha {args.stream_alpha:g}; diloco-async at its "
+        "defaults: delayed Nesterov with a buffer of 4 "
         f"pushes). Compressed rows: `--compress {args.compress}` (error feedback). The "
         f"{SINGLE}: one process, batch {args.batch * LEARNERS} (the 4 learners' batches at "
         "once: ssgd's maths), no link, the same steps; its step is its compute.", "",
@@ -402,7 +431,8 @@ def section(args: argparse.Namespace, rows: list[dict], probes: dict[str, dict],
             f"{reached(r, final_of(r['rate'], 'ssgd'))} | "
             f"{reached(r, final_of(r['rate'], 'adpsgd-random'))} | "
             f"{reached(r, args.target_ce)} | {'-' if met is None else 'met' if met else 'no'} |")
-    lines += ["", *verdict(rows), "", "![outer optimizers on a slow link](outer_network.png)"]
+    figure_name = Path(args.publish or generated(__file__)).with_suffix(".png").name
+    lines += ["", *verdict(rows), "", f"![outer optimizers on a slow link]({figure_name})"]
     return lines
 
 

@@ -1,6 +1,8 @@
 import pytest
 
 from asrdist.errors import AsrdistError
+from bench.results import generated
+from bench.studies import outer_network
 from bench.studies.network import exchange_alone
 from bench.studies.outer_network import (
     Method,
@@ -14,6 +16,7 @@ from bench.studies.outer_network import (
     time_to,
     typical_compute,
     verdict,
+    write,
 )
 
 PROBE = {"swap_cross": 2.8, "swap_node": 0.2, "allreduce_all": 2.0, "allreduce_node": 0.1}
@@ -75,7 +78,13 @@ def test_bmuf_and_diloco_get_their_own_options_and_bmuf_its_inner_lr():
 def test_the_new_methods_get_diloco_outer_options_the_codec_and_the_single_learner_the_batch():
     args = parse_args(["--batch", "8", "--diloco-lr", "0.4"])
     outer = {"avg_period": 10, "diloco_lr": 0.4, "diloco_momentum": 0.9}
-    assert config("streaming-diloco", 10, args).options == outer
+    stream = {"stream_fragments": 2, "stream_delay": 1, "stream_alpha": 0.0}
+    assert config("streaming-diloco", 10, args).options == {**outer, **stream}
+    tau3 = parse_args(["--stream-delay", "3", "--stream-fragments", "3", "--stream-alpha", ".5"])
+    assert config("streaming-diloco", 6, tau3).options["stream_delay"] == 3
+    assert config("streaming-diloco", 6, tau3).options["stream_fragments"] == 3
+    assert config("streaming-diloco", 6, tau3).options["stream_alpha"] == 0.5
+    assert "stream_delay" not in config("diloco", 6, tau3).options
     assert config("diloco-async", 10, args, "int8").options == {**outer, "compress": "int8"}
     assert config("adpsgd-random", 1, args, "int8").options == {"compress": "int8"}
     assert config("ssgd", 1, args, learners=1).batch == 32  # the 4 learners' 8 each at once
@@ -204,3 +213,27 @@ def test_a_run_log_gives_back_its_probes_and_rows():
     assert rows[0]["curve"] == [[0.0, 3.4]]
     with pytest.raises(AsrdistError, match="--from-log: no"):
         from_log("-- 100mbit: {}")
+
+
+def test_a_run_is_written_only_where_published_with_its_own_figure(tmp_path, capsys):
+    """--publish FILE puts the section, its JSON and its figure beside FILE, the figure's link
+    and the command naming them; a run not published writes no file (the published study's
+    JSON and figure stay as they were)."""
+    row = {"rate": "100mbit", "load": 1.0, "label": "streaming-diloco H=6 int8",
+           "algo": "streaming-diloco", "period": 6, "compress": "int8", "learners": 4,
+           "compute_s": 0.35, "step_s": 0.37, "wait_s": 0.02, "alone_s": 0.1, "hidden": 0.8,
+           "steps_s": 10.8, "sent_mb": 236.5, "done_s": 75.0, "run_steps_s": 10.7,
+           "final_s": 76.0, "final_ce": 1.33, "curve": [[0.0, 3.4], [76.0, 1.33]],
+           "steps_curve": [[0, 3.4]]}
+    probes = {"100mbit": {"swap_cross": 2.7, "swap_node": 0.02, "allreduce_all": 2.2}}
+    published = [generated(outer_network.__file__, suffix) for suffix in (".json", ".png")]
+    before = [p.stat().st_mtime_ns for p in published]
+    write(parse_args(["--stream-delay", "3"]), [row], probes, 1024)
+    assert [p.stat().st_mtime_ns for p in published] == before
+    target = tmp_path / "goal.md"
+    write(parse_args(["--stream-delay", "3", "--publish", str(target)]), [row], probes, 1024)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["goal.json", "goal.md", "goal.png"]
+    text = target.read_text()
+    assert "](goal.png)" in text and "tau = 3 steps" in text
+    assert "--stream-delay 3" in text and "--publish FILE" in text  # a scratch path: FILE
+    assert str(tmp_path) not in (tmp_path / "goal.json").read_text()

@@ -122,8 +122,14 @@ def test_the_findings_page_is_short_lines() -> None:
 
 
 def test_each_generated_section_belongs_to_a_script_that_publishes_it() -> None:
+    """``<script>.md``, or a second section ``<script>_<what>.md`` that its script names (the
+    command that publishes it, in its docstring)."""
     for path in (BENCH / "results").glob("*.md"):
-        scripts = [BENCH / f"{path.stem}.py", BENCH / "studies" / f"{path.stem}.py"]
+        stems = [path.stem, path.stem.rpartition("_")[0]]
+        scripts = [BENCH / f"{stem}.py" for stem in stems if stem] + \
+            [BENCH / "studies" / f"{stem}.py" for stem in stems if stem]
         script = next((s for s in scripts if s.is_file()), None)
         assert script is not None, path.name
         assert "publish_option(" in script.read_text(), script.name
+        if script.stem != path.stem:
+            assert f"--publish bench/results/{path.name}" in script.read_text(), path.name

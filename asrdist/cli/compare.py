@@ -136,8 +136,11 @@ def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,
     nbytes = model_size(pool, base)["bytes"]
     for scenario in scenario_list:
         slowed = dataclasses.replace(speed, slow=scenario.slow)
-        log.log(logging.WARNING if guards.free_link(speed) else logging.INFO, "scenario %s: %s",
-                scenario.label, guards.cost_line(slowed, base.learners, nbytes))
+        lost = "".join(f"; learner {r} lost after {f:.0%} of its steps"
+                       for r, f in sorted(scenario.lost.items()))
+        log.log(logging.WARNING if guards.free_link(speed) else logging.INFO,
+                "scenario %s: %s%s", scenario.label,
+                guards.cost_line(slowed, base.learners, nbytes), lost)
     few = guards.few_steps(run_steps(pool, base)[0], base.learners, base.batch)
     if few is not None:
         log.warning("%s", few)

@@ -19,7 +19,7 @@ Lost learners (``lost``: rank -> fraction of its steps, a scenario's ``lost:RANK
 do what a killed process does: learner RANK takes ``max(1, int(FRACTION * steps))`` steps and
 is gone (:meth:`asrdist.simulate.world.World.depart`). A strategy the registry marks
 ``elastic`` goes on as its processes do under ``--elastic``: the survivors drop it (and a
-hadpsgd node's other learners leave when their node's collective fails), nobody waits for it,
+hierarchical node's other learners leave when their node's collective fails), nobody waits for it,
 the records' mean and the export are the survivors'. Any other ends the run at the loss, as its
 processes' job ends: ``summary["failed"]`` says where, there is no ``final`` record and
 :attr:`Result.final` is empty (there is no exported model).

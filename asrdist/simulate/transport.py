@@ -59,7 +59,7 @@ from asrdist.simulate.world import World, average_into
 
 class LostPeer(BaseException):
     """A collective of this learner's can never be held: a member left. Not an Exception, so
-    no strategy code catches it: the learner leaves too (a hadpsgd node's), where
+    no strategy code catches it: the learner leaves too (a hierarchical strategy's node mate), where
     :mod:`asrdist.simulate.run` catches it."""
 
 
@@ -81,7 +81,7 @@ class SimTransport(Transport):
 
     @property
     def elastic(self) -> bool:
-        """Whether the strategy goes on without a lost learner (read by the ADPSGD family)."""
+        """Whether the strategy goes on without a lost learner (read by pairwise strategies)."""
         return self.world.elastic
 
     def departed(self) -> dict[int, int]:
@@ -456,6 +456,7 @@ class SimExchange:
         def land(to_passive: torch.Tensor) -> None:
             if me in world.left or other in world.left:
                 slot.lost = True  # elastic: a side left mid-transfer
+                world.swaps_lost += 1
             else:
                 book.receive(to_passive)
             slot.landed = True
@@ -463,6 +464,7 @@ class SimExchange:
         def serve() -> None:
             if me in world.left or other in world.left:
                 slot.lost = True
+                world.swaps_lost += 1
                 return
             mine, theirs = book.current(), snapshot
             if self.index in codecs:  # --compress: the decoded vectors, as the processes'

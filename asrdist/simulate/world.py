@@ -5,7 +5,7 @@ and step); its optimizer (momentum state) is made when its strategy has wrapped 
 in the trainer. Memory and time grow linearly in the number of learners: nothing is shared
 between them but the clock and the collectives they meet at.
 
-A learner that leaves (lost in its scenario, or a hadpsgd node mate of a lost one whose node
+A learner that leaves (lost in its scenario, or a hierarchical node's mate of a lost one whose node
 collective failed) is recorded by :meth:`World.depart` as processes record it (the step it
 left at). In a run of an ``elastic`` strategy the survivors go on: the meetings it belonged to
 fail (those waiting at them see it at once), the survivors' ``departed()`` names it at once (on
@@ -78,6 +78,7 @@ class World:
         self.departures: list[dict[str, Any]] = []
         self.failed: dict[str, Any] | None = None  # the run ended at a loss (fail-stop)
         self.finished: set[int] = set()  # learners that took all their steps
+        self.swaps_lost = 0  # pairwise swaps lost because a side left mid-transfer
         self._changed: Later | None = None  # settled at the next finish or departure
 
     @property
@@ -173,7 +174,8 @@ class World:
         """time_s: the run's end, the strategy's final average included (a real run's wall
         time includes it); wait_s: each learner's time spent waiting during its steps;
         wire_bytes: what all learners sent, within nodes and across them; departures: the learners
-        that left (learner, step, time, why); failed: where a loss ended the run."""
+        that left (learner, step, time, why) and swaps_lost, the pairwise swaps lost with them
+        (neither side merged); failed: where a loss ended the run."""
         out = {"time_s": self.clock.now, "wait_s": list(self.steps_waited),
                "staleness": dict(sorted(self.staleness.items())),
                "wire_bytes": dict(self.wire)}
@@ -181,6 +183,7 @@ class World:
             out["exchanges"] = self.exchanges
         if self.departures:
             out["departures"] = list(self.departures)
+            out["swaps_lost"] = self.swaps_lost
         if self.failed is not None:
             out["failed"] = dict(self.failed)
         return out

@@ -1,7 +1,10 @@
 """The strategies of issue 34 side by side in the simulator: ssgd, adpsgd-random, hadpsgd,
 bmuf, diloco, streaming-diloco and diloco-async, each with and without int8 compression, at 16
 and 64 learners with and without a 4x straggler, and the K = 1 control (a single learner and
-diloco with one learner, at the same global batch).
+diloco with one learner, at the same global batch); and (grids ``16lost``, ``64lost``: ``make
+methods-2026-lost``, published to a file of its own) the same with a lost learner beside the
+straggler, scenario ``straggler:0x4+lost:5@0.5``: learner 5, on another node than learner 0,
+is lost for good halfway through its steps.
 
 A thin wrapper over ``asrdist-compare``: one run of it per grid (its runs kept in ``--out``,
 so a rerun with the same values only rewrites the tables), whose tables and curves it
@@ -10,6 +13,9 @@ what the outer optimizer gives (diloco - ssgd at one learner) and what distribut
 
     .venv/bin/python -m bench.studies.methods_2026 --data recipes/mini/data/train_aug_fbank \\
         --targets recipes/mini/exp/mono_pdf --out exp/methods_2026 --publish
+    .venv/bin/python -m bench.studies.methods_2026 --data ... --targets ... \
+        --out exp/methods_2026 --grids 16lost 64lost --seeds 1 1 \
+        --publish bench/results/methods_2026_lost.md
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.errors import AsrdistError
-from bench.results import GENERATED, publish, publish_option, scrub
+from bench.results import GENERATED, generated, publish, publish_option, scrub
 
 # README's asrdist-compare speed model: 100 Mbit between nodes of 4 learners joined by a fast
 # link, half of a gradient allreduce behind backward; a step of 16 chunks computes 0.05 s
@@ -34,6 +40,11 @@ MODEL = ["--layers", "1", "--units", "64", "--epochs", "1", "--evals", "8"]
 CHUNK_S = 0.05 / 16  # simulated compute per chunk: every grid's global batch costs the same
 GLOBAL_BATCH = 256
 ASYNC = "diloco-async:diloco_lr=0.35"  # 0.7 was unstable (bench/readings/async_diloco.md)
+LOST = "straggler:0x4+lost:5@0.5"  # learner 5 (node 1; learner 0 on node 0) lost halfway
+# the lost grids' target CE and budgets: those the published 16 and 64 grids derived from ssgd
+# in scenario none (bench/results/methods_2026.md), so their columns read against those tables
+# (ssgd, fail-stop, exports nothing in the lost scenario)
+LOST_AXES = {16: ("2.431", ["4.09", "8.18", "16.4"]), 64: ("2.436", ["5.32", "10.6", "21.3"])}
 
 
 def bmuf(learners: int) -> str:
@@ -60,14 +71,23 @@ def grid(name: str, compress: str) -> dict[str, Any]:
     """One asrdist-compare run: its learners, strategies and scenarios. '16' and '64': all
     strategies (at 64 only the DiLoCos also compressed), none and learner 0 4x slow; 'k1': a
     single learner and diloco with one, at the same global batch (and so the same steps and
-    chunks per step) as the others."""
+    chunks per step) as the others; '16lost': every strategy with and without ``compress``,
+    '64lost': the seven plain ones, in scenario :data:`LOST` alone, against the target and
+    budgets of the plain grids (:data:`LOST_AXES`)."""
     if name == "k1":
         return {"learners": 1, "algos": ["ssgd", "diloco"], "scenarios": ["none"]}
+    if name in ("16lost", "64lost"):
+        n = int(name[:2])
+        algos = [a for a in strategies(n, compress) if n == 16 or "compress=" not in a]
+        target, budgets = LOST_AXES[n]
+        return {"learners": n, "algos": algos, "scenarios": [LOST],
+                "axes": ["--target-ce", target, *(x for b in budgets for x in ("--budget", b))]}
     if name in ("16", "64"):
         n = int(name)
         return {"learners": n, "algos": strategies(n, compress, every=n == 16),
                 "scenarios": ["none", "straggler:0x4"]}
-    raise AsrdistError(f"bench.studies.methods_2026: --grids {name!r}: one of 16, 64, k1")
+    raise AsrdistError(f"bench.studies.methods_2026: --grids {name!r}: one of 16, 64, k1, "
+                       "16lost, 64lost")
 
 
 def command(name: str, data: str, targets: str, out: Path, seeds: int,
@@ -83,7 +103,7 @@ def command(name: str, data: str, targets: str, out: Path, seeds: int,
     for scenario in g["scenarios"]:
         args += ["--scenario", scenario]
     return [*args, "--batch-size", str(batch), *MODEL, "--compute-s", f"{CHUNK_S * batch:g}",
-            *LINK]
+            *LINK, *g.get("axes", [])]
 
 
 def split(k1: list[dict], multi: list[dict]) -> list[str]:
@@ -133,11 +153,23 @@ def main() -> None:
              "Scenario straggler:0x4: learner 0 computes 4x slower. The baseline is ssgd; its "
              "final CE + 2 % in scenario none is the target whose time is tabled. bmuf at the "
              "outer_methods study's tuned point, diloco-async at outer lr 0.35, the others at "
-             "their defaults (H = 8). Host times: 2 CPU cores shared with other jobs.", "",
-             f"Command: `.venv/bin/python -m bench.studies.methods_2026 --data {args.data} "
-             f"--targets {args.targets} --out {args.out} --grids {' '.join(args.grids)} --seeds "
-             f"{' '.join(map(str, args.seeds))} --compress {args.compress} --publish` "
-             "(`make methods-2026`), which runs:", ""]
+             "their defaults (H = 8). Host times: 2 CPU cores shared with other jobs.", ""]
+    lost = [name for name in args.grids if name.endswith("lost")]
+    if lost:
+        lines += [f"Scenario {LOST}: learner 0 computes 4x slower and learner 5 (node 1, "
+                  "learner 0 is on node 0) is lost for good after half of its steps, as a "
+                  "killed process: the elastic strategies (adpsgd-random, hadpsgd, whose node 1 "
+                  "then leaves whole, and diloco-async, whose host is learner 0) drop it and go "
+                  "on, the fail-stop ones (ssgd, bmuf, diloco, streaming-diloco) end there: "
+                  "their rows say when they failed, with no exported model. The target CE and "
+                  "the budgets are those of the grid of the same learners without a lost "
+                  "learner (ssgd, the baseline, exports nothing here).", ""]
+    publish_arg = "--publish" if args.publish in (None, generated(__file__)) \
+        else f"--publish {args.publish}"
+    lines += [f"Command: `.venv/bin/python -m bench.studies.methods_2026 --data {args.data} "
+              f"--targets {args.targets} --out {args.out} --grids {' '.join(args.grids)} "
+              f"--seeds {' '.join(map(str, args.seeds))} --compress {args.compress} "
+              f"{publish_arg}` (`make methods-2026{'-lost' if lost else ''}`), which runs:", ""]
     reports: dict[str, list[dict]] = {}
     for name, seeds in zip(args.grids, args.seeds, strict=True):
         argv = command(name, args.data, args.targets, args.out, seeds, args.compress)
@@ -151,7 +183,8 @@ def main() -> None:
         if args.publish:
             shutil.copyfile(out / "curves.png", png)
         g = grid(name, args.compress)
-        lines += [f"### {g['learners']} learner{'s' if g['learners'] > 1 else ''} "
+        lines += [f"### {g['learners']} learner{'s' if g['learners'] > 1 else ''}"
+                  f"{', a lost learner' if name.endswith('lost') else ''} "
                   f"({seeds} seed{'s' if seeds > 1 else ''})", "",
                   "    asrdist-compare " + shlex.join(argv), "",
                   (out / "table.md").read_text().rstrip("\n"), "",

@@ -17,6 +17,7 @@ from asrdist.parallel import registry
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import make_model
+from tests.parallel.conftest import run_learners
 from tests.simulate.test_run import MULTI, _node_options, mse, sgd
 
 STEPS = 12
@@ -110,3 +111,22 @@ def test_a_lost_learner_must_be_one_of_them_at_a_fraction_inside_the_run():
     for lost in ({4: 0.5}, {1: 1.0}, {1: 0.0}):
         with pytest.raises(AsrdistError, match="lost learner"):
             simulate("adpsgd-fixed", 4, 4, make_model, sgd(0.1), mse, lost=lost)
+
+
+def test_a_killed_learner_s_run_agrees_with_real_processes(tmp_path):
+    """diloco-async (elastic), 2 learners, blocks of 2: learner 1 starts late (processes) or
+    is 100x slower (simulator), so learner 0's four pushes come first; learner 1 pushes twice
+    and is killed (SIGKILL) or lost after 4 of its 8 steps. Learner 0 alone survives and
+    exports its own weights, the same on both sides. (ADPSGD cannot be compared so: which of
+    its swaps a kill interrupts depends on when the survivors notice it, a wall-clock matter.)"""
+    sc = {"algo": "diloco-async", "lr": 0.1, "momentum": 0.5, "steps": 8, "init": "rank",
+          "late_rank": 1, "late_s": 1.5, "kill_at": 4, "kill_rank": 1, "timeout_s": 5.0,
+          "options": {"elastic": True, "avg_period": 2}}
+    run = run_learners(sc, 2, tmp_path, timeout=60)
+    assert run.codes == [0, -9], run.stderr[0][-2000:]
+    sim = simulate("diloco-async", 2, 8, make_model, sgd(0.1, 0.5), mse,
+                   options={"avg_period": 2}, speed=SpeedModel(slow={1: 100.0}),
+                   keep_history=True, lost={1: 0.5})
+    assert [len(h) for h in sim.history] == [8, 4]
+    torch.testing.assert_close(sim.final, run.results[0]["final"], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(sim.learners[0], run.results[0]["before"], rtol=1e-5, atol=1e-6)

@@ -72,15 +72,16 @@ def grid(name: str, compress: str) -> dict[str, Any]:
     strategies (at 64 only the DiLoCos also compressed), none and learner 0 4x slow; 'k1': a
     single learner and diloco with one, at the same global batch (and so the same steps and
     chunks per step) as the others; '16lost': every strategy with and without ``compress``,
-    '64lost': the seven plain ones, in scenario :data:`LOST` alone, against the target and
-    budgets of the plain grids (:data:`LOST_AXES`)."""
+    '64lost': the seven plain ones, in scenario :data:`LOST` and, as its paired reference (the
+    same seed), in straggler:0x4, against the target and budgets of the plain grids
+    (:data:`LOST_AXES`)."""
     if name == "k1":
         return {"learners": 1, "algos": ["ssgd", "diloco"], "scenarios": ["none"]}
     if name in ("16lost", "64lost"):
         n = int(name[:2])
         algos = [a for a in strategies(n, compress) if n == 16 or "compress=" not in a]
         target, budgets = LOST_AXES[n]
-        return {"learners": n, "algos": algos, "scenarios": [LOST],
+        return {"learners": n, "algos": algos, "scenarios": [LOST, "straggler:0x4"],
                 "axes": ["--target-ce", target, *(x for b in budgets for x in ("--budget", b))]}
     if name in ("16", "64"):
         n = int(name)
@@ -123,6 +124,26 @@ def split(k1: list[dict], multi: list[dict]) -> list[str]:
             f"{dn - d1:+.4f}."]
 
 
+def loss_cost(rows: list[dict]) -> list[str]:
+    """The lost learner's cost per strategy: its final CE and end time in scenario
+    :data:`LOST` against straggler:0x4 (the same seeds), or where the run failed."""
+    by = {(r["strategy"], r["scenario"]): r for r in rows}
+    out = []
+    for (strategy, scenario), lost in by.items():
+        ref = by.get((strategy, "straggler:0x4"))
+        if scenario != LOST or ref is None:
+            continue
+        if lost["failed"]:
+            out.append(f"- {strategy}: failed at {lost['failed_at_s']:.4g} s (without the "
+                       f"loss: final CE {ref['final_ce']:.4f} at {ref['end_time_s']:.4g} s)")
+        else:
+            out.append(f"- {strategy}: final CE {lost['final_ce']:.4f} against "
+                       f"{ref['final_ce']:.4f} without the loss "
+                       f"({lost['final_ce'] - ref['final_ce']:+.4f}), ending at "
+                       f"{lost['end_time_s']:.4g} s against {ref['end_time_s']:.4g} s")
+    return out
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="Kaldi data dir (the mini corpus's)")
@@ -161,9 +182,11 @@ def main() -> None:
                   "killed process: the elastic strategies (adpsgd-random, hadpsgd, whose node 1 "
                   "then leaves whole, and diloco-async, whose host is learner 0) drop it and go "
                   "on, the fail-stop ones (ssgd, bmuf, diloco, streaming-diloco) end there: "
-                  "their rows say when they failed, with no exported model. The target CE and "
-                  "the budgets are those of the grid of the same learners without a lost "
-                  "learner (ssgd, the baseline, exports nothing here).", ""]
+                  "their rows say when they failed, with no exported model. Scenario "
+                  "straggler:0x4 is run beside it with the same seed, the loss's paired "
+                  "reference. The target CE and the budgets are those of the grid of the same "
+                  "learners without a lost learner (ssgd, the baseline, exports nothing in the "
+                  "lost scenario).", ""]
     publish_arg = "--publish" if args.publish in (None, generated(__file__)) \
         else f"--publish {args.publish}"
     lines += [f"Command: `.venv/bin/python -m bench.studies.methods_2026 --data {args.data} "
@@ -189,6 +212,11 @@ def main() -> None:
                   "    asrdist-compare " + shlex.join(argv), "",
                   (out / "table.md").read_text().rstrip("\n"), "",
                   f"![held-out CE against steps and simulated time]({png.name})", ""]
+        cost = loss_cost(reports[name]) if name.endswith("lost") else []
+        if cost:
+            lines += [f"What losing learner 5 cost at {g['learners']} learners (scenario "
+                      f"{LOST} against straggler:0x4, the same seed{'s' if seeds > 1 else ''}):",
+                      "", *cost, ""]
     if "k1" in reports:
         for name in ("16", "64"):
             if name in reports:

@@ -1,5 +1,5 @@
 """What a comparison runs: strategies (an --algo with its own options) and scenarios (which
-learners straggle), as written on asrdist-compare's command line.
+learners straggle, which are lost), as written on asrdist-compare's command line.
 
 A strategy is ``NAME`` or ``NAME:OPTION=VALUE[,OPTION=VALUE...]`` (the strategy's options, typed
 as asrdist-train types them), so one table may hold two settings of one strategy. A scenario is

@@ -105,6 +105,10 @@ def simulate(
         raise AsrdistError(f"lost learner {wrong[0]} at {lost[wrong[0]]:g} of its steps: need "
                            f"a learner among {learners} and a fraction in (0, 1)")
     stops = {r: max(1, int(f * steps)) for r, f in lost.items()}
+    late = [r for r, stop in sorted(stops.items()) if stop >= steps]
+    if late:
+        raise AsrdistError(f"lost learner {late[0]} at {lost[late[0]]:g} of its steps: a run of "
+                           f"{steps} steps a learner ends before it is lost")
     try:
         spec = registry.spec(algo)
         opts = registry.make_options(algo, dict(options or {}))

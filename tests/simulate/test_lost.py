@@ -111,6 +111,8 @@ def test_a_lost_learner_must_be_one_of_them_at_a_fraction_inside_the_run():
     for lost in ({4: 0.5}, {1: 1.0}, {1: 0.0}):
         with pytest.raises(AsrdistError, match="lost learner"):
             simulate("adpsgd-fixed", 4, 4, make_model, sgd(0.1), mse, lost=lost)
+    with pytest.raises(AsrdistError, match="a run of 1 steps a learner ends before it is lost"):
+        simulate("adpsgd-fixed", 4, 1, make_model, sgd(0.1), mse, lost={1: 0.5})
 
 
 def test_a_killed_learner_s_run_agrees_with_real_processes(tmp_path):

@@ -6,14 +6,14 @@ depends on which strategy it is. The run's time includes the strategy's end (its
 average), as a real run's does.
 
 The learners' mean is evaluated every ``eval_every`` steps per learner (counted over all
-learners, so asynchronous learners at different steps are fine): held-out figures from
-``eval_fn``, against simulated wall time, steps and epochs, with the distance of the learners
-to their mean. The last record is always of the exported average, after the strategy's end
-(its in-flight merges and final average), marked ``final`` as asrdist-train marks its own:
-the learners' mean before that end is not what a real run exports. At the end: the staleness
-histogram, each learner's time spent waiting, what learner 0's strategy reports of itself
-(what it resolved its options to: a block momentum from the number of learners, an averaging
-period from frames) and the exported average.
+learners that have not left, so asynchronous learners at different steps are fine): held-out
+figures from ``eval_fn``, against simulated wall time, steps and epochs, with the distance of
+the learners to their mean. The last record is always of the exported average, after the
+strategy's end (its in-flight merges and final average), marked ``final`` as asrdist-train
+marks its own: the learners' mean before that end is not what a real run exports. At the end:
+the staleness histogram, each learner's time spent waiting, what learner 0's strategy reports
+of itself (what it resolved its options to: a block momentum from the number of learners, an
+averaging period from frames) and the exported average.
 
 Lost learners (``lost``: rank -> fraction of its steps, a scenario's ``lost:RANK@FRACTION``)
 do what a killed process does: learner RANK takes ``max(1, int(FRACTION * steps))`` steps and
@@ -230,21 +230,26 @@ class _Learn:
 
 class _Evaluator:
     """Evaluates the learners' mean every ``every`` steps per learner, but not once all steps
-    are taken: the exported average's record follows the strategy's end."""
+    are taken: the exported average's record follows the strategy's end. Steps per learner
+    are the survivors' mean (a lost learner's missing steps would otherwise hold the last
+    evaluations back until the end)."""
 
     def __init__(self, world: World, eval_fn: EvalFn | None, every: int, epoch_steps: float,
                  steps: int, records: list[dict[str, Any]]) -> None:
         self.world, self.eval_fn, self.every = world, eval_fn, every
         self.epoch_steps, self.records = epoch_steps, records
-        self.next = every * world.n
-        self.last = steps * world.n
+        self.next = every  # steps per learner
+        self.last = steps
         self._model: torch.nn.Module | None = None
 
     def maybe(self) -> None:
-        total = self.world.total_steps()
-        if self.eval_fn is None or self.every <= 0 or total < self.next or total >= self.last:
+        world = self.world
+        alive = world.survivors()
+        done = sum(world.learners[r].steps for r in alive)
+        if self.eval_fn is None or self.every <= 0 or done < self.next * len(alive) \
+                or done >= self.last * len(alive):
             return
-        self.next += self.every * self.world.n
+        self.next += self.every
         self.record()
 
     def record(self, exported: bool = False) -> None:
@@ -263,7 +268,8 @@ class _Evaluator:
                                   *[float_tensors(s.model) for s in sources], strict=True):
                 t.copy_(torch.stack([o.detach() for o in others]).mean(0))
         total = world.total_steps()
-        row: dict[str, Any] = {"time_s": world.clock.now, "steps": total / world.n,
+        row: dict[str, Any] = {"time_s": world.clock.now,
+                               "steps": sum(s.steps for s in alive) / len(alive),
                                "dist_to_mean": world.distance_to_mean()}
         if self.epoch_steps > 0:
             row["epochs"] = total / self.epoch_steps

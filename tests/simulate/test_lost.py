@@ -48,12 +48,18 @@ def test_an_elastic_run_drops_the_lost_learner_and_the_survivors_keep_what_it_le
 
 
 def test_an_elastic_run_exports_the_survivors_mean_with_training_too():
-    """lr > 0, learner 0 (whose weights a run exports) lost: the last record, marked final,
-    is of the export, which a survivor holds."""
+    """lr > 0, learner 0 (whose weights a run exports) lost after 3 steps: the survivors are
+    evaluated on schedule, and the last record, marked final, is of the export, which a
+    survivor holds."""
     sim = simulate("adpsgd-fixed", 4, STEPS, make_model, sgd(0.01), mse,
                    speed=SpeedModel(jitter=0.3, latency_s=0.2), lost={0: 0.25},
-                   eval_fn=_heldout, eval_every=3)
+                   eval_fn=_heldout, eval_every=2)
     assert sim.summary["departures"][0]["step"] == 3
+    # every 2 steps of the survivors (all of them, their mean, till their last): the lost
+    # learner's 9 missing steps hold none back
+    steps = [r["steps"] for r in sim.records]
+    assert len(steps) == 6 and steps[-1] == STEPS
+    assert all(2 * k <= s < 2 * k + 1 for k, s in enumerate(steps[:-1], 1))
     assert sim.records[-1]["final"] and "failed" not in sim.summary
     model = make_model(0)
     torch.nn.utils.vector_to_parameters(sim.final, model.parameters())

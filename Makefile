@@ -145,10 +145,9 @@ methods-2026: deps venv
 # Issue 34 item 5, the lost learner: the same grids at 16 and 64 learners in scenario
 # straggler:0x4+lost:5@0.5 (1 seed each), published to a file of its own
 methods-2026-lost: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026 \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026_lost \
 	  --data recipes/mini/data/train_aug_fbank --targets $(STUDY_TARGETS) \
-	  --out $(STUDY_CACHE)/methods_2026 --grids 16lost 64lost --seeds 1 1 \
-	  --publish bench/results/methods_2026_lost.md
+	  --out $(STUDY_CACHE)/methods_2026 --publish
 
 stragglers: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.stragglers --steps 100 \

@@ -1,10 +1,10 @@
 """The strategies of issue 34 side by side in the simulator: ssgd, adpsgd-random, hadpsgd,
 bmuf, diloco, streaming-diloco and diloco-async, each with and without int8 compression, at 16
 and 64 learners with and without a 4x straggler, and the K = 1 control (a single learner and
-diloco with one learner, at the same global batch); and (grids ``16lost``, ``64lost``: ``make
-methods-2026-lost``, published to a file of its own) the same with a lost learner beside the
-straggler, scenario ``straggler:0x4+lost:5@0.5``: learner 5, on another node than learner 0,
-is lost for good halfway through its steps.
+diloco with one learner, at the same global batch); and (grids ``16lost``, ``64lost``, which
+:mod:`bench.studies.methods_2026_lost` runs and publishes to a file of its own) the same with a
+lost learner beside the straggler, scenario ``straggler:0x4+lost:5@0.5``: learner 5, on another
+node than learner 0, is lost for good halfway through its steps.
 
 A thin wrapper over ``asrdist-compare``: one run of it per grid (its runs kept in ``--out``,
 so a rerun with the same values only rewrites the tables), whose tables and curves it
@@ -13,9 +13,6 @@ what the outer optimizer gives (diloco - ssgd at one learner) and what distribut
 
     .venv/bin/python -m bench.studies.methods_2026 --data recipes/mini/data/train_aug_fbank \\
         --targets recipes/mini/exp/mono_pdf --out exp/methods_2026 --publish
-    .venv/bin/python -m bench.studies.methods_2026 --data ... --targets ... \
-        --out exp/methods_2026 --grids 16lost 64lost --seeds 1 1 \
-        --publish bench/results/methods_2026_lost.md
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.errors import AsrdistError
-from bench.results import GENERATED, generated, publish, publish_option, scrub
+from bench.results import GENERATED, publish, publish_option, scrub
 
 # README's asrdist-compare speed model: 100 Mbit between nodes of 4 learners joined by a fast
 # link, half of a gradient allreduce behind backward; a step of 16 chunks computes 0.05 s
@@ -139,22 +136,39 @@ def loss_cost(rows: list[dict]) -> list[str]:
         else:
             out.append(f"- {strategy}: final CE {lost['final_ce']:.4f} against "
                        f"{ref['final_ce']:.4f} without the loss "
-                       f"({lost['final_ce'] - ref['final_ce']:+.4f}), ending at "
+                       f"({lost['final_ce'] - ref['final_ce']:+.4f}), the target at "
+                       f"{_seconds(lost['time_to_target_s'])} against "
+                       f"{_seconds(ref['time_to_target_s'])}, ending at "
                        f"{lost['end_time_s']:.4g} s against {ref['end_time_s']:.4g} s")
     return out
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def _seconds(value: float | None) -> str:
+    return "never" if value is None else f"{value:.4g} s"
+
+
+def parser(description: str, grids: list[str], seeds: list[int]) -> argparse.ArgumentParser:
+    """The study's options, its grids and seeds defaulting to ``grids`` and ``seeds`` (the
+    caller adds --publish: its own script's file)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--data", required=True, help="Kaldi data dir (the mini corpus's)")
     ap.add_argument("--targets", required=True, help="ingested alignment dir")
     ap.add_argument("--out", required=True, type=Path, help="the runs (kept between reruns)")
-    ap.add_argument("--grids", nargs="+", default=["16", "64", "k1"])
-    ap.add_argument("--seeds", nargs="+", type=int, default=[2, 1, 3],
+    ap.add_argument("--grids", nargs="+", default=grids)
+    ap.add_argument("--seeds", nargs="+", type=int, default=seeds,
                     help="seeds per grid, in --grids' order")
     ap.add_argument("--compress", default="int8", help="the compressed rows' codec")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = parser(__doc__.splitlines()[0], ["16", "64", "k1"], [2, 1, 3])
     publish_option(ap, __file__)
-    args = ap.parse_args(argv)
+    return checked(ap.parse_args(argv))
+
+
+def checked(args: argparse.Namespace) -> argparse.Namespace:
+    """``args`` once its grids and seeds are known good."""
     if len(args.seeds) != len(args.grids) or min(args.seeds) < 1:
         raise AsrdistError(f"bench.studies.methods_2026: --seeds {args.seeds}: one count >= 1 "
                            f"per grid of --grids {args.grids}")
@@ -163,8 +177,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    args = parse_args()
+def main(args: argparse.Namespace | None = None, module: str = "bench.studies.methods_2026",
+         make: str = "methods-2026") -> None:
+    """Run the grids of ``args`` (default: this script's command line) and publish them as
+    the section of ``module``'s command (``make`` its Makefile target)."""
+    args = args or parse_args()
     lines = ["## The strategies side by side in the simulator (issue 34 item 5)", "",
              "The mini corpus, a 1 x 64 BLSTM (0.31 MB), one epoch at a global batch of "
              f"{GLOBAL_BATCH} chunks (180 steps at every learner count), lr 0.1 at that batch, "
@@ -187,12 +204,10 @@ def main() -> None:
                   "reference. The target CE and the budgets are those of the grid of the same "
                   "learners without a lost learner (ssgd, the baseline, exports nothing in the "
                   "lost scenario).", ""]
-    publish_arg = "--publish" if args.publish in (None, generated(__file__)) \
-        else f"--publish {args.publish}"
-    lines += [f"Command: `.venv/bin/python -m bench.studies.methods_2026 --data {args.data} "
+    lines += [f"Command: `.venv/bin/python -m {module} --data {args.data} "
               f"--targets {args.targets} --out {args.out} --grids {' '.join(args.grids)} "
               f"--seeds {' '.join(map(str, args.seeds))} --compress {args.compress} "
-              f"{publish_arg}` (`make methods-2026{'-lost' if lost else ''}`), which runs:", ""]
+              f"--publish` (`make {make}`), which runs:", ""]
     reports: dict[str, list[dict]] = {}
     for name, seeds in zip(args.grids, args.seeds, strict=True):
         argv = command(name, args.data, args.targets, args.out, seeds, args.compress)

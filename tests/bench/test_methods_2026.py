@@ -50,16 +50,16 @@ def test_the_lost_grids_run_the_loss_beside_its_reference_on_the_plain_grids_axe
 
 def test_the_loss_cost_by_hand():
     rows = [{"strategy": "a", "scenario": LOST, "final_ce": 2.5, "failed": 0,
-             "end_time_s": 30.0},
+             "end_time_s": 30.0, "time_to_target_s": 25.0},
             {"strategy": "a", "scenario": "straggler:0x4", "final_ce": 2.4, "failed": 0,
-             "end_time_s": 31.0},
+             "end_time_s": 31.0, "time_to_target_s": None},
             {"strategy": "s", "scenario": LOST, "final_ce": None, "failed": 1,
              "failed_at_s": 18.0, "end_time_s": 18.0},
             {"strategy": "s", "scenario": "straggler:0x4", "final_ce": 2.3, "failed": 0,
              "end_time_s": 40.0}]
     assert loss_cost(rows) == [
-        "- a: final CE 2.5000 against 2.4000 without the loss (+0.1000), ending at 30 s "
-        "against 31 s",
+        "- a: final CE 2.5000 against 2.4000 without the loss (+0.1000), the target at 25 s "
+        "against never, ending at 30 s against 31 s",
         "- s: failed at 18 s (without the loss: final CE 2.3000 at 40 s)"]
 
 

@@ -136,7 +136,7 @@ def loss_cost(rows: list[dict]) -> list[str]:
         else:
             out.append(f"- {strategy}: final CE {lost['final_ce']:.4f} against "
                        f"{ref['final_ce']:.4f} without the loss "
-                       f"({lost['final_ce'] - ref['final_ce']:+.4f}), the target at "
+                       f"({lost['final_ce'] - ref['final_ce']:+.4f}), time to target "
                        f"{_seconds(lost['time_to_target_s'])} against "
                        f"{_seconds(ref['time_to_target_s'])}, ending at "
                        f"{lost['end_time_s']:.4g} s against {ref['end_time_s']:.4g} s")

@@ -58,7 +58,7 @@ def test_the_loss_cost_by_hand():
             {"strategy": "s", "scenario": "straggler:0x4", "final_ce": 2.3, "failed": 0,
              "end_time_s": 40.0}]
     assert loss_cost(rows) == [
-        "- a: final CE 2.5000 against 2.4000 without the loss (+0.1000), the target at 25 s "
+        "- a: final CE 2.5000 against 2.4000 without the loss (+0.1000), time to target 25 s "
         "against never, ending at 30 s against 31 s",
         "- s: failed at 18 s (without the loss: final CE 2.3000 at 40 s)"]
 

@@ -143,7 +143,7 @@ methods-2026: deps venv
 	  --out $(STUDY_CACHE)/methods_2026 --publish
 
 # Issue 34 item 5, the lost learner: the same grids at 16 and 64 learners in scenario
-# straggler:0x4+lost:5@0.5 (1 seed each), published to a file of its own
+# straggler:0x4+lost:5@0.5 beside straggler:0x4 (2 seeds at 16, 1 at 64), published to its own file
 methods-2026-lost: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026_lost \
 	  --data recipes/mini/data/train_aug_fbank --targets $(STUDY_TARGETS) \

@@ -15,7 +15,7 @@ from bench.studies import methods_2026
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = methods_2026.parser(__doc__.splitlines()[0], ["16lost", "64lost"], [1, 1])
+    ap = methods_2026.parser(__doc__.splitlines()[0], ["16lost", "64lost"], [2, 1])
     publish_option(ap, __file__)
     methods_2026.main(methods_2026.checked(ap.parse_args(argv)),
                       module="bench.studies.methods_2026_lost", make="methods-2026-lost")

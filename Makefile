@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools
 STAMP := $(VENV)/.installed
 
-.PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network methods-2026 \
+.PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network methods-2026 methods-2026-lost \
   stragglers projection staging-cost gpu-check wheelhouse clean
 
 all: test
@@ -139,6 +139,13 @@ outer-network: deps venv
 # straggler, int8 or not, and the K = 1 control) on the augmented mini corpus (~1.5 h on 2 cores)
 methods-2026: deps venv
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026 \
+	  --data recipes/mini/data/train_aug_fbank --targets $(STUDY_TARGETS) \
+	  --out $(STUDY_CACHE)/methods_2026 --publish
+
+# Issue 34 item 5, the lost learner: the same grids at 16 and 64 learners in scenario
+# straggler:0x4+lost:5@0.5 beside straggler:0x4 (2 seeds at 16, 1 at 64), published to its own file
+methods-2026-lost: deps venv
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.methods_2026_lost \
 	  --data recipes/mini/data/train_aug_fbank --targets $(STUDY_TARGETS) \
 	  --out $(STUDY_CACHE)/methods_2026 --publish
 

@@ -2,14 +2,17 @@
 table and curves.
 
 Each --algo is a strategy (``NAME`` or ``NAME:OPTION=VALUE,...``), each --scenario a set of
-stragglers (``none``, ``straggler:1x3``: learner 1 three times slower; ``straggler:1x3,5x2``),
-and --seeds the seeds 0..N-1 (a seed fixes the initial weights, the batches and the jitter, so
-the strategies' runs of one seed are paired). The training, model and speed-model flags are
-asrdist-simulate's, shared by every run. OUT gets each run's report in ``runs/`` (asrdist-plot
-reads them; a rerun keeps the runs made with the same values), ``runs.csv`` (a row per run),
-``table.csv`` and ``table.md`` (a row per strategy and scenario, against --baseline),
-``compare.json`` (both, with the target and budgets) and ``curves.png`` (held-out CE against
-steps and simulated time), each written whole or not at all.
+stragglers (``none``, ``straggler:1x3``: learner 1 three times slower; ``straggler:1x3,5x2``)
+and lost learners (``lost:5@0.5``: learner 5 lost for good halfway through its steps;
+``straggler:0x4+lost:5@0.5``: both; an elastic strategy goes on without it, a fail-stop one's
+run ends there, marked failed in the table: :mod:`asrdist.simulate.grid`), and --seeds the seeds
+0..N-1 (a seed fixes the initial weights, the batches and the jitter, so the strategies' runs of
+one seed are paired). The training, model and speed-model flags are asrdist-simulate's, shared
+by every run. OUT gets each run's report in ``runs/`` (asrdist-plot reads them; a rerun keeps
+the runs made with the same values), ``runs.csv`` (a row per run), ``table.csv`` and
+``table.md`` (a row per strategy and scenario, against --baseline), ``compare.json`` (both, with
+the target and budgets) and ``curves.png`` (held-out CE against steps and simulated time), each
+written whole or not at all.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from asrdist.cli.simulate import option_fields as simulate_fields
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.options import check_value, make
+from asrdist.parallel import registry
 from asrdist.simulate import guards, table
 from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run_steps
@@ -65,8 +69,11 @@ def _flags() -> list[click.Option]:
 @click.option("--algo", "arms", multiple=True, required=True, metavar="NAME[:OPT=VALUE,...]",
               help="a strategy with its own options (repeat: one per strategy)")
 @click.option("--scenario", "scenarios", multiple=True, default=("none",), show_default=True,
-              metavar="none|straggler:RANKxFACTOR[,...]",
-              help="which learners straggle (repeat: one per scenario)")
+              metavar="none|straggler:RANKxFACTOR[,...][+lost:RANK@FRACTION[,...]]",
+              help="which learners straggle (RANK's compute FACTOR times slower) and which are "
+                   "lost (RANK gone for good after FRACTION of its steps: elastic strategies "
+                   "drop it, fail-stop ones fail there), parts joined by '+' (repeat: one per "
+                   "scenario)")
 @click.option("--seeds", default=3, show_default=True, type=click.IntRange(min=1),
               help="seeds 0..SEEDS-1 per strategy and scenario")
 @click.option("--baseline", default=None,
@@ -95,6 +102,13 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     if baseline not in {a.label for a in arm_list}:
         raise click.BadParameter(f"{baseline!r} is none of the --algo given",
                                  param_hint="--baseline")
+    base_arm = next(a for a in arm_list if a.label == baseline)
+    if scenario_list[0].lost and not registry.spec(base_arm.algo).elastic \
+            and (target_ce is None or not budgets):
+        raise click.BadParameter(f"{baseline} is fail-stop, so every run of it in scenario "
+                                 f"{scenario_list[0].label} fails: give --target-ce and "
+                                 "--budget (or put a scenario without a lost learner first)",
+                                 param_hint="--baseline")
     torch.set_num_threads(values["threads"])
     base = _base_spec(values)
     speed = make(SpeedModel, values)
@@ -122,8 +136,11 @@ def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,
     nbytes = model_size(pool, base)["bytes"]
     for scenario in scenario_list:
         slowed = dataclasses.replace(speed, slow=scenario.slow)
-        log.log(logging.WARNING if guards.free_link(speed) else logging.INFO, "scenario %s: %s",
-                scenario.label, guards.cost_line(slowed, base.learners, nbytes))
+        lost = "".join(f"; learner {r} lost after {f:.0%} of its steps"
+                       for r, f in sorted(scenario.lost.items()))
+        log.log(logging.WARNING if guards.free_link(speed) else logging.INFO,
+                "scenario %s: %s%s", scenario.label,
+                guards.cost_line(slowed, base.learners, nbytes), lost)
     few = guards.few_steps(run_steps(pool, base)[0], base.learners, base.batch)
     if few is not None:
         log.warning("%s", few)
@@ -133,7 +150,11 @@ def _write(out_dir: Path, reports: list[dict[str, Any]], baseline: str, first: s
            target: float | None, budgets: list[float]) -> None:
     """The tables, compare.json and the curves; the target and budgets from the baseline's
     runs in the first scenario unless given."""
-    reference = [r for r in reports if (r["strategy"], r["scenario"]) == (baseline, first)]
+    reference = [r for r in reports if (r["strategy"], r["scenario"]) == (baseline, first)
+                 and table.final_ce(r) is not None]
+    if not reference and (target is None or not budgets):  # a lost learner ended them all
+        raise AsrdistError(f"--baseline {baseline} failed in every run of scenario {first}: "
+                           "give --target-ce and --budget")
     if target is None:
         target = TARGET_MARGIN * sum(table.final_ce(r) for r in reference) / len(reference)
     if not budgets:

@@ -12,6 +12,11 @@ A process yields what it waits for, and the clock resumes it when that happens:
 Events at the same time run in the order they were scheduled, so a run is deterministic. Each
 process's time spent waiting (at a meeting, or for a time later than it asked to compute until)
 is added up in :attr:`Clock.waited`.
+
+A lost learner (:mod:`asrdist.simulate.run`) never reaches its meetings: :meth:`Clock.fail`
+releases those who wait at one, marked ``failed`` (on processes their collective raises), and
+:meth:`Clock.halt` ends a run that cannot go on (a fail-stop strategy's) with processes still
+waiting, which :meth:`Clock.run` then leaves as they are.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Meeting:
     arrived: dict[int, float] = field(default_factory=dict)
     payloads: dict[int, Any] = field(default_factory=dict)
     result: Any = None
+    failed: bool = False  # a member was lost: it will never be held
 
 
 @dataclass
@@ -58,6 +64,7 @@ class Clock:
         self._seq = itertools.count()
         self._procs: dict[int, Process] = {}
         self.waited: dict[int, float] = {}
+        self.halted = False
 
     def at(self, t: float, fn: Callable[[], None]) -> None:
         """Run ``fn`` at simulated time ``t`` (not before now)."""
@@ -106,6 +113,9 @@ class Clock:
 
     def _arrive(self, pid: int, meeting: Meeting) -> None:
         meeting.arrived[pid] = self.now
+        if meeting.failed:  # a member is lost: back at once, to see it failed
+            self.at(self.now, lambda: self._step(pid))
+            return
         if len(meeting.arrived) < len(meeting.members):
             return
         cost = meeting.action() if meeting.action is not None else None
@@ -114,12 +124,25 @@ class Clock:
             self.waited[member] += done - t
             self.at(done, lambda m=member: self._step(m))
 
+    def fail(self, meeting: Meeting) -> None:
+        """``meeting`` will never be held (a member is lost): those waiting at it resume now
+        and see it ``failed``, as will any who arrive later."""
+        meeting.failed = True
+        for member, t in meeting.arrived.items():
+            self.waited[member] += self.now - t
+            self.at(self.now, lambda m=member: self._step(m))
+
+    def halt(self) -> None:
+        """End the run now (a fail-stop run lost a learner): :meth:`run` returns with the
+        processes still waiting left as they are."""
+        self.halted = True
+
     def run(self) -> None:
-        """Run until every process has finished."""
-        while self._queue:
+        """Run until every process has finished (or the run is halted)."""
+        while self._queue and not self.halted:
             t, _, fn = heapq.heappop(self._queue)
             self.now = t
             fn()
-        if self._procs:
+        if self._procs and not self.halted:
             raise RuntimeError(f"processes {sorted(self._procs)} wait on a meeting that never "
                                "completes")

@@ -99,11 +99,12 @@ def run_steps(pool: ChunkPool, spec: RunSpec) -> tuple[int, int]:
 
 
 def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
-        noise_every: int = 0) -> Result:
+        noise_every: int = 0, lost: dict[int, float] | None = None) -> Result:
     """Simulate ``spec`` on ``pool``: every learner starts from the same weights (seeded as a
     real run's learners are), reads its slice of each global batch, and the learners' mean is
     evaluated on the held-out chunks ``spec.evals`` times; with ``noise_every``, B_simple is
-    measured every that many steps per learner (``Result.noise``)."""
+    measured every that many steps per learner (``Result.noise``); ``lost``: learners lost
+    after that fraction of their steps (:func:`asrdist.simulate.run.simulate`)."""
     per_epoch, steps = run_steps(pool, spec)
     torch.manual_seed(spec.seed)
     init = build_model(spec.model, pool.input_dim, pool.num_pdfs)
@@ -119,7 +120,7 @@ def run(pool: ChunkPool, spec: RunSpec, speed: SpeedModel | None = None,
         eval_every=max(1, steps // max(spec.evals, 1)), epoch_steps=per_epoch * spec.learners,
         noise=NoiseProbe(noise_every, spec.batch, per_epoch * spec.learners)
         if noise_every else None,
-        eval_start=spec.eval_start,
+        eval_start=spec.eval_start, lost=lost,
     )
 
 

@@ -1,5 +1,6 @@
 """The comparison's curves: held-out CE against steps and against simulated time, a panel per
-scenario, a line per strategy (the mean over seeds of each evaluation; each seed faint)."""
+scenario, a line per strategy (the mean over seeds of each evaluation; each seed faint). A run
+that a lost learner ended (``failed``) stops where it failed, its strategy labelled so."""
 
 from __future__ import annotations
 
@@ -27,10 +28,13 @@ def plot_curves(reports: Sequence[dict[str, Any]], out: str | os.PathLike) -> Pa
                              squeeze=False, sharey=True)
     for col, scenario in enumerate(scenarios):
         for strategy in strategies:
-            runs = [r["records"] for r in reports
-                    if (r["scenario"], r["strategy"]) == (scenario, strategy)]
-            if not runs:
+            chosen = [r for r in reports
+                      if (r["scenario"], r["strategy"]) == (scenario, strategy)]
+            if not chosen:
                 continue
+            runs = [r["records"] for r in chosen]
+            failed = sum(r.get("failed") is not None for r in chosen)
+            label = f"{strategy} ({failed} failed)" if failed else strategy
             for row, (x, label) in enumerate(_AXES):
                 ax = axes[row][col]
                 for records in runs:
@@ -40,7 +44,7 @@ def plot_curves(reports: Sequence[dict[str, Any]], out: str | os.PathLike) -> Pa
                 mean = [sum(records[i][key] for records in runs) / len(runs)
                         for i in range(n) for key in (x, "heldout_ce")]
                 ax.plot(mean[0::2], mean[1::2], color=colors[strategy], marker="o",
-                        markersize=3, label=strategy)
+                        markersize=3, label=label)
                 ax.set_xlabel(label)
                 ax.set_title(f"scenario: {scenario}")
                 ax.grid(alpha=0.3)

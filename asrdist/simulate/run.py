@@ -6,14 +6,23 @@ depends on which strategy it is. The run's time includes the strategy's end (its
 average), as a real run's does.
 
 The learners' mean is evaluated every ``eval_every`` steps per learner (counted over all
-learners, so asynchronous learners at different steps are fine): held-out figures from
-``eval_fn``, against simulated wall time, steps and epochs, with the distance of the learners
-to their mean. The last record is always of the exported average, after the strategy's end
-(its in-flight merges and final average), marked ``final`` as asrdist-train marks its own:
-the learners' mean before that end is not what a real run exports. At the end: the staleness
-histogram, each learner's time spent waiting, what learner 0's strategy reports of itself
-(what it resolved its options to: a block momentum from the number of learners, an averaging
-period from frames) and the exported average.
+learners that have not left, so asynchronous learners at different steps are fine): held-out
+figures from ``eval_fn``, against simulated wall time, steps and epochs, with the distance of
+the learners to their mean. The last record is always of the exported average, after the
+strategy's end (its in-flight merges and final average), marked ``final`` as asrdist-train
+marks its own: the learners' mean before that end is not what a real run exports. At the end:
+the staleness histogram, each learner's time spent waiting, what learner 0's strategy reports
+of itself (what it resolved its options to: a block momentum from the number of learners, an
+averaging period from frames) and the exported average.
+
+Lost learners (``lost``: rank -> fraction of its steps, a scenario's ``lost:RANK@FRACTION``)
+do what a killed process does: learner RANK takes ``max(1, int(FRACTION * steps))`` steps and
+is gone (:meth:`asrdist.simulate.world.World.depart`). A strategy the registry marks
+``elastic`` goes on as its processes do under ``--elastic``: the survivors drop it (and a
+hierarchical node's other learners leave when their node's collective fails), nobody waits for it,
+the records' mean and the export are the survivors'. Any other ends the run at the loss, as its
+processes' job ends: ``summary["failed"]`` says where, there is no ``final`` record and
+:attr:`Result.final` is empty (there is no exported model).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from asrdist.simulate.batched import Batcher
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.noise import NoiseProbe
 from asrdist.simulate.speed import BACKWARD_SHARE, SpeedModel
-from asrdist.simulate.transport import SimTransport
+from asrdist.simulate.transport import LostPeer, SimTransport
 from asrdist.simulate.world import EvalFn, LossFn, SimLearner, World, float_tensors
 
 
@@ -68,6 +77,7 @@ def simulate(
     noise: NoiseProbe | None = None,
     together: int | None = None,
     eval_start: bool = False,
+    lost: Mapping[int, float] | None = None,
 ) -> Result:
     """Simulate ``learners`` learners of ``algo`` (an ``--algo`` name with its ``options``),
     ``steps`` steps each. ``make_model(i)`` builds learner i's model, ``make_optimizer`` its
@@ -89,6 +99,16 @@ def simulate(
     if missing:  # as CommonOptions.check_world refuses it for real learners
         raise AsrdistError(f"--slow-learner {missing[0]}: there is no learner {missing[0]} "
                            f"among {learners} (ranks 0..{learners - 1})")
+    lost = dict(lost or {})
+    wrong = [r for r, f in sorted(lost.items()) if r >= learners or not 0 < f < 1]
+    if wrong:
+        raise AsrdistError(f"lost learner {wrong[0]} at {lost[wrong[0]]:g} of its steps: need "
+                           f"a learner among {learners} and a fraction in (0, 1)")
+    stops = {r: max(1, int(f * steps)) for r, f in lost.items()}
+    late = [r for r, stop in sorted(stops.items()) if stop >= steps]
+    if late:
+        raise AsrdistError(f"lost learner {late[0]} at {lost[late[0]]:g} of its steps: a run of "
+                           f"{steps} steps a learner ends before it is lost")
     try:
         spec = registry.spec(algo)
         opts = registry.make_options(algo, dict(options or {}))
@@ -99,6 +119,7 @@ def simulate(
                            "distributed --algo")
     sims = [SimLearner(i, make_model(i)) for i in range(learners)]
     world = World(sims, speed, loss_fn, keep_history)
+    world.elastic = spec.elastic and bool(stops)
     if together is None:
         together = 64 if _on_gpu(sims[0].model) else 8 if learners > 16 else 0
     batcher = Batcher(loss_fn, together) if together > 0 else None
@@ -114,7 +135,7 @@ def simulate(
         comm = SimTransport(world, i)
         strategy = spec.make(Learner(i, learners, transport=comm), opts)
         learn = _Learn(world, comm, strategy, steps, make_optimizer, grad_clip, start, before,
-                       reported, batcher)
+                       reported, batcher, stops.get(i))
         comm.turn = Coroutine(learn, f"asrdist-sim-{i}")
         turns.append(comm.turn)
         world.clock.spawn(i, comm.turn.process())
@@ -127,12 +148,14 @@ def simulate(
     finally:
         for turn in turns:
             turn.cancel()
-    if eval_fn is not None:
+    if eval_fn is not None and world.failed is None:
         evaluator.record(exported=True)
     summary = world.summary()
-    summary["strategy"] = reported[0]
+    first = world.survivors()[0] if world.failed is None else 0
+    summary["strategy"] = reported[first]
     summary["host_s"] = time.perf_counter() - t0
-    return Result(records, before, flat_weights(sims[0].model), summary,
+    final = flat_weights(sims[first].model) if world.failed is None else torch.empty(0)
+    return Result(records, before, final, summary,
                   [s.history for s in sims], start,
                   noise.records if noise is not None else [])
 
@@ -159,6 +182,7 @@ class _Learn:
     before: list[torch.Tensor]  # each learner's weights at the end of its steps
     reported: list[dict[str, Any]]  # each learner's strategy's metrics() after its end
     batcher: Batcher | None  # computes learners together; None: each on its own
+    stop: int | None = None  # lost after this many steps (None: never)
 
     def __call__(self, turn: Coroutine) -> None:
         world, comm, i = self.world, self.comm, self.comm.rank
@@ -168,6 +192,11 @@ class _Learn:
         optimizer = self.make_optimizer(wrapped)
         optimizer.register_step_post_hook(lambda *_: comm.sleep(world.speed.update_s))
         for k in range(self.steps):
+            if k == self.stop:  # its process is killed: nothing more of it, ever
+                self.before[i] = flat_weights(model)
+                world.depart(i, f"lost after {k} of its {self.steps} steps")
+                return
+
             def loss_fn(m: torch.nn.Module, k: int = k) -> torch.Tensor:
                 if self.batcher is None:
                     loss = world.loss_fn(i, k, m)
@@ -177,7 +206,12 @@ class _Learn:
                 self._compute(k)
                 return pending.loss()
 
-            train_step(self.strategy, wrapped, optimizer, k, loss_fn, self.grad_clip)
+            try:
+                train_step(self.strategy, wrapped, optimizer, k, loss_fn, self.grad_clip)
+            except LostPeer as exc:  # elastic: a node collective with a lost learner failed
+                self.before[i] = flat_weights(model)
+                world.depart(i, f"left at step {k}: {exc}")
+                return
             world.end_step(i)
         self.before[i] = flat_weights(model)
         world.steps_done(i)
@@ -196,38 +230,46 @@ class _Learn:
 
 class _Evaluator:
     """Evaluates the learners' mean every ``every`` steps per learner, but not once all steps
-    are taken: the exported average's record follows the strategy's end."""
+    are taken: the exported average's record follows the strategy's end. Steps per learner
+    are the survivors' mean (a lost learner's missing steps would otherwise hold the last
+    evaluations back until the end)."""
 
     def __init__(self, world: World, eval_fn: EvalFn | None, every: int, epoch_steps: float,
                  steps: int, records: list[dict[str, Any]]) -> None:
         self.world, self.eval_fn, self.every = world, eval_fn, every
         self.epoch_steps, self.records = epoch_steps, records
-        self.next = every * world.n
-        self.last = steps * world.n
+        self.next = every  # steps per learner
+        self.last = steps
         self._model: torch.nn.Module | None = None
 
     def maybe(self) -> None:
-        total = self.world.total_steps()
-        if self.eval_fn is None or self.every <= 0 or total < self.next or total >= self.last:
+        world = self.world
+        alive = world.survivors()
+        done = sum(world.learners[r].steps for r in alive)
+        if self.eval_fn is None or self.every <= 0 or done < self.next * len(alive) \
+                or done >= self.last * len(alive):
             return
-        self.next += self.every * self.world.n
+        self.next += self.every
         self.record()
 
     def record(self, exported: bool = False) -> None:
-        """A record of the learners' mean, or with ``exported`` of learner 0's weights (the
-        exported average, once the strategy has ended), marked ``final``."""
+        """A record of the learners' mean (of those that have not left), or with ``exported``
+        of the first survivor's weights (the exported average, once the strategy has ended),
+        marked ``final``."""
         assert self.eval_fn is not None
         world = self.world
         if self._model is None:
             self._model = copy.deepcopy(world.learners[0].model)
         model = self._model
-        sources = world.learners[:1] if exported else world.learners
+        alive = [world.learners[r] for r in world.survivors()]
+        sources = alive[:1] if exported else alive
         with torch.no_grad():
             for t, *others in zip(float_tensors(model),
                                   *[float_tensors(s.model) for s in sources], strict=True):
                 t.copy_(torch.stack([o.detach() for o in others]).mean(0))
         total = world.total_steps()
-        row: dict[str, Any] = {"time_s": world.clock.now, "steps": total / world.n,
+        row: dict[str, Any] = {"time_s": world.clock.now,
+                               "steps": sum(s.steps for s in alive) / len(alive),
                                "dist_to_mean": world.distance_to_mean()}
         if self.epoch_steps > 0:
             row["epochs"] = total / self.epoch_steps

@@ -97,9 +97,11 @@ class Sweep:
 
     def key(self, cell: Cell) -> str:
         """What the run's figures depend on, hashed."""
-        values = {"spec": dataclasses.asdict(self.spec(cell)),
-                  "speed": self.speed_of(cell).to_json(),
-                  "data": {**self.source, **self.pool.describe()}}
+        values: dict[str, Any] = {"spec": dataclasses.asdict(self.spec(cell)),
+                                  "speed": self.speed_of(cell).to_json(),
+                                  "data": {**self.source, **self.pool.describe()}}
+        if cell.scenario.lost:  # only then: the keys of runs without one stay as they were
+            values["lost"] = {str(r): f for r, f in sorted(cell.scenario.lost.items())}
         text = json.dumps(values, sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -117,9 +119,13 @@ class Sweep:
                 with atomic_write(path) as f:
                     json.dump(report, f, indent=1)
                 how = f"host {report['host_s']:.1f} s"
-            final = report["records"][-1]
-            self.say(f"[{n}/{len(todo)}] {cell}: final CE {final['heldout_ce']:.4f} at "
-                     f"{final['time_s']:.4g} s simulated ({how})")
+            final, failed = report["records"][-1], report.get("failed")
+            if failed is not None:
+                self.say(f"[{n}/{len(todo)}] {cell}: failed at {failed['time_s']:.4g} s "
+                         f"simulated: {failed['why']} ({how})")
+            else:
+                self.say(f"[{n}/{len(todo)}] {cell}: final CE {final['heldout_ce']:.4f} at "
+                         f"{final['time_s']:.4g} s simulated ({how})")
             divergence = guards.diverged(report["records"])
             if divergence is not None:
                 self.say(f"[{n}/{len(todo)}] {cell}: warning: {divergence}")
@@ -129,7 +135,7 @@ class Sweep:
     def _run(self, cell: Cell, key: str) -> dict[str, Any]:
         spec, speed = self.spec(cell), self.speed_of(cell)
         per_epoch, steps = run_steps(self.pool, spec)
-        result = run(self.pool, spec, speed)
+        result = run(self.pool, spec, speed, lost=cell.scenario.lost)
         built = registry.make_options(spec.algo, strategy_options(spec, self.pool))
         size = model_size(self.pool, spec)
         divergence = guards.diverged(result.records)
@@ -142,6 +148,8 @@ class Sweep:
             "data": {**self.source, **self.pool.describe()}, "model": size,
             "steps": {"per_epoch": per_epoch, "total": steps},
             "warnings": [divergence] if divergence else [],
+            "lost": [{"learner": r, "fraction": f} for r, f in sorted(cell.scenario.lost.items())],
+            "failed": result.summary.get("failed"),
             "records": result.records, "summary": result.summary,
             "host_s": result.summary["host_s"],
         }

@@ -10,6 +10,11 @@ Per strategy and scenario: the runs' means, the final CE's standard deviation ov
 the paired difference of the final CE from the baseline's in the same scenario and seed (the
 same initial weights, batches and held-out chunks), with its standard deviation over seeds:
 the seeds' own spread cancels in it.
+
+A run that a lost learner ended (a fail-stop strategy's: ``failed`` in its report) has no
+exported model: no final CE, no difference from the baseline, no CE at budgets past its end;
+its row says when it failed, and its strategy's summary row counts it as failed, never as a
+finished run (its figures are those of the runs that finished, if any).
 """
 
 from __future__ import annotations
@@ -26,7 +31,15 @@ from asrdist.simulate import guards
 Report = dict[str, Any]
 
 
-def final_ce(report: Report) -> float:
+def failed(report: Report) -> dict[str, Any] | None:
+    """Where a lost learner ended the run (None: it finished)."""
+    return report.get("failed")
+
+
+def final_ce(report: Report) -> float | None:
+    """The exported model's CE (None: the run failed, nothing was exported)."""
+    if failed(report) is not None:
+        return None
     return float(report["records"][-1]["heldout_ce"])
 
 
@@ -35,9 +48,21 @@ def time_to(report: Report, target: float) -> float | None:
     return next((r["time_s"] for r in report["records"] if r["heldout_ce"] <= target), None)
 
 
-def ce_at(report: Report, budget: float) -> float:
-    """CE of the last evaluation at or before ``budget`` seconds (the start's is at 0)."""
+def ce_at(report: Report, budget: float) -> float | None:
+    """CE of the last evaluation at or before ``budget`` seconds (the start's is at 0);
+    None past a failed run's end."""
+    end = failed(report)
+    if end is not None and budget > end["time_s"]:
+        return None
     return [r["heldout_ce"] for r in report["records"] if r["time_s"] <= budget][-1]
+
+
+def failure_note(report: Report) -> str:
+    """'failed at T s (learner R lost at step K)', or '' for a finished run."""
+    end = failed(report)
+    if end is None:
+        return ""
+    return f"failed at {end['time_s']:.4g} s (learner {end['learner']} lost at step {end['step']})"
 
 
 def sent_mb(report: Report) -> tuple[float, float]:
@@ -54,16 +79,17 @@ def run_rows(reports: Sequence[Report], baseline: str, target: float,
             if r["strategy"] == baseline}
     rows = []
     for r in reports:
-        paired = base.get((r["scenario"], r["seed"]))
+        paired, ce = base.get((r["scenario"], r["seed"])), final_ce(r)
         sent, cross = sent_mb(r)
         rows.append({
             "strategy": r["strategy"], "scenario": r["scenario"], "seed": r["seed"],
-            "final_ce": final_ce(r),
-            "diff_ce": None if paired is None else final_ce(r) - paired,
+            "final_ce": ce,
+            "diff_ce": None if paired is None or ce is None else ce - paired,
             "end_time_s": r["summary"]["time_s"], "time_to_target_s": time_to(r, target),
             **{_budget_column(b): ce_at(r, b) for b in budgets},
             "sent_mb": sent, "cross_mb": cross,
             "divergence": guards.diverged(r["records"]) or "",
+            "failed": failure_note(r),
         })
     return rows
 
@@ -78,17 +104,20 @@ def summary_rows(runs: Sequence[dict[str, Any]], budgets: Sequence[float]
     for (strategy, scenario), rows in groups.items():
         reached = [r["time_to_target_s"] for r in rows if r["time_to_target_s"] is not None]
         diffs = [r["diff_ce"] for r in rows if r["diff_ce"] is not None]
+        finals = [r["final_ce"] for r in rows if r["final_ce"] is not None]
         out.append({
             "strategy": strategy, "scenario": scenario, "seeds": len(rows),
-            "final_ce": _mean([r["final_ce"] for r in rows]),
-            "final_ce_sd": _sd([r["final_ce"] for r in rows]),
+            "final_ce": _mean(finals), "final_ce_sd": _sd(finals),
             "diff_ce": _mean(diffs), "diff_ce_sd": _sd(diffs),
             "end_time_s": _mean([r["end_time_s"] for r in rows]),
             "time_to_target_s": _mean(reached), "reached": len(reached),
-            **{(c := _budget_column(b)): _mean([r[c] for r in rows]) for b in budgets},
+            **{(c := _budget_column(b)): _mean([r[c] for r in rows if r[c] is not None])
+               for b in budgets},
             "sent_mb": _mean([r["sent_mb"] for r in rows]),
             "cross_mb": _mean([r["cross_mb"] for r in rows]),
             "diverged": sum(bool(r["divergence"]) for r in rows),
+            "failed": sum(bool(r["failed"]) for r in rows),
+            "failed_at_s": _mean([float(r["end_time_s"]) for r in rows if r["failed"]]),
         })
     return out
 
@@ -131,11 +160,20 @@ def to_markdown(rows: Sequence[dict[str, Any]], baseline: str, target: float,
                  f"{_num(r['sent_mb'])} ({_num(r['cross_mb'])})"]
         if r["diverged"]:
             cells[0] += f" ({r['diverged']} diverged)"
+        if r["failed"]:
+            cells[0] += f" ({r['failed']} failed)"
+            cells[3] = (f"failed at {_num(r['failed_at_s'])} s" if r["failed"] == r["seeds"]
+                        else f"{cells[3]}; {r['failed']} failed")
         lines.append("| " + " | ".join(cells) + " |")
     note = (f"\nFinal CE: the exported model's held-out CE, mean over seeds (sd). "
             f"- {baseline}: the paired difference from {baseline} in the same scenario and "
             f"seed. Time to CE: mean over the seeds that reached it (how many did). Times are "
-            f"simulated seconds.\n")
+            f"simulated seconds.")
+    if any(r["failed"] for r in rows):
+        note += (" Failed: a lost learner ended the run (a fail-stop strategy's job ends "
+                 "there), at the simulated time given; it exported no model, so it has no "
+                 "final CE, and its CE at a budget past its end is '-'.")
+    note += "\n"
     return "\n".join(lines) + "\n" + note
 
 

@@ -25,6 +25,12 @@ hooks run on it.
   applied at once and cost nothing, as on processes.
 - Every message's bytes are counted (``wire_bytes`` in the run's summary), within nodes and
   across them.
+- A lost learner (:meth:`asrdist.simulate.world.World.depart`): a collective with it fails
+  (:class:`LostPeer`, raised where the member waits, as a process's collective raises); an
+  elastic run's ring is made by its members alone, again after each departure, a swap that
+  has not landed when either side leaves is lost for both (nothing of a lost learner is merged
+  after its loss), and the end (waiting for the others, the final average, the stop flag) is
+  the survivors'. A lost outer-state host ends the run (:attr:`World.hosts`).
 - Waiting is the clock's: every blocking call is counted in the learner's ``wait_s``; the
   bookkeeping of processes (liveness, slow-down, timing, distance sampling) has nothing to do
   here (the speed model's slow learners and the run's own distance to the mean replace it).
@@ -51,6 +57,12 @@ from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.world import World, average_into
 
 
+class LostPeer(BaseException):
+    """A collective of this learner's can never be held: a member left. Not an Exception, so
+    no strategy code catches it: the learner leaves too (a hierarchical strategy's node mate), where
+    :mod:`asrdist.simulate.run` catches it."""
+
+
 def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -65,6 +77,15 @@ class SimTransport(Transport):
         self._calls: Counter[tuple[int, ...]] = Counter()
         self._grad_group: tuple[int, ...] | None = None
         self._compression: GradientCodec | None = None
+        self.timeout_s = 0.0  # what a retired exchange is joined with: it has no thread
+
+    @property
+    def elastic(self) -> bool:
+        """Whether the strategy goes on without a lost learner (read by pairwise strategies)."""
+        return self.world.elastic
+
+    def departed(self) -> dict[int, int]:
+        return dict(self.world.left)
 
     # -- the clock ---------------------------------------------------------------------------------
 
@@ -78,15 +99,27 @@ class SimTransport(Transport):
         self.wait(self.world.clock.now + seconds)
 
     def _members(self, group: Any) -> tuple[int, ...]:
-        return tuple(range(self.world_size)) if group is None else tuple(group)
+        """A group's members; all learners for None (elastic: those that have not left, as
+        the processes' survivors' group)."""
+        if group is not None:
+            return tuple(group)
+        if self.world.elastic:
+            return tuple(self.world.survivors())
+        return tuple(range(self.world_size))
 
     def _meet(self, members: tuple[int, ...], cost_s: float, payload: Any,
-              action: Callable[[Meeting], float | None]) -> Meeting:
-        """This learner's next collective on ``members``, bringing ``payload``."""
-        self._calls[members] += 1
-        meeting = self.world.meeting((members, self._calls[members]), members, cost_s, action)
+              action: Callable[[Meeting], float | None], key: Any = None) -> Meeting:
+        """This learner's next collective on ``members`` (or the one named ``key``), bringing
+        ``payload``; raises :class:`LostPeer` if a member has left."""
+        if key is None:
+            self._calls[members] += 1
+            key = (members, self._calls[members])
+        meeting = self.world.meeting(key, members, cost_s, action)
         meeting.payloads[self.rank] = payload
         self.wait(meeting)
+        if meeting.failed:
+            raise LostPeer(f"learner {self.rank}: a collective of learners {list(members)} "
+                           f"lost learners {sorted(set(members) & set(self.world.left))}")
         return meeting
 
     # -- around the step: nothing to do (the clock keeps the time) ---------------------------------
@@ -299,8 +332,13 @@ class SimTransport(Transport):
                  partner_of: Callable[[int], int], start_round: int,
                  codec: ErrorFeedback | None = None) -> SimExchange | None:
         """A collective of all learners, as the exchange group's creation is on processes:
-        once it is held, every passive member's book is there to be asked."""
+        once it is held, every passive member's book is there to be asked. Elastic: of the
+        ring's members alone, as the processes' (none if one leaves meanwhile: the next step
+        builds the ring of the survivors)."""
         member = index if weights is not None and len(ranks) > 1 else None
+        elastic = self.world.elastic
+        if elastic and member is None:
+            return None
         book = None
         if member is not None and not rings.is_active(member):
             assert weights is not None
@@ -316,7 +354,14 @@ class SimTransport(Transport):
             if self.world.exchanges is None:
                 self.world.exchanges = 0
 
-        ring = self._meet(self._members(None), 0.0, (member, book, codec), make_ring).result
+        if elastic:
+            try:
+                ring = self._meet(tuple(ranks), 0.0, (member, book, codec), make_ring,
+                                  key=("ring", tuple(ranks))).result
+            except LostPeer:
+                return None
+        else:
+            ring = self._meet(self._members(None), 0.0, (member, book, codec), make_ring).result
         if member is None:
             return None
         return SimExchange(self, ring, member, partner_of, start_round)
@@ -330,13 +375,25 @@ class SimTransport(Transport):
         def share(m: Meeting) -> None:
             m.result = SimServer(host, m.payloads[host])
 
+        self.world.hosts.add(host)
         server = self._meet(self._members(None), 0.0, state, share).result
         return SimOuterLink(self, server)
 
     # -- leaving ---------------------------------------------------------------------------------
 
-    def wait_all_finished(self) -> None:
-        self._meet(self._members(None), 0.0, None, lambda m: None)
+    def wait_all_finished(self, between: Callable[[], None] | None = None) -> None:
+        """A meeting of all learners; elastic: until every learner has finished or left,
+        calling ``between`` at each change (a survivor may be building a new ring)."""
+        world = self.world
+        if not world.elastic:
+            self._meet(self._members(None), 0.0, None, lambda m: None)
+            return
+        while True:
+            if between is not None:
+                between()
+            if world.all_accounted():
+                return
+            self.wait(world.next_change())
 
     def stop_services(self) -> None:
         pass
@@ -374,6 +431,15 @@ class SimRing:
 class _Slot:
     done: float
     delta: torch.Tensor | None = None
+    landed: bool = False  # the transfer ended (the passive side received, or it was lost)
+    lost: bool = False  # a side left before it landed: neither merges it
+
+    def ready(self, elastic: bool) -> bool:
+        """Whether the active side may take its result (elastic: once it landed or was
+        lost; else once served, as before any learner could leave)."""
+        if elastic:
+            return self.landed or self.lost
+        return self.delta is not None
 
 
 class SimExchange:
@@ -414,24 +480,38 @@ class SimExchange:
         slot = self._slot = _Slot(done)
         book = self.ring.books[peer]
 
+        def land(to_passive: torch.Tensor) -> None:
+            if me in world.left or other in world.left:
+                slot.lost = True  # elastic: a side left mid-transfer
+                world.swaps_lost += 1
+            else:
+                book.receive(to_passive)
+            slot.landed = True
+
         def serve() -> None:
+            if me in world.left or other in world.left:
+                slot.lost = True
+                world.swaps_lost += 1
+                return
             mine, theirs = book.current(), snapshot
             if self.index in codecs:  # --compress: the decoded vectors, as the processes'
                 theirs = codecs[self.index].compress(snapshot)[1]
                 mine = codecs[peer].compress(mine)[1]
             to_passive = half_difference_(theirs.clone(), mine)
             slot.delta = half_difference_(mine, theirs)
-            clock.at(done, lambda: book.receive(to_passive))
+            clock.at(done, lambda: land(to_passive))
 
         clock.at(begin, serve)
 
-    def wait(self) -> torch.Tensor:
+    def wait(self) -> torch.Tensor | None:
+        """This learner's delta; None if the swap was lost with a peer that left."""
         slot, self._slot = self._slot, None
         assert slot is not None
-        clock = self.comm.world.clock
-        while slot.delta is None or slot.done > clock.now:
+        world = self.comm.world
+        clock = world.clock
+        while not slot.ready(world.elastic) or slot.done > clock.now:
             self.comm.wait(clock.wait_until(self.comm.rank, slot.done))
-        return slot.delta
+        return None if slot.lost else slot.delta
 
     def publish(self, weights: torch.Tensor, ready: Ready = None) -> None:
         self.ring.books[self.index].publish(weights, ready)
@@ -442,6 +522,13 @@ class SimExchange:
     def finish(self) -> None:
         """Nothing in flight: every learner met at ``wait_all_finished`` after merging its
         own, and the passive sides' deltas landed by then."""
+
+    def retire(self) -> None:
+        """Elastic: a new ring replaces this one; nothing runs beside the learner to stop
+        (a swap still landing on this passive book is merged from it, as on processes)."""
+
+    def join(self, timeout_s: float) -> None:
+        """Nothing to join: no thread."""
 
 
 @dataclass

@@ -4,6 +4,15 @@ Each learner has its own module and data shard (``loss_fn`` is called with the l
 and step); its optimizer (momentum state) is made when its strategy has wrapped the module, as
 in the trainer. Memory and time grow linearly in the number of learners: nothing is shared
 between them but the clock and the collectives they meet at.
+
+A learner that leaves (lost in its scenario, or a hierarchical node's mate of a lost one whose node
+collective failed) is recorded by :meth:`World.depart` as processes record it (the step it
+left at). In a run of an ``elastic`` strategy the survivors go on: the meetings it belonged to
+fail (those waiting at them see it at once), the survivors' ``departed()`` names it at once (on
+processes within a heartbeat or an exchange timeout; the simulator takes no detection delay)
+and the run's records and export are the survivors'. Otherwise (fail-stop, or the learner held
+a central state the others need) the run ends at that moment, ``failed``, as the processes' job
+ends: there is no exported model.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from typing import Any
 import torch
 
 from asrdist.parallel.weights import flat_weights
-from asrdist.simulate.clock import Clock, Meeting
+from asrdist.simulate.clock import Clock, Later, Meeting
 from asrdist.simulate.speed import SpeedModel
 
 LossFn = Callable[[int, int, torch.nn.Module], torch.Tensor]
@@ -63,6 +72,14 @@ class World:
         self.backward_s = [0.0] * len(learners)  # each learner's last backward pass (overlap)
         self.wire = {"node": 0.0, "cross": 0.0}  # bytes sent by all learners, by link
         self._meetings: dict[Any, Meeting] = {}
+        self.elastic = False  # the strategy goes on without a lost learner
+        self.hosts: set[int] = set()  # learners holding a central state (its loss ends the run)
+        self.left: dict[int, int] = {}  # learner -> the step it left at
+        self.departures: list[dict[str, Any]] = []
+        self.failed: dict[str, Any] | None = None  # the run ended at a loss (fail-stop)
+        self.finished: set[int] = set()  # learners that took all their steps
+        self.swaps_lost = 0  # pairwise swaps lost because a side left mid-transfer
+        self._changed: Later | None = None  # settled at the next finish or departure
 
     @property
     def n(self) -> int:
@@ -72,6 +89,8 @@ class World:
                 action: Callable[[Meeting], float | None]) -> Meeting:
         """The meeting ``key`` of ``members`` (made by the first to ask; forgotten once held);
         ``action(meeting)`` runs when the last one arrives."""
+        if any(m in self.left for m in members):  # never held: a member is gone
+            return Meeting(members, cost_s, failed=True)
         found = self._meetings.get(key)
         if found is None:
             def held() -> float | None:
@@ -98,23 +117,73 @@ class World:
         """Learner i took its last step: what it waited so far is the run's (what follows is
         the strategy's end, where every learner waits for the last)."""
         self.steps_waited[i] = self.clock.waited.get(i, 0.0)
+        self.finished.add(i)
+        self._settle_change()
+
+    def survivors(self) -> list[int]:
+        """The learners that have not left, by rank."""
+        return [r for r in range(self.n) if r not in self.left]
+
+    def depart(self, i: int, why: str) -> None:
+        """Learner ``i`` leaves for good now, after its steps so far (see the module
+        docstring): dropped in an elastic run, the run's end otherwise."""
+        if i in self.left:
+            return
+        self.left[i] = self.learners[i].steps
+        self.steps_waited[i] = self.clock.waited.get(i, 0.0)
+        self.departures.append({"learner": i, "step": self.left[i], "time_s": self.clock.now,
+                                "why": why})
+        if not self.elastic or i in self.hosts:
+            held = " (it holds the outer state)" if i in self.hosts else ""
+            self.failed = {**self.departures[-1], "why": f"learner {i} {why}{held}: the run "
+                           "ends there, as a real job does"}
+            self.clock.halt()
+            return
+        for key, meeting in list(self._meetings.items()):
+            if i in meeting.members:
+                del self._meetings[key]
+                self.clock.fail(meeting)
+        self._settle_change()
+
+    def all_accounted(self) -> bool:
+        """Every learner has finished its steps or left."""
+        return all(r in self.finished or r in self.left for r in range(self.n))
+
+    def next_change(self) -> Later:
+        """What a learner waiting for the others (elastic) waits on: the next finish or
+        departure."""
+        if self._changed is None:
+            self._changed = Later()
+        return self._changed
+
+    def _settle_change(self) -> None:
+        if self._changed is not None:
+            changed, self._changed = self._changed, None
+            self.clock.settle(changed, self.clock.now)
 
     def total_steps(self) -> int:
         return sum(lr.steps for lr in self.learners)
 
     def distance_to_mean(self) -> float:
-        """Root mean square over learners of ||w_i - mean||."""
-        flats = torch.stack([flat_weights(lr.model) for lr in self.learners])
+        """Root mean square over the learners (that have not left) of ||w_i - mean||."""
+        flats = torch.stack([flat_weights(self.learners[r].model) for r in self.survivors()])
         d = (flats - flats.mean(0)).norm(dim=1)
         return math.sqrt(float((d * d).mean()))
 
     def summary(self) -> dict[str, Any]:
         """time_s: the run's end, the strategy's final average included (a real run's wall
         time includes it); wait_s: each learner's time spent waiting during its steps;
-        wire_bytes: what all learners sent, within nodes and across them."""
+        wire_bytes: what all learners sent, within nodes and across them; departures: the learners
+        that left (learner, step, time, why) and swaps_lost, the pairwise swaps lost with them
+        (neither side merged); failed: where a loss ended the run."""
         out = {"time_s": self.clock.now, "wait_s": list(self.steps_waited),
                "staleness": dict(sorted(self.staleness.items())),
                "wire_bytes": dict(self.wire)}
         if self.exchanges is not None:
             out["exchanges"] = self.exchanges
+        if self.departures:
+            out["departures"] = list(self.departures)
+            out["swaps_lost"] = self.swaps_lost
+        if self.failed is not None:
+            out["failed"] = dict(self.failed)
         return out

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from asrdist.errors import AsrdistError
-from bench.studies.methods_2026 import command, parse_args, split, strategies
+from bench.studies.methods_2026 import LOST, command, loss_cost, parse_args, split, strategies
 
 
 def test_every_strategy_comes_plain_then_compressed_with_its_own_options_kept():
@@ -32,6 +32,35 @@ def test_a_grid_splits_the_global_batch_of_256_and_its_compute_over_its_learners
     assert k1[k1.index("--batch-size") + 1] == "256"
     assert k1[k1.index("--compute-s") + 1] == "0.8"
     assert [k1[i + 1] for i, f in enumerate(k1) if f == "--algo"] == ["ssgd", "diloco"]
+
+
+def test_the_lost_grids_run_the_loss_beside_its_reference_on_the_plain_grids_axes():
+    argv = command("16lost", "D", "T", Path("OUT"), 1, "int8")
+    values = {f: [argv[i + 1] for i, g in enumerate(argv) if g == f]
+              for f in ("--scenario", "--algo", "--target-ce", "--budget", "--learners")}
+    assert values["--scenario"] == ["straggler:0x4+lost:5@0.5", "straggler:0x4"]
+    assert len(values["--algo"]) == 14 and values["--learners"] == ["16"]
+    assert (values["--target-ce"], values["--budget"]) == (["2.431"], ["4.09", "8.18", "16.4"])
+    wide = command("64lost", "D", "T", Path("OUT"), 1, "int8")
+    algos = [wide[i + 1] for i, g in enumerate(wide) if g == "--algo"]
+    assert algos == ["ssgd", "adpsgd-random", "hadpsgd", "bmuf:bmuf_momentum=0.5,bmuf_lr=0.0208",
+                     "diloco", "streaming-diloco", "diloco-async:diloco_lr=0.35"]
+    assert wide[wide.index("--target-ce") + 1] == "2.436"
+
+
+def test_the_loss_cost_by_hand():
+    rows = [{"strategy": "a", "scenario": LOST, "final_ce": 2.5, "failed": 0,
+             "end_time_s": 30.0, "time_to_target_s": 25.0},
+            {"strategy": "a", "scenario": "straggler:0x4", "final_ce": 2.4, "failed": 0,
+             "end_time_s": 31.0, "time_to_target_s": None},
+            {"strategy": "s", "scenario": LOST, "final_ce": None, "failed": 1,
+             "failed_at_s": 18.0, "end_time_s": 18.0},
+            {"strategy": "s", "scenario": "straggler:0x4", "final_ce": 2.3, "failed": 0,
+             "end_time_s": 40.0}]
+    assert loss_cost(rows) == [
+        "- a: final CE 2.5000 against 2.4000 without the loss (+0.1000), time to target 25 s "
+        "against never, ending at 30 s against 31 s",
+        "- s: failed at 18 s (without the loss: final CE 2.3000 at 40 s)"]
 
 
 def _row(algo, ce, scenario="none"):

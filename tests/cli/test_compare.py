@@ -59,7 +59,7 @@ def test_the_table_has_a_row_per_strategy_and_scenario_paired_by_seed(compared):
     assert list(rows[0]) == ["strategy", "scenario", "seeds", "final_ce", "final_ce_sd",
                              "diff_ce", "diff_ce_sd", "end_time_s", "time_to_target_s",
                              "reached", *(f"ce_at_{b:g}s" for b in budgets), "sent_mb",
-                             "cross_mb", "diverged"]
+                             "cross_mb", "diverged", "failed", "failed_at_s"]
     reports = _finals(out)
     assert len(reports) == 8 and len(_csv(out / "runs.csv")) == 8
     for row in rows:
@@ -127,6 +127,10 @@ def test_asrdist_plot_draws_a_compared_run(compared, tmp_path):
     (("--algo", "nosuch"), "--algo 'nosuch': unknown --algo"),
     (("--algo", "ssgd", "--baseline", "ma"), "'ma' is none of the --algo given"),
     (("--algo", "ssgd", "--algo", "hadpsgd"), "--algo hadpsgd: --learners-per-node: needed"),
+    (("--algo", "ssgd", "--scenario", "lost:1@1.5"), "FRACTION of its steps is in (0, 1)"),
+    (("--algo", "ssgd", "--scenario", "straggler:0x2+lost:2@0.5"), "no learner 2 among 2"),
+    (("--algo", "ssgd", "--scenario", "lost:1@0.5"),
+     "ssgd is fail-stop, so every run of it in scenario lost:1@0.5 fails: give --target-ce"),
 ])
 def test_bad_input_is_one_line_before_any_run(corpus, tmp_path, args, message):
     """In process: refused before any run is made or anything written (a strategy that
@@ -137,3 +141,35 @@ def test_bad_input_is_one_line_before_any_run(corpus, tmp_path, args, message):
     assert res.exit_code in (1, 2)
     assert message in res.output.strip().splitlines()[-1]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_lost_learner_fails_a_fail_stop_run_and_an_elastic_one_goes_on(corpus, tmp_path):
+    """Learner 1 of 2 lost halfway: ssgd's run ends there, its row says failed (no final CE,
+    no export); adpsgd-random's survivor finishes and exports, with no difference from a
+    baseline that exported nothing."""
+    data, targets = corpus
+    out = tmp_path / "lost"
+    res = run_cli("compare", "--data", data, "--targets", targets, "--out", out,
+                  "--algo", "ssgd", "--algo", "adpsgd-random", "--scenario", "lost:1@0.5",
+                  "--seeds", "1", "--target-ce", "9", "--budget", "1", "--budget", "1000",
+                  *TINY)
+    assert res.returncode == 0, res.stderr
+    reports = _finals(out)
+    failed = reports["ssgd", "lost:1@0.5", 0]
+    steps = failed["steps"]["total"]
+    assert failed["failed"]["learner"] == 1 and failed["failed"]["step"] == max(1, steps // 2)
+    assert not any(r.get("final") for r in failed["records"])
+    assert failed["summary"]["time_s"] == failed["failed"]["time_s"]
+    went_on = reports["adpsgd-random", "lost:1@0.5", 0]
+    assert went_on["failed"] is None and went_on["records"][-1]["final"]
+    assert went_on["summary"]["departures"][0]["learner"] == 1
+    rows = {r["strategy"]: r for r in _csv(out / "table.csv")}
+    assert (rows["ssgd"]["final_ce"], rows["ssgd"]["failed"]) == ("", "1")
+    assert rows["ssgd"]["ce_at_1000s"] == ""  # past its end: nothing to read there
+    assert float(rows["adpsgd-random"]["final_ce"]) == went_on["records"][-1]["heldout_ce"]
+    assert rows["adpsgd-random"]["diff_ce"] == "" and rows["adpsgd-random"]["failed"] == "0"
+    markdown = (out / "table.md").read_text()
+    at = f"{failed['failed']['time_s']:.4g}"
+    assert f"| ssgd (1 failed) | lost:1@0.5 | 1 | failed at {at} s | - |" in markdown
+    assert "Failed: a lost learner ended the run" in markdown
+    assert f"ssgd | lost:1@0.5 | seed 0: failed at {at} s simulated: learner 1 lost" in res.stderr

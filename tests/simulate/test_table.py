@@ -70,8 +70,9 @@ def test_csv_and_markdown():
     rows = table.summary_rows(runs, [6])
     text = table.to_csv(rows).splitlines()
     assert text[0] == ("strategy,scenario,seeds,final_ce,final_ce_sd,diff_ce,diff_ce_sd,"
-                       "end_time_s,time_to_target_s,reached,ce_at_6s,sent_mb,cross_mb,diverged")
-    assert len(text) == 4 and text[3] == "b,slow,1,9.0,,,,30.0,,0,3.0,0.0,0.0,1"
+                       "end_time_s,time_to_target_s,reached,ce_at_6s,sent_mb,cross_mb,diverged,"
+                       "failed,failed_at_s")
+    assert len(text) == 4 and text[3] == "b,slow,1,9.0,,,,30.0,,0,3.0,0.0,0.0,1,0,"
     md = table.to_markdown(rows, "a", 2.05, [6]).splitlines()
     assert md[0].startswith("| strategy | scenario | seeds | final CE (sd) | - a (sd) |")
     assert md[3] == ("| b | none | 2 | 1.6000 (0.0000) | +0.0000 (0.1414) | 10 | 7.5 (2/2) | "

@@ -41,11 +41,13 @@ snapshot a gradient was computed on and that gradient's application.
 Elastic runs (``--elastic``, real processes; :mod:`asrdist.parallel.membership`): a learner
 that dies or freezes past ``--exchange-timeout`` is dropped by the survivors. At its next step
 boundary every survivor sees the ring lose a member: it retires its exchange (what that one
-still receives is merged at the next merge) and builds the ring again over the survivors,
-numbered in rank order (roles from :mod:`asrdist.parallel.rings` over those positions: a
-learner may turn from active to passive), the round counter going on. Every survivor computes
-the same ring from the same sorted list, so the fixed ring re-forms its bipartite pairs and the
-random ring draws over the survivors with no further message. The run ends with the
+still receives is merged at the next merge) and builds the ring again over the survivors, each
+keeping its role where it can (:func:`~asrdist.parallel.rings.keeping_roles`: the passive and
+active survivors interleaved; numbered in rank order instead, every learner after a lost one
+would change role, and at 64 simulated learners half the exchanges after a loss never
+happened), the round counter going on. Every survivor computes the same ring from the same
+list, so the fixed ring re-forms its bipartite pairs and the random ring draws over the
+survivors with no further message. The run ends with the
 survivors' average.
 """
 
@@ -126,9 +128,9 @@ class ADPSGD(DistributedStrategy):
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
     def _ring_ranks(self) -> list[int]:
-        """The learners on the ring, sorted (elastic: those not dropped)."""
-        gone = self.comm.departed()
-        return [r for r in range(self.world_size) if r not in gone]
+        """The learners on the ring in ring order (elastic: those not dropped, each keeping
+        its role where it can: :func:`~asrdist.parallel.rings.keeping_roles`)."""
+        return rings.keeping_roles(list(range(self.world_size)), self.comm.departed())
 
     def _ring_index(self) -> int | None:
         """This learner's position on the ring; None for a learner that does not exchange."""

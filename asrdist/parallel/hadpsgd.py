@@ -26,6 +26,7 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, option
+from asrdist.parallel import rings
 from asrdist.parallel.adpsgd import ADPSGD, VARIANTS, ADPSGDOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import node_groups
@@ -58,7 +59,8 @@ class HADPSGD(ADPSGD):
         """The nodes' leaders (elastic: of the nodes that lost no learner: a node whose
         learner left leaves whole, its gradient allreduce failing on the others)."""
         gone = self.comm.departed()
-        return [m[0] for m in self.nodes if not any(r in gone for r in m)]
+        left = [m[0] for m in self.nodes if any(r in gone for r in m)]
+        return rings.keeping_roles([m[0] for m in self.nodes], left)
 
     def _ring_index(self) -> int | None:
         leaders = self._ring_ranks()

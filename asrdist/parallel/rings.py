@@ -24,12 +24,31 @@ the common mean. No learner has to sit out a round.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 
 
 def is_active(index: int) -> bool:
     """Active learners (odd indices) start exchanges; passive ones (even) serve them."""
     return index % 2 == 1
+
+
+def keeping_roles(ring: list[int], gone: Collection[int]) -> list[int]:
+    """The members of ``ring`` (in ring order, roles by position) not in ``gone``, ordered so
+    that as few as possible change role: the passive and the active ones interleaved, each in
+    their order (elastic runs' ring after a departure). Numbering the survivors in order instead
+    would flip every member after a lost one: a learner that was passive, and so never waited,
+    turns active with a partner that may have finished its steps already. Only where one role
+    runs out do the rest of the other take its positions (losing a passive member of an even
+    ring flips one active member)."""
+    passive = [m for i, m in enumerate(ring) if not is_active(i) and m not in gone]
+    active = [m for i, m in enumerate(ring) if is_active(i) and m not in gone]
+    order: list[int] = []
+    while passive or active:
+        want, other = (active, passive) if is_active(len(order)) else (passive, active)
+        order.append((want or other).pop(0))
+    return order
 
 
 def actives(n: int) -> list[int]:

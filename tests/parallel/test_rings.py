@@ -49,3 +49,15 @@ def test_passive_learner_never_starts_an_exchange():
 def test_random_ring_mixes_faster_than_fixed(n):
     # (at n = 4 the alternating fixed ring already meets both neighbours: no gain possible)
     assert rings.expected_mixing_gap("random", n, 200) > 2 * rings.expected_mixing_gap("fixed", n)
+
+
+def test_a_ring_after_a_departure_keeps_every_role_it_can():
+    # roles by position: even passive, odd active. Losing active 5 of 8: passives 0 2 4 6,
+    # actives 1 3 7 interleave and nobody changes role (numbered in order, 6 and 7 would flip)
+    assert rings.keeping_roles(list(range(8)), set()) == list(range(8))
+    assert rings.keeping_roles(list(range(8)), {5}) == [0, 1, 2, 3, 4, 7, 6]
+    # losing passive 4: passives 0 2 6 run out at position 6, which active 7 takes (one flip)
+    assert rings.keeping_roles(list(range(8)), {4}) == [0, 1, 2, 3, 6, 5, 7]
+    # hadpsgd's leaders of 4 nodes of 4: node 1 (leader 4) leaves; 8 stays passive, 12 active
+    assert rings.keeping_roles([0, 4, 8, 12], {4}) == [0, 12, 8]
+    assert rings.keeping_roles([0, 1, 2], {0, 1, 2}) == []

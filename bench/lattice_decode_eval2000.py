@@ -101,10 +101,10 @@ _READINGS = _PEAK + """
 import json, sys, time
 from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
 from asrdist.decode.lattice_readings import write_readings
-from asrdist.decode.lmrescore import read_lattice_archive
+from asrdist.decode.lmrescore import iter_lattice_archive
 lats, data, out, words, mdl, lexicon = sys.argv[1:7]
 t, w = time.process_time(), time.perf_counter()
-write_readings(out, read_lattice_archive(lats), data, words, mdl, lexicon, S5C_LMWTS,
+write_readings(out, iter_lattice_archive(lats), data, words, mdl, lexicon, S5C_LMWTS,
                S5C_WIPS)
 print(json.dumps({"cpu": time.process_time() - t, "wall": time.perf_counter() - w,
                   "rss_mb": peak_mb()}))

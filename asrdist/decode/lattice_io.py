@@ -22,7 +22,7 @@ from __future__ import annotations
 import gzip
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -106,10 +106,9 @@ def write_lattices(path: Path, lattices: Iterable[tuple[str, CompactLattice]],
                     else compact_lattice_text(key, clat).encode())
 
 
-def read_lattices_binary(data: bytes) -> dict[str, CompactLattice]:
+def iter_lattices_binary(data: bytes) -> Iterator[tuple[str, CompactLattice]]:
     """A binary archive of compact lattices as :func:`compact_lattice_binary` and Kaldi write
-    them (gunzipped), by key."""
-    out: dict[str, CompactLattice] = {}
+    them (gunzipped), one (key, lattice) at a time: a reader keeps only the one it reads."""
     pos = 0
 
     def take(fmt: str) -> tuple:
@@ -143,8 +142,7 @@ def read_lattices_binary(data: bytes) -> dict[str, CompactLattice]:
                 w, tids = weight()
                 arcs.append((word, w, tids, take("<i")[0]))
             clat.arcs.append(arcs)
-        out[key] = clat
-    return out
+        yield key, clat
 
 
 def _parse_weight(text: str) -> tuple[Weight, tuple[int, ...]]:
@@ -153,9 +151,9 @@ def _parse_weight(text: str) -> tuple[Weight, tuple[int, ...]]:
             tuple(int(t) for t in string.split("_")) if string else ())
 
 
-def read_lattices_text(text: str) -> dict[str, CompactLattice]:
-    """A Kaldi text archive of compact lattices (``lattice-copy ark:... ark,t:-``), by key."""
-    out: dict[str, CompactLattice] = {}
+def iter_lattices_text(text: str) -> Iterator[tuple[str, CompactLattice]]:
+    """A Kaldi text archive of compact lattices (``lattice-copy ark:... ark,t:-``), one
+    (key, lattice) at a time."""
     for block in text.split("\n\n"):
         lines = block.strip("\n").split("\n")
         if not lines[0].strip():
@@ -175,6 +173,5 @@ def read_lattices_text(text: str) -> dict[str, CompactLattice]:
                 clat.arcs[s].append((int(r[2]), w, string, int(r[1])))
             else:
                 clat.final[s] = _parse_weight(r[1]) if len(r) > 1 else ((_F0, _F0), ())
-        out[lines[0].strip()] = clat
-    return out
+        yield lines[0].strip(), clat
 

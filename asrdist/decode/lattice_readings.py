@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -69,13 +69,15 @@ class PathReader:
                 for word, (_, a, n) in zip(words, timed, strict=True)]
 
 
-def write_readings(out_dir: str | os.PathLike, lattices: dict[str, CompactLattice],
+def write_readings(out_dir: str | os.PathLike, lattices: Iterable[tuple[str, CompactLattice]],
                    data_dir: str | os.PathLike, words_txt: str | os.PathLike,
                    trans_mdl: str | os.PathLike | None, lexicon: str | os.PathLike | None,
                    lmwts: Sequence[float], wips: Sequence[float], acwt: float = 0.1) -> None:
-    """OUT's text, ctm and score_LMWT_WIP/{text,ctm} from ``lattices``, and a copy of
-    ``words_txt``; every file written atomically. Without ``trans_mdl`` or ``lexicon`` (the
-    lang's phones/align_lexicon.int) the CTMs are left out, with a warning."""
+    """OUT's text, ctm and score_LMWT_WIP/{text,ctm} from ``lattices`` ((utterance, lattice)
+    pairs, read one at a time: every point is read off a lattice before the next, so only the
+    texts and CTM lines are held), and a copy of ``words_txt``; every file written atomically.
+    Without ``trans_mdl`` or ``lexicon`` (the lang's phones/align_lexicon.int) the CTMs are left
+    out, with a warning. An utterance twice is an error."""
     out = Path(out_dir)
     aligner = (word_aligner(read_transition_model(trans_mdl), Path(lexicon))
                if trans_mdl and lexicon else None)
@@ -84,19 +86,24 @@ def write_readings(out_dir: str | os.PathLike, lattices: dict[str, CompactLattic
         log.warning("%s: no transition model or align_lexicon.int: texts only, no CTMs", out)
     points = [("", 1.0 / acwt, 0.0)] + [(f"score_{lmwt:g}_{wip:.1f}/", lmwt, wip)
                                         for lmwt in lmwts for wip in wips]
-    utts = sorted(lattices, key=str.encode)
-    paths: dict[tuple[str, float, float], BestPath] = {}
-    for prefix, lmwt, wip in points:
-        texts, ctm = [], []
-        for utt in utts:
-            key = (utt, lmwt, wip)
-            if key not in paths:
-                paths[key] = best_path(lattices[utt], lmwt, wip)
-            texts.append(f"{utt} {' '.join(reader.words(utt, paths[key].words))}".rstrip())
-            ctm += reader.ctm(utt, paths[key]) or []
-        ctm.sort(key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
-        _write(out / f"{prefix}text", "".join(t + "\n" for t in texts), "hypotheses")
+    texts: dict[str, dict[str, str]] = {prefix: {} for prefix, _, _ in points}
+    ctms: dict[str, list[str]] = {prefix: [] for prefix, _, _ in points}
+    for utt, clat in lattices:
+        if utt in texts[""]:
+            raise AsrdistError(f"{out}: utterance {utt} has two lattices")
+        paths: dict[tuple[float, float], BestPath] = {}
+        for prefix, lmwt, wip in points:
+            if (lmwt, wip) not in paths:
+                paths[lmwt, wip] = best_path(clat, lmwt, wip)
+            path = paths[lmwt, wip]
+            texts[prefix][utt] = f"{utt} {' '.join(reader.words(utt, path.words))}".rstrip()
+            ctms[prefix] += reader.ctm(utt, path) or []
+    for prefix, _, _ in points:
+        lines = [texts[prefix][u] for u in sorted(texts[prefix], key=str.encode)]
+        _write(out / f"{prefix}text", "".join(t + "\n" for t in lines), "hypotheses")
         if reader.aligner is not None:
+            ctm = sorted(ctms[prefix],
+                         key=lambda line: (line.split()[0].encode(), float(line.split()[2])))
             _write(out / f"{prefix}ctm", "".join(c + "\n" for c in ctm), "CTM")
     _write(out / "words.txt", Path(words_txt).read_text(encoding="utf-8"), "words.txt")
 

@@ -26,6 +26,7 @@ import logging
 import os
 import struct
 from collections import deque
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -45,7 +46,7 @@ from asrdist.decode.lattice import (
     connect_compact,
     scale_lattice,
 )
-from asrdist.decode.lattice_io import read_lattices_binary, read_lattices_text
+from asrdist.decode.lattice_io import iter_lattices_binary, iter_lattices_text
 from asrdist.errors import AsrdistError
 
 log = logging.getLogger(__name__)
@@ -293,8 +294,10 @@ def rescore(clat: CompactLattice, g: BackoffFst, lm: NgramLM) -> CompactLattice 
 # ---- archives -------------------------------------------------------------------------------
 
 
-def read_lattice_archive(path: str | os.PathLike) -> dict[str, CompactLattice]:
-    """A ``lat.N.gz`` (or plain) archive of compact lattices, binary or text, by key."""
+def iter_lattice_archive(path: str | os.PathLike) -> Iterator[tuple[str, CompactLattice]]:
+    """A ``lat.N.gz`` (or plain) archive of compact lattices, binary or text, one (key,
+    lattice) at a time, so that a job holds one lattice, not a test set's (its bytes are read
+    whole: a few MB an hour of speech)."""
     path = Path(path)
     try:
         data = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") \
@@ -304,7 +307,13 @@ def read_lattice_archive(path: str | os.PathLike) -> dict[str, CompactLattice]:
     space = data.find(b" ")
     try:
         if space >= 0 and data[space + 1:space + 5] == _FST_MAGIC:
-            return read_lattices_binary(data)
-        return read_lattices_text(data.decode())
+            yield from iter_lattices_binary(data)
+        else:
+            yield from iter_lattices_text(data.decode())
     except (ValueError, IndexError, struct.error, UnicodeDecodeError, AsrdistError) as e:
         raise AsrdistError(f"{path}: not a Kaldi lattice archive ({e})") from e
+
+
+def read_lattice_archive(path: str | os.PathLike) -> dict[str, CompactLattice]:
+    """:func:`iter_lattice_archive`'s lattices, by key (all in memory)."""
+    return dict(iter_lattice_archive(path))

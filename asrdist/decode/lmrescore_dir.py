@@ -32,7 +32,7 @@ from asrdist.decode.arpa import read_arpa
 from asrdist.decode.carpa import MAGIC, CarpaLM
 from asrdist.decode.lattice_io import compact_lattice_binary
 from asrdist.decode.lattice_readings import write_readings
-from asrdist.decode.lmrescore import BackoffFst, NgramLM, read_lattice_archive, rescore
+from asrdist.decode.lmrescore import BackoffFst, NgramLM, iter_lattice_archive, rescore
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, atomic_write, naming_full_disk
 from asrdist.jobs import LOCAL, Runner, split
@@ -85,7 +85,7 @@ class _Job:
             with naming_full_disk(dst, "lattices"), atomic_path(dst) as tmp, \
                     open(tmp, "wb") as raw, \
                     gzip.GzipFile("", "wb", compresslevel=6, fileobj=raw, mtime=0) as out:
-                for key, clat in read_lattice_archive(src).items():
+                for key, clat in iter_lattice_archive(src):
                     rescored = rescore(clat, self.g, self.lm)
                     if rescored is not None:
                         out.write(compact_lattice_binary(key, rescored))
@@ -195,6 +195,6 @@ def read_rescored_dir(old_lang: str | os.PathLike, data_dir: str | os.PathLike,
         trans_mdl = next((p for p in (Path(in_dir).parent / "final.mdl", lang / "final.mdl")
                           if p.is_file()), None)
     lexicon = lang / "phones" / "align_lexicon.int"
-    lattices = {k: c for a in input_archives(out_dir) for k, c in read_lattice_archive(a).items()}
+    lattices = (pair for a in input_archives(out_dir) for pair in iter_lattice_archive(a))
     write_readings(out_dir, lattices, data_dir, lang / "words.txt", trans_mdl,
                    lexicon if lexicon.is_file() else None, lmwts, wips, acwt)

@@ -49,28 +49,20 @@ def allreduce_mean_hook(
 ) -> torch.futures.Future[torch.Tensor]:
     """DDP's default allreduce-mean, but a failure names the lost learner and ends the job."""
     buf = bucket.buffer().div_(state.size)
-    fut = dist.all_reduce(buf, group=state.group, async_op=True).get_future()
+    return _named(state, dist.all_reduce(buf, group=state.group, async_op=True).get_future())
+
+
+def _named(state: HookState, fut: torch.futures.Future[Any]) -> torch.futures.Future[torch.Tensor]:
+    """``fut``'s tensor (an allreduce's future holds a list of one) whose failure names the
+    lost learner and ends the job."""
 
     def done(f: torch.futures.Future[Any]) -> torch.Tensor:
         try:
-            return f.value()[0]
+            value = f.value()
         except RuntimeError as exc:
             state.liveness.end_job(exc)
             raise
-
-    return fut.then(done)
-
-
-def _named(state: HookState,
-           fut: torch.futures.Future[torch.Tensor]) -> torch.futures.Future[torch.Tensor]:
-    """``fut`` whose failure names the lost learner and ends the job."""
-
-    def done(f: torch.futures.Future[torch.Tensor]) -> torch.Tensor:
-        try:
-            return f.value()
-        except RuntimeError as exc:
-            state.liveness.end_job(exc)
-            raise
+        return value[0] if isinstance(value, list) else value
 
     return fut.then(done)
 

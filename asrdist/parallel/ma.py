@@ -45,6 +45,11 @@ class MAOptions(CompressOptions):
             return self.avg_period
         return max(1, round(self.avg_frames / (self.batch_size * self.chunk_len)))
 
+    def synchronous_steps(self) -> int:
+        """The first steps after each of which the weights are averaged (post-local SGD's
+        synchronous start; bmuf and diloco have none)."""
+        return 0
+
 
 @dataclass(frozen=True)
 class PostLocalOptions(MAOptions):
@@ -55,6 +60,9 @@ class PostLocalOptions(MAOptions):
                                    "2020), synchronous SGD first and local SGD after "
                                    "(0 = off)", check=NON_NEGATIVE)
 
+    def synchronous_steps(self) -> int:
+        return self.post_local_after
+
 
 class ModelAveraging(DistributedStrategy):
     name = "ma"
@@ -64,7 +72,7 @@ class ModelAveraging(DistributedStrategy):
         self.avg_period = options.period()
         # post-local SGD (ma alone): averaging the weights after every step is synchronous
         # SGD (the learners' momentum buffers average as ssgd's one buffer would)
-        self.post_local_after = getattr(options, "post_local_after", 0)
+        self.post_local_after = options.synchronous_steps()
         self.averages = 0
         # --compress: the learners send their block's update (w - reference), compressed with
         # error feedback, and the block ends at reference + the decoded mean update (raw

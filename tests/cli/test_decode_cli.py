@@ -16,7 +16,7 @@ from asrdist import fsutil
 from asrdist.cli.decode import main as decode_main
 from asrdist.decode.graph import make_graph
 from asrdist.decode.lattice import best_path_words
-from asrdist.decode.lattice_io import read_lattices_binary
+from asrdist.decode.lattice_io import iter_lattices_binary
 from tests.cli_process import run_cli
 from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
@@ -49,7 +49,7 @@ def test_gmm_decode_recovers_sentences_and_scores_zero(system):
     assert (out / "log" / "decode.log").read_text().startswith("# asrdist-decode --graph")
     assert (out / "num_jobs").read_text() == "2\n"  # Kaldi's layout: lat.N.gz per job
     lats = {u: lat for n in (1, 2) for u, lat in
-            read_lattices_binary(gzip.decompress((out / f"lat.{n}.gz").read_bytes())).items()}
+            iter_lattices_binary(gzip.decompress((out / f"lat.{n}.gz").read_bytes()))}
     id2word = {int(i): w for w, i in (line.split() for line in
                                        (out / "words.txt").read_text().splitlines())}
     assert {u: " ".join(id2word[w] for w in best_path_words(lat, 5.0, 1.0))

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from asrdist.decode.decode_dir import decode_data_dir
-from asrdist.decode.lattice_io import read_lattices_binary
+from asrdist.decode.lattice_io import iter_lattices_binary
 from asrdist.errors import AsrdistError
 from tests.decode.test_lattice import _costs, _shape
 
@@ -59,8 +59,8 @@ def _by_point(lines: list[str]) -> dict[str, list[str]]:
 
 def test_the_decode_dir_holds_latgen_faster_mappeds_lattices(decoded):
     assert (decoded / "num_jobs").read_text() == "1\n"
-    ours = read_lattices_binary(gzip.decompress((decoded / "lat.1.gz").read_bytes()))
-    kaldi = read_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())
+    ours = dict(iter_lattices_binary(gzip.decompress((decoded / "lat.1.gz").read_bytes())))
+    kaldi = dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes()))
     assert sorted(ours) == sorted(kaldi)  # ours in the data dir's order, Kaldi's in the ark's
     for key in kaldi:
         assert _shape(ours[key]) == _shape(kaldi[key])
@@ -95,7 +95,7 @@ def test_jobs_split_the_lattices_not_the_texts(decoded, tmp_path):
     out = tmp_path / "decode"
     _decode(tmp_path / "two", out, nj=2)
     assert (out / "num_jobs").read_text() == "2\n"
-    keys = [sorted(read_lattices_binary(gzip.decompress((out / f"lat.{n}.gz").read_bytes())))
+    keys = [sorted(dict(iter_lattices_binary(gzip.decompress((out / f"lat.{n}.gz").read_bytes()))))
             for n in (1, 2)]
     assert keys == [["noise1", "utt2"], ["utt1", "utt3"]]  # dealt round robin
     for point in [p.name for p in decoded.glob("score_*")]:

@@ -24,8 +24,8 @@ from asrdist.decode.lattice import (
 )
 from asrdist.decode.lattice_io import (
     compact_lattice_text,
-    read_lattices_binary,
-    read_lattices_text,
+    iter_lattices_binary,
+    iter_lattices_text,
 )
 
 EXPECTED = Path(__file__).parent / "kaldi_expected"
@@ -80,8 +80,8 @@ def test_binary_lattices_equal_kaldis_to_an_ulp(our_binary):
     """Same archive layout, states, arcs, words and transition-ids; a few float32 costs an ulp
     apart (Kaldi's decoder rounds acoustic costs through per-frame offsets computed from
     tokens the lattice no longer holds: see lattice._with_cost_offsets)."""
-    ours = read_lattices_binary(our_binary)
-    kaldi = read_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())
+    ours = dict(iter_lattices_binary(our_binary))
+    kaldi = dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes()))
     assert len(our_binary) == len((EXPECTED / "lat.1.bin").read_bytes())
     assert list(ours) == list(kaldi)
     for key in kaldi:
@@ -101,7 +101,7 @@ def _costs(clat: CompactLattice) -> np.ndarray:
 
 def test_text_round_trip():
     text = (EXPECTED / "lat.1.txt").read_text()
-    lats = read_lattices_text(text)
+    lats = dict(iter_lattices_text(text))
     assert "".join(compact_lattice_text(k, v) for k, v in lats.items()) == text
 
 
@@ -114,11 +114,11 @@ def _kaldi_sweep() -> dict[tuple[str, str], dict[str, list[int]]]:
 
 
 def test_sweep_on_our_lattices_equals_kaldis_best_paths(our_binary):
-    _check_sweep(read_lattices_binary(our_binary))
+    _check_sweep(dict(iter_lattices_binary(our_binary)))
 
 
 def test_sweep_on_kaldis_lattices_equals_kaldis_best_paths():
-    _check_sweep(read_lattices_binary((EXPECTED / "lat.1.bin").read_bytes()))
+    _check_sweep(dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())))
 
 
 def _check_sweep(lats: dict[str, CompactLattice]) -> None:

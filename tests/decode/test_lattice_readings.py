@@ -4,10 +4,15 @@ lattices (kaldi_expected/rescored.1.bin, make_lmrescore_expected.sh)."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
 
+import pytest
+
 from asrdist.decode.lattice_readings import write_readings
-from asrdist.decode.lmrescore import read_lattice_archive
+from asrdist.decode.lmrescore import iter_lattice_archive
+from asrdist.errors import AsrdistError
 from tests.decode.test_decode_dir import _decode
 
 EXPECTED = Path(__file__).parent / "kaldi_expected"
@@ -17,7 +22,7 @@ def test_readings_of_rescored_lattices_equal_kaldis(tmp_path):
     words = {i: w for w, i in (line.split() for line in
                                (EXPECTED / "words.txt").read_text().splitlines())}
     (tmp_path / "data").mkdir()  # no frame_shift file: Kaldi's 10 ms
-    write_readings(tmp_path / "out", read_lattice_archive(EXPECTED / "rescored.1.bin"),
+    write_readings(tmp_path / "out", iter_lattice_archive(EXPECTED / "rescored.1.bin"),
                    tmp_path / "data", EXPECTED / "words.txt", EXPECTED / "final.mdl",
                    EXPECTED / "phones" / "align_lexicon.int", (5, 9, 13, 17), (0.0, 0.5, 1.0))
     out = tmp_path / "out"
@@ -40,7 +45,7 @@ def test_readings_of_rescored_lattices_equal_kaldis(tmp_path):
 
 
 def test_without_word_alignment_only_texts(tmp_path):
-    write_readings(tmp_path, read_lattice_archive(EXPECTED / "rescored.1.bin"), tmp_path,
+    write_readings(tmp_path, iter_lattice_archive(EXPECTED / "rescored.1.bin"), tmp_path,
                    EXPECTED / "words.txt", None, None, (10,), (0.0,))
     assert (tmp_path / "score_10_0.0" / "text").is_file()
     assert not (tmp_path / "score_10_0.0" / "ctm").exists() and not (tmp_path / "ctm").exists()
@@ -51,7 +56,7 @@ def test_readings_equal_asrdist_decodes_own(tmp_path):
     wrote beside them, byte for byte."""
     decoded = tmp_path / "decode"
     _decode(tmp_path, decoded)
-    lattices = read_lattice_archive(decoded / "lat.1.gz")
+    lattices = iter_lattice_archive(decoded / "lat.1.gz")
     write_readings(tmp_path / "read", lattices, tmp_path / "data", EXPECTED / "words.txt",
                    EXPECTED / "final.mdl", EXPECTED / "phones" / "align_lexicon.int",
                    tuple(range(5, 18)), (0.0, 0.5, 1.0))
@@ -60,3 +65,29 @@ def test_readings_equal_asrdist_decodes_own(tmp_path):
     assert len(made) == 2 * 40 + 1
     for name in made:
         assert (tmp_path / "read" / name).read_bytes() == (decoded / name).read_bytes(), name
+
+
+def test_lattices_are_read_one_at_a_time(tmp_path):
+    """A test set's lattices are not held together: when a lattice is asked for, none but the
+    last one given (the reader's loop variable) is still held; an utterance twice is one line
+    naming it."""
+    lattices = list(iter_lattice_archive(EXPECTED / "rescored.1.bin"))
+    assert len(lattices) > 2
+    alive: list[weakref.ref] = []
+
+    def stream():
+        while lattices:
+            gc.collect()
+            assert all(ref() is None for ref in alive[:-1]), "an earlier lattice is held"
+            key, clat = lattices.pop(0)
+            alive.append(weakref.ref(clat))
+            yield key, clat
+            del clat
+
+    write_readings(tmp_path / "out", stream(), tmp_path, EXPECTED / "words.txt", None, None,
+                   (10,), (0.0,))
+    assert len((tmp_path / "out" / "text").read_text().splitlines()) == len(alive)
+    twice = list(iter_lattice_archive(EXPECTED / "rescored.1.bin"))[:1] * 2
+    with pytest.raises(AsrdistError, match=f"utterance {twice[0][0]} has two lattices"):
+        write_readings(tmp_path / "twice", twice, tmp_path, EXPECTED / "words.txt", None, None,
+                       (10,), (0.0,))

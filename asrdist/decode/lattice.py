@@ -686,11 +686,6 @@ class LatticeDecoder:
             raise AsrdistError("the search kept no lattice (all tokens pruned)")
         return raw
 
-    def raw_lattice(self, pdf_scores: np.ndarray) -> Lattice:
-        """The connected state-level lattice of :meth:`search`, its costs as
-        LatticeFasterDecoder's."""
-        return _with_cost_offsets(connect(_from_kaldifst(self.search(pdf_scores))))
-
     def decode(self, pdf_scores: np.ndarray) -> CompactLattice:
         """latgen-faster-mapped's lattice for one utterance."""
         if self.native:
@@ -698,7 +693,8 @@ class LatticeDecoder:
         return self.compact_python(self.search(pdf_scores))
 
     def compact_python(self, raw: kaldifst.Lattice) -> CompactLattice:
-        """The determinized, acoustically unscaled lattice of a raw one, by the Python here."""
+        """The determinized compact lattice of a raw one, its acoustic costs unscaled (times
+        1/acwt), by the Python here."""
         with no_cyclic_gc():
             clat = determinize_lattice_phone_pruned(
                 _with_cost_offsets(connect(_from_kaldifst(raw))), self.trans,

@@ -93,8 +93,8 @@ def main() -> None:
     for name, runs in ours.items():
         cpu = statistics.median(r["cpu"] for r in runs)
         search = statistics.median(r["search"] for r in runs)
-        lattice = "compiled" if all(r["native"] for r in runs) else "Python"
-        lines += [f"| ours ({name}): decode (search + lattice in {lattice}) | {cpu:.2f} | "
+        lattice = "compiled" if all(r["native"] for r in runs) else "in Python"
+        lines += [f"| ours ({name}): decode (search + lattice {lattice}) | {cpu:.2f} | "
                   f"{cpu / k:.2f} |",
                   f"| ours ({name}): of which the C++ search alone | {search:.2f} | "
                   f"{search / k:.2f} |"]

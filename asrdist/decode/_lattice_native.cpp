@@ -113,44 +113,44 @@ struct CompactLattice {
   int32_t start = 0;
 };
 
-using Succ = std::vector<std::vector<int32_t>>;
-
 template <class A>
-Succ successors(const std::vector<std::vector<A>>& arcs) {
-  Succ succ(arcs.size());
-  for (size_t s = 0; s < arcs.size(); ++s) {
-    succ[s].reserve(arcs[s].size());
-    for (const A& a : arcs[s]) succ[s].push_back(a.next);
-  }
-  return succ;
-}
+using Arcs = std::vector<std::vector<A>>;
 
 // _connected: states both reachable from start and reaching a final state, in order.
-std::vector<int32_t> connected(const Succ& succ, const std::vector<bool>& final, int32_t start) {
-  size_t n = succ.size();
+template <class A>
+std::vector<int32_t> connected(const Arcs<A>& arcs, const std::vector<bool>& final,
+                               int32_t start) {
+  size_t n = arcs.size();
   std::vector<bool> acc(n, false);
   acc[start] = true;
   std::vector<int32_t> stack{start};
   while (!stack.empty()) {
     int32_t s = stack.back();
     stack.pop_back();
-    for (int32_t t : succ[s]) {
-      if (!acc[t]) {
-        acc[t] = true;
-        stack.push_back(t);
+    for (const A& a : arcs[s]) {
+      if (!acc[a.next]) {
+        acc[a.next] = true;
+        stack.push_back(a.next);
       }
     }
   }
-  Succ preds(n);
+  // predecessors, flat: those of t are preds[begin[t]:begin[t + 1]]
+  std::vector<int32_t> begin(n + 1, 0), preds;
+  for (const auto& state_arcs : arcs)
+    for (const A& a : state_arcs) ++begin[a.next + 1];
+  for (size_t t = 0; t < n; ++t) begin[t + 1] += begin[t];
+  preds.resize(begin[n]);
+  std::vector<int32_t> fill(begin.begin(), begin.end() - 1);
   for (size_t s = 0; s < n; ++s)
-    for (int32_t t : succ[s]) preds[t].push_back(static_cast<int32_t>(s));
+    for (const A& a : arcs[s]) preds[fill[a.next]++] = static_cast<int32_t>(s);
   std::vector<bool> coacc(final);
   for (size_t s = 0; s < n; ++s)
     if (final[s]) stack.push_back(static_cast<int32_t>(s));
   while (!stack.empty()) {
     int32_t s = stack.back();
     stack.pop_back();
-    for (int32_t p : preds[s]) {
+    for (int32_t i = begin[s]; i < begin[s + 1]; ++i) {
+      int32_t p = preds[i];
       if (!coacc[p]) {
         coacc[p] = true;
         stack.push_back(p);
@@ -175,11 +175,13 @@ Lattice connect(const Lattice& lat) {
   if (lat.arcs.empty()) return lat;
   std::vector<bool> final(lat.final.size());
   for (size_t s = 0; s < final.size(); ++s) final[s] = !is_zero(lat.final[s]);
-  std::vector<int32_t> keep = connected(successors(lat.arcs), final, lat.start);
+  std::vector<int32_t> keep = connected(lat.arcs, final, lat.start);
   std::vector<int32_t> map = renumbering(keep, lat.arcs.size());
   Lattice out;
+  out.arcs.reserve(keep.size());
   for (int32_t s : keep) {
     std::vector<Arc> arcs;
+    arcs.reserve(lat.arcs[s].size());
     for (const Arc& a : lat.arcs[s])
       if (map[a.next] >= 0) arcs.push_back({a.il, a.ol, a.w, map[a.next]});
     out.arcs.push_back(std::move(arcs));
@@ -190,11 +192,12 @@ Lattice connect(const Lattice& lat) {
 }
 
 // _top_order
-std::vector<int32_t> top_order(const Succ& succ) {
-  size_t n = succ.size();
+template <class A>
+std::vector<int32_t> top_order(const Arcs<A>& arcs) {
+  size_t n = arcs.size();
   std::vector<int32_t> indeg(n, 0);
-  for (const auto& ts : succ)
-    for (int32_t t : ts) ++indeg[t];
+  for (const auto& state_arcs : arcs)
+    for (const A& a : state_arcs) ++indeg[a.next];
   std::vector<int32_t> order, stack;
   order.reserve(n);
   for (size_t i = n; i-- > 0;)
@@ -203,8 +206,8 @@ std::vector<int32_t> top_order(const Succ& succ) {
     int32_t s = stack.back();
     stack.pop_back();
     order.push_back(s);
-    for (auto it = succ[s].rbegin(); it != succ[s].rend(); ++it)
-      if (--indeg[*it] == 0) stack.push_back(*it);
+    for (auto it = arcs[s].rbegin(); it != arcs[s].rend(); ++it)
+      if (--indeg[it->next] == 0) stack.push_back(it->next);
   }
   if (order.size() != n)
     throw py::value_error(
@@ -213,14 +216,14 @@ std::vector<int32_t> top_order(const Succ& succ) {
 }
 
 // top_sort
-Lattice top_sort(const Lattice& lat) {
-  std::vector<int32_t> order = top_order(successors(lat.arcs));
+Lattice top_sort(Lattice lat) {
+  std::vector<int32_t> order = top_order(lat.arcs);
   std::vector<int32_t> map(order.size());
   for (size_t i = 0; i < order.size(); ++i) map[order[i]] = static_cast<int32_t>(i);
   Lattice out;
   out.arcs.reserve(order.size());
   for (int32_t s : order) {
-    std::vector<Arc> arcs = lat.arcs[s];
+    std::vector<Arc> arcs = std::move(lat.arcs[s]);
     for (Arc& a : arcs) a.next = map[a.next];
     out.arcs.push_back(std::move(arcs));
     out.final.push_back(lat.final[s]);
@@ -410,54 +413,57 @@ class TaskQueue {
   std::vector<Task> heap_;
 };
 
-struct KeyHash {
-  size_t operator()(const std::vector<int32_t>& v) const {
-    uint64_t h = 1469598103934665603ull;
-    for (int32_t x : v) {
-      h ^= static_cast<uint32_t>(x);
-      h *= 1099511628211ull;
-    }
-    return static_cast<size_t>(h);
-  }
-};
-
 // The Python's hash tables: (state, string) per element -> [(weights, value)], looked up by
-// the first entry whose weights are all approximately equal.
+// the first entry of the subset's (state, string)s whose weights are all approximately equal.
+// Entries are kept per hash of those (state, string)s, in the order stored.
 template <class V>
 class SubsetTable {
  public:
   const V* lookup(const Subset& subset) const {
-    auto it = map_.find(key(subset));
+    auto it = map_.find(hash(subset));
     if (it == map_.end()) return nullptr;
-    for (const auto& [weights, value] : it->second) {
+    for (const Entry& entry : it->second) {
+      if (!same_strings(entry.subset, subset)) continue;
       bool all = true;
-      for (size_t i = 0; i < weights.size() && all; ++i)
-        all = approx_equal(weights[i], subset[i].w);
-      if (all) return &value;
+      for (size_t i = 0; i < subset.size() && all; ++i)
+        all = approx_equal(entry.subset[i].w, subset[i].w);
+      if (all) return &entry.value;
     }
     return nullptr;
   }
 
   void store(const Subset& subset, V value) {
-    std::vector<W> weights;
-    weights.reserve(subset.size());
-    for (const Element& e : subset) weights.push_back(e.w);
-    map_[key(subset)].emplace_back(std::move(weights), std::move(value));
+    map_[hash(subset)].push_back({subset, std::move(value)});
   }
 
  private:
-  static std::vector<int32_t> key(const Subset& subset) {
-    std::vector<int32_t> k;
-    for (const Element& e : subset) {
-      k.push_back(e.state);
-      k.push_back(static_cast<int32_t>(e.str.size()));
-      k.insert(k.end(), e.str.begin(), e.str.end());
-    }
-    return k;
+  struct Entry {
+    Subset subset;
+    V value;
+  };
+
+  static bool same_strings(const Subset& a, const Subset& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].state != b[i].state || a[i].str != b[i].str) return false;
+    return true;
   }
 
-  std::unordered_map<std::vector<int32_t>, std::vector<std::pair<std::vector<W>, V>>, KeyHash>
-      map_;
+  static uint64_t hash(const Subset& subset) {
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&h](int32_t x) {
+      h ^= static_cast<uint32_t>(x);
+      h *= 1099511628211ull;
+    };
+    for (const Element& e : subset) {
+      mix(e.state);
+      mix(static_cast<int32_t>(e.str.size()));
+      for (int32_t x : e.str) mix(x);
+    }
+    return h;
+  }
+
+  std::unordered_map<uint64_t, std::vector<Entry>> map_;
 };
 
 struct OutArc {
@@ -492,6 +498,10 @@ class Determinizer {
       W f = lat_.final[s];
       double c = cost(f);
       bool emitting = !is_zero(f);
+      size_t num_eps = 0;
+      for (const Arc& a : lat_.arcs[s]) num_eps += a.il == 0;
+      eps_[s].reserve(num_eps);
+      labelled_[s].reserve(lat_.arcs[s].size() - num_eps);
       for (const Arc& a : lat_.arcs[s]) {
         double wc = cost(a.w);
         if (wc + back_[a.next] < c) c = wc + back_[a.next];
@@ -600,7 +610,9 @@ class Determinizer {
       W ew = taken.w;
       for (const EpsArc& arc : eps_[state]) {
         W weight{ew.g + arc.w.g, ew.a + arc.w.a};
-        Str nstring = string;
+        Str nstring;
+        nstring.reserve(string.size() + 1);
+        nstring = string;
         if (arc.ol) nstring.push_back(arc.ol);
         int32_t k = slot_[arc.next];
         if (k < 0) {
@@ -663,7 +675,9 @@ class Determinizer {
     std::vector<std::pair<int32_t, Element>> elems;
     for (const Element& e : subset) {
       for (const Arc& a : labelled_[e.state]) {
-        Str s = e.str;
+        Str s;
+        s.reserve(e.str.size() + 1);
+        s = e.str;
         if (a.ol) s.push_back(a.ol);
         elems.push_back({a.il, {a.next, std::move(s), {e.w.g + a.w.g, e.w.a + a.w.a}}});
       }
@@ -768,7 +782,7 @@ CompactLattice connect_compact(const CompactLattice& clat) {
   size_t n = clat.arcs.size();
   std::vector<bool> final(n);
   for (size_t s = 0; s < n; ++s) final[s] = clat.is_final[s] && !is_zero(clat.final_w[s]);
-  std::vector<int32_t> keep = connected(successors(clat.arcs), final, clat.start);
+  std::vector<int32_t> keep = connected(clat.arcs, final, clat.start);
   std::vector<int32_t> map = renumbering(keep, n);
   CompactLattice out;
   for (int32_t s : keep) {
@@ -789,7 +803,7 @@ CompactLattice determinize_phone_pruned(const Lattice& raw, const int32_t* phone
                                         const uint8_t* starts_phone, size_t num_tids,
                                         double beam) {
   if (raw.arcs.empty()) return CompactLattice();
-  std::vector<int32_t> order = top_order(successors(raw.arcs));
+  std::vector<int32_t> order = top_order(raw.arcs);
   std::vector<int32_t> map(order.size());
   for (size_t i = 0; i < order.size(); ++i) map[order[i]] = static_cast<int32_t>(i);
   Lattice lat;
@@ -804,7 +818,7 @@ CompactLattice determinize_phone_pruned(const Lattice& raw, const int32_t* phone
   }
   lat.start = map[raw.start];
   int32_t first_phone = insert_phones(lat, phone, starts_phone, num_tids);
-  Determinizer phones_and_words(top_sort(lat), beam);
+  Determinizer phones_and_words(top_sort(std::move(lat)), beam);
   phones_and_words.run();
   Determinizer words(top_sort(phones_and_words.output_lattice(first_phone)), beam);
   words.run();

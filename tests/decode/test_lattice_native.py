@@ -14,7 +14,7 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions
+from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions, _fst_bytes
 from asrdist.kaldi.transition_model import read_transition_model
 from tests.decode.test_lattice import EXPECTED
 
@@ -64,3 +64,19 @@ def test_compiled_lattices_equal_the_pythons_to_the_bit(opts):
         assert _bits(ours) == _bits(python), utt
         sizes.append(python.num_states)
     assert max(sizes) > 20  # lattices that branch, not single paths
+
+
+def test_bad_input_is_one_error_line_not_a_crash():
+    from asrdist.decode import _lattice_native
+
+    trans = read_transition_model(EXPECTED / "final.mdl")
+    dec = LatticeDecoder(kaldifst.StdVectorFst.read(str(EXPECTED / "HCLG.fst")), trans,
+                         native=True)
+    scores = next(iter(kaldiio.load_ark(str(EXPECTED / "loglikes.ark"))))[1]
+    data = _fst_bytes(dec.search(scores))
+    with pytest.raises(ValueError, match="^the raw lattice's bytes end too early$"):
+        _lattice_native.compact_lattice(data[:len(data) // 2], dec.phone, dec.starts_phone,
+                                        8.0, 10.0)
+    with pytest.raises(ValueError, match=r"^transition-id \d+ in the lattice is not in the "
+                                         "model$"):
+        _lattice_native.compact_lattice(data, dec.phone[:2], dec.starts_phone[:2], 8.0, 10.0)

@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools
+APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools g++ python3-dev
 STAMP := $(VENV)/.installed
 
 .PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network methods-2026 methods-2026-lost \
@@ -13,8 +13,9 @@ STAMP := $(VENV)/.installed
 
 all: test
 
-# Debian packages: espeak-ng and flite (mini corpus voices), NIST sctk (sclite, for scoring checks)
-# and OpenFst's tools (fstconvert writes the const graphs the decoding tests read).
+# Debian packages: espeak-ng and flite (mini corpus voices), NIST sctk (sclite, for scoring checks),
+# OpenFst's tools (fstconvert writes the const graphs the decoding tests read), and g++ with
+# Python's headers (the compiled lattice determinizer, asrdist/decode/_lattice_native.cpp).
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -23,8 +24,9 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# torch is installed first and pinned, so no dependency can pull the CUDA build.
-$(STAMP): setup.cfg pyproject.toml
+# torch is installed first and pinned, so no dependency can pull the CUDA build. The editable
+# install compiles asrdist/decode/_lattice_native.cpp (g++, pybind11): a changed source rebuilds.
+$(STAMP): setup.cfg pyproject.toml setup.py asrdist/decode/_lattice_native.cpp
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0

@@ -5,7 +5,8 @@ moves every process's CPU seconds; figures taken minutes apart do not compare).
 
 Inputs: the mini recipe's mono GMM scores of the first ``--utts`` utterances of
 data/test_mfcc and its trigram graph (recipes/mini/exp). Ours: ``LatticeDecoder.decode`` per
-utterance (search, raw lattice read, cost offsets, phone-pruned determinization), the
+utterance (search, raw lattice read, cost offsets, phone-pruned determinization: compiled where
+the tree has asrdist.decode._lattice_native built, Python otherwise, as the table says), the
 graph read apart, and the C++ search alone (kaldi-decoder's LatticeSimpleDecoder) in the
 same process; Kaldi: latgen-faster-mapped with decode.sh's options, its user + system CPU
 (its graph read included). Medians over the repetitions.
@@ -49,7 +50,8 @@ t = time.process_time()
 for m in scores:
     matrix = np.ascontiguousarray(L.F32(0.1) * m[:, trans.tid_to_pdf[1:]].astype(L.F32))
     dec.decoder.decode(dec.kd.DecodableCtc(matrix))
-print(json.dumps({"cpu": whole, "search": time.process_time() - t}))
+print(json.dumps({"cpu": whole, "search": time.process_time() - t,
+                  "native": getattr(dec, "native", False)}))
 """
 
 
@@ -91,7 +93,8 @@ def main() -> None:
     for name, runs in ours.items():
         cpu = statistics.median(r["cpu"] for r in runs)
         search = statistics.median(r["search"] for r in runs)
-        lines += [f"| ours ({name}): decode (search + lattice in Python) | {cpu:.2f} | "
+        lattice = "compiled" if all(r["native"] for r in runs) else "in Python"
+        lines += [f"| ours ({name}): decode (search + lattice {lattice}) | {cpu:.2f} | "
                   f"{cpu / k:.2f} |",
                   f"| ours ({name}): of which the C++ search alone | {search:.2f} | "
                   f"{search / k:.2f} |"]

@@ -7,7 +7,9 @@ as resolved, with ``--no-deps``. torch is resolved (lhotse needs one) but left o
 only it needs, unless ``--torch REQ`` names the build to ship (a CUDA image brings its own
 torch; PyPI's Linux torch is the CUDA build, GBs of nvidia-* wheels). ``--no-mpich`` leaves out
 the MPICH wheel for an image with its own MPI (mpi4py's wheel loads either). Our own wheel is
-``pip wheel --no-deps .`` (the Makefile).
+``pip wheel --no-deps .`` (the Makefile), built for this machine's CPython; pyproject.toml's
+build requirements (setuptools, pybind11) are carried too, so that a node of another CPython can
+build asrdist from its source (its compiled lattice determinizer) without an index.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # CPython 3.10: pip's own copy of tomli
+    from pip._vendor import tomli as tomllib
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -36,6 +43,12 @@ def requirements() -> list[Requirement]:
              *cfg["options.extras_require"]["test"].splitlines()]
     found = [Requirement(text) for text in (line.split("#")[0].strip() for line in lines) if text]
     return [r for r in found if canonicalize_name(r.name) != "ruff"]
+
+
+def build_requirements() -> list[str]:
+    """pyproject.toml's build-system requires (pip builds asrdist from source with them)."""
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["build-system"]["requires"])
 
 
 MACHINES = ("x86_64", "aarch64", "ppc64le", "s390x", "i686")
@@ -127,7 +140,8 @@ def main() -> None:
                      set() if args.torch else {"torch"})
     args.dest.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                    "--dest", str(args.dest), *pip_target, *wanted], check=True)
+                    "--dest", str(args.dest), *pip_target, *wanted, *build_requirements()],
+                   check=True)
     print(f"{args.dest}: {len(wanted)} wheels for CPython {args.python_version} "
           f"({', '.join(args.platform)}): {' '.join(wanted)}")
 

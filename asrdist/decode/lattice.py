@@ -19,6 +19,13 @@ determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and r
 kaldi-decoder hangs a process that imported kaldilm first (which :mod:`asrdist.decode.graph`
 does), so it is imported only inside :class:`LatticeDecoder`.
 
+The same pipeline from the raw lattice's bytes on (read, connect, cost offsets, determinization,
+acoustic scale) is compiled in :mod:`asrdist.decode._lattice_native` (_lattice_native.cpp,
+transcribed from the functions here, to the same bits), built by ``pip install -e .``; issue 32
+measured the Python too slow for decoding within 1.5x of Kaldi. :class:`LatticeDecoder` uses
+it whenever it was built, and the Python otherwise (a checkout used through PYTHONPATH), saying
+once that decoding is then slower.
+
 The sweep (:func:`best_path`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
 lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point (and
 lattice-1best's transition-ids, for the word times).
@@ -30,6 +37,7 @@ import contextlib
 import gc
 import heapq
 import itertools
+import logging
 import math
 import operator
 import os
@@ -48,10 +56,17 @@ import numpy as np
 from asrdist.errors import AsrdistError
 from asrdist.options import POSITIVE, Options, option
 
+try:
+    from asrdist.decode import _lattice_native
+except ImportError:  # not built: a checkout used through PYTHONPATH
+    _lattice_native = None
+
 if TYPE_CHECKING:
     import kaldifst
 
     from asrdist.kaldi.transition_model import TransitionInfo
+
+log = logging.getLogger(__name__)
 
 F32 = np.float32
 Weight = tuple[np.float32, np.float32]  # (graph cost, acoustic cost), Kaldi's LatticeWeight
@@ -629,7 +644,16 @@ class LatticeDecoder:
     """
 
     def __init__(self, hclg: kaldifst.StdFst, trans: TransitionInfo,
-                 opts: LatticeOptions = LatticeOptions()):
+                 opts: LatticeOptions = LatticeOptions(), native: bool | None = None):
+        """``native``: the compiled determinizer (True), the Python one (False), or the compiled
+        one where it was built (None)."""
+        if native is None:
+            native = _lattice_native is not None
+            if not native:
+                _warn_not_built()
+        elif native and _lattice_native is None:
+            raise AsrdistError("asrdist.decode._lattice_native is not built (pip install -e .)")
+        self.native = native
         kaldi_decoder = load_kaldi_decoder()
         self.kd = kaldi_decoder
         self.trans = trans
@@ -640,9 +664,13 @@ class LatticeDecoder:
         config.lattice_beam = opts.lattice_beam
         self.decoder = kaldi_decoder.LatticeSimpleDecoder(hclg, config)
         self.reached_final = False
+        phones = _PhoneMap.of(trans)
+        self.phone = np.array(phones.phone, dtype=np.int32)
+        self.starts_phone = np.array(phones.starts_phone, dtype=np.uint8)
 
-    def raw_lattice(self, pdf_scores: np.ndarray) -> Lattice:
-        """The connected state-level lattice of a frames x pdfs score matrix (scaled by acwt).
+    def search(self, pdf_scores: np.ndarray) -> kaldifst.Lattice:
+        """The raw lattice of a frames x pdfs score matrix (scaled by acwt), as kaldi-decoder
+        gives it.
 
         As decode.sh (--allow-partial=true), a search that reaches no final state still gives
         a lattice, ending in the last frame's states; ``reached_final`` says which it was.
@@ -656,14 +684,65 @@ class LatticeDecoder:
         ok, raw = self.decoder.get_raw_lattice(True)
         if not ok or raw.num_states == 0:
             raise AsrdistError("the search kept no lattice (all tokens pruned)")
-        return _with_cost_offsets(connect(_from_kaldifst(raw)))
+        return raw
 
     def decode(self, pdf_scores: np.ndarray) -> CompactLattice:
         """latgen-faster-mapped's lattice for one utterance."""
+        if self.native:
+            return self.compact_native(self.search(pdf_scores))
+        return self.compact_python(self.search(pdf_scores))
+
+    def compact_python(self, raw: kaldifst.Lattice) -> CompactLattice:
+        """The determinized compact lattice of a raw one, its acoustic costs unscaled (times
+        1/acwt), by the Python here."""
         with no_cyclic_gc():
-            clat = determinize_lattice_phone_pruned(self.raw_lattice(pdf_scores), self.trans,
-                                                    self.opts.lattice_beam)
+            clat = determinize_lattice_phone_pruned(
+                _with_cost_offsets(connect(_from_kaldifst(raw))), self.trans,
+                self.opts.lattice_beam)
             return scale_acoustics(clat, 1.0 / self.opts.acwt)
+
+    def compact_native(self, raw: kaldifst.Lattice) -> CompactLattice:
+        """:meth:`compact_python`'s lattice, by asrdist.decode._lattice_native."""
+        try:
+            flat = _lattice_native.compact_lattice(_fst_bytes(raw), self.phone,
+                                                   self.starts_phone, self.opts.lattice_beam,
+                                                   1.0 / self.opts.acwt)
+        except ValueError as e:
+            raise AsrdistError(str(e)) from None
+        return _compact_from_flat(*flat)
+
+
+_warned_not_built = False
+
+
+def _warn_not_built() -> None:
+    """One line, once a process: the compiled determinizer is missing."""
+    global _warned_not_built
+    if not _warned_not_built:
+        _warned_not_built = True
+        log.warning("asrdist.decode._lattice_native is not built (pip install -e .): lattices "
+                    "are determinized in Python, decoding takes about 1.5x the CPU")
+
+
+def _compact_from_flat(start: int, counts: np.ndarray, words: np.ndarray, weights: np.ndarray,
+                       nexts: np.ndarray, finals: np.ndarray, final_weights: np.ndarray,
+                       offsets: np.ndarray, labels: np.ndarray) -> CompactLattice:
+    """The CompactLattice of _lattice_native.compact_lattice's flat arrays, its weights
+    float32 scalars and its strings tuples of ints, as the Python determinizer makes them."""
+    ids, ends = labels.tolist(), offsets.tolist()
+    strings = [tuple(ids[a:b]) for a, b in zip(ends, ends[1:], strict=False)]
+    num_arcs = len(words)
+    flat = list(zip(words.tolist(), zip(list(weights[0::2]), list(weights[1::2]), strict=True),
+                    strings[:num_arcs], nexts.tolist(), strict=True))
+    arcs, lo = [], 0
+    for k in counts.tolist():
+        arcs.append(flat[lo:lo + k])
+        lo += k
+    final_w = zip(list(final_weights[0::2]), list(final_weights[1::2]), strict=True)
+    final = [(w, string) if is_final else None
+             for is_final, w, string in zip(finals.tolist(), final_w, strings[num_arcs:],
+                                            strict=True)]
+    return CompactLattice(arcs, final, start)
 
 
 def _with_cost_offsets(lat: Lattice) -> Lattice:
@@ -719,19 +798,24 @@ _FST_ARC = np.dtype([("i", "<i4"), ("o", "<i4"), ("w1", "<f4"), ("w2", "<f4"), (
 _FST_STATE = struct.Struct("<ffq")  # final weight (LatticeWeight), number of arcs
 
 
-def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
-    """A kaldifst.Lattice, exact float32 weights (unlike its text form), read from OpenFst's
-    binary VectorFst layout: kaldifst can only write that to a file, and the file is in
-    memory (/dev/shm where there is one), 30x faster than its arc iterator's Python calls."""
+def _fst_bytes(fst: kaldifst.Lattice) -> bytes:
+    """A kaldifst.Lattice in OpenFst's binary VectorFst layout: kaldifst can only write that to
+    a file, and the file is in memory (/dev/shm where there is one)."""
     shm = Path("/dev/shm")
     fd, name = tempfile.mkstemp(suffix=".fst", dir=shm if shm.is_dir() else None)
     try:
         os.close(fd)
         if not fst.write(name):
             raise AsrdistError(f"kaldifst could not write the raw lattice to {name}")
-        data = Path(name).read_bytes()
+        return Path(name).read_bytes()
     finally:
         os.unlink(name)
+
+
+def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
+    """A kaldifst.Lattice, exact float32 weights (unlike its text form), read from its binary
+    layout (:func:`_fst_bytes`), 30x faster than its arc iterator's Python calls."""
+    data = _fst_bytes(fst)
     pos = 4  # magic
     for _ in range(2):  # fst type ("vector"), arc type ("lattice4")
         pos += 4 + struct.unpack_from("<i", data, pos)[0]

@@ -1,6 +1,8 @@
 """Lattices and the sweep on them, against outputs of Kaldi's own binaries (kaldi_expected/,
 made by the commands in its README: latgen-faster-mapped, lattice-copy, lattice-scale |
-lattice-add-penalty | lattice-best-path)."""
+lattice-add-penalty | lattice-best-path). Our lattices are made both ways: by the compiled
+determinizer (asrdist.decode._lattice_native) and by the Python one, in a process where the
+compiled module cannot be imported (a checkout that was not built)."""
 
 from __future__ import annotations
 
@@ -30,24 +32,32 @@ EXPECTED = Path(__file__).parent / "kaldi_expected"
 ROOT = Path(__file__).parents[2]
 
 
-def _latgen(out: Path, *options: str) -> bytes:
+NOT_BUILT = "asrdist.decode._lattice_native is not built (pip install -e .)"
+_WITHOUT_NATIVE = ("import sys\nsys.modules['asrdist.decode._lattice_native'] = None\n"
+                   "from asrdist.decode.latgen import main\nsys.exit(main())")
+
+
+def _latgen(out: Path, path: str, *options: str) -> bytes:
     """Our latgen on the committed inputs (its own process: kaldi_decoder cannot be imported
-    after kaldilm, which this test process has loaded); the archive, gunzipped."""
-    subprocess.run([sys.executable, "-m", "asrdist.decode.latgen", *options,
-                    str(EXPECTED / "final.mdl"), str(EXPECTED / "HCLG.fst"),
-                    str(EXPECTED / "loglikes.ark"), str(out)],
-                   check=True, cwd=ROOT, timeout=300)
+    after kaldilm, which this test process has loaded), by the compiled determinizer or
+    (``path`` "python") without it; the archive, gunzipped."""
+    run = ["-m", "asrdist.decode.latgen"] if path == "native" else ["-c", _WITHOUT_NATIVE]
+    proc = subprocess.run([sys.executable, *run, *options, str(EXPECTED / "final.mdl"),
+                           str(EXPECTED / "HCLG.fst"), str(EXPECTED / "loglikes.ark"), str(out)],
+                          check=True, cwd=ROOT, timeout=300, capture_output=True, text=True)
+    warned = [line for line in proc.stderr.splitlines() if NOT_BUILT in line]
+    assert len(warned) == (path == "python"), proc.stderr  # one line, and only without it
     return gzip.decompress(out.read_bytes())
 
 
-@pytest.fixture(scope="module")
-def our_text(tmp_path_factory) -> str:
-    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz", "--text").decode()
+@pytest.fixture(scope="module", params=["native", "python"])
+def our_text(request, tmp_path_factory) -> str:
+    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz", request.param, "--text").decode()
 
 
-@pytest.fixture(scope="module")
-def our_binary(tmp_path_factory) -> bytes:
-    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz")
+@pytest.fixture(scope="module", params=["native", "python"])
+def our_binary(request, tmp_path_factory) -> bytes:
+    return _latgen(tmp_path_factory.mktemp("lat") / "lat.1.gz", request.param)
 
 
 def test_lattices_equal_latgen_faster_mappeds_in_kaldi_text(our_text):
@@ -103,10 +113,15 @@ def _kaldi_sweep() -> dict[tuple[str, str], dict[str, list[int]]]:
     return out
 
 
-@pytest.mark.parametrize("source", ["ours", "kaldi"])
-def test_sweep_equals_kaldis_best_paths(our_binary, source):
-    data = our_binary if source == "ours" else (EXPECTED / "lat.1.bin").read_bytes()
-    lats = dict(iter_lattices_binary(data))
+def test_sweep_on_our_lattices_equals_kaldis_best_paths(our_binary):
+    _check_sweep(dict(iter_lattices_binary(our_binary)))
+
+
+def test_sweep_on_kaldis_lattices_equals_kaldis_best_paths():
+    _check_sweep(dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes())))
+
+
+def _check_sweep(lats: dict[str, CompactLattice]) -> None:
     sweep = _kaldi_sweep()
     assert len(sweep) == 39  # s5c's sweep: LMWT 5..17 x WIP 0.0, 0.5, 1.0
     assert len({tuple(point["noise1"]) for point in sweep.values()}) > 1  # the sweep matters

@@ -1,0 +1,82 @@
+"""The compiled determinizer (asrdist.decode._lattice_native) against the Python one it was
+transcribed from: the same compact lattice to the bit, on the raw lattices of the decoding
+tests' inputs (kaldi_expected/: the tiny system's graph and score matrices) under several
+options; and a check that it was built at all, so that a broken build fails here instead of
+leaving decoding silently slower."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import kaldi_hmm_gmm  # noqa: F401  (before kaldifst)
+import kaldifst
+import kaldiio
+import numpy as np
+import pytest
+
+from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions, _fst_bytes
+from asrdist.kaldi.transition_model import read_transition_model
+from tests.decode.test_lattice import EXPECTED
+
+
+def test_the_compiled_determinizer_was_built():
+    assert importlib.util.find_spec("asrdist.decode._lattice_native") is not None, (
+        "asrdist.decode._lattice_native is missing: pip install -e . (g++ and pybind11) "
+        "did not build it")
+
+
+def _bits(clat: CompactLattice) -> tuple:
+    """Every number of a compact lattice, float32 weights as their bits (-0.0 is not 0.0)."""
+    def w(weight):
+        assert type(weight[0]) is np.float32 and type(weight[1]) is np.float32
+        return tuple(int(np.float32(x).view(np.uint32)) for x in weight)
+
+    for f in clat.final:
+        assert f is None or all(type(t) is int for t in f[1])
+    return (clat.start,
+            [[(a[0], w(a[1]), a[2], a[3]) for a in arcs] for arcs in clat.arcs],
+            [None if f is None else (w(f[0]), f[1]) for f in clat.final])
+
+
+def _score_matrices() -> list[tuple[str, np.ndarray]]:
+    """The committed matrices (three sentences with a close rival, 40 frames of noise) and two
+    noisier ones, for larger lattices."""
+    mats = [(utt, m) for utt, m in kaldiio.load_ark(str(EXPECTED / "loglikes.ark"))]
+    rng = np.random.default_rng(32)
+    num_pdfs = mats[0][1].shape[1]
+    for frames in (30, 60):
+        mats.append((f"random{frames}", rng.normal(-8.0, 3.0, (frames, num_pdfs))
+                     .astype(np.float32)))
+    return mats
+
+
+@pytest.mark.parametrize("opts", [LatticeOptions(), LatticeOptions(lattice_beam=4.0),
+                                  LatticeOptions(acwt=0.05, beam=10.0, lattice_beam=6.0)],
+                         ids=["decode.sh", "latbeam4", "acwt0.05-latbeam6"])
+def test_compiled_lattices_equal_the_pythons_to_the_bit(opts):
+    trans = read_transition_model(EXPECTED / "final.mdl")
+    dec = LatticeDecoder(kaldifst.StdVectorFst.read(str(EXPECTED / "HCLG.fst")), trans, opts,
+                         native=True)
+    sizes = []
+    for utt, scores in _score_matrices():
+        raw = dec.search(scores)
+        ours, python = dec.compact_native(raw), dec.compact_python(raw)
+        assert _bits(ours) == _bits(python), utt
+        sizes.append(python.num_states)
+    assert max(sizes) > 20  # lattices that branch, not single paths
+
+
+def test_bad_input_is_one_error_line_not_a_crash():
+    from asrdist.decode import _lattice_native
+
+    trans = read_transition_model(EXPECTED / "final.mdl")
+    dec = LatticeDecoder(kaldifst.StdVectorFst.read(str(EXPECTED / "HCLG.fst")), trans,
+                         native=True)
+    scores = next(iter(kaldiio.load_ark(str(EXPECTED / "loglikes.ark"))))[1]
+    data = _fst_bytes(dec.search(scores))
+    with pytest.raises(ValueError, match="^the raw lattice's bytes end too early$"):
+        _lattice_native.compact_lattice(data[:len(data) // 2], dec.phone, dec.starts_phone,
+                                        8.0, 10.0)
+    with pytest.raises(ValueError, match=r"^transition-id \d+ in the lattice is not in the "
+                                         "model$"):
+        _lattice_native.compact_lattice(data, dec.phone[:2], dec.starts_phone[:2], 8.0, 10.0)

@@ -209,16 +209,19 @@ class SimTransport(Transport):
         go by the last to arrive, charged as a ring allreduce of the encoded vector (what the
         processes' reduce-scatter and all-gather send)."""
         members = self._members(None)
+        self._meet(members, 0.0, (vector, side),
+                   lambda m: self._compressed_mean_into(m, members, side, vector.numel()))
 
-        def mean(m: Meeting) -> float:
-            vectors = [m.payloads[r][0] for r in members]
-            result = compressed_mean(vectors, [m.payloads[r][1] for r in members])
-            with torch.no_grad():
-                for v in vectors:
-                    v.copy_(result)
-            return self._allreduce_s(side.wire_bytes(vector.numel()), members)
-
-        self._meet(members, 0.0, (vector, side), mean)
+    def _compressed_mean_into(self, m: Meeting, members: tuple[int, ...], side: CompressedMean,
+                              numel: int) -> float:
+        """Put the members' compressed mean into each one's vector (their payloads: vector,
+        side); its cost, a ring allreduce of the encoded vector."""
+        vectors = [m.payloads[r][0] for r in members]
+        result = compressed_mean(vectors, [m.payloads[r][1] for r in members])
+        with torch.no_grad():
+            for v in vectors:
+                v.copy_(result)
+        return self._allreduce_s(side.wire_bytes(numel), members)
 
     def start_compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> SimPending:
         """:meth:`compressed_mean_` as a meeting nobody waits at (as :meth:`start_average_`):
@@ -229,12 +232,7 @@ class SimTransport(Transport):
         self._calls[members] += 1
 
         def mean(m: Meeting) -> None:
-            vectors = [m.payloads[r][0] for r in members]
-            result = compressed_mean(vectors, [m.payloads[r][1] for r in members])
-            with torch.no_grad():
-                for v in vectors:
-                    v.copy_(result)
-            cost = self._allreduce_s(side.wire_bytes(vector.numel()), members)
+            cost = self._compressed_mean_into(m, members, side, vector.numel())
             clock.settle(m.result, clock.now + cost)
 
         meeting = self.world.meeting((members, self._calls[members]), members, 0.0, mean)

@@ -27,18 +27,25 @@ by ``timeout_s``.
 
 from __future__ import annotations
 
+import io
+import json
+import multiprocessing
+import os
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from multiprocessing.connection import Client
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from asrdist.errors import first_line
+from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.compress import Codec
 from asrdist.parallel.exchange import ExchangeFailure, _wait
 from asrdist.parallel.health import abort
+from asrdist.parallel.outer_server import HEADER_MAX, send_message, set_deadline
 from asrdist.parallel.transport import OuterState
 
 KIND_PUSH, KIND_DONE = 1, 3
@@ -167,3 +174,109 @@ class ProcessOuterLink:
         for work in sends:
             _wait(work, self.timeout, what)
         self.sent_bytes += weights.numel() * weights.element_size()
+
+
+class StoreOuterLink:
+    """Learner ``rank``'s way to the outer state served at ``address`` (with ``key``).
+    ``state``: this learner's starting state (the learners' mean and the options), sent if
+    the server has none yet; ``codec`` as :class:`~asrdist.parallel.outer_link.
+    ProcessOuterLink`'s; ``blocked`` wraps the waits (timing). A failure ends the learner
+    with one line: the store process is gone, and the run with it."""
+
+    def __init__(self, *, rank: int, address: tuple[str, int], key: bytes,
+                 state: OuterState, timeout_s: float, codec: Codec | None = None,
+                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
+        self.rank, self.timeout = rank, timeout_s
+        self.codec, self._blocked = codec, blocked
+        self.sent_bytes = 0
+        self._numel = state.numel
+        self._weights = torch.zeros(state.numel)
+        self._pulled_at = time.monotonic()
+        self._finished = False
+        where = f"{address[0]}:{address[1]}"
+        with _failing(self.rank, f"reaching the outer state at {where}"):
+            self._conn = Client(address, authkey=key)
+            set_deadline(self._conn, timeout_s)
+            answer = self._ask({"kind": "hello", "rank": rank})
+            if answer["init"]:
+                start = self._start(state)
+                answer = self._ask({"kind": "init"}, start)
+                self.sent_bytes += len(start)
+        self.token: str = answer["token"]
+
+    def _start(self, state: Any) -> bytes:
+        """What the server builds its state from: w_g, AsyncOuter's options, the codec."""
+        buffer = io.BytesIO()
+        torch.save({"weights": state.weights.float().cpu(), "config": state.options(),
+                    "compress": self.codec.name if self.codec else "",
+                    "block": self.codec.block if self.codec else 0}, buffer)
+        return buffer.getvalue()
+
+    def _ask(self, message: Mapping[str, Any], body: Any = None) -> dict[str, Any]:
+        """Send ``message`` (and ``body``'s bytes) and wait up to the timeout for the JSON
+        answer."""
+        send_message(self._conn, message)
+        if body is not None:
+            self._conn.send_bytes(body)
+        if not self._conn.poll(self.timeout):
+            raise TimeoutError(f"no answer in {self.timeout:.0f} s")
+        answer: dict[str, Any] = json.loads(self._conn.recv_bytes(HEADER_MAX))
+        return answer
+
+    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
+                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
+        """As :meth:`~asrdist.parallel.outer_link.ProcessOuterLink.push_pull`."""
+        seconds = time.monotonic() - self._pulled_at
+        grad = pseudo_grad.detach().float().cpu().contiguous()
+        sent = grad if payload is None else payload.detach().cpu().contiguous()
+        with self._blocked(), _failing(self.rank, "push to the outer state in the store process"):
+            answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds},
+                               sent.numpy())
+            if "error" in answer:
+                abort(self.rank, f"{answer['error']}; ending")
+            got = self._conn.recv_bytes_into(self._weights.numpy())
+            if got != 4 * self._numel:
+                raise ValueError(f"global weights of {got} bytes, not {4 * self._numel}")
+        self.sent_bytes += sent.numel() * sent.element_size()
+        self._pulled_at = time.monotonic()
+        return self._weights.clone(), int(answer["steps"]), int(answer["stale"])
+
+    def save(self, step: int, run_dir: str) -> None:
+        """The server writes the state under ``run_dir`` (this learner's checkpoint at
+        ``step``); an error there (a full disk) is this learner's AsrdistError."""
+        answer = self._request({"kind": "save", "step": step,
+                                "dir": os.path.abspath(run_dir)}, "saving the outer state")
+        self.token = answer["token"]
+
+    def load(self, token: str, run_dir: str) -> None:
+        """The server resumes the state of the run ``token`` saved under ``run_dir``."""
+        answer = self._request({"kind": "load", "token": token,
+                                "dir": os.path.abspath(run_dir)}, "resuming the outer state")
+        self.token = answer["token"]
+
+    def _request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:
+        with self._blocked(), _failing(self.rank, f"{what} in the store process"):
+            answer = self._ask(message)
+        if "error" in answer:
+            raise AsrdistError(f"--elastic diloco-async: {answer['error']}")
+        return answer
+
+    def finish(self) -> None:
+        """Tell the server this learner pushes no more, and close (once)."""
+        if self._finished:
+            return
+        self._finished = True
+        with suppress(OSError):  # the server gone: nothing is left to tell it
+            send_message(self._conn, {"kind": "done"})
+        self._conn.close()
+
+
+@contextmanager
+def _failing(rank: int, what: str) -> Iterator[None]:
+    """A failed exchange with the server ends learner ``rank``, naming ``what`` failed."""
+    try:
+        yield
+    except (OSError, EOFError, ValueError, multiprocessing.ProcessError) as exc:
+        abort(rank, f"{what} failed: {first_line(exc) or type(exc).__name__} (the run's "
+                    "store process, which holds it, is gone or did not answer within "
+                    "--exchange-timeout); ending the job")

@@ -1,6 +1,6 @@
 """Elastic diloco-async: the outer state in the run's store process, so that any learner can go.
 
-In a fail-stop run asynchronous DiLoCo's outer state (:class:`asrdist.parallel.async_diloco.
+In a fail-stop run asynchronous DiLoCo's outer state (:class:`asrdist.parallel.async_outer.
 AsyncOuter`: w_g and its optimizer's state) lives on learner 0
 (:mod:`asrdist.parallel.outer_link`), and losing learner 0 would lose it. An elastic run
 already has a process that outlives every learner and ends with the run: the rendezvous
@@ -17,7 +17,8 @@ value in memory and serves the heartbeats and departures on the same loop, which
 transfer would hold up; the store process is no torch.distributed rank, so gloo is out too.
 Measured on one 2-core machine's loopback, under load: 17 MB each way with
 ``send_bytes``/``recv_bytes_into`` (the calls used here) about 54 ms; a whole push of a 17 MB
-model through :class:`StoreOuterLink` and :class:`OuterServer` (transfers, the delayed
+model through :class:`~asrdist.parallel.outer_link.StoreOuterLink` (the learners' side,
+beside the fail-stop link) and :class:`OuterServer` (transfers, the delayed
 Nesterov update on one thread, the reply) about 100 ms.
 The store has no authentication of its own, so the key it publishes guards against stray or
 mistaken connections, not against someone who can read the store.
@@ -61,10 +62,9 @@ import socket
 import struct
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
-from multiprocessing.connection import Client, Connection, Listener, wait
+from collections.abc import Mapping
+from contextlib import suppress
+from multiprocessing.connection import Connection, Listener, wait
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +72,14 @@ import torch
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import write_atomically
-from asrdist.parallel.compress import Codec
-from asrdist.parallel.health import abort
-from asrdist.parallel.transport import OuterState
+from asrdist.parallel.async_outer import AsyncOuter
+from asrdist.parallel.compress import Codec, make_codec
 
 STATE_FILE = "outer_state.pt"  # under the run dir
-_HEADER_MAX = 1 << 16  # bytes: a JSON header, never a tensor
+HEADER_MAX = 1 << 16  # bytes: a JSON header, never a tensor
 
 
-def _deadline(conn: Connection, seconds: float) -> None:
+def set_deadline(conn: Connection, seconds: float) -> None:
     """Make a read or write on ``conn`` that waits longer than ``seconds`` fail (a peer frozen
     mid-message), without touching how long the server waits for a message to begin."""
     tv = struct.pack("ll", int(seconds), int((seconds % 1) * 1e6))
@@ -89,7 +88,7 @@ def _deadline(conn: Connection, seconds: float) -> None:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
 
 
-def _send(conn: Connection, message: Mapping[str, Any]) -> None:
+def send_message(conn: Connection, message: Mapping[str, Any]) -> None:
     conn.send_bytes(json.dumps(message).encode())
 
 
@@ -134,7 +133,7 @@ class OuterServer:
                 conn = self._listener.accept()
             except (OSError, EOFError, multiprocessing.AuthenticationError):
                 continue  # a stray connection, or the listener closed at the end
-            _deadline(conn, self.timeout_s)
+            set_deadline(conn, self.timeout_s)
             with self._lock:
                 self._new.append(conn)
             os.write(self._wake_w, b"c")
@@ -180,26 +179,26 @@ class OuterServer:
             return False
 
     def _handle(self, conn: Connection) -> bool:
-        message = json.loads(conn.recv_bytes(_HEADER_MAX))
+        message = json.loads(conn.recv_bytes(HEADER_MAX))
         kind = message["kind"]
         if kind == "hello":
             self._rank[conn] = int(message["rank"])
             start = self.state is None and self._starter is None
             if start:
                 self._starter = conn
-            _send(conn, {"init": start, "token": self.token})
+            send_message(conn, {"init": start, "token": self.token})
         elif kind == "init":
             start = conn.recv_bytes()
             if self.state is None:
                 self._init(torch.load(io.BytesIO(start), weights_only=True))
-            _send(conn, {"token": self.token})
+            send_message(conn, {"token": self.token})
         elif kind == "push":
             return self._push(conn, int(message["steps"]), float(message["seconds"]))
         elif kind == "save":
-            _send(conn, self._save(self._rank[conn], int(message["step"]),
+            send_message(conn, self._save(self._rank[conn], int(message["step"]),
                                    Path(message["dir"])))
         elif kind == "load":
-            _send(conn, self._load(str(message["token"]), Path(message["dir"])))
+            send_message(conn, self._load(str(message["token"]), Path(message["dir"])))
         elif kind == "done":
             self._finished.add(self._rank[conn])
             return False
@@ -210,10 +209,6 @@ class OuterServer:
     # -- the state ---------------------------------------------------------------------------
 
     def _init(self, start: dict[str, Any]) -> None:
-        # imported here: async_diloco imports the transports, which import this module
-        from asrdist.parallel.async_diloco import AsyncOuter
-        from asrdist.parallel.compress import make_codec
-
         weights = start["weights"]
         self.state = AsyncOuter(weights, **start["config"])
         name = start["compress"]
@@ -230,7 +225,7 @@ class OuterServer:
         if got != len(self._wire):
             raise ValueError(f"a push of {got} bytes, not {len(self._wire)}")
         if rank in self._left:
-            _send(conn, {"error": f"learner {rank} was dropped from the run (silent past "
+            send_message(conn, {"error": f"learner {rank} was dropped from the run (silent past "
                                   "--exchange-timeout): the outer state applies no push of "
                                   "it any more"})
             return False
@@ -238,7 +233,7 @@ class OuterServer:
         numel = self.state.numel
         grad = self.codec.decode(wire, numel) if self.codec else wire.view(torch.float32)
         weights, next_steps, stale = self.state.push(rank, grad, steps, seconds)
-        _send(conn, {"steps": next_steps, "stale": stale})
+        send_message(conn, {"steps": next_steps, "stale": stale})
         conn.send_bytes(weights.numpy())
         return True
 
@@ -281,109 +276,3 @@ class OuterServer:
         self.state.load_state_dict(state)
         self.token, self._loaded = token, True
         return {"token": token}
-
-
-class StoreOuterLink:
-    """Learner ``rank``'s way to the outer state served at ``address`` (with ``key``).
-    ``state``: this learner's starting state (the learners' mean and the options), sent if
-    the server has none yet; ``codec`` as :class:`~asrdist.parallel.outer_link.
-    ProcessOuterLink`'s; ``blocked`` wraps the waits (timing). A failure ends the learner
-    with one line: the store process is gone, and the run with it."""
-
-    def __init__(self, *, rank: int, address: tuple[str, int], key: bytes,
-                 state: OuterState, timeout_s: float, codec: Codec | None = None,
-                 blocked: Callable[[], AbstractContextManager[None]] = nullcontext) -> None:
-        self.rank, self.timeout = rank, timeout_s
-        self.codec, self._blocked = codec, blocked
-        self.sent_bytes = 0
-        self._numel = state.numel
-        self._weights = torch.zeros(state.numel)
-        self._pulled_at = time.monotonic()
-        self._finished = False
-        where = f"{address[0]}:{address[1]}"
-        with _failing(self.rank, f"reaching the outer state at {where}"):
-            self._conn = Client(address, authkey=key)
-            _deadline(self._conn, timeout_s)
-            answer = self._ask({"kind": "hello", "rank": rank})
-            if answer["init"]:
-                start = self._start(state)
-                answer = self._ask({"kind": "init"}, start)
-                self.sent_bytes += len(start)
-        self.token: str = answer["token"]
-
-    def _start(self, state: Any) -> bytes:
-        """What the server builds its state from: w_g, AsyncOuter's options, the codec."""
-        buffer = io.BytesIO()
-        torch.save({"weights": state.weights.float().cpu(), "config": state.options(),
-                    "compress": self.codec.name if self.codec else "",
-                    "block": self.codec.block if self.codec else 0}, buffer)
-        return buffer.getvalue()
-
-    def _ask(self, message: Mapping[str, Any], body: Any = None) -> dict[str, Any]:
-        """Send ``message`` (and ``body``'s bytes) and wait up to the timeout for the JSON
-        answer."""
-        _send(self._conn, message)
-        if body is not None:
-            self._conn.send_bytes(body)
-        if not self._conn.poll(self.timeout):
-            raise TimeoutError(f"no answer in {self.timeout:.0f} s")
-        answer: dict[str, Any] = json.loads(self._conn.recv_bytes(_HEADER_MAX))
-        return answer
-
-    def push_pull(self, pseudo_grad: torch.Tensor, steps: int,
-                  payload: torch.Tensor | None = None) -> tuple[torch.Tensor, int, int]:
-        """As :meth:`~asrdist.parallel.outer_link.ProcessOuterLink.push_pull`."""
-        seconds = time.monotonic() - self._pulled_at
-        grad = pseudo_grad.detach().float().cpu().contiguous()
-        sent = grad if payload is None else payload.detach().cpu().contiguous()
-        with self._blocked(), _failing(self.rank, "push to the outer state in the store process"):
-            answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds},
-                               sent.numpy())
-            if "error" in answer:
-                abort(self.rank, f"{answer['error']}; ending")
-            got = self._conn.recv_bytes_into(self._weights.numpy())
-            if got != 4 * self._numel:
-                raise ValueError(f"global weights of {got} bytes, not {4 * self._numel}")
-        self.sent_bytes += sent.numel() * sent.element_size()
-        self._pulled_at = time.monotonic()
-        return self._weights.clone(), int(answer["steps"]), int(answer["stale"])
-
-    def save(self, step: int, run_dir: str) -> None:
-        """The server writes the state under ``run_dir`` (this learner's checkpoint at
-        ``step``); an error there (a full disk) is this learner's AsrdistError."""
-        answer = self._request({"kind": "save", "step": step,
-                                "dir": os.path.abspath(run_dir)}, "saving the outer state")
-        self.token = answer["token"]
-
-    def load(self, token: str, run_dir: str) -> None:
-        """The server resumes the state of the run ``token`` saved under ``run_dir``."""
-        answer = self._request({"kind": "load", "token": token,
-                                "dir": os.path.abspath(run_dir)}, "resuming the outer state")
-        self.token = answer["token"]
-
-    def _request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:
-        with self._blocked(), _failing(self.rank, f"{what} in the store process"):
-            answer = self._ask(message)
-        if "error" in answer:
-            raise AsrdistError(f"--elastic diloco-async: {answer['error']}")
-        return answer
-
-    def finish(self) -> None:
-        """Tell the server this learner pushes no more, and close (once)."""
-        if self._finished:
-            return
-        self._finished = True
-        with suppress(OSError):  # the server gone: nothing is left to tell it
-            _send(self._conn, {"kind": "done"})
-        self._conn.close()
-
-
-@contextmanager
-def _failing(rank: int, what: str) -> Iterator[None]:
-    """A failed exchange with the server ends learner ``rank``, naming ``what`` failed."""
-    try:
-        yield
-    except (OSError, EOFError, ValueError, multiprocessing.ProcessError) as exc:
-        abort(rank, f"{what} failed: {first_line(exc) or type(exc).__name__} (the run's "
-                    "store process, which holds it, is gone or did not answer within "
-                    "--exchange-timeout); ending the job")

@@ -44,8 +44,7 @@ from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
 from asrdist.parallel.health import Liveness, abort, lost_store
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.options import ProcessOptions
-from asrdist.parallel.outer_link import ProcessOuterLink
-from asrdist.parallel.outer_server import StoreOuterLink
+from asrdist.parallel.outer_link import ProcessOuterLink, StoreOuterLink
 from asrdist.parallel.rules import Ready
 from asrdist.parallel.slow import SlowDown
 from asrdist.parallel.strategy import Learner
@@ -351,7 +350,7 @@ class ProcessTransport(Transport):
 
     def outer_server(self, state: OuterState | None, host: int,
                      codec: Codec | None = None) -> ProcessOuterLink | StoreOuterLink:
-        """Elastic: :class:`~asrdist.parallel.outer_server.StoreOuterLink`, to the state in
+        """Elastic: :class:`~asrdist.parallel.outer_link.StoreOuterLink`, to the state in
         the store process; else :class:`~asrdist.parallel.outer_link.ProcessOuterLink` over a
         gloo group of its own, the state on ``host``."""
         if self.outer_elsewhere:

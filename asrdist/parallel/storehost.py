@@ -37,16 +37,13 @@ import signal
 import threading
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.membership import Membership
-
-if TYPE_CHECKING:
-    from asrdist.parallel.outer_server import OuterServer
+from asrdist.parallel.outer_server import OuterServer
 
 NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
 _PREFIX = "asrdist/store/"
@@ -155,9 +152,6 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
 def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> OuterServer | None:
     """Start diloco-async's outer-state server here and publish where it listens (or why it
     could not: the learners end saying so, the store goes on)."""
-    # imported here: outer_server imports health, which imports this module
-    from asrdist.parallel.outer_server import OuterServer
-
     # its updates on one thread: this process shares learner 0's machine, and a forked
     # process's OpenMP pool is not to be trusted
     torch.set_num_threads(1)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.async_diloco import AsyncOuter
+from asrdist.parallel.async_outer import AsyncOuter
 from asrdist.parallel.outer import OuterNesterov
 from asrdist.parallel.registry import make_strategy
 from asrdist.parallel.strategy import train_step

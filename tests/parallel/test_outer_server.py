@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.async_diloco import AsyncOuter
-from asrdist.parallel.outer_server import OuterServer, StoreOuterLink
+from asrdist.parallel.async_outer import AsyncOuter
+from asrdist.parallel.outer_link import StoreOuterLink
+from asrdist.parallel.outer_server import OuterServer
 
 START = torch.arange(6, dtype=torch.float32)
 

@@ -10,7 +10,8 @@ NATIVE_FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
 setup(
     ext_modules=[Pybind11Extension("asrdist.decode._lattice_native",
-                                   ["asrdist/decode/_lattice_native.cpp"], cxx_std=17,
+                                   ["asrdist/decode/_lattice_native.cpp",
+                                    "asrdist/decode/_lattice_search.cpp"], cxx_std=17,
                                    extra_compile_args=NATIVE_FLAGS)],
     cmdclass={"build_ext": build_ext},
 )

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from asrdist.decode.decoder import check_compatible
-from asrdist.decode.graph import max_ilabel, read_fst
+from asrdist.decode.graph import max_ilabel
 from asrdist.decode.lattice import LatticeDecoder, LatticeOptions, best_path
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
@@ -23,7 +23,7 @@ def _scores(tiny_system, sentence: str) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def decoder(tiny_system, tiny_graph) -> LatticeDecoder:
-    return LatticeDecoder(read_fst(tiny_graph / "HCLG.fst"), tiny_system.trans,
+    return LatticeDecoder(tiny_graph / "HCLG.fst", tiny_system.trans,
                           LatticeOptions(acwt=1.0))
 
 

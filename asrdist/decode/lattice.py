@@ -10,21 +10,25 @@ compact lattice; connect. Weights are float32 pairs (graph, acoustic) computed i
 Kaldi's ``LatticeWeight`` is, the task queue is libstdc++'s binary heap, so that ties resolve
 as Kaldi's do and the output states come out numbered as Kaldi numbers them.
 
-The raw state-level lattice comes from kaldi-decoder's ``LatticeSimpleDecoder``
-(:class:`LatticeDecoder`), with its acoustic costs rounded as LatticeFasterDecoder's cost
-offsets round them (:func:`_with_cost_offsets`). Checked against latgen-faster-mapped
-(tests/decode/kaldi_expected): the same states, arcs, words and transition-ids; a few costs one
-float32 ulp apart. Not ported: --max-active (see :class:`LatticeOptions`) and the
-determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and retries).
-kaldi-decoder hangs a process that imported kaldilm first (which :mod:`asrdist.decode.graph`
-does), so it is imported only inside :class:`LatticeDecoder`.
+The raw state-level lattice comes from our own compiled search (asrdist/decode/
+_lattice_search.cpp, in :mod:`asrdist.decode._lattice_native`): LatticeFasterDecoder's
+algorithm with its options (--beam, --max-active, --min-active, --lattice-beam; pruning every
+25 frames and at the end; costs kept relative to per-frame offsets, as Kaldi rounds them), over
+HCLG's const file mapped in memory (:func:`asrdist.decode.graph.search_graph`). Checked against
+latgen-faster-mapped (tests/decode/kaldi_expected): the same states, arcs, words and
+transition-ids; a few costs one float32 ulp apart. Where the module was not built (a checkout
+used through PYTHONPATH), kaldi-decoder's ``LatticeSimpleDecoder`` searches instead (no
+max-active; other tokens kept at the same beam), its acoustic costs rounded as
+LatticeFasterDecoder's cost offsets round them (:func:`_with_cost_offsets`), and the Python
+determinizer follows; :class:`LatticeDecoder` says once that decoding is then slower.
+Not ported: the determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and
+retries). kaldi-decoder hangs a process that imported kaldilm first (which
+:mod:`asrdist.decode.graph` does), so it is imported only inside :class:`LatticeDecoder`.
 
 The same pipeline from the raw lattice's bytes on (read, connect, cost offsets, determinization,
 acoustic scale) is compiled in :mod:`asrdist.decode._lattice_native` (_lattice_native.cpp,
 transcribed from the functions here, to the same bits), built by ``pip install -e .``; issue 32
-measured the Python too slow for decoding within 1.5x of Kaldi. :class:`LatticeDecoder` uses
-it whenever it was built, and the Python otherwise (a checkout used through PYTHONPATH), saying
-once that decoding is then slower.
+measured the Python too slow for decoding within 1.5x of Kaldi.
 
 The sweep (:func:`best_path`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
 lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point (and
@@ -755,7 +759,8 @@ def _warn_not_built() -> None:
     if not _warned_not_built:
         _warned_not_built = True
         log.warning("asrdist.decode._lattice_native is not built (pip install -e .): lattices "
-                    "are determinized in Python, decoding takes about 1.5x the CPU")
+                    "are searched by kaldi-decoder (no --max-active) and determinized in "
+                    "Python, decoding takes about 1.5x the CPU")
 
 
 def _compact_from_flat(start: int, counts: np.ndarray, words: np.ndarray, weights: np.ndarray,

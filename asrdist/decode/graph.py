@@ -290,6 +290,7 @@ def search_graph(path: str | os.PathLike) -> object:
                                                 head.num_arcs, states_at, arcs_at)
         chunks = list(fst_chunks(path))  # a vector header's arc count may be 0: not used
         final, narcs, arcs = (np.concatenate([c[i] for c in chunks]) for i in range(3))
+        del chunks  # the copy below is the second of the arrays at once, not the third
         return _lattice_native.flat_graph(str(path), head.start, final, narcs,
                                           arcs.view("<i4").reshape(-1, 4))
     except ValueError as e:

@@ -1,8 +1,8 @@
 """The compiled determinizer (asrdist.decode._lattice_native) against the Python one it was
-transcribed from: the same compact lattice to the bit, on the raw lattices (of the compiled
-search) of the decoding tests' inputs (kaldi_expected/: the tiny system's graph and score matrices) under several
-options; and a check that it was built at all, so that a broken build fails here instead of
-leaving decoding silently slower."""
+transcribed from: the same compact lattice to the bit, on the compiled search's raw lattices
+of the decoding tests' inputs (kaldi_expected/: the tiny system's graph and score matrices)
+under several options; and a check that it was built at all, so that a broken build fails
+here instead of leaving decoding silently slower."""
 
 from __future__ import annotations
 

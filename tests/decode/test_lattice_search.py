@@ -99,3 +99,18 @@ def test_max_active_narrows_the_beam_to_the_max_active_th_best_token():
     assert len(lat) == 5  # the start, three branches, the final state
     # acoustic costs -loglike (the frames' best token costs 0: offsets 0), graph costs 0
     assert sorted(a[2] for a in lat[0]) == [(0.0, 0.0), (0.0, 1.0), (0.0, 3.0)]
+
+
+def test_an_arc_out_of_the_graph_is_one_line_naming_the_file():
+    from asrdist.decode import _lattice_native
+
+    graph = _lattice_native.flat_graph(
+        "bad.fst", 0, np.array([np.inf, 0.0], dtype=np.float32), np.array([1, 0], dtype=np.int64),
+        np.array([(1, 0, 0, 7)], dtype=np.int32))
+    search = _lattice_native.Search(graph, beam=15.0, max_active=7000, min_active=200,
+                                    lattice_beam=8.0)
+    with pytest.raises(ValueError, match="^bad.fst: state 0 has an arc to a state outside the "
+                                         "graph$"):
+        search.decode(np.zeros((2, 1), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"^bad.fst: transition-id 1 is not in the model$"):
+        search.decode(np.zeros((2, 0), dtype=np.float32))

@@ -677,6 +677,9 @@ class LatticeDecoder:
         self.starts_phone = np.array(phones.starts_phone, dtype=np.uint8)
         is_path = isinstance(hclg, (str, os.PathLike))
         if native:
+            if not hasattr(_lattice_native, "Search"):  # a build of older sources
+                raise AsrdistError("asrdist.decode._lattice_native was built before the lattice "
+                                   "search was added to it: rebuild it (pip install -e .)")
             if not is_path:
                 raise AsrdistError("the compiled search reads HCLG from its file: pass its path")
             from asrdist.decode.graph import search_graph

@@ -1,6 +1,7 @@
-"""The compiled part of asrdist (setup.cfg holds the rest of the metadata): the lattice
-determinizer, asrdist.decode._lattice_native (issue 32: the Python port was measured too slow
-for decoding within 1.5x of Kaldi). Built by ``pip install -e .`` with the system's g++."""
+"""The compiled part of asrdist (setup.cfg holds the rest of the metadata): the lattice search
+and determinizer, asrdist.decode._lattice_native (issue 32: the Python port was measured too
+slow for decoding within 1.5x of Kaldi, and kaldifst's graphs cost over 2x their file). Built
+by ``pip install -e .`` with the system's g++."""
 
 from pybind11.setup_helpers import Pybind11Extension, build_ext
 from setuptools import setup
@@ -10,7 +11,8 @@ NATIVE_FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
 setup(
     ext_modules=[Pybind11Extension("asrdist.decode._lattice_native",
-                                   ["asrdist/decode/_lattice_native.cpp"], cxx_std=17,
+                                   ["asrdist/decode/_lattice_native.cpp",
+                                    "asrdist/decode/_lattice_search.cpp"], cxx_std=17,
                                    extra_compile_args=NATIVE_FLAGS)],
     cmdclass={"build_ext": build_ext},
 )

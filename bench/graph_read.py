@@ -7,9 +7,11 @@ states with 1 to 4 arcs each (2.5 on average, as Kaldi's HCLG), a third of them 
 one of 20 k words, next states a few states ahead, every 50th state final; a monophone
 transition model of 40 phones (bench.decode_penalty_memory's); saved scores of ``--utts``
 utterances of ``--frames`` frames that follow a random walk through the graph (per frame the
-walk's pdf at 0, the others at -100): the lattice search has no max-active, and on flat
-random scores over a random graph its tokens (gigabytes of them) would be the figure, not
-the graph's reading. Every figure is a fresh
+walk's pdf at 0, the others at -100): on flat random scores over a random graph the
+tokens would be the figure, not the graph's reading (kaldi-decoder's search, which has no
+max-active, held gigabytes of them). The read alone is what a decode job does:
+``search_graph`` (the const file mapped) where the tree has it, else ``read_fst`` (a
+VectorFst). Every figure is a fresh
 process; its peak RSS is /proc's VmHWM, not ru_maxrss, which a process spawned by a bigger
 one inherits across exec (the converter process of a const read: its ru_maxrss as a
 child). ``--old-tree DIR`` (a checkout of the code before) runs that tree's reader on a graph
@@ -105,9 +107,12 @@ def peak_mb():
 _READ = _PEAK + """
 import json, resource, sys, time
 import kaldi_hmm_gmm
-from asrdist.decode.graph import read_fst
+try:
+    from asrdist.decode.graph import search_graph as read
+except ImportError:  # a tree before the compiled search
+    from asrdist.decode.graph import read_fst as read
 t = time.perf_counter()
-fst = read_fst(sys.argv[1])
+fst = read(sys.argv[1])
 print(json.dumps({"rss_mb": peak_mb(), "load_s": time.perf_counter() - t,
                   "child_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
@@ -171,10 +176,11 @@ def main() -> None:
                            if args.old_tree else "") + ". A "
         "generated const HCLG (OpenFst's layout, 1-4 arcs per state, a third of them with a "
         f"word); {args.utts} utterances of {args.frames} frames whose scores follow a random "
-        "walk through the graph (a lattice search without max-active keeps few tokens on "
-        "them; on flat random scores its tokens take gigabytes). Peak "
-        "RSS (VmHWM) of a fresh process that only reads the graph (`read_fst`; the converter "
-        "process beside it apart), and of one decode job (`_Worker`: load, then decode every "
+        "walk through the graph (on flat random scores the tokens, not the graph, would be "
+        "the figure). Peak RSS (VmHWM, the mapped file's pages it touched included) of a "
+        "fresh process that only reads the graph as a job does (`search_graph`: the const "
+        "file mapped; `read_fst` in a tree without it, the converter process beside it "
+        "apart), and of one decode job (`_Worker`: load, then decode every "
         "utterance) with one insertion penalty (0.0) and with three (0.0, 0.5, 1.0).", "",
         "| code | states | arcs | HCLG.fst (MiB) | read: peak RSS (MiB) / x file | converter "
         "(MiB) | read (s) | job, 1 penalty: peak RSS (MiB) / x file | load / total (s) "

@@ -841,7 +841,7 @@ py::array_t<T> to_array(const std::vector<T>& v) {
 
 py::tuple compact_lattice(const py::bytes& fst, const py::array_t<int32_t, py::array::c_style>& phone,
                           const py::array_t<uint8_t, py::array::c_style>& starts_phone,
-                          double lattice_beam, double acoustic_scale) {
+                          double lattice_beam, double acoustic_scale, bool cost_offsets) {
   if (phone.ndim() != 1 || starts_phone.ndim() != 1 || phone.shape(0) != starts_phone.shape(0))
     throw py::value_error("phone and starts_phone must be vectors of one length");
   char* data;
@@ -852,7 +852,8 @@ py::tuple compact_lattice(const py::bytes& fst, const py::array_t<int32_t, py::a
   Lattice conn = connect(raw);
   if (conn.arcs.empty()) throw py::value_error("the raw lattice has no successful path");
   CompactLattice clat =
-      determinize_phone_pruned(with_cost_offsets(std::move(conn)), phone.data(),
+      determinize_phone_pruned(cost_offsets ? with_cost_offsets(std::move(conn)) : std::move(conn),
+                               phone.data(),
                                starts_phone.data(), static_cast<size_t>(phone.shape(0)),
                                lattice_beam);
   // flat arrays: per state its number of arcs; per arc word, weight pair, next state; per
@@ -889,12 +890,16 @@ py::tuple compact_lattice(const py::bytes& fst, const py::array_t<int32_t, py::a
 
 }  // namespace
 
+void register_search(py::module_& m);  // _lattice_search.cpp
+
 PYBIND11_MODULE(_lattice_native, m) {
   m.doc() = "asrdist.decode.lattice's raw lattice to compact lattice pipeline, compiled";
   m.def("compact_lattice", &compact_lattice, py::arg("fst"), py::arg("phone"),
         py::arg("starts_phone"), py::arg("lattice_beam"), py::arg("acoustic_scale"),
+        py::arg("cost_offsets") = true,
         "The bytes of a raw kaldifst.Lattice (OpenFst's binary layout) to the determinized "
         "compact lattice of LatticeDecoder.decode, as flat arrays: start, arcs per state, "
         "words, weights (pairs), next states, final flags, final weights, string offsets "
         "(arcs', then states' finals), transition-ids.");
+  register_search(m);
 }

@@ -117,12 +117,9 @@ class _Worker:
     """One job's graph, lattice decoder and acoustic scorer, loaded once."""
 
     def __init__(self, job: DecodeJob):
-        load_kaldi_decoder()  # before the graph code imports kaldilm (see asrdist.decode.lattice)
-        from asrdist.decode.graph import read_fst
-
         graph_dir = Path(job.graph_dir)
         self.trans = read_transition_model(job.trans_mdl)
-        self.decoder = LatticeDecoder(read_fst(graph_dir / "HCLG.fst"), self.trans, job.opts)
+        self.decoder = LatticeDecoder(graph_dir / "HCLG.fst", self.trans, job.opts)
         self.reader = PathReader(
             graph_dir / "words.txt",
             word_aligner(self.trans, graph_dir / "phones" / "align_lexicon.int"),

@@ -1,9 +1,9 @@
 """``python -m asrdist.decode.latgen``: latgen-faster-mapped's job, with its arguments.
 
-    python -m asrdist.decode.latgen [--acoustic-scale 0.1 --beam 15 --lattice-beam 8]
-        final.mdl HCLG.fst LOGLIKES.ark lat.1.gz
+    python -m asrdist.decode.latgen [--acoustic-scale 0.1 --beam 15 --lattice-beam 8
+        --max-active 7000 --min-active 200] final.mdl HCLG.fst LOGLIKES.ark lat.1.gz
 
-Reads a vector HCLG, the transition model at the head of final.mdl and an archive of
+Reads HCLG (vector or const), the transition model at the head of final.mdl and an archive of
 frames x pdfs pseudo log-likelihoods, and writes the compact lattices as ``lat.N.gz`` (binary,
 or Kaldi text with ``--text``). It is its own process because kaldi-decoder must be imported
 before kaldilm (see :mod:`asrdist.decode.lattice`); it imports nothing that loads kaldilm.
@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--acoustic-scale", type=float, default=defaults.acwt)
     p.add_argument("--beam", type=float, default=defaults.beam)
     p.add_argument("--lattice-beam", type=float, default=defaults.lattice_beam)
+    p.add_argument("--max-active", type=int, default=defaults.max_active)
+    p.add_argument("--min-active", type=int, default=defaults.min_active)
     p.add_argument("--text", action="store_true", help="write Kaldi text, not binary")
     p.add_argument("model", type=Path)
     p.add_argument("hclg", type=Path)
@@ -38,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("lattices", type=Path)
     args = p.parse_args(argv)
     try:
-        import kaldifst
         import kaldiio
 
         decoder = LatticeDecoder(
-            kaldifst.StdVectorFst.read(str(args.hclg)), read_transition_model(args.model),
-            LatticeOptions(args.acoustic_scale, args.beam, args.lattice_beam))
+            args.hclg, read_transition_model(args.model),
+            LatticeOptions(args.acoustic_scale, args.beam, args.lattice_beam, args.max_active,
+                           args.min_active))
 
         def lattices() -> Iterator[tuple[str, CompactLattice]]:
             for utt, scores in kaldiio.load_ark(str(args.loglikes)):

@@ -10,21 +10,25 @@ compact lattice; connect. Weights are float32 pairs (graph, acoustic) computed i
 Kaldi's ``LatticeWeight`` is, the task queue is libstdc++'s binary heap, so that ties resolve
 as Kaldi's do and the output states come out numbered as Kaldi numbers them.
 
-The raw state-level lattice comes from kaldi-decoder's ``LatticeSimpleDecoder``
-(:class:`LatticeDecoder`), with its acoustic costs rounded as LatticeFasterDecoder's cost
-offsets round them (:func:`_with_cost_offsets`). Checked against latgen-faster-mapped
-(tests/decode/kaldi_expected): the same states, arcs, words and transition-ids; a few costs one
-float32 ulp apart. Not ported: --max-active (see :class:`LatticeOptions`) and the
-determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and retries).
-kaldi-decoder hangs a process that imported kaldilm first (which :mod:`asrdist.decode.graph`
-does), so it is imported only inside :class:`LatticeDecoder`.
+The raw state-level lattice comes from our own compiled search (asrdist/decode/
+_lattice_search.cpp, in :mod:`asrdist.decode._lattice_native`): LatticeFasterDecoder's
+algorithm with its options (--beam, --max-active, --min-active, --lattice-beam; pruning every
+25 frames and at the end; costs kept relative to per-frame offsets, as Kaldi rounds them), over
+HCLG's const file mapped in memory (:func:`asrdist.decode.graph.search_graph`). Checked against
+latgen-faster-mapped (tests/decode/kaldi_expected): the same states, arcs, words and
+transition-ids; a few costs one float32 ulp apart. Where the module was not built (a checkout
+used through PYTHONPATH), kaldi-decoder's ``LatticeSimpleDecoder`` searches instead (no
+max-active; other tokens kept at the same beam), its acoustic costs rounded as
+LatticeFasterDecoder's cost offsets round them (:func:`_with_cost_offsets`), and the Python
+determinizer follows; :class:`LatticeDecoder` says once that decoding is then slower.
+Not ported: the determinizer's memory limit (--max-mem, 50 MB: past it Kaldi prunes harder and
+retries). kaldi-decoder hangs a process that imported kaldilm first (which
+:mod:`asrdist.decode.graph` does), so it is imported only inside :class:`LatticeDecoder`.
 
 The same pipeline from the raw lattice's bytes on (read, connect, cost offsets, determinization,
 acoustic scale) is compiled in :mod:`asrdist.decode._lattice_native` (_lattice_native.cpp,
 transcribed from the functions here, to the same bits), built by ``pip install -e .``; issue 32
-measured the Python too slow for decoding within 1.5x of Kaldi. :class:`LatticeDecoder` uses
-it whenever it was built, and the Python otherwise (a checkout used through PYTHONPATH), saying
-once that decoding is then slower.
+measured the Python too slow for decoding within 1.5x of Kaldi.
 
 The sweep (:func:`best_path`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
 lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point (and
@@ -54,7 +58,7 @@ import kaldi_hmm_gmm  # noqa: F401  (first: kaldifst or kaldi_decoder before it 
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.options import POSITIVE, Options, option
+from asrdist.options import POSITIVE, Options, at_least, option
 
 try:
     from asrdist.decode import _lattice_native
@@ -609,18 +613,25 @@ def no_cyclic_gc() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class LatticeOptions(Options):
-    """steps/nnet3/decode.sh's defaults for latgen-faster-mapped. Its --max-active=7000 has no
-    counterpart: LatticeSimpleDecoder keeps every token within the beam (no kaldi-decoder or
-    kaldi-hmm-gmm release binds LatticeFasterDecoder's lattice). Its beam pruning also differs
-    from LatticeFasterDecoder's in which tokens it keeps: on the mini recipe's GMM scores and
-    trigram graph 17 of 20 lattices are equivalent to latgen-faster-mapped's (ours determinize
-    Kaldi's own raw lattices to equivalent ones: the search differs, not the determinization),
-    and all 39 sweep points' best paths equal Kaldi's (bench.lattice_decode)."""
+    """steps/nnet3/decode.sh's options for latgen-faster-mapped (--min-active: Kaldi's
+    default). The compiled search (asrdist.decode._lattice_native) honours them all, as
+    LatticeFasterDecoder does: past --max-active tokens a frame's beam narrows to the
+    max-active-th best cost (plus 0.5), below --min-active it widens to the min-active-th.
+    kaldi-decoder's LatticeSimpleDecoder, the search where the module was not built, has
+    neither (it keeps every token within the beam) and differs in which tokens it keeps: on the
+    mini recipe's GMM scores and trigram graph 17 of 20 lattices are equivalent to
+    latgen-faster-mapped's, all 39 sweep points' best paths equal Kaldi's
+    (bench.lattice_decode)."""
 
     acwt: float = option(0.1, "Acoustic scale of the search (the main text and ctm: LMWT "
                                "1/acwt).", check=POSITIVE)
-    beam: float = option(15.0, "Decoding beam.")
-    lattice_beam: float = option(8.0, "Lattice beam: paths kept within it of the best.")
+    beam: float = option(15.0, "Decoding beam.", check=POSITIVE)
+    lattice_beam: float = option(8.0, "Lattice beam: paths kept within it of the best.",
+                                 check=POSITIVE)
+    max_active: int = option(7000, "Most tokens a frame expands (the beam narrows past it).",
+                             check=at_least(2))
+    min_active: int = option(200, "Fewest tokens a frame expands (the beam widens below it).",
+                             check=at_least(0))
 
 
 def load_kaldi_decoder() -> ModuleType:
@@ -639,14 +650,18 @@ class LatticeDecoder:
     """One search per utterance, to a determinized compact lattice (acoustic costs unscaled, as
     latgen-faster-mapped writes them).
 
-    kaldi-decoder is imported here, never at module level: it hangs a process that imported
-    kaldilm before it, so this refuses to start in such a process.
+    With asrdist.decode._lattice_native built, the search is its own (LatticeFasterDecoder's
+    algorithm, over HCLG's file mapped in memory: :func:`asrdist.decode.graph.search_graph`).
+    Without it, kaldi-decoder's LatticeSimpleDecoder over a kaldifst graph: kaldi-decoder is
+    imported here, never at module level, as it hangs a process that imported kaldilm before
+    it, so that path refuses to start in such a process.
     """
 
-    def __init__(self, hclg: kaldifst.StdFst, trans: TransitionInfo,
+    def __init__(self, hclg: str | os.PathLike | kaldifst.StdFst, trans: TransitionInfo,
                  opts: LatticeOptions = LatticeOptions(), native: bool | None = None):
-        """``native``: the compiled determinizer (True), the Python one (False), or the compiled
-        one where it was built (None)."""
+        """``hclg``: the graph's file (vector or const), or for kaldi-decoder a kaldifst FST.
+        ``native``: the compiled search and determinizer (True), kaldi-decoder's search and
+        the Python determinizer (False), or the compiled ones where they were built (None)."""
         if native is None:
             native = _lattice_native is not None
             if not native:
@@ -654,23 +669,40 @@ class LatticeDecoder:
         elif native and _lattice_native is None:
             raise AsrdistError("asrdist.decode._lattice_native is not built (pip install -e .)")
         self.native = native
-        kaldi_decoder = load_kaldi_decoder()
-        self.kd = kaldi_decoder
         self.trans = trans
         self.opts = opts
+        self.reached_final = False
+        phones = _PhoneMap.of(trans)
+        self.phone = np.array(phones.phone, dtype=np.int32)
+        self.starts_phone = np.array(phones.starts_phone, dtype=np.uint8)
+        is_path = isinstance(hclg, (str, os.PathLike))
+        if native:
+            if not hasattr(_lattice_native, "Search"):  # a build of older sources
+                raise AsrdistError("asrdist.decode._lattice_native was built before the lattice "
+                                   "search was added to it: rebuild it (pip install -e .)")
+            if not is_path:
+                raise AsrdistError("the compiled search reads HCLG from its file: pass its path")
+            from asrdist.decode.graph import search_graph
+
+            self.searcher = _lattice_native.Search(search_graph(hclg), opts.beam,
+                                                   opts.max_active, opts.min_active,
+                                                   opts.lattice_beam)
+            return
+        kaldi_decoder = load_kaldi_decoder()
+        self.kd = kaldi_decoder
+        if is_path:
+            from asrdist.decode.graph import read_fst
+
+            hclg = read_fst(hclg)
         self.hclg = hclg  # the C++ decoder keeps a reference only
         config = kaldi_decoder.LatticeSimpleDecoderConfig()
         config.beam = opts.beam
         config.lattice_beam = opts.lattice_beam
         self.decoder = kaldi_decoder.LatticeSimpleDecoder(hclg, config)
-        self.reached_final = False
-        phones = _PhoneMap.of(trans)
-        self.phone = np.array(phones.phone, dtype=np.int32)
-        self.starts_phone = np.array(phones.starts_phone, dtype=np.uint8)
 
-    def search(self, pdf_scores: np.ndarray) -> kaldifst.Lattice:
-        """The raw lattice of a frames x pdfs score matrix (scaled by acwt), as kaldi-decoder
-        gives it.
+    def search(self, pdf_scores: np.ndarray) -> bytes | kaldifst.Lattice:
+        """The raw lattice of a frames x pdfs score matrix (scaled by acwt): OpenFst's binary
+        layout of it from the compiled search, a kaldifst.Lattice from kaldi-decoder.
 
         As decode.sh (--allow-partial=true), a search that reaches no final state still gives
         a lattice, ending in the last frame's states; ``reached_final`` says which it was.
@@ -679,6 +711,12 @@ class LatticeDecoder:
             raise AsrdistError("cannot decode an empty score matrix")
         matrix = np.ascontiguousarray(
             F32(self.opts.acwt) * pdf_scores[:, self.trans.tid_to_pdf[1:]].astype(F32))
+        if self.native:
+            try:
+                raw, self.reached_final = self.searcher.decode(matrix)
+            except ValueError as e:
+                raise AsrdistError(str(e)) from None
+            return raw
         self.decoder.decode(self.kd.DecodableCtc(matrix))
         self.reached_final = self.decoder.final_relative_cost() != math.inf
         ok, raw = self.decoder.get_raw_lattice(True)
@@ -692,21 +730,24 @@ class LatticeDecoder:
             return self.compact_native(self.search(pdf_scores))
         return self.compact_python(self.search(pdf_scores))
 
-    def compact_python(self, raw: kaldifst.Lattice) -> CompactLattice:
+    def compact_python(self, raw: bytes | kaldifst.Lattice) -> CompactLattice:
         """The determinized compact lattice of a raw one, its acoustic costs unscaled (times
-        1/acwt), by the Python here."""
+        1/acwt), by the Python here. The cost offsets' rounding (:func:`_with_cost_offsets`)
+        is for kaldi-decoder's lattices: the compiled search's costs are rounded already."""
         with no_cyclic_gc():
+            lat = connect(_from_kaldifst(raw))
             clat = determinize_lattice_phone_pruned(
-                _with_cost_offsets(connect(_from_kaldifst(raw))), self.trans,
+                lat if isinstance(raw, bytes) else _with_cost_offsets(lat), self.trans,
                 self.opts.lattice_beam)
             return scale_acoustics(clat, 1.0 / self.opts.acwt)
 
-    def compact_native(self, raw: kaldifst.Lattice) -> CompactLattice:
+    def compact_native(self, raw: bytes | kaldifst.Lattice) -> CompactLattice:
         """:meth:`compact_python`'s lattice, by asrdist.decode._lattice_native."""
         try:
             flat = _lattice_native.compact_lattice(_fst_bytes(raw), self.phone,
                                                    self.starts_phone, self.opts.lattice_beam,
-                                                   1.0 / self.opts.acwt)
+                                                   1.0 / self.opts.acwt,
+                                                   not isinstance(raw, bytes))
         except ValueError as e:
             raise AsrdistError(str(e)) from None
         return _compact_from_flat(*flat)
@@ -721,7 +762,8 @@ def _warn_not_built() -> None:
     if not _warned_not_built:
         _warned_not_built = True
         log.warning("asrdist.decode._lattice_native is not built (pip install -e .): lattices "
-                    "are determinized in Python, decoding takes about 1.5x the CPU")
+                    "are searched by kaldi-decoder (no --max-active) and determinized in "
+                    "Python, decoding takes about 1.5x the CPU")
 
 
 def _compact_from_flat(start: int, counts: np.ndarray, words: np.ndarray, weights: np.ndarray,
@@ -798,9 +840,12 @@ _FST_ARC = np.dtype([("i", "<i4"), ("o", "<i4"), ("w1", "<f4"), ("w2", "<f4"), (
 _FST_STATE = struct.Struct("<ffq")  # final weight (LatticeWeight), number of arcs
 
 
-def _fst_bytes(fst: kaldifst.Lattice) -> bytes:
-    """A kaldifst.Lattice in OpenFst's binary VectorFst layout: kaldifst can only write that to
-    a file, and the file is in memory (/dev/shm where there is one)."""
+def _fst_bytes(fst: bytes | kaldifst.Lattice) -> bytes:
+    """A kaldifst.Lattice in OpenFst's binary VectorFst layout (the compiled search's raw
+    lattice already is): kaldifst can only write that to a file, and the file is in memory
+    (/dev/shm where there is one)."""
+    if isinstance(fst, bytes):
+        return fst
     shm = Path("/dev/shm")
     fd, name = tempfile.mkstemp(suffix=".fst", dir=shm if shm.is_dir() else None)
     try:
@@ -812,7 +857,7 @@ def _fst_bytes(fst: kaldifst.Lattice) -> bytes:
         os.unlink(name)
 
 
-def _from_kaldifst(fst: kaldifst.Lattice) -> Lattice:
+def _from_kaldifst(fst: bytes | kaldifst.Lattice) -> Lattice:
     """A kaldifst.Lattice, exact float32 weights (unlike its text form), read from its binary
     layout (:func:`_fst_bytes`), 30x faster than its arc iterator's Python calls."""
     data = _fst_bytes(fst)

@@ -10,7 +10,7 @@ import kaldifst
 import numpy as np
 import pytest
 
-from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst
+from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst, search_graph
 from asrdist.decode.lattice import LatticeDecoder, best_path
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
@@ -59,9 +59,13 @@ def test_const_fst_of_openfst_fstconvert_reads_and_decodes_as_its_vector_twin(
     pdfs = tiny_system.pdf_frames("dog sit on cat")
     scores = rng.normal(-6.0, 1.0, (len(pdfs), tiny_system.trans.num_pdfs)).astype(np.float32)
     scores[np.arange(len(pdfs)), pdfs] += 3.0
-    hyps = [best_path(LatticeDecoder(g, tiny_system.trans).decode(scores), 10.0, 0.0).words
-            for g in (vector, got)]
+    hyps = [best_path(LatticeDecoder(g, tiny_system.trans, native=False).decode(scores), 10.0,
+                      0.0).words for g in (vector, got)]
     assert hyps[1] == hyps[0] and hyps[0]
+    # the compiled search: the const file mapped, the vector one converted; the same lattices
+    lats = [LatticeDecoder(g, tiny_system.trans, native=True).decode(scores)
+            for g in (tiny_graph / "HCLG.fst", const)]
+    assert lats[1] == lats[0] and lats[0].num_states > 1
 
 
 def test_truncated_or_foreign_fst_is_one_line_naming_the_file(tiny_graph, tmp_path):
@@ -73,11 +77,11 @@ def test_truncated_or_foreign_fst_is_one_line_naming_the_file(tiny_graph, tmp_pa
              "type.fst": const.replace(b"const", b"compa", 1)}
     for name, raw in cases.items():
         (tmp_path / name).write_bytes(raw)
-        with pytest.raises(AsrdistError) as err:
-            read_fst(tmp_path / name)
-            list(fst_chunks(tmp_path / name))
-        message = str(err.value)
-        assert message.startswith(str(tmp_path / name)) and "\n" not in message, message
+        for read in (read_fst, lambda p: list(fst_chunks(p)), search_graph):
+            with pytest.raises(AsrdistError) as err:
+                read(tmp_path / name)
+            message = str(err.value)
+            assert message.startswith(str(tmp_path / name)) and "\n" not in message, message
 
 
 def test_tree_file_round_trips(tiny_system):

@@ -1,8 +1,9 @@
 """Lattices and the sweep on them, against outputs of Kaldi's own binaries (kaldi_expected/,
 made by the commands in its README: latgen-faster-mapped, lattice-copy, lattice-scale |
 lattice-add-penalty | lattice-best-path). Our lattices are made both ways: by the compiled
-determinizer (asrdist.decode._lattice_native) and by the Python one, in a process where the
-compiled module cannot be imported (a checkout that was not built)."""
+search and determinizer (asrdist.decode._lattice_native) and by kaldi-decoder's search and the
+Python determinizer, in a process where the compiled module cannot be imported (a checkout that
+was not built)."""
 
 from __future__ import annotations
 

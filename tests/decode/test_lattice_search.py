@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from asrdist.decode.decoder import check_compatible
-from asrdist.decode.graph import max_ilabel, read_fst
+from asrdist.decode.graph import max_ilabel
 from asrdist.decode.lattice import LatticeDecoder, LatticeOptions, best_path
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
@@ -23,7 +23,7 @@ def _scores(tiny_system, sentence: str) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def decoder(tiny_system, tiny_graph) -> LatticeDecoder:
-    return LatticeDecoder(read_fst(tiny_graph / "HCLG.fst"), tiny_system.trans,
+    return LatticeDecoder(tiny_graph / "HCLG.fst", tiny_system.trans,
                           LatticeOptions(acwt=1.0))
 
 
@@ -60,3 +60,57 @@ def test_graph_of_another_model_is_refused(tiny_system, tiny_graph):
 
 def _names() -> dict[str, str]:
     return {"graph": "exp/graph", "trans": "exp/mono/final.mdl", "model": "final.pt"}
+
+
+def _fan_out_search(max_active: int) -> list[list[tuple[int, int, tuple, int]]]:
+    """The compiled search's raw lattice on a graph that fans out from the start to states
+    1..4 (transition-ids 1..4, words 1..4, no graph cost), each going on to the final state 5
+    by transition-id 5; frame 0 scores the branches 0, -1, -3, -5, frame 1 the last arc 0."""
+    from asrdist.decode import _lattice_native
+    from asrdist.decode.lattice import _from_kaldifst
+
+    arcs = [(k, k, 0, k) for k in range(1, 5)] + [(5, 0, 0, 5)] * 4
+    graph = _lattice_native.flat_graph(
+        "fan.fst", 0, np.array([np.inf] * 5 + [0.0], dtype=np.float32),
+        np.array([4, 1, 1, 1, 1, 0], dtype=np.int64), np.array(arcs, dtype=np.int32))
+    scores = np.full((2, 5), -100.0, dtype=np.float32)
+    scores[0, :4] = [0.0, -1.0, -3.0, -5.0]
+    scores[1, 4] = 0.0
+    search = _lattice_native.Search(graph, beam=100.0, max_active=max_active, min_active=0,
+                                    lattice_beam=100.0)
+    raw, reached_final = search.decode(scores)
+    assert reached_final
+    lat = _from_kaldifst(raw)
+    return [[(a[0], a[1], tuple(float(x) for x in a[2]), a[3]) for a in arcs]
+            for arcs in lat.arcs]
+
+
+def test_max_active_narrows_the_beam_to_the_max_active_th_best_token():
+    """By hand: at frame 1 the four tokens cost 0, 1, 3, 5. Past max-active 2 the cutoff is
+    the cost of the third best (sorted, index max-active: 3) and tokens at or under it are
+    expanded: the branch of cost 5 ends there and is pruned with its link. At max-active 3
+    (the cutoff: index 3, cost 5) all four go on, as the beam of 100 alone keeps them."""
+    def branches(lat):
+        return sorted(a[0] for a in lat[0])
+
+    assert branches(_fan_out_search(2)) == [1, 2, 3]
+    assert branches(_fan_out_search(3)) == [1, 2, 3, 4]
+    lat = _fan_out_search(2)
+    assert len(lat) == 5  # the start, three branches, the final state
+    # acoustic costs -loglike (the frames' best token costs 0: offsets 0), graph costs 0
+    assert sorted(a[2] for a in lat[0]) == [(0.0, 0.0), (0.0, 1.0), (0.0, 3.0)]
+
+
+def test_an_arc_out_of_the_graph_is_one_line_naming_the_file():
+    from asrdist.decode import _lattice_native
+
+    graph = _lattice_native.flat_graph(
+        "bad.fst", 0, np.array([np.inf, 0.0], dtype=np.float32), np.array([1, 0], dtype=np.int64),
+        np.array([(1, 0, 0, 7)], dtype=np.int32))
+    search = _lattice_native.Search(graph, beam=15.0, max_active=7000, min_active=200,
+                                    lattice_beam=8.0)
+    with pytest.raises(ValueError, match="^bad.fst: state 0 has an arc to a state outside the "
+                                         "graph$"):
+        search.decode(np.zeros((2, 1), dtype=np.float32))
+    with pytest.raises(ValueError, match=r"^bad.fst: transition-id 1 is not in the model$"):
+        search.decode(np.zeros((2, 0), dtype=np.float32))

@@ -25,8 +25,9 @@ deps:
 	fi
 
 # torch is installed first and pinned, so no dependency can pull the CUDA build. The editable
-# install compiles asrdist/decode/_lattice_native.cpp (g++, pybind11): a changed source rebuilds.
-$(STAMP): setup.cfg pyproject.toml setup.py asrdist/decode/_lattice_native.cpp
+# install compiles asrdist/decode/*.cpp into _lattice_native (g++, pybind11): a changed source
+# rebuilds.
+$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard asrdist/decode/*.cpp)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0

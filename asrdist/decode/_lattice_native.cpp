@@ -11,6 +11,7 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -888,6 +889,129 @@ py::tuple compact_lattice(const py::bytes& fst, const py::array_t<int32_t, py::a
                         to_array(offsets), to_array(labels));
 }
 
+
+// ---- the sweep: best_path at many (lmwt, wip) points (lattice.best_path, _shortest_path) ----
+
+template <class T>
+using Vec = py::array_t<T, py::array::c_style | py::array::forcecast>;
+
+// _top_order on the flat arcs (state s's arcs are begin[s]..begin[s+1])
+std::vector<int32_t> flat_top_order(const std::vector<int64_t>& begin, const int32_t* nexts) {
+  size_t n = begin.size() - 1;
+  std::vector<int32_t> indeg(n, 0), order, stack;
+  for (int64_t i = 0; i < begin[n]; ++i) ++indeg[nexts[i]];
+  order.reserve(n);
+  for (size_t i = n; i-- > 0;)
+    if (indeg[i] == 0) stack.push_back(static_cast<int32_t>(i));
+  while (!stack.empty()) {
+    int32_t s = stack.back();
+    stack.pop_back();
+    order.push_back(s);
+    for (int64_t i = begin[s + 1]; i-- > begin[s];)
+      if (--indeg[nexts[i]] == 0) stack.push_back(nexts[i]);
+  }
+  if (order.size() != n)
+    throw py::value_error("the lattice has a cycle (empty words or epsilon cycles in the LM?)");
+  return order;
+}
+
+// scale_lattice's sc(w) with (lm_scale, ac_scale) = (1, ac_scale), ZERO kept
+W scale_weight(float g, float a, double ac_scale) {
+  if (std::isinf(g)) return kZero;
+  double dg = g, da = a;
+  return {static_cast<float>(1.0 * dg + 0.0 * da), static_cast<float>(0.0 * dg + ac_scale * da)};
+}
+
+py::list best_paths(int64_t start, const Vec<int64_t>& counts, const Vec<int32_t>& words,
+                    const Vec<float>& weights, const Vec<int32_t>& nexts,
+                    const Vec<uint8_t>& finals, const Vec<float>& final_weights,
+                    const Vec<int64_t>& offsets, const Vec<int32_t>& labels,
+                    const std::vector<std::pair<double, double>>& points) {
+  size_t n = static_cast<size_t>(counts.size());
+  size_t m = static_cast<size_t>(words.size());
+  if (static_cast<size_t>(weights.size()) != 2 * m || static_cast<size_t>(nexts.size()) != m ||
+      static_cast<size_t>(finals.size()) != n ||
+      static_cast<size_t>(final_weights.size()) != 2 * n ||
+      static_cast<size_t>(offsets.size()) != m + n + 1)
+    throw py::value_error("the compact lattice's flat arrays disagree in their lengths");
+  const int64_t* cnt = counts.data();
+  const int32_t* word = words.data();
+  const float* wt = weights.data();
+  const int32_t* nxt = nexts.data();
+  const uint8_t* fin = finals.data();
+  const float* fwt = final_weights.data();
+  const int64_t* off = offsets.data();
+  const int32_t* lab = labels.data();
+  std::vector<int64_t> begin(n + 1, 0);
+  for (size_t s = 0; s < n; ++s) begin[s + 1] = begin[s] + cnt[s];
+  if (static_cast<size_t>(begin[n]) != m)
+    throw py::value_error("the compact lattice's arc counts do not add up to its arcs");
+  for (size_t i = 0; i < m; ++i)
+    if (nxt[i] < 0 || static_cast<size_t>(nxt[i]) >= n)
+      throw py::value_error("a compact lattice arc leads to no state");
+  if (off[m + n] > labels.size()) throw py::value_error("the string offsets pass the labels");
+  if (n && (start < 0 || static_cast<size_t>(start) >= n))
+    throw py::value_error("the compact lattice's start is no state");
+  std::vector<int32_t> order;
+  bool sorted = start == 0;
+  for (size_t s = 0; s < n && sorted; ++s)
+    for (int64_t i = begin[s]; i < begin[s + 1]; ++i)
+      if (static_cast<size_t>(nxt[i]) <= s) sorted = false;
+  if (n) {
+    if (sorted) {
+      order.resize(n);
+      for (size_t s = 0; s < n; ++s) order[s] = static_cast<int32_t>(s);
+    } else {
+      order = flat_top_order(begin, nxt);
+    }
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> best(n + 1);
+  std::vector<int32_t> back_state(n + 1);
+  std::vector<int64_t> back_arc(n + 1);  // arc index, or m + s for state s's final string
+  py::list out;
+  for (const auto& [lmwt, wip] : points) {
+    std::vector<int32_t> path_words, alignment;
+    if (n) {
+      double ac_scale = 1.0 / lmwt;
+      float pen = static_cast<float>(wip);
+      std::fill(best.begin(), best.end(), inf);
+      std::fill(back_state.begin(), back_state.end(), -1);
+      best[start] = 0.0;
+      for (int32_t s : order) {
+        for (int64_t i = begin[s]; i < begin[s + 1]; ++i) {
+          W w = scale_weight(wt[2 * i], wt[2 * i + 1], ac_scale);
+          if (word[i] != 0) w.g = w.g + pen;
+          double c = best[s] + cost(w);
+          if (c < best[nxt[i]]) {
+            best[nxt[i]] = c;
+            back_state[nxt[i]] = s;
+            back_arc[nxt[i]] = i;
+          }
+        }
+        if (fin[s]) {
+          double c = best[s] + cost(scale_weight(fwt[2 * s], fwt[2 * s + 1], ac_scale));
+          if (c < best[n]) {
+            best[n] = c;
+            back_state[n] = s;
+            back_arc[n] = static_cast<int64_t>(m) + s;
+          }
+        }
+      }
+      std::vector<int64_t> strings;
+      for (size_t s = n; back_state[s] >= 0; s = static_cast<size_t>(back_state[s])) {
+        int64_t a = back_arc[s];
+        strings.push_back(a);
+        if (a < static_cast<int64_t>(m) && word[a]) path_words.push_back(word[a]);
+      }
+      std::reverse(path_words.begin(), path_words.end());
+      for (auto it = strings.rbegin(); it != strings.rend(); ++it)
+        alignment.insert(alignment.end(), lab + off[*it], lab + off[*it + 1]);
+    }
+    out.append(py::make_tuple(py::cast(path_words), py::cast(alignment)));
+  }
+  return out;
+}
 }  // namespace
 
 void register_search(py::module_& m);  // _lattice_search.cpp
@@ -901,5 +1025,10 @@ PYBIND11_MODULE(_lattice_native, m) {
         "compact lattice of LatticeDecoder.decode, as flat arrays: start, arcs per state, "
         "words, weights (pairs), next states, final flags, final weights, string offsets "
         "(arcs', then states' finals), transition-ids.");
+  m.def("best_paths", &best_paths, py::arg("start"), py::arg("counts"), py::arg("words"),
+        py::arg("weights"), py::arg("nexts"), py::arg("finals"), py::arg("final_weights"),
+        py::arg("offsets"), py::arg("labels"), py::arg("points"),
+        "lattice.best_path at each (lmwt, wip) of points, on a compact lattice in "
+        "compact_lattice's flat arrays: a list of (words, transition-ids) pairs.");
   register_search(m);
 }

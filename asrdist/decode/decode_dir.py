@@ -28,7 +28,7 @@ from asrdist.decode.lattice import (
     CompactLattice,
     LatticeDecoder,
     LatticeOptions,
-    best_path,
+    best_paths,
     load_kaldi_decoder,
 )
 from asrdist.decode.lattice_io import compact_lattice_binary
@@ -179,12 +179,10 @@ class _Worker:
         if not self.decoder.reached_final:
             result.partial.append(utt)
             result.log.append(f"WARNING: {utt}: no final state reached, partial lattice kept")
-        read: dict[tuple[float, float], tuple[list[str], list[str] | None]] = {}
+        points = list(dict.fromkeys((v.lmwt, v.wip) for v in self.variants))
+        read = {point: (self.reader.words(utt, path.words), self.reader.ctm(utt, path))
+                for point, path in zip(points, best_paths(clat, points), strict=True)}
         for v in self.variants:
-            if (v.lmwt, v.wip) not in read:
-                path = best_path(clat, v.lmwt, v.wip)
-                read[v.lmwt, v.wip] = (self.reader.words(utt, path.words),
-                                       self.reader.ctm(utt, path))
             result.texts[v.name][utt], lines = read[v.lmwt, v.wip]
             if v.name is None:
                 result.log.append(f"{utt} {' '.join(result.texts[None][utt])}")

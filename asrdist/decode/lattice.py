@@ -48,7 +48,7 @@ import os
 import struct
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -915,6 +915,39 @@ def best_path(clat: CompactLattice, lmwt: float, wip: float) -> BestPath:
     arcs = [[(a[0], (a[1][0] + pen, a[1][1]) if a[0] != 0 else a[1], a[2], a[3]) for a in arcs]
             for arcs in scaled.arcs]
     return _shortest_path(CompactLattice(arcs, scaled.final, scaled.start))
+
+
+def best_paths(clat: CompactLattice, points: Sequence[tuple[float, float]],
+               native: bool | None = None) -> list[BestPath]:
+    """:func:`best_path` at each (lmwt, wip) of ``points``, in one call to the compiled sweep
+    (``native`` None: where it was built; the Python per point without it). Issue 32: the
+    Python sweep cost more than the compiled lattice pass itself."""
+    if native is None:
+        native = _lattice_native is not None and hasattr(_lattice_native, "best_paths")
+    if not native:
+        return [best_path(clat, lmwt, wip) for lmwt, wip in points]
+    try:
+        found = _lattice_native.best_paths(*_flat_of(clat), [(float(lmwt), float(wip))
+                                                             for lmwt, wip in points])
+    except ValueError as e:
+        raise AsrdistError(str(e)) from None
+    return [BestPath(words, alignment) for words, alignment in found]
+
+
+def _flat_of(clat: CompactLattice) -> tuple:
+    """A compact lattice in _lattice_native.compact_lattice's flat arrays (the inverse of
+    :func:`_compact_from_flat`)."""
+    arcs = [a for state_arcs in clat.arcs for a in state_arcs]
+    finals = [f is not None for f in clat.final]
+    strings = [a[2] for a in arcs] + [() if f is None else f[1] for f in clat.final]
+    offsets = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum([len(string) for string in strings], out=offsets[1:])
+    return (clat.start, np.array([len(a) for a in clat.arcs], np.int64),
+            np.array([a[0] for a in arcs], np.int32),
+            np.array([w for a in arcs for w in a[1]], F32).reshape(-1),
+            np.array([a[3] for a in arcs], np.int32), np.array(finals, np.uint8),
+            np.array([w for f in clat.final for w in (ZERO if f is None else f[0])], F32),
+            offsets, np.fromiter(itertools.chain.from_iterable(strings), np.int32))
 
 
 def _shortest_path(clat: CompactLattice) -> BestPath:

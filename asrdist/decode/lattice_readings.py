@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from asrdist.decode.lattice import BestPath, CompactLattice, best_path
+from asrdist.decode.lattice import BestPath, CompactLattice, best_paths
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
@@ -91,10 +91,9 @@ def write_readings(out_dir: str | os.PathLike, lattices: Iterable[tuple[str, Com
     for utt, clat in lattices:
         if utt in texts[""]:
             raise AsrdistError(f"{out}: utterance {utt} has two lattices")
-        paths: dict[tuple[float, float], BestPath] = {}
+        unique = list(dict.fromkeys((lmwt, wip) for _, lmwt, wip in points))
+        paths = dict(zip(unique, best_paths(clat, unique), strict=True))
         for prefix, lmwt, wip in points:
-            if (lmwt, wip) not in paths:
-                paths[lmwt, wip] = best_path(clat, lmwt, wip)
             path = paths[lmwt, wip]
             texts[prefix][utt] = f"{utt} {' '.join(reader.words(utt, path.words))}".rstrip()
             ctms[prefix] += reader.ctm(utt, path) or []

@@ -22,6 +22,7 @@ from asrdist.decode.lattice import (
     CompactLattice,
     _TaskQueue,
     best_path_words,
+    best_paths,
 )
 from asrdist.decode.lattice_io import (
     compact_lattice_text,
@@ -126,9 +127,12 @@ def _check_sweep(lats: dict[str, CompactLattice]) -> None:
     sweep = _kaldi_sweep()
     assert len(sweep) == 39  # s5c's sweep: LMWT 5..17 x WIP 0.0, 0.5, 1.0
     assert len({tuple(point["noise1"]) for point in sweep.values()}) > 1  # the sweep matters
-    for (lmwt, wip), expected in sweep.items():
-        got = {utt: best_path_words(clat, float(lmwt), float(wip)) for utt, clat in lats.items()}
-        assert got == expected, (lmwt, wip)
+    points = [(float(lmwt), float(wip)) for lmwt, wip in sweep]
+    for native in (True, False):  # the compiled sweep, and the Python without it
+        paths = {utt: best_paths(clat, points, native=native) for utt, clat in lats.items()}
+        for k, ((lmwt, wip), expected) in enumerate(sweep.items()):
+            got = {utt: path[k].words for utt, path in paths.items()}
+            assert got == expected, (lmwt, wip, native)
 
 
 def test_lattice_decoding_refuses_a_process_that_loaded_kaldilm_first():

@@ -28,7 +28,6 @@ from asrdist.decode.lattice import (
     CompactLattice,
     LatticeDecoder,
     LatticeOptions,
-    best_paths,
     load_kaldi_decoder,
 )
 from asrdist.decode.lattice_io import compact_lattice_binary
@@ -179,9 +178,7 @@ class _Worker:
         if not self.decoder.reached_final:
             result.partial.append(utt)
             result.log.append(f"WARNING: {utt}: no final state reached, partial lattice kept")
-        points = list(dict.fromkeys((v.lmwt, v.wip) for v in self.variants))
-        read = {point: (self.reader.words(utt, path.words), self.reader.ctm(utt, path))
-                for point, path in zip(points, best_paths(clat, points), strict=True)}
+        read = self.reader.read_points(utt, clat, [(v.lmwt, v.wip) for v in self.variants])
         for v in self.variants:
             result.texts[v.name][utt], lines = read[v.lmwt, v.wip]
             if v.name is None:

@@ -58,6 +58,23 @@ class PathReader:
             raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which "
                                f"{self.holder.format(utt=utt)}") from None
 
+    def read_points(self, utt: str, clat: CompactLattice,
+                    points: Sequence[tuple[float, float]]
+                    ) -> dict[tuple[float, float], tuple[list[str], list[str] | None]]:
+        """Words and CTM lines of the best path at each (lmwt, wip) point, all found in one
+        call (:func:`best_paths`), each distinct path read once: most of the sweep's points
+        share a path, and its word alignment cost more than the search for it."""
+        read: dict[tuple[tuple[int, ...], tuple[int, ...]],
+                   tuple[list[str], list[str] | None]] = {}
+        out = {}
+        unique = list(dict.fromkeys(points))
+        for point, path in zip(unique, best_paths(clat, unique), strict=True):
+            key = (tuple(path.words), tuple(path.alignment))
+            if key not in read:
+                read[key] = (self.words(utt, path.words), self.ctm(utt, path))
+            out[point] = read[key]
+        return out
+
     def ctm(self, utt: str, path: BestPath) -> list[str] | None:
         """CTM lines (times relative to the utterance); None without word timings."""
         timed = self.aligner.align(path.alignment, path.words) if self.aligner else None
@@ -91,12 +108,11 @@ def write_readings(out_dir: str | os.PathLike, lattices: Iterable[tuple[str, Com
     for utt, clat in lattices:
         if utt in texts[""]:
             raise AsrdistError(f"{out}: utterance {utt} has two lattices")
-        unique = list(dict.fromkeys((lmwt, wip) for _, lmwt, wip in points))
-        paths = dict(zip(unique, best_paths(clat, unique), strict=True))
+        read = reader.read_points(utt, clat, [(lmwt, wip) for _, lmwt, wip in points])
         for prefix, lmwt, wip in points:
-            path = paths[lmwt, wip]
-            texts[prefix][utt] = f"{utt} {' '.join(reader.words(utt, path.words))}".rstrip()
-            ctms[prefix] += reader.ctm(utt, path) or []
+            words, lines = read[lmwt, wip]
+            texts[prefix][utt] = f"{utt} {' '.join(words)}".rstrip()
+            ctms[prefix] += lines or []
     for prefix, _, _ in points:
         lines = [texts[prefix][u] for u in sorted(texts[prefix], key=str.encode)]
         _write(out / f"{prefix}text", "".join(t + "\n" for t in lines), "hypotheses")

@@ -92,7 +92,7 @@ def main() -> None:
         utts = len((work / "compiled.0" / "text").read_text().splitlines())
     py, co = min(cpu["python"]), min(cpu["compiled"])
     lines = [
-        "# The 39-point sweep, compiled against the Python",
+        "## The 39-point sweep, compiled against the Python",
         "",
         f"`.venv/bin/python -m bench.sweep_cost --reps {args.reps}`"
         + (" (--lattices given)" if args.lattices else ""),

@@ -32,7 +32,9 @@ measured the Python too slow for decoding within 1.5x of Kaldi.
 
 The sweep (:func:`best_path`) is what ``lattice-scale --inv-acoustic-scale=LMWT |
 lattice-add-penalty --word-ins-penalty=WIP | lattice-best-path`` gives for one point (and
-lattice-1best's transition-ids, for the word times).
+lattice-1best's transition-ids, for the word times); :func:`best_paths` reads many points in
+one call to the compiled module (``best_paths`` in _lattice_native.cpp, to the same paths,
+ties included), the Python per point where it was not built.
 """
 
 from __future__ import annotations

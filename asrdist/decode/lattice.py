@@ -66,6 +66,17 @@ try:
     from asrdist.decode import _lattice_native
 except ImportError:  # not built: a checkout used through PYTHONPATH
     _lattice_native = None
+# what this tree calls in the module: a build of older sources lacks some (a checkout updated
+# without pip install -e .), and is refused in one line rather than half used
+_NATIVE_CALLS = ("Search", "compact_lattice", "best_paths")
+
+
+def _check_native_build() -> None:
+    """One line saying to rebuild, if the compiled module predates this tree's sources."""
+    missing = [c for c in _NATIVE_CALLS if not hasattr(_lattice_native, c)]
+    if missing:
+        raise AsrdistError(f"asrdist.decode._lattice_native was built from older sources (no "
+                           f"{', '.join(missing)}): rebuild it (pip install -e .)")
 
 if TYPE_CHECKING:
     import kaldifst
@@ -679,9 +690,7 @@ class LatticeDecoder:
         self.starts_phone = np.array(phones.starts_phone, dtype=np.uint8)
         is_path = isinstance(hclg, (str, os.PathLike))
         if native:
-            if not hasattr(_lattice_native, "Search"):  # a build of older sources
-                raise AsrdistError("asrdist.decode._lattice_native was built before the lattice "
-                                   "search was added to it: rebuild it (pip install -e .)")
+            _check_native_build()
             if not is_path:
                 raise AsrdistError("the compiled search reads HCLG from its file: pass its path")
             from asrdist.decode.graph import search_graph
@@ -925,9 +934,10 @@ def best_paths(clat: CompactLattice, points: Sequence[tuple[float, float]],
     (``native`` None: where it was built; the Python per point without it). Issue 32: the
     Python sweep cost more than the compiled lattice pass itself."""
     if native is None:
-        native = _lattice_native is not None and hasattr(_lattice_native, "best_paths")
+        native = _lattice_native is not None
     if not native:
         return [best_path(clat, lmwt, wip) for lmwt, wip in points]
+    _check_native_build()
     try:
         found = _lattice_native.best_paths(*_flat_of(clat), [(float(lmwt), float(wip))
                                                              for lmwt, wip in points])

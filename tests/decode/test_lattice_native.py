@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions, _fst_bytes
+from asrdist.errors import AsrdistError
 from asrdist.kaldi.transition_model import read_transition_model
 from tests.decode.test_lattice import EXPECTED
 
@@ -76,3 +77,15 @@ def test_bad_input_is_one_error_line_not_a_crash():
     with pytest.raises(ValueError, match=r"^transition-id \d+ in the lattice is not in the "
                                          "model$"):
         _lattice_native.compact_lattice(data, dec.phone[:2], dec.starts_phone[:2], 8.0, 10.0)
+
+
+def test_a_build_of_older_sources_is_one_line_saying_to_rebuild(monkeypatch):
+    """A module built before this tree's sources (no best_paths) is refused, not half used."""
+    import types
+
+    from asrdist.decode import lattice
+
+    monkeypatch.setattr(lattice, "_lattice_native",
+                        types.SimpleNamespace(Search=object, compact_lattice=object))
+    with pytest.raises(AsrdistError, match=r"older sources \(no best_paths\).*rebuild"):
+        lattice.best_paths(lattice.CompactLattice(), [(10.0, 0.0)])

@@ -768,13 +768,13 @@ _warned_not_built = False
 
 
 def _warn_not_built() -> None:
-    """One line, once a process: the compiled determinizer is missing."""
+    """One line, once a process: the compiled module is missing."""
     global _warned_not_built
     if not _warned_not_built:
         _warned_not_built = True
         log.warning("asrdist.decode._lattice_native is not built (pip install -e .): lattices "
-                    "are searched by kaldi-decoder (no --max-active) and determinized in "
-                    "Python, decoding takes about 1.5x the CPU")
+                    "are searched by kaldi-decoder (no --max-active) and determinized and "
+                    "swept in Python: several times the CPU")
 
 
 def _compact_from_flat(start: int, counts: np.ndarray, words: np.ndarray, weights: np.ndarray,

@@ -187,17 +187,28 @@ class SimTransport(Transport):
         speed model's cost); a member's wait is only what is left of it by then, so a
         transfer hidden behind the steps computed meanwhile costs nothing."""
         members, tensors = self._members(group), list(tensors)
+
+        def mean(m: Meeting) -> float:
+            average_into([m.payloads[r] for r in members])
+            return self._allreduce_s(_nbytes(tensors), members)
+
+        return self._start_meeting(members, tensors, mean)
+
+    def _start_meeting(self, members: tuple[int, ...], payload: Any,
+                       action: Callable[[Meeting], float]) -> SimPending:
+        """This learner's next collective on ``members``, started without waiting: the last
+        to start it runs ``action`` (which returns the transfer's cost) and the meeting's
+        result ends that cost later."""
         clock = self.world.clock
         self._calls[members] += 1
 
-        def mean(m: Meeting) -> None:
-            average_into([m.payloads[r] for r in members])
-            clock.settle(m.result, clock.now + self._allreduce_s(_nbytes(tensors), members))
+        def start(m: Meeting) -> None:
+            clock.settle(m.result, clock.now + action(m))
 
-        meeting = self.world.meeting((members, self._calls[members]), members, 0.0, mean)
+        meeting = self.world.meeting((members, self._calls[members]), members, 0.0, start)
         if meeting.result is None:
             meeting.result = Later()
-        meeting.payloads[self.rank] = tensors
+        meeting.payloads[self.rank] = payload
         meeting.arrived[self.rank] = clock.now
         if len(meeting.arrived) == len(members):
             assert meeting.action is not None
@@ -228,22 +239,10 @@ class SimTransport(Transport):
         the last learner to start it computes the mean into every member's vector and sets
         its end at the blocking mean's cost from then, so a member's wait is what the steps
         computed meanwhile did not hide."""
-        members, clock = self._members(None), self.world.clock
-        self._calls[members] += 1
-
-        def mean(m: Meeting) -> None:
-            cost = self._compressed_mean_into(m, members, side, vector.numel())
-            clock.settle(m.result, clock.now + cost)
-
-        meeting = self.world.meeting((members, self._calls[members]), members, 0.0, mean)
-        if meeting.result is None:
-            meeting.result = Later()
-        meeting.payloads[self.rank] = (vector, side)
-        meeting.arrived[self.rank] = clock.now
-        if len(meeting.arrived) == len(members):
-            assert meeting.action is not None
-            meeting.action()
-        return SimPending(self, meeting.result)
+        members = self._members(None)
+        return self._start_meeting(
+            members, (vector, side),
+            lambda m: self._compressed_mean_into(m, members, side, vector.numel()))
 
     def broadcast_(self, tensor: torch.Tensor, src: int, group: Any = None) -> None:
         self._broadcast([tensor], src, self._members(group))

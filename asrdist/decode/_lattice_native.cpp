@@ -192,13 +192,14 @@ Lattice connect(const Lattice& lat) {
   return out;
 }
 
-// _top_order
-template <class A>
-std::vector<int32_t> top_order(const Arcs<A>& arcs) {
-  size_t n = arcs.size();
+// _top_order: Kahn's algorithm over states 0..n-1, the sources pushed from the highest,
+// each state's successors pushed in reverse arc order (the Python's order, so ties come out
+// the same). successors(s, f) calls f(next) for each arc of s, last arc first.
+template <class Successors>
+std::vector<int32_t> top_order_by(size_t n, Successors successors) {
   std::vector<int32_t> indeg(n, 0);
-  for (const auto& state_arcs : arcs)
-    for (const A& a : state_arcs) ++indeg[a.next];
+  for (size_t s = 0; s < n; ++s)
+    successors(static_cast<int32_t>(s), [&](int32_t next) { ++indeg[next]; });
   std::vector<int32_t> order, stack;
   order.reserve(n);
   for (size_t i = n; i-- > 0;)
@@ -207,13 +208,21 @@ std::vector<int32_t> top_order(const Arcs<A>& arcs) {
     int32_t s = stack.back();
     stack.pop_back();
     order.push_back(s);
-    for (auto it = arcs[s].rbegin(); it != arcs[s].rend(); ++it)
-      if (--indeg[it->next] == 0) stack.push_back(it->next);
+    successors(s, [&](int32_t next) {
+      if (--indeg[next] == 0) stack.push_back(next);
+    });
   }
   if (order.size() != n)
     throw py::value_error(
         "the lattice has a cycle (empty words or epsilon cycles in the LM?)");
   return order;
+}
+
+template <class A>
+std::vector<int32_t> top_order(const Arcs<A>& arcs) {
+  return top_order_by(arcs.size(), [&](int32_t s, auto&& f) {
+    for (auto it = arcs[s].rbegin(); it != arcs[s].rend(); ++it) f(it->next);
+  });
 }
 
 // top_sort
@@ -897,22 +906,9 @@ using Vec = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 // _top_order on the flat arcs (state s's arcs are begin[s]..begin[s+1])
 std::vector<int32_t> flat_top_order(const std::vector<int64_t>& begin, const int32_t* nexts) {
-  size_t n = begin.size() - 1;
-  std::vector<int32_t> indeg(n, 0), order, stack;
-  for (int64_t i = 0; i < begin[n]; ++i) ++indeg[nexts[i]];
-  order.reserve(n);
-  for (size_t i = n; i-- > 0;)
-    if (indeg[i] == 0) stack.push_back(static_cast<int32_t>(i));
-  while (!stack.empty()) {
-    int32_t s = stack.back();
-    stack.pop_back();
-    order.push_back(s);
-    for (int64_t i = begin[s + 1]; i-- > begin[s];)
-      if (--indeg[nexts[i]] == 0) stack.push_back(nexts[i]);
-  }
-  if (order.size() != n)
-    throw py::value_error("the lattice has a cycle (empty words or epsilon cycles in the LM?)");
-  return order;
+  return top_order_by(begin.size() - 1, [&](int32_t s, auto&& f) {
+    for (int64_t i = begin[s + 1]; i-- > begin[s];) f(nexts[i]);
+  });
 }
 
 // scale_lattice's sc(w) with (lm_scale, ac_scale) = (1, ac_scale), ZERO kept

@@ -29,6 +29,7 @@ from asrdist.decode.lattice import (
     LatticeDecoder,
     LatticeOptions,
     load_kaldi_decoder,
+    native_search,
 )
 from asrdist.decode.lattice_io import compact_lattice_binary
 from asrdist.decode.lattice_readings import PathReader, frame_shift, word_aligner
@@ -286,7 +287,7 @@ def decode_data_dir(
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
     variants = _variants(opts.acwt, lmwts, wips)
-    options = {"acwt": opts.acwt, "beam": opts.beam, "lattice_beam": opts.lattice_beam,
+    options = {**asdict(opts), "search": native_search(),  # both change the lattices
                "lmwts": list(lmwts), "wips": list(wips),
                "scorer": "nnet" if nnet is not None else "gmm" if gmm else "loglikes"}
     if nnet is not None:

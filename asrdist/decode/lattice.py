@@ -71,6 +71,12 @@ except ImportError:  # not built: a checkout used through PYTHONPATH
 _NATIVE_CALLS = ("Search", "compact_lattice", "best_paths")
 
 
+def native_search() -> str:
+    """Which search makes the lattices here: the compiled one, or kaldi-decoder's (no
+    --max-active) where the module was not built."""
+    return "asrdist" if _lattice_native is not None else "kaldi-decoder"
+
+
 def _check_native_build() -> None:
     """One line saying to rebuild, if the compiled module predates this tree's sources."""
     missing = [c for c in _NATIVE_CALLS if not hasattr(_lattice_native, c)]
@@ -645,6 +651,12 @@ class LatticeOptions(Options):
                              check=at_least(2))
     min_active: int = option(200, "Fewest tokens a frame expands (the beam widens below it).",
                              check=at_least(0))
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.min_active > self.max_active:
+            raise AsrdistError(f"--min-active {self.min_active} is above --max-active "
+                               f"{self.max_active}")
 
 
 def load_kaldi_decoder() -> ModuleType:

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from asrdist.decode.decode_dir import decode_data_dir
+from asrdist.decode.lattice import LatticeOptions
 from asrdist.decode.lattice_io import iter_lattices_binary
 from asrdist.errors import AsrdistError
+from asrdist.stage import Skipped
 from tests.decode.test_lattice import _costs, _shape
 
 EXPECTED = Path(__file__).parent / "kaldi_expected"
@@ -120,3 +122,20 @@ def test_bad_scores_are_one_line_naming_the_utterance_and_file(tmp_path, bad, me
                               f"{tmp_path / 'loglikes' / 'loglikes.scp'} {message}")
     assert not (tmp_path / "decode" / "text").exists()
     assert not list((tmp_path / "decode").glob("lat.*"))
+
+
+def test_a_rerun_with_another_max_active_decodes_again(tmp_path):
+    """Every lattice option is part of the stage's identity: --max-active (which the search
+    honours) changed is not skipped as done; the same options are."""
+    data, scp = _inputs(tmp_path, dict(kaldiio.load_ark(str(EXPECTED / "loglikes.ark"))))
+
+    def decode(opts: LatticeOptions):
+        return decode_data_dir(EXPECTED, data, tmp_path / "decode", opts=opts,
+                               trans_mdl=str(EXPECTED / "final.mdl"), loglikes=str(scp))
+
+    decode(LatticeOptions())
+    assert isinstance(decode(LatticeOptions()), Skipped)
+    again = decode(LatticeOptions(max_active=500))
+    assert not isinstance(again, Skipped) and again.decoded == 4
+    with pytest.raises(AsrdistError, match="--min-active 200 is above --max-active 50"):
+        LatticeOptions(max_active=50)  # refused up front, not in the decode job

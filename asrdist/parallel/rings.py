@@ -44,10 +44,11 @@ def keeping_roles(ring: list[int], gone: Collection[int]) -> list[int]:
     ring flips one active member)."""
     passive = [m for i, m in enumerate(ring) if not is_active(i) and m not in gone]
     active = [m for i, m in enumerate(ring) if is_active(i) and m not in gone]
+    left = {False: iter(passive), True: iter(active)}
     order: list[int] = []
-    while passive or active:
-        want, other = (active, passive) if is_active(len(order)) else (passive, active)
-        order.append((want or other).pop(0))
+    for pos in range(len(passive) + len(active)):
+        member = next(left[is_active(pos)], None)  # that role run out: the other's next
+        order.append(member if member is not None else next(left[not is_active(pos)]))
     return order
 
 

@@ -31,9 +31,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import logging
 import os
 import select
 import signal
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -91,7 +93,8 @@ def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = N
 def _detach(keep: int) -> None:
     """Put signals back to their default actions, drop every inherited file but stderr and
     ``keep``, and take the name :data:`NAME`. The objects inherited are never collected: one
-    holding a file would close its descriptor, by then perhaps the store's socket."""
+    holding a file would close its descriptor, by then perhaps the store's socket. The
+    process's text output is bound again to descriptors 1 and 2 (:func:`_own_output`)."""
     gc.freeze()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
@@ -103,8 +106,27 @@ def _detach(keep: int) -> None:
     limit = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
     os.closerange(3, keep)
     os.closerange(keep + 1, limit)
+    _own_output()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None).prctl(15, NAME, 0, 0, 0)  # PR_SET_NAME (Linux)
+
+
+def _own_output() -> None:
+    """Point ``sys.stdout``, ``sys.stderr`` and every logging handler at descriptors 1 and 2.
+    What the learner had may write to a descriptor just closed (a ``sys.stderr`` on a copy of
+    2, a log file): the store's next connection takes that number, and a line printed there
+    lands in a learner's store traffic (it read the line as the store's answer and ended)."""
+    sys.stdout = open(1, "w", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", buffering=1, closefd=False)
+    loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict
+                                      .values() if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            if isinstance(handler, logging.StreamHandler) \
+                    and not isinstance(handler, logging.FileHandler):
+                handler.setStream(sys.stderr)
+            else:  # a file, a socket: its descriptor is closed (or somebody else's now)
+                logger.removeHandler(handler)
 
 
 def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,

@@ -4,8 +4,11 @@ lease renewed, nobody connected), leaving nothing behind."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
+import sys
 import time
 from datetime import timedelta
 
@@ -88,3 +91,45 @@ def test_a_port_in_use_is_one_line_naming_it():
         port = s.getsockname()[1]
         with pytest.raises(AsrdistError, match=rf"store process for port {port} did not start"):
             storehost.start(port, 2, timeout_s=5.0)
+
+
+def test_the_store_process_prints_to_its_stderr_never_to_a_reused_descriptor(tmp_path):
+    """A learner whose sys.stderr is a copy of descriptor 2 (the test harness's) and which logs
+    to a file: after the detach those descriptors are closed and the next socket takes one of
+    their numbers; a line printed or logged must reach descriptor 2, not that socket (a
+    learner read such a line as the store's answer to its check and ended)."""
+    err, log_file = tmp_path / "err.txt", tmp_path / "learner.log"
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.dup2(os.open(err, os.O_WRONLY | os.O_CREAT), 2)
+            sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
+            logging.getLogger().addHandler(logging.FileHandler(log_file))
+            logging.getLogger().addHandler(logging.StreamHandler(sys.stderr))
+            copies = {sys.stderr.fileno(), logging.getLogger().handlers[-2].stream.fileno()}
+            storehost._detach(keep=write_end)
+            pairs = []  # sockets, until they hold the numbers of the closed copies
+            while len(pairs) < 64 and not {s.fileno() for p in pairs for s in p} & copies:
+                pairs.append(socket.socketpair())
+            reused = {s.fileno() for p in pairs for s in p} & copies
+            print("printed", file=sys.stderr)
+            logging.getLogger().warning("logged")
+            stray = b""
+            for s in (s for p in pairs for s in p):
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    stray += s.recv(100)
+            os.write(write_end, f"{len(reused)} {stray!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    reused, stray = os.read(read_end, 200).decode().split(" ", 1)
+    os.close(read_end)
+    assert int(reused) > 0, "no closed descriptor was taken again: the test shows nothing"
+    assert stray == "b''"
+    lines = err.read_text().splitlines()
+    assert "printed" in lines and any(line.endswith("logged") for line in lines), lines
+    assert "Traceback" not in err.read_text()
+    assert log_file.read_text() == ""

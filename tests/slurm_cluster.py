@@ -133,7 +133,8 @@ def start(root: Path, cpus: int = 2) -> tuple[Cluster | None, str]:
         f"SlurmdLogFile={root / 'log/slurmd.log'}", "ProctrackType=proctrack/linuxproc",
         "TaskPlugin=task/none", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
         "ReturnToService=2", "MpiDefault=none", "JobRequeue=1", "KillWait=10",
-        "SchedulerType=sched/builtin", "MinJobAge=300",
+        # a pending job is looked at every 2 s, not every 60 s (sched_interval's default)
+        "SchedulerType=sched/builtin", "SchedulerParameters=sched_interval=2", "MinJobAge=300",
         f"NodeName={host} CPUs={cpus} RealMemory=4000 State=UNKNOWN",
         f"PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP",
     ]) + "\n")

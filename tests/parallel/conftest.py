@@ -127,3 +127,16 @@ def ok(run: Run) -> list[dict]:
     for r, (code, err) in enumerate(zip(run.codes, run.stderr, strict=True)):
         assert code == 0, f"learner {r} exited {code}:\n{err[-3000:]}"
     return run.results  # type: ignore[return-value]
+
+
+def resumes_exactly(scenario: dict, checkpoint_at: int, out: Path) -> dict:
+    """Run ``scenario`` on two learners with a checkpoint after step ``checkpoint_at``, then
+    again resumed from it; assert the resumed run is the uninterrupted one bit for bit (the
+    weights before the first step taken and the final ones) and return the strategy state
+    learner 0 saved there."""
+    whole = ok(run_learners({**scenario, "checkpoint_at": checkpoint_at}, 2, out))
+    resumed = ok(run_learners({**scenario, "resume": True}, 2, out))
+    for a, b in zip(whole, resumed, strict=True):
+        assert torch.equal(a["before"], b["before"])
+        assert torch.equal(a["final"], b["final"])
+    return torch.load(out / "ckpt0.pt", weights_only=False)["strategy"]

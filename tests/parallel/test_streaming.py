@@ -19,7 +19,7 @@ from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model
-from tests.parallel.conftest import ok, run_learners
+from tests.parallel.conftest import ok, resumes_exactly, run_learners
 
 # make_model's parameters: Linear(4, 5) weight 20, bias 5; Linear(5, 3) weight 15, bias 3
 SIZES = [20, 5, 15, 3]
@@ -203,12 +203,7 @@ def test_resume_with_an_average_in_flight_is_the_uninterrupted_run(tmp_path, com
     (1bit: the fragments' error feedback residuals resume too)."""
     sc = {"algo": "streaming-diloco", "lr": 0.1, "momentum": 0.5, "steps": 10,
           "options": {"avg_period": 4, "stream_delay": 1, "compress": compress}}
-    whole = ok(run_learners({**sc, "checkpoint_at": 4}, 2, tmp_path))
-    resumed = ok(run_learners({**sc, "resume": True}, 2, tmp_path))
-    for a, b in zip(whole, resumed, strict=True):
-        assert torch.equal(a["before"], b["before"])
-        assert torch.equal(a["final"], b["final"])
-    saved = torch.load(tmp_path / "ckpt0.pt", weights_only=False)["strategy"]
+    saved = resumes_exactly(sc, 4, tmp_path)
     first, second = saved["fragments"]
     assert first["pending"]["due"] == 4 and first["b"] is None  # its outer step not yet taken
     assert second["pending"] is None

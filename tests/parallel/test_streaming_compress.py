@@ -15,7 +15,7 @@ import torch
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model
-from tests.parallel.conftest import ok, run_learners
+from tests.parallel.conftest import ok, resumes_exactly, run_learners
 from tests.parallel.test_streaming import streaming_reference
 
 # int8 at 2 learners: a fragment of 25 or 18 floats is padded to 2 chunks of one 256-value
@@ -122,11 +122,6 @@ def test_resume_with_two_compressed_means_in_flight_is_the_uninterrupted_run(tmp
     sc = {"algo": "streaming-diloco", "lr": 0.1, "momentum": 0.5, "steps": 10,
           "options": {"avg_period": 4, "stream_fragments": 3, "stream_delay": 2,
                       "compress": "int8"}}
-    whole = ok(run_learners({**sc, "checkpoint_at": 6}, 2, tmp_path))
-    resumed = ok(run_learners({**sc, "resume": True}, 2, tmp_path))
-    for a, b in zip(whole, resumed, strict=True):
-        assert torch.equal(a["before"], b["before"])
-        assert torch.equal(a["final"], b["final"])
-    saved = torch.load(tmp_path / "ckpt0.pt", weights_only=False)["strategy"]["fragments"]
+    saved = resumes_exactly(sc, 6, tmp_path)["fragments"]
     # steps counted from 0 in the state: due after steps 6 and 7
     assert [f["pending"] and f["pending"]["due"] for f in saved] == [None, 6, 7]

@@ -15,11 +15,11 @@ challenge with a key the store process draws per run), not the TCPStore itself: 
 libuv server refuses a value over 8 MiB (a 17 MB model would have to be cut up), keeps every
 value in memory and serves the heartbeats and departures on the same loop, which a 17 MB
 transfer would hold up; the store process is no torch.distributed rank, so gloo is out too.
-Measured on one 2-core machine's loopback, under load: 17 MB each way with
-``send_bytes``/``recv_bytes_into`` (the calls used here) about 54 ms; a whole push of a 17 MB
-model through :class:`~asrdist.parallel.outer_link.StoreOuterLink` (the learners' side,
-beside the fail-stop link) and :class:`OuterServer` (transfers, the delayed
-Nesterov update on one thread, the reply) about 100 ms.
+Measured on one 2-core machine's loopback, under load (``bench.outer_push_cost``): 17 MB
+each way with ``send_bytes``/``recv_bytes_into`` (the calls used here) 42 ms; a whole push of
+a 17 MB model through :class:`~asrdist.parallel.outer_link.StoreOuterLink` (the learners'
+side, beside the fail-stop link) and :class:`OuterServer` (transfers, the delayed Nesterov
+update on one thread, the reply) 65 ms.
 The store has no authentication of its own, so the key it publishes guards against stray or
 mistaken connections, not against someone who can read the store.
 

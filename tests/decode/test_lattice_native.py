@@ -12,9 +12,10 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions, _fst_bytes
+from asrdist.decode.lattice import LatticeDecoder, LatticeOptions, _fst_bytes
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.transition_model import read_transition_model
+from asrdist.testing.lattices import lattice_bits
 from tests.decode.test_lattice import EXPECTED
 
 
@@ -22,19 +23,6 @@ def test_the_compiled_determinizer_was_built():
     assert importlib.util.find_spec("asrdist.decode._lattice_native") is not None, (
         "asrdist.decode._lattice_native is missing: pip install -e . (g++ and pybind11) "
         "did not build it")
-
-
-def _bits(clat: CompactLattice) -> tuple:
-    """Every number of a compact lattice, float32 weights as their bits (-0.0 is not 0.0)."""
-    def w(weight):
-        assert type(weight[0]) is np.float32 and type(weight[1]) is np.float32
-        return tuple(int(np.float32(x).view(np.uint32)) for x in weight)
-
-    for f in clat.final:
-        assert f is None or all(type(t) is int for t in f[1])
-    return (clat.start,
-            [[(a[0], w(a[1]), a[2], a[3]) for a in arcs] for arcs in clat.arcs],
-            [None if f is None else (w(f[0]), f[1]) for f in clat.final])
 
 
 def _score_matrices() -> list[tuple[str, np.ndarray]]:
@@ -59,7 +47,7 @@ def test_compiled_lattices_equal_the_pythons_to_the_bit(opts):
     for utt, scores in _score_matrices():
         raw = dec.search(scores)
         ours, python = dec.compact_native(raw), dec.compact_python(raw)
-        assert _bits(ours) == _bits(python), utt
+        assert lattice_bits(ours) == lattice_bits(python), utt
         sizes.append(python.num_states)
     assert max(sizes) > 20  # lattices that branch, not single paths
 

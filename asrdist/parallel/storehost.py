@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import gc
 import logging
 import os
@@ -118,6 +119,8 @@ def _own_output() -> None:
     lands in a learner's store traffic (it read the line as the store's answer and ended)."""
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
+    if faulthandler.is_enabled():  # its traceback on a crash: on the new stderr too
+        faulthandler.enable(sys.stderr)
     loggers = [logging.getLogger(), *(logger for logger in logging.Logger.manager.loggerDict
                                       .values() if isinstance(logger, logging.Logger))]
     for logger in loggers:

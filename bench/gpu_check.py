@@ -297,10 +297,14 @@ def learner_env(n: int) -> dict[str, str]:
                   "PYTHONPATH": os.pathsep.join(dict.fromkeys(paths))}
 
 
-def run_learners(algo: str, check: Check, out: Path) -> str:
-    """One table row: ``algo`` as real learner processes on the one device."""
+def run_learners(algo: str, check: Check, out: Path, compress: str = "") -> str:
+    """One table row: ``algo`` as real learner processes on the one device (``compress``:
+    its ``--compress`` codec)."""
     size = check.size
     n, extra = learners_of(algo)
+    if compress:
+        extra = [*extra, "--compress", compress]
+    label = f"{algo} --compress {compress}" if compress else algo
     data, targets = check.corpus
     args = ["--data", str(data), "--targets", str(targets), "--out", str(out),
             "--algo", algo, "--device", check.device.type, "--batch-size", str(size.batch_size),
@@ -323,19 +327,26 @@ def run_learners(algo: str, check: Check, out: Path) -> str:
     if any(codes):
         log = next(log for log, c in zip(logs, codes, strict=True) if c)
         said = log.read_text().strip().splitlines()
-        return f"| {algo} | {n} | FAILED {codes}: {said[-1] if said else ''} | | |"
+        return f"| {label} | {n} | FAILED {codes}: {said[-1] if said else ''} | | |"
     rate = 0.0
     for rank in range(n):
         train_records = [r for r in read_metrics(metrics_path(out, rank)) if r["kind"] == "train"]
         first, last = train_records[0], train_records[-1]
         rate += (last["frames"] - first["frames"]) / max(last["wall_s"] - first["wall_s"], 1e-9)
-    return f"| {algo} | {n} | 0 | {rate:,.0f} | {wall:.1f} |"
+    return f"| {label} | {n} | 0 | {rate:,.0f} | {wall:.1f} |"
+
+
+# compressed exchanges on the device: streaming-diloco's mean on its communication thread,
+# the pairwise exchange's codec
+COMPRESSED = [("streaming-diloco", "int8"), ("adpsgd-random", "int8")]
 
 
 def learner_table(check: Check) -> list[str]:
     size = check.size
     rows = [run_learners(algo, check, check.work / "learners" / algo)
             for algo in registry.algo_names() if algo != "single"]
+    rows += [run_learners(algo, check, check.work / "learners" / f"{algo}-{codec}", codec)
+             for algo, codec in COMPRESSED]
     return [f"Each strategy for {size.learner_steps} steps of {size.batch_size} chunks per "
             f"learner, model {size.model}; frames/s summed over learners between their first "
             "and last metrics records; wall time includes start-up.", "",
@@ -363,7 +374,7 @@ PARTS = [
     Part("BLSTM forward + backward in fp32, bf16 and fp16", "blstm_rates", 30, 5),
     Part("Trainer against a bare loop", "trainer_against_bare", 70, 25),
     Part("ADPSGD's exchange overlapped with the step", "exchange_overlap", 40, 15),
-    Part("Every strategy's learners on the one device", "learner_table", 110, 60),
+    Part("Every strategy's learners on the one device", "learner_table", 130, 70),
     Part("NG-SGD against SGD", "ngsgd", 25, 5),
     Part("Simulated learners together and one at a time", "simulator", 25, 5),
     Part("The network's scores on the device, and their disk", "scores_on_device", 60, 5),

@@ -46,6 +46,8 @@ def test_gpu_check_runs_every_part_at_tiny_size_without_console_scripts(tmp_path
     for algo in names:
         if algo != "single":
             assert rows.get(algo) == "0", algo  # ran to its end as real processes
+    for algo, codec in gpu_check.COMPRESSED:
+        assert rows.get(f"{algo} --compress {codec}") == "0", (algo, codec)
     assert any(line.startswith("| ssgd | 2 | together |") for line in lines)
     assert any(line.startswith("| fp32 | fp32 | float32 | no |") for line in lines)
     written = out.read_text()

@@ -5,6 +5,7 @@ lease renewed, nobody connected), leaving nothing behind."""
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import logging
 import os
 import socket
@@ -94,10 +95,11 @@ def test_a_port_in_use_is_one_line_naming_it():
 
 
 def test_the_store_process_prints_to_its_stderr_never_to_a_reused_descriptor(tmp_path):
-    """A learner whose sys.stderr is a copy of descriptor 2 (the test harness's) and which logs
-    to a file: after the detach those descriptors are closed and the next socket takes one of
-    their numbers; a line printed or logged must reach descriptor 2, not that socket (a
-    learner read such a line as the store's answer to its check and ended)."""
+    """A learner whose sys.stderr is a copy of descriptor 2 (the test harness's), which logs
+    to a file and has faulthandler on that copy: after the detach those descriptors are closed
+    and the next socket takes one of their numbers; a line printed or logged, and a crash's
+    traceback, must reach descriptor 2, not that socket (a learner read such a line as the
+    store's answer to its check and ended)."""
     err, log_file = tmp_path / "err.txt", tmp_path / "learner.log"
     read_end, write_end = os.pipe()
     child = os.fork()
@@ -107,6 +109,7 @@ def test_the_store_process_prints_to_its_stderr_never_to_a_reused_descriptor(tmp
             sys.stderr = os.fdopen(os.dup(2), "w", buffering=1)
             logging.getLogger().addHandler(logging.FileHandler(log_file))
             logging.getLogger().addHandler(logging.StreamHandler(sys.stderr))
+            faulthandler.enable(sys.stderr)
             copies = {sys.stderr.fileno(), logging.getLogger().handlers[-2].stream.fileno()}
             storehost._detach(keep=write_end)
             pairs = []  # sockets, until they hold the numbers of the closed copies
@@ -115,6 +118,15 @@ def test_the_store_process_prints_to_its_stderr_never_to_a_reused_descriptor(tmp
             reused = {s.fileno() for p in pairs for s in p} & copies
             print("printed", file=sys.stderr)
             logging.getLogger().warning("logged")
+            crashing = os.fork()
+            if crashing == 0:
+                faulthandler._sigsegv()  # a crash in the store process: its traceback
+            for _ in range(100):  # 10 s at most: a dump that blocks fails, not hangs
+                if os.waitpid(crashing, os.WNOHANG)[0]:
+                    break
+                time.sleep(0.1)
+            else:
+                os.kill(crashing, 9)
             stray = b""
             for s in (s for p in pairs for s in p):
                 s.setblocking(False)
@@ -132,4 +144,5 @@ def test_the_store_process_prints_to_its_stderr_never_to_a_reused_descriptor(tmp
     lines = err.read_text().splitlines()
     assert "printed" in lines and any(line.endswith("logged") for line in lines), lines
     assert "Traceback" not in err.read_text()
+    assert "Fatal Python error: Segmentation fault" in err.read_text()
     assert log_file.read_text() == ""

@@ -40,8 +40,10 @@ def _forked(serve: Callable[[int], None]) -> tuple[int, bytes]:
             os._exit(0)
     os.close(write_fd)
     with os.fdopen(read_fd) as f:
-        port, key = f.read().split()
-    return int(port), bytes.fromhex(key)
+        said = f.read().split()
+    if len(said) != 2:  # it failed before listening (its traceback is on stderr)
+        raise SystemExit("bench.outer_push_cost: a server process ended before listening")
+    return int(said[0]), bytes.fromhex(said[1])
 
 
 def _echo(numel: int, reps: int) -> Callable[[int], None]:

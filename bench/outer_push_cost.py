@@ -16,6 +16,7 @@ import argparse
 import os
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Client, Listener
 
@@ -36,6 +37,8 @@ def _forked(serve: Callable[[int], None]) -> tuple[int, bytes]:
             os.close(read_fd)
             torch.set_num_threads(1)
             serve(write_fd)
+        except BaseException:  # noqa: BLE001 - said on stderr before the exit below
+            traceback.print_exc()
         finally:
             os._exit(0)
     os.close(write_fd)

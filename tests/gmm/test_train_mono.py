@@ -12,7 +12,7 @@ import pytest
 from asrdist.decode.acoustic import GmmScorer
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
-from asrdist.gmm import train_mono as tm_module
+from asrdist.gmm import em as tm_module
 from asrdist.gmm.decodable import gmm_decodable
 from asrdist.gmm.train_mono import MonoOptions, train_mono
 from asrdist.hmm.align import AlignOptions, matrix_decodable, viterbi_alignment

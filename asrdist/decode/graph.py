@@ -1,6 +1,7 @@
 """Decoding graphs: G from an ARPA n-gram, then HCLG as Kaldi's utils/mkgraph.sh makes it.
 
     G    = arpa2fst(lm.arpa)                                   (kaldilm; #0 on backoff arcs)
+           or a hand-written grammar (OpenFst text over words.txt, fstcompile's job)
     LG   = minimize_encoded(determinize_star(L_disambig o G))
     CLG  = compose_context(LG)                                (context width from the tree)
     HCLGa= minimize_encoded(rm_disambig(determinize_star(H o CLG)))
@@ -350,6 +351,55 @@ def compile_hclg(
     return hclg, list(disambig_tids)
 
 
+def read_grammar(path: str | os.PathLike, words: dict[str, int]) -> kaldifst.StdVectorFst:
+    """G from OpenFst's text format (``src dst in out [cost]`` arcs, ``state [cost]`` finals,
+    the first line's source the start) with word symbols of words.txt, as fstcompile
+    --isymbols=words.txt --osymbols=words.txt reads it; a bad line is one error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise AsrdistError(f"{path}: no such grammar (--grammar)")
+    fst = kaldifst.StdVectorFst()
+
+    def state(field: str, where: str) -> int:
+        if not field.isdigit():
+            raise AsrdistError(f"{where}: state {field!r} is not a number")
+        while fst.num_states <= int(field):
+            fst.add_state()
+        return int(field)
+
+    def cost(field: str, where: str) -> float:
+        try:
+            return float(field)
+        except ValueError:
+            raise AsrdistError(f"{where}: cost {field!r} is not a number") from None
+
+    def label(field: str, where: str) -> int:
+        if field not in words:
+            raise AsrdistError(f"{where}: word {field!r} is not in words.txt")
+        return words[field]
+
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        fields, where = line.split(), f"{path}:{n}"
+        if not fields:
+            continue
+        if len(fields) in (4, 5):
+            src, dst = state(fields[0], where), state(fields[1], where)
+            weight = cost(fields[4], where) if len(fields) == 5 else 0.0
+            fst.add_arc(src, kaldifst.StdArc(label(fields[2], where), label(fields[3], where),
+                                             weight, dst))
+        elif len(fields) in (1, 2):
+            fst.set_final(state(fields[0], where),
+                          cost(fields[1], where) if len(fields) == 2 else 0.0)
+        else:
+            raise AsrdistError(f"{where}: expected 'src dst word word [cost]' or "
+                               f"'state [cost]', got {len(fields)} fields")
+        if fst.start < 0:
+            fst.start = int(fields[0])
+    if fst.num_states == 0:
+        raise AsrdistError(f"{path}: empty grammar")
+    return fst
+
+
 def estimate_lm(lang: Lang, train_text: str | os.PathLike, order: int,
                 arpa: str | os.PathLike) -> NgramLM:
     """An n-gram over the lang's words, estimated on ``train_text`` and written as ARPA."""
@@ -362,16 +412,18 @@ def estimate_lm(lang: Lang, train_text: str | os.PathLike, order: int,
 def make_graph(
     lang_dir: str | os.PathLike,
     model: str | os.PathLike,
-    train_text: str | os.PathLike,
+    train_text: str | os.PathLike | None,
     out_dir: str | os.PathLike,
     order: int = 3,
     tree_path: str | os.PathLike | None = None,
     self_loop_scale: float = 0.1,
     command: str = "",
+    grammar: str | os.PathLike | None = None,
 ) -> Path | Skipped:
     """Build ``out_dir`` (lm.arpa, G.fst, HCLG.fst, ..., log/mkgraph.log holding ``command``)
     unless it is done with the same options and inputs (asrdist.stage): the lang dir, the
-    model, the tree and the text.
+    model, the tree and the text, or instead of an LM on the text the ``grammar`` (OpenFst
+    text, :func:`read_grammar`).
 
     The tree is ``tree_path``, else the ``tree`` beside the model, else a monophone tree made
     from the lang's phones/sets.int as gmm-init-mono does (checked against the model).
@@ -379,9 +431,15 @@ def make_graph(
     out = Path(out_dir)
     if tree_path is not None and not Path(tree_path).is_file():
         raise AsrdistError(f"{tree_path}: no such tree (--tree)")
+    if train_text is not None and grammar is not None:
+        raise AsrdistError("--grammar and --text: give one (a grammar, or the text an n-gram "
+                           "LM is estimated on), not both")
+    if train_text is None and grammar is None:
+        raise AsrdistError("give --text (an n-gram LM is estimated on it) or --grammar")
     tree_path = Path(tree_path) if tree_path else Path(model).parent / "tree"
-    check = check_done(out, STAGE, {"order": order, "self_loop_scale": self_loop_scale},
-                       [lang_dir, model, tree_path, train_text])
+    options = ({"order": order} if grammar is None else {"grammar": True})
+    check = check_done(out, STAGE, {**options, "self_loop_scale": self_loop_scale},
+                       [lang_dir, model, tree_path, train_text or grammar])
     if check.done:
         return check.skipped()
     out.mkdir(parents=True, exist_ok=True)
@@ -394,10 +452,17 @@ def make_graph(
         tree = monophone_tree(khg_topology(info), lang.phone_sets)
     trans_model = khg_transition_model(info, tree, model)
 
-    estimate_lm(lang, train_text, order, out / "lm.arpa")
-    with atomic_path(out / "G.fst") as tmp:
-        kaldilm.arpa2fst(str(out / "lm.arpa"), str(tmp), disambig_symbol="#0",
-                         read_symbol_table=str(lang.path / "words.txt"), max_arpa_warnings=0)
+    if grammar is not None:
+        (out / "lm.arpa").unlink(missing_ok=True)  # an earlier LM graph's: not this one's G
+        with atomic_path(out / "G.fst") as tmp:
+            if not read_grammar(grammar, lang.words).write(str(tmp)):
+                raise AsrdistError(f"{out / 'G.fst'}: cannot write")
+    else:
+        estimate_lm(lang, train_text, order, out / "lm.arpa")
+        with atomic_path(out / "G.fst") as tmp:
+            kaldilm.arpa2fst(str(out / "lm.arpa"), str(tmp), disambig_symbol="#0",
+                             read_symbol_table=str(lang.path / "words.txt"),
+                             max_arpa_warnings=0)
     hclg, disambig_tids = compile_hclg(
         (read_fst(lang.path / "L_disambig.fst"), read_fst(out / "G.fst")),
         lang.disambig, tree, trans_model, self_loop_scale,

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The digits recipe: the Free Spoken Digit Dataset (real recordings, 8 kHz), one digit per
+# utterance, speaker-independent test. The whole Kaldi-style pipeline on a few minutes of audio.
+#   ./run.sh                                   all stages, corpus ../../../shared/corpora/fsdd
+#   ./run.sh --corpus DIR --test-corpus "DIR2 DIR3"   each DIRn/recordings/*.wav: a test set
+#   ./run.sh --test-speakers lucas            hold out another speaker of the corpus
+# Every stage calls one asrdist CLI; a stage already done with the same options and inputs is
+# skipped, one whose options or inputs changed is redone. RESULTS.md has the figures.
+set -euo pipefail
+cd "$(dirname "$0")"
+. ./path.sh
+. ./cmd.sh
+. "$repo_root/local/log.sh"
+
+stage=0
+stop_stage=100
+corpus=$repo_root/../shared/corpora/fsdd  # DIR/recordings/{digit}_{speaker}_{index}.wav
+test_speakers=nicolas  # held out of training into data/test (comma-separated)
+test_corpus=""     # further corpora in the same layout, space-separated: data/<basename> each
+augment=true       # true: speed 0.9/1.1, reverberated and noisy copies for the network
+aug_opts=""        # extra asrdist-augment flags, e.g. "--noise-fraction 1 --snr 0,15"
+seed=0
+nj=2               # parallel jobs for features, alignment, decoding
+gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--total-gauss 500"
+algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
+learners=2         # learner processes per training run (mpiexec, torchrun or srun)
+train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 64"
+decode_opts="--lmwt 10 --wip 0.0"  # one sweep point (acwt 0.1), not tuned on any test set
+data=data          # where data dirs, features and lang go
+exp=exp            # where models, decodes and results go
+help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-speakers S1,S2]
+       [--test-corpus \"DIR ...\"] [--augment true|false] [--aug-opts \"FLAGS\"] [--seed N] [--nj J]
+       [--train-cmd CMD] [--decode-cmd CMD] [--gmm-opts \"FLAGS\"] [--algos \"A B\"] [--learners N]
+       [--train-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+. "$repo_root/local/parse_options.sh"
+
+# The GMM systems, each decoded and scored (exp/<gmm>/final.mdl, a graph of its tree), and
+# the one whose alignments the networks learn. A triphone stage adds itself to both.
+gmms="mono"
+ali_gmm=mono
+test_sets="test"
+for d in $test_corpus; do test_sets="$test_sets $(basename "$d")"; done
+case $augment in
+  true) train=train_aug; ali=$exp/${ali_gmm}_ali_aug ;;  # the GMMs train on clean audio
+  false) train=train; ali=$exp/$ali_gmm ;;
+esac
+runs=$(for a in $algos; do echo blstm_$a; done)
+
+if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
+  run_stage 0 corpus asrdist-prepare-digits --corpus "$corpus" --out $data \
+    --test-speakers $test_speakers $(for d in $test_corpus; do echo --test-corpus "$d"; done)
+  if $augment; then
+    run_stage 0 augment asrdist-augment --seed $seed $aug_opts $data/train $data/train_aug
+  fi
+fi
+
+if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
+  # 8 kHz MFCC as Kaldi's telephone recipes make them (23 mel bins, 13 cepstra, no energy),
+  # at the corpus's own rate: a file at another rate is refused, never resampled
+  rate=$(cat $data/local/sample_rate)
+  for part in $(echo train $train $test_sets | tr ' ' '\n' | uniq); do
+    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --sample-rate $rate --nj $nj \
+      --cmd "$train_cmd" $data/$part $data/${part}_mfcc
+  done
+fi
+
+if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
+  run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj $gmm_opts $data/train_mfcc \
+    $data/lang $exp/mono
+fi
+
+# (triphone GMM stages go here: they train on $data/train_mfcc with exp/mono's alignments,
+# then add themselves to gmms and become ali_gmm)
+
+if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
+  if $augment; then  # sp copies realigned with the clean model, rvb/noise copies copied
+    run_stage 3 "align augmented" asrdist-align-aug --nj $nj $data/${train}_mfcc $data/lang \
+      $exp/$ali_gmm $ali
+  fi
+  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_mfcc/feats.scp \
+    $exp/${ali_gmm}_pdf
+fi
+
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
+  for a in $algos; do
+    run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
+      --config conf/train_blstm.yaml --data $data/${train}_mfcc --targets $exp/${ali_gmm}_pdf \
+      --out $exp/blstm_$a --algo $a --resume $train_opts
+  done
+fi
+
+if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
+  # G: one digit per utterance, all ten equally likely (data/local/grammar.txt), no LM
+  for g in $gmms; do
+    run_stage 5 "graph $g" asrdist-mkgraph --lang $data/lang --model $exp/$g/final.mdl \
+      --grammar $data/local/grammar.txt --out $exp/$g/graph
+  done
+fi
+
+if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
+  for t in $test_sets; do
+    for g in $gmms; do
+      run_stage 6 "decode $g $t" asrdist-decode --graph $exp/$g/graph --nj $nj \
+        --cmd "$decode_cmd" $decode_opts --gmm $exp/$g/final.mdl --data $data/${t}_mfcc \
+        --out $exp/$g/decode_$t
+    done
+    for r in $runs; do
+      run_stage 6 "decode $r $t" asrdist-decode --graph $exp/$ali_gmm/graph --nj $nj \
+        --cmd "$decode_cmd" $decode_opts --model $exp/$r/final.pt --data $data/${t}_mfcc \
+        --out $exp/$r/decode_$t
+    done
+  done
+fi
+
+if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
+  rm -f $exp/results.md $exp/results.json $exp/RESULTS  # this run's systems only
+  for t in $test_sets; do
+    for s in $gmms $runs; do
+      name="$s $t"
+      case $s in blstm_*) name="$s x$learners $t" ;; esac
+      run_stage 7 "score $name" asrdist-score text --subsets-by spk --report $exp/results.md \
+        --name "$name" $data/$t/text $exp/$s/decode_$t
+      echo "$name $(cat $exp/$s/decode_$t/best_wer)" >> $exp/RESULTS
+    done
+  done
+  cat $exp/RESULTS
+fi

@@ -60,6 +60,10 @@ class AlignJob:
     def set_model(self, am: khg.AmDiagGmm, trans_model: khg.TransitionModel) -> None:
         self.am, self.trans_model = am, trans_model
 
+    def set_alignments(self, alis: dict[str, np.ndarray]) -> None:
+        """Start from given alignments: the previous system's, converted (convert-ali)."""
+        self.alis = {u: alis[u] for u in self.train_utts if u in alis}
+
     def equal_align(self) -> AlignResult:
         """Flat start: every training utterance split evenly over a random graph path."""
         self.alis, failed = {}, []

@@ -29,9 +29,16 @@ class Corpus:
     true_phones: dict[str, list[str]]  # per utterance, the phone of every frame
 
 
-def make_corpus(root: Path, num_utts: int = 20, seed: int = 0) -> Corpus:
-    """Write root/lang and root/data (feats.scp, cmvn.scp, text, utt2spk, ...)."""
+def make_corpus(root: Path, num_utts: int = 20, seed: int = 0,
+                coarticulation: float = 0.0) -> Corpus:
+    """Write root/lang and root/data (feats.scp, cmvn.scp, text, utt2spk, ...).
+
+    ``coarticulation`` > 0 shifts the first HMM state of every phone by that much times a
+    direction its left neighbour owns: a context a triphone tree can learn and a monophone
+    cannot."""
     rng = np.random.default_rng(seed)
+    other = np.random.default_rng(seed + 1)  # leaves rng's draws as they were
+    direction = {p: other.normal(0.0, 1.0, size=DIM) for p in STATES}
     prepare_lang(write_dict(root / "dict", LEXICON), root / "lang")
     means = {p: rng.normal(0.0, 4.0, size=(n, DIM)) for p, n in STATES.items()}
     means["SIL"][:] = means["SIL"][0]  # silence: one sound in every state
@@ -50,10 +57,13 @@ def make_corpus(root: Path, num_utts: int = 20, seed: int = 0) -> Corpus:
                 phones.append("SIL")
         phones.append("SIL")
         frames, truth[utt] = [], []
-        for p in phones:
+        for k, p in enumerate(phones):
             for s in range(STATES[p]):
                 n = int(rng.integers(2, 6))
-                frames.append(means[p][s] + rng.normal(0.0, 1.0, size=(n, DIM)))
+                mean = means[p][s]
+                if s == 0 and k > 0 and p != "SIL":
+                    mean = mean + coarticulation * direction[phones[k - 1]]
+                frames.append(mean + rng.normal(0.0, 1.0, size=(n, DIM)))
                 truth[utt] += [p] * n
         offset = np.full(DIM, 3.0 * (i % 3))
         feats[utt] = (np.concatenate(frames) + offset).astype(np.float32)

@@ -23,7 +23,7 @@ from asrdist.errors import AsrdistError
 from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir
-from asrdist.kaldi.gmm_feats import load_features
+from asrdist.kaldi.gmm_feats import DELTAS, FeatureTransform, load_features
 from asrdist.kaldi.layout import (
     LAYOUT,
     describe,
@@ -199,7 +199,9 @@ _GMM_BATCH = 256  # utterances whose GMM features are loaded together
 class GmmScorer:
     """Diagonal-GMM log-likelihoods of every pdf, vectorised over all Gaussians."""
 
-    def __init__(self, am: AmDiagGmmParams, data_dir: str | os.PathLike):
+    def __init__(self, am: AmDiagGmmParams, data_dir: str | os.PathLike,
+                 transform: FeatureTransform = DELTAS):
+        self.transform = transform
         self.num_pdfs = am.num_pdfs
         self.dim = am.dim
         self.gconsts = np.concatenate([p.gconsts for p in am.pdfs]).astype(np.float64)
@@ -223,7 +225,7 @@ class GmmScorer:
         # load_features parses feats.scp and cmvn.scp on each call: call it per batch of
         # utterances, not per utterance, yet never hold a whole large test set in memory.
         for first in range(0, len(utts), _GMM_BATCH):
-            batch = load_features(self.data, utts[first:first + _GMM_BATCH])
+            batch = load_features(self.data, utts[first:first + _GMM_BATCH], self.transform)
             for utt, feats in batch.items():
                 if feats.shape[1] != self.dim:
                     raise AsrdistError(f"utterance {utt}: GMM features have dimension "

@@ -38,6 +38,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
+from asrdist.kaldi.gmm_feats import FeatureTransform
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.options import POSITIVE_NUMBERS, Options, option
 from asrdist.progress import progress
@@ -134,7 +135,8 @@ class _Worker:
             torch.set_num_threads(job.threads)
             self.scorer = NnetScorer(job.nnet, job.data_dir, job.chunking)
         else:
-            self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir)
+            self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir,
+                                    FeatureTransform.of_model_dir(Path(job.gmm).parent))
         self.variants = job.variants
 
     def run(self, utts: Sequence[str], lattices: str) -> Iterator[UttResult]:
@@ -296,8 +298,10 @@ def decode_data_dir(
         raise AsrdistError("--frames-per-chunk and --extra-left/right-context say how a "
                            "--model network is run; the scores of --gmm and --loglikes take none")
     kept = str(Path(loglikes).parent) if loglikes else None  # its ark too: rewritten in place
+    transform = Path(gmm).parent / "final.mat" if gmm else None  # an LDA+MLLT GMM's features
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
-                       [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir])
+                       [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir]
+                       + ([transform] if transform and transform.is_file() else []))
     if check.done:
         return check.skipped()
     graph, graph_num_pdfs = read_graph_dir(graph_dir)

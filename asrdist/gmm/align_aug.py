@@ -30,7 +30,7 @@ from asrdist.hmm.ali_dir import read_ali_dir, write_ali_dir
 from asrdist.hmm.align import AlignOptions
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.data_dir import DataDir, read_table
-from asrdist.kaldi.gmm_feats import GMM_TABLES
+from asrdist.kaldi.gmm_feats import GMM_TABLES, FeatureTransform
 from asrdist.kaldi.lang import Lang
 from asrdist.stage import Skipped, check_done
 
@@ -127,8 +127,9 @@ def _realign(data: DataDir, lang: Lang, src_dir: Path, utts: list[str], nj: int,
     model = load_mono(src_dir / "final.mdl", src_dir / "tree")
     am = aligning_am(model.am, model.trans_model,
                      optional_silence(lang) if boost != 1.0 else [], boost)
+    transform = FeatureTransform.of_model_dir(src_dir)
     with runner.start("align", AlignJob, [
-            (data.path, lang.path, part, part, model.tree, model.trans_model, map_oov)
+            (data.path, lang.path, part, part, model.tree, model.trans_model, map_oov, transform)
             for part in split(utts, nj)]) as jobs:
         jobs.call("set_model", model.am, model.trans_model)
         jobs.call("realign", opts, True, am)

@@ -19,7 +19,7 @@ from asrdist.hmm.align import AlignOptions, equal_alignment, viterbi_alignment
 from asrdist.hmm.graphs import GraphCompiler
 from asrdist.kaldi.am_gmm import am_params_from_khg
 from asrdist.kaldi.data_dir import DataDir
-from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
+from asrdist.kaldi.gmm_feats import DELTAS, GMM_TABLES, FeatureTransform, load_features
 from asrdist.kaldi.lang import Lang
 
 
@@ -45,12 +45,14 @@ class AlignJob:
         tree: khg.ContextDependency,
         trans_model: khg.TransitionModel,
         map_oov: bool,
+        transform: FeatureTransform = DELTAS,
     ):
         data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(lang_dir)
+        self.data = data
         self.utts = utts
         train_set = set(train_utts)
         self.train_utts = [u for u in utts if u in train_set]
-        self.feats = load_features(data, utts)
+        self.feats = load_features(data, utts, transform)
         compiler = GraphCompiler(lang, tree, trans_model)
         self.graphs = {u: compiler.compile(lang.word_ids(u, data.text[u], map_oov)) for u in utts}
         self.alis: dict[str, np.ndarray] = {}
@@ -59,6 +61,10 @@ class AlignJob:
 
     def set_model(self, am: khg.AmDiagGmm, trans_model: khg.TransitionModel) -> None:
         self.am, self.trans_model = am, trans_model
+
+    def set_transform(self, transform: FeatureTransform) -> None:
+        """Features through a new transform (an MLLT pass of train_lda_mllt.sh)."""
+        self.feats = load_features(self.data, self.utts, transform)
 
     def set_alignments(self, alis: dict[str, np.ndarray]) -> None:
         """Start from given alignments: the previous system's, converted (convert-ali)."""

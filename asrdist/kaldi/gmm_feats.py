@@ -1,13 +1,20 @@
 """GMM features: MFCC + per-speaker CMN + deltas, as Kaldi's train_mono.sh pipes them.
 
-``apply-cmvn --utt2spk=... scp:cmvn.scp scp:feats.scp ark:- | add-deltas ark:- ark:-``.
-GMM training reads them, and so does decoding with the GMM: hence here, below both.
+``apply-cmvn --utt2spk=... scp:cmvn.scp scp:feats.scp ark:- | add-deltas ark:- ark:-``; an
+LDA+MLLT system (train_lda_mllt.sh) instead splices the CMN'd frames and multiplies them by
+its ``final.mat`` (``splice-feats | transform-feats``): ``FeatureTransform`` says which, read
+from the model's dir. GMM training reads them, and so does decoding with the GMM: hence here,
+below both.
 """
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import kaldiio
 import numpy as np
@@ -49,8 +56,63 @@ def add_deltas(feats: np.ndarray, order: int = 2, window: int = 2) -> np.ndarray
     return np.concatenate(out, axis=1).astype(np.float32)
 
 
-def load_features(data: DataDir, utts: Iterable[str]) -> dict[str, np.ndarray]:
-    """CMN'd (per speaker, means only, as train_mono.sh) MFCC + deltas for ``utts``."""
+def splice_frames(feats: np.ndarray, left: int, right: int) -> np.ndarray:
+    """Each frame with ``left`` frames before and ``right`` after it side by side, the end
+    frames repeated past the edges (Kaldi's splice-feats)."""
+    t = feats.shape[0]
+    index = np.clip(np.arange(t)[:, None] + np.arange(-left, right + 1)[None, :], 0, t - 1)
+    return feats[index].reshape(t, -1)
+
+
+@dataclass(frozen=True, eq=False)
+class FeatureTransform:
+    """Deltas (``matrix`` None), or frames spliced ``left``/``right`` times ``matrix``
+    (transform-feats: a last column, when the matrix has one more than the input, is an
+    offset)."""
+
+    matrix: np.ndarray | None = None
+    left: int = 3
+    right: int = 3
+
+    def apply(self, cmn: np.ndarray) -> np.ndarray:
+        if self.matrix is None:
+            return add_deltas(cmn)
+        spliced = splice_frames(cmn, self.left, self.right).astype(np.float64)
+        m = self.matrix
+        if m.shape[1] == spliced.shape[1] + 1:
+            out = spliced @ m[:, :-1].T + m[:, -1]
+        elif m.shape[1] == spliced.shape[1]:
+            out = spliced @ m.T
+        else:
+            raise AsrdistError(f"feature transform is {m.shape[0]}x{m.shape[1]} but the "
+                               f"spliced features have dimension {spliced.shape[1]}")
+        return out.astype(np.float32)
+
+    @classmethod
+    def of_model_dir(cls, model_dir: str | os.PathLike) -> FeatureTransform:
+        """``final.mat`` and ``splice_opts`` beside a final.mdl, or deltas without them."""
+        model_dir = Path(model_dir)
+        mat = model_dir / "final.mat"
+        if not mat.is_file():
+            return cls()
+        try:
+            matrix = np.asarray(kaldiio.load_mat(str(mat)), dtype=np.float64)
+        except Exception as e:  # kaldiio raises several types for a damaged file
+            raise AsrdistError(f"{mat}: not a Kaldi matrix ({e})") from e
+        opts = model_dir / "splice_opts"
+        text = opts.read_text() if opts.is_file() else ""
+        left = re.search(r"--left-context=(\d+)", text)
+        right = re.search(r"--right-context=(\d+)", text)
+        return cls(matrix, int(left.group(1)) if left else 3, int(right.group(1)) if right else 3)
+
+
+DELTAS = FeatureTransform()
+
+
+def load_features(data: DataDir, utts: Iterable[str],
+                  transform: FeatureTransform = DELTAS) -> dict[str, np.ndarray]:
+    """CMN'd (per speaker, means only, as train_mono.sh) MFCC, then deltas or ``transform``,
+    for ``utts``."""
     stats = data.cmvn_stats()
     fds: dict = {}
     out = {}
@@ -62,7 +124,7 @@ def load_features(data: DataDir, utts: Iterable[str]) -> dict[str, np.ndarray]:
             feats = np.asarray(kaldiio.load_mat(data.feats[u], fd_dict=fds), dtype=np.float32)
             if feats.ndim != 2 or feats.shape[0] == 0:
                 raise AsrdistError(f"{data.path / 'feats.scp'}: utterance {u} has no frames")
-            out[u] = add_deltas(apply_cmvn(feats, stats[spk], norm_vars=False))
+            out[u] = transform.apply(apply_cmvn(feats, stats[spk], norm_vars=False))
     finally:
         for fd in fds.values():
             fd.close()

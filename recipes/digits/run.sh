@@ -21,7 +21,8 @@ augment=true       # true: speed 0.9/1.1, reverberated and noisy copies for the 
 aug_opts=""        # extra asrdist-augment flags, e.g. "--noise-fraction 1 --snr 0,15"
 seed=0
 nj=2               # parallel jobs for features, alignment, decoding
-gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--total-gauss 500"
+mono_gauss=100     # Gaussians of the monophone GMM: 1000 (mini's) fit 3 speakers, not a 4th
+gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 64"
@@ -30,7 +31,7 @@ data=data          # where data dirs, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-speakers S1,S2]
        [--test-corpus \"DIR ...\"] [--augment true|false] [--aug-opts \"FLAGS\"] [--seed N] [--nj J]
-       [--train-cmd CMD] [--decode-cmd CMD] [--gmm-opts \"FLAGS\"] [--algos \"A B\"] [--learners N]
+       [--train-cmd CMD] [--decode-cmd CMD] [--mono-gauss N] [--gmm-opts \"FLAGS\"] [--algos \"A B\"] [--learners N]
        [--train-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 
@@ -65,7 +66,8 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
-  run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj $gmm_opts $data/train_mfcc \
+  run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj --total-gauss $mono_gauss \
+    $gmm_opts $data/train_mfcc \
     $data/lang $exp/mono
 fi
 

@@ -1,0 +1,72 @@
+"""recipes/digits/run.sh end to end on a few dozen real FSDD clips, with a --test-corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.real_corpora import real_corpus
+
+pytestmark = pytest.mark.timeout(600)
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "digits"
+
+
+def _corpus(root: Path, fsdd: Path, names: list[str]) -> Path:
+    (root / "recordings").mkdir(parents=True)
+    for name in names:
+        os.symlink(fsdd / "recordings" / name, root / "recordings" / name)
+    return root
+
+
+def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    return subprocess.run(
+        [str(RECIPE / "run.sh"), "--data", str(tmp_path / "data"), "--exp", str(tmp_path / "exp"),
+         *args], capture_output=True, text=True, env=env, timeout=500, check=False)
+
+
+def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path):
+    fsdd = real_corpus("fsdd")
+    train_and_test = [f"{d}_{s}_{i}.wav" for s in ("george", "jackson", "lucas", "nicolas")
+                      for d in range(10) for i in (0,)]
+    corpus = _corpus(tmp_path / "fsdd", fsdd, train_and_test)
+    kept_back = _corpus(tmp_path / "kept_back", fsdd,
+                        [f"{d}_nicolas_{i}.wav" for d in range(10) for i in (30,)])
+    tiny = ["--corpus", str(corpus), "--test-corpus", str(kept_back),
+            "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
+            "--mono-gauss", "40", "--train-opts",
+            "--epochs 1 --units 16 --layers 1 --batch-size 8 --heldout-utts 3"]
+    first = run_recipe(tmp_path, *tiny)
+    assert first.returncode == 0, first.stderr[-3000:]
+    for n in range(8):
+        assert re.search(rf"stage {n} \(.*\): done in \d+ s", first.stderr), f"stage {n} missing"
+
+    data, exp = tmp_path / "data", tmp_path / "exp"
+    assert len((data / "train" / "text").read_text().splitlines()) == 30
+    assert len((data / "kept_back_mfcc" / "feats.scp").read_text().splitlines()) == 10
+    config = json.loads((data / "test_mfcc" / "feats_config.json").read_text())
+    assert config["sampling_rate"] == 8000
+    assert (exp / "mono_ali_aug" / "ali.1.gz").is_file()
+    assert (exp / "blstm_ssgd" / "final.pt").is_file()
+    assert not (exp / "mono" / "graph" / "lm.arpa").exists()  # the grammar, not an LM
+    rows = (exp / "RESULTS").read_text().splitlines()
+    assert [r.split(" %WER")[0] for r in rows] == [
+        "mono test", "blstm_ssgd x2 test", "mono kept_back", "blstm_ssgd x2 kept_back"]
+    for row in rows:
+        assert re.search(r"%WER \d+\.\d+ \[ \d+ / 10, 0 ins, 0 del, \d+ sub \]", row), row
+    results = (exp / "results.md").read_text()
+    assert "| mono kept_back |" in results and "| blstm_ssgd x2 test |" in results
+
+    kept = [exp / "blstm_ssgd" / "final.pt", exp / "mono" / "graph" / "HCLG.fst",
+            exp / "blstm_ssgd" / "decode_kept_back" / "text"]
+    before = [p.stat().st_mtime_ns for p in kept]
+    again = run_recipe(tmp_path, *tiny, "--stage", "4", "--stop-stage", "6")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [p.stat().st_mtime_ns for p in kept] == before

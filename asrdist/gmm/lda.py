@@ -70,9 +70,13 @@ class LdaStats:
             raise AsrdistError(f"LDA accumulation: class id {int(classes.max())} outside "
                                f"0..{self.num_classes - 1}")
         w = np.ones(x.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+        weighted = w[:, None] * x
         self.occ += np.bincount(classes, weights=w, minlength=self.num_classes)
-        np.add.at(self.first, classes, w[:, None] * x)
-        self.second += (w[:, None] * x).T @ x
+        order = np.argsort(classes, kind="stable")
+        starts = np.flatnonzero(np.diff(classes[order], prepend=-1))
+        if order.size:  # per-class sums of the class-sorted frames
+            self.first[classes[order][starts]] += np.add.reduceat(weighted[order], starts)
+        self.second += weighted.T @ x
 
     def estimate(self, dim: int = 40, remove_offset: bool = False,
                  allow_large_dim: bool = False) -> LdaResult:

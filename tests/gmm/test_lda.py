@@ -10,6 +10,8 @@ import pytest
 
 from asrdist.errors import AsrdistError
 from asrdist.gmm.lda import LdaStats, read_matrix, write_matrix
+from asrdist.gmm.mllt import compose_transforms
+from asrdist.kaldi.gmm_feats import FeatureTransform, splice_frames
 
 # Two classes in 2-D sharing the within-class covariance W = [[2, 1], [1, 2]] exactly, with
 # means c +- (1, 0): each class is its mean +- sqrt(2) times W's Cholesky columns, four points
@@ -141,3 +143,19 @@ def test_matrix_file_is_kaldis_binary_matrix(tmp_path) -> None:
         read_matrix(tmp_path / "bad.mat")
     with pytest.raises(AsrdistError, match="missing.mat: cannot read"):
         read_matrix(tmp_path / "missing.mat")
+
+
+def test_written_lda_plus_mllt_is_what_the_feature_pipeline_applies(tmp_path) -> None:
+    # train_lda_mllt.sh: final.mat = MLLT o LDA, applied by splice-feats | transform-feats.
+    rng = np.random.default_rng(5)
+    cmn = rng.normal(size=(20, 2))
+    spliced = splice_frames(cmn, 1, 1)
+    stats = LdaStats.zeros(4, 6)
+    stats.accumulate(spliced, np.arange(20) % 4)
+    lda = stats.estimate(dim=3, remove_offset=True).matrix
+    mllt = np.eye(3) + 0.1 * rng.normal(size=(3, 3))
+    write_matrix(tmp_path / "final.mat", compose_transforms(mllt, lda))
+    (tmp_path / "splice_opts").write_text("--left-context=1 --right-context=1\n")
+    got = FeatureTransform.of_model_dir(tmp_path).apply(cmn)
+    want = (spliced @ lda[:, :6].T + lda[:, 6]) @ mllt.T
+    assert np.allclose(got, want, atol=1e-4)

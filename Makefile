@@ -5,7 +5,7 @@ SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools g++ python3-dev
+APT_PKGS := espeak-ng libespeak-ng1 flite libflite1 sctk libfst-tools g++ python3-dev sox
 STAMP := $(VENV)/.installed
 
 .PHONY: all deps venv test demo lint bench study faults studies sim-studies network outer-network methods-2026 methods-2026-lost \

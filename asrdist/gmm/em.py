@@ -9,7 +9,7 @@ import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,9 +126,10 @@ def write_passes(path: Path, records: list[IterRecord]) -> None:
 
 
 def em_pass(jobs: Jobs, model: MonoModel, it: int, num_gauss: int, opts: EmOptions,
-            align_opts: AlignOptions, silence: list[int]) -> tuple[IterRecord, np.ndarray]:
-    """(Re)align if scheduled (pass 0: equal alignment), accumulate, update, mix up to
-    ``num_gauss``."""
+            align_opts: AlignOptions, silence: list[int],
+            after_align: Callable[[int], None] | None = None) -> tuple[IterRecord, np.ndarray]:
+    """(Re)align if scheduled (pass 0: equal alignment), ``after_align(it)`` (an MLLT pass),
+    accumulate, update, mix up to ``num_gauss``."""
     t0 = time.time()
     jobs.call("set_model", model.am, model.trans_model)
     ali = None
@@ -138,6 +139,8 @@ def em_pass(jobs: Jobs, model: MonoModel, it: int, num_gauss: int, opts: EmOptio
         ali = sum_align(jobs.call("realign", align_opts, False, align_am(model, opts, silence)))
     if ali is not None and ali.aligned == 0:
         raise AsrdistError(f"no training utterance could be aligned (e.g. {ali.failed[0]})")
+    if after_align is not None:
+        after_align(it)
     parts = jobs.call("accumulate")
     stats = parts[0]
     for part in parts[1:]:

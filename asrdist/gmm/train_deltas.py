@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import reduce
 from pathlib import Path
@@ -44,11 +45,15 @@ from asrdist.gmm.tree_stats import TreeStats, accumulate_tree_stats
 from asrdist.hmm.ali_dir import read_ali_dir
 from asrdist.hmm.event_map import EventMap, to_context_dependency
 from asrdist.hmm.phone_ali import TransitionTable
-from asrdist.jobs import LOCAL, Runner, split
+from asrdist.jobs import LOCAL, Jobs, Runner, split
 from asrdist.kaldi.data_dir import DataDir
-from asrdist.kaldi.gmm_feats import GMM_TABLES, load_features
+from asrdist.kaldi.gmm_feats import DELTAS, GMM_TABLES, FeatureTransform, load_features
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import read_transition_model, transition_info_from_khg
+from asrdist.kaldi.transition_model import (
+    TransitionInfo,
+    read_transition_model,
+    transition_info_from_khg,
+)
 from asrdist.progress import progress
 from asrdist.stage import Skipped, check_done
 
@@ -83,11 +88,11 @@ class DeltasSummary:
     seconds: float
 
 
-def _tree_stats_job(data_dir: Path, alis: dict[str, np.ndarray], table: TransitionTable,
-                    ci_phones: set[int]) -> TreeStats:
+def tree_stats_job(data_dir: Path, alis: dict[str, np.ndarray], table: TransitionTable,
+                   ci_phones: set[int], transform: FeatureTransform = DELTAS) -> TreeStats:
     """acc-tree-stats over one split of the data (a job of its own)."""
     data = DataDir.load(data_dir, GMM_TABLES)
-    feats = load_features(data, list(alis))
+    feats = load_features(data, list(alis), transform)
     for u, ali in alis.items():
         if feats[u].shape[0] != len(ali):
             raise AsrdistError(f"utterance {u}: {len(ali)} aligned frames but "
@@ -106,7 +111,7 @@ def _read_int_lines(path: Path) -> list[list[int]]:
         raise AsrdistError(f"{path}: not integer lines ({e})") from e
 
 
-def _context_independent(lang: Lang) -> set[int]:
+def context_independent(lang: Lang) -> set[int]:
     path = lang.path / "phones" / "context_indep.csl"
     try:
         return {int(x) for x in path.read_text().strip().split(":") if x}
@@ -157,43 +162,65 @@ def train_deltas(
     clear_outputs(exp_dir)
     start = time.time()
     with log_to(exp_dir / "log" / "train_deltas.log"):
-        table = TransitionTable.of(old)
-        ci = _context_independent(lang)
-        stats = reduce(lambda a, b: a + b, runner.map("tree-stats", _tree_stats_job, [
-            (data.path, {u: alis[u] for u in part}, table, ci)
-            for part in split(sorted(alis), opts.nj)]))
-        tree, tree_summary = make_tree(stats, lang, opts, exp_dir)
-        ctx_dep = to_context_dependency(tree, WIDTH, CENTRAL)
-        topo = lang.topology()
-        model = MonoModel(topo, ctx_dep, khg.TransitionModel(ctx_dep=ctx_dep, hmm_topo=topo),
-                          init_tied_gmms(stats, tree, ctx_dep.num_pdfs)[0])
-        converter = AlignmentConverter(old, transition_info_from_khg(model.trans_model), tree,
-                                       WIDTH, CENTRAL)
-        converted = {u: converter.convert(u, a) for u, a in alis.items()}
-        train_utts = sorted(alis)
+        stats = reduce(lambda a, b: a + b, runner.map("tree-stats", tree_stats_job, [
+            (data.path, {u: alis[u] for u in part}, TransitionTable.of(old),
+             context_independent(lang)) for part in split(sorted(alis), opts.nj)]))
+        model, converted, tree_summary = tied_system(stats, lang, opts, exp_dir, old, alis)
         parts = split(data.utts, opts.nj)
         with runner.start("align", AlignJob, [
-                (data.path, lang.path, part, train_utts, model.tree, model.trans_model,
+                (data.path, lang.path, part, sorted(alis), model.tree, model.trans_model,
                  opts.map_oov) for part in parts]) as jobs:
-            jobs.call_each("set_alignments",
-                           [({u: converted[u] for u in part if u in converted},)
-                            for part in parts])
-            log.info("%d pdfs; alignments converted, graphs compiled (%.1f s)",
-                     ctx_dep.num_pdfs, time.time() - start)
-            silence = optional_silence(lang) if opts.boost_silence != 1.0 else []
-            records, occs = _em(jobs, model, opts, silence)
-            write_passes(exp_dir / "log" / "passes.tsv", records)
-            final = align_everything(jobs, model, opts, silence, data)
-            write_exp_dir(exp_dir, lang, jobs, model, occs)
-        summary = DeltasSummary(tree_summary, records, len(data.utts), final.aligned,
+            final = train_and_align(jobs, parts, converted, model, opts, lang, data, exp_dir)
+        summary = DeltasSummary(tree_summary, final.iters, len(data.utts), final.aligned,
                                 final.failed, time.time() - start)
         log.info("done in %.1f s", summary.seconds)
     check.mark_done()
     return summary
 
 
-def _em(jobs, model: MonoModel, opts: DeltasOptions,
-        silence: list[int]) -> tuple[list[IterRecord], np.ndarray]:
+def tied_system(stats: TreeStats, lang: Lang, opts: DeltasOptions, exp_dir: Path,
+                old: TransitionInfo, alis: dict[str, np.ndarray],
+                ) -> tuple[MonoModel, dict[str, np.ndarray], TreeSummary]:
+    """The tree, its first model (one Gaussian per leaf) and the old alignments converted."""
+    tree, tree_summary = make_tree(stats, lang, opts, exp_dir)
+    ctx_dep = to_context_dependency(tree, WIDTH, CENTRAL)
+    topo = lang.topology()
+    model = MonoModel(topo, ctx_dep, khg.TransitionModel(ctx_dep=ctx_dep, hmm_topo=topo),
+                      init_tied_gmms(stats, tree, ctx_dep.num_pdfs)[0])
+    converter = AlignmentConverter(old, transition_info_from_khg(model.trans_model), tree,
+                                   WIDTH, CENTRAL)
+    converted = {u: converter.convert(u, a) for u, a in alis.items()}
+    log.info("%d pdfs; alignments converted", ctx_dep.num_pdfs)
+    return model, converted, tree_summary
+
+
+@dataclass
+class TrainedAlignment:
+    """The EM passes' records and the final alignment's outcome."""
+
+    iters: list[IterRecord]
+    aligned: int
+    failed: list[str]
+
+
+def train_and_align(jobs: Jobs, parts: list[list[str]], converted: dict[str, np.ndarray],
+                    model: MonoModel, opts: DeltasOptions, lang: Lang, data: DataDir,
+                    exp_dir: Path, after_align: Callable[[int], None] | None = None,
+                    ) -> TrainedAlignment:
+    """Start the jobs from the converted alignments, run the EM passes, align everything and
+    write the exp dir."""
+    jobs.call_each("set_alignments",
+                   [({u: converted[u] for u in part if u in converted},) for part in parts])
+    silence = optional_silence(lang) if opts.boost_silence != 1.0 else []
+    records, occs = _em(jobs, model, opts, silence, after_align)
+    write_passes(exp_dir / "log" / "passes.tsv", records)
+    final = align_everything(jobs, model, opts, silence, data)
+    write_exp_dir(exp_dir, lang, jobs, model, occs)
+    return TrainedAlignment(records, final.aligned, final.failed)
+
+
+def _em(jobs: Jobs, model: MonoModel, opts: DeltasOptions, silence: list[int],
+        after_align: Callable[[int], None] | None) -> tuple[list[IterRecord], np.ndarray]:
     """train_deltas.sh's passes 1 .. num_iters-1, starting at one Gaussian per leaf."""
     records: list[IterRecord] = []
     num_gauss = opts.num_leaves
@@ -201,7 +228,8 @@ def _em(jobs, model: MonoModel, opts: DeltasOptions,
     occs = np.zeros(model.am.num_pdfs, dtype=np.float32)
     with progress(opts.num_iters - 1, "tri", "iter") as bar:
         for it in range(1, opts.num_iters):
-            rec, occs = em_pass(jobs, model, it, num_gauss, opts, opts.align, silence)
+            rec, occs = em_pass(jobs, model, it, num_gauss, opts, opts.align, silence,
+                                after_align)
             records.append(rec)
             if it <= opts.last_inc_iter():
                 num_gauss += inc

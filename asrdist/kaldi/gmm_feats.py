@@ -68,13 +68,16 @@ def splice_frames(feats: np.ndarray, left: int, right: int) -> np.ndarray:
 class FeatureTransform:
     """Deltas (``matrix`` None), or frames spliced ``left``/``right`` times ``matrix``
     (transform-feats: a last column, when the matrix has one more than the input, is an
-    offset)."""
+    offset); ``splice_only``: the spliced frames themselves (what LDA is estimated on)."""
 
     matrix: np.ndarray | None = None
     left: int = 3
     right: int = 3
+    splice_only: bool = False
 
     def apply(self, cmn: np.ndarray) -> np.ndarray:
+        if self.splice_only:
+            return splice_frames(cmn, self.left, self.right)
         if self.matrix is None:
             return add_deltas(cmn)
         spliced = splice_frames(cmn, self.left, self.right).astype(np.float64)

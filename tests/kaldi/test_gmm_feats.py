@@ -48,3 +48,9 @@ def test_a_transform_is_linear_or_affine_as_transform_feats(tmp_path) -> None:
     (tmp_path / "final.mat").write_text("garbage")
     with pytest.raises(AsrdistError, match="final.mat: not a Kaldi matrix"):
         FeatureTransform.of_model_dir(tmp_path)
+
+
+def test_splice_only_gives_the_spliced_frames() -> None:
+    cmn = np.array([[1.0], [2.0]])
+    assert FeatureTransform(left=1, right=0, splice_only=True).apply(cmn).tolist() == [
+        [1, 1], [1, 2]]

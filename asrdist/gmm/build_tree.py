@@ -6,7 +6,7 @@ As BuildTree in Kaldi's tree/build-tree.cc:
 2. greedy splitting: the leaf whose best question (over every key and question) gains most
    likelihood is split, until ``max_leaves`` or the best gain is below ``thresh``; roots
    marked "not-split" keep their stub leaves;
-3. bottom-up clustering merges leaves of one root whose merge loses less than
+3. bottom-up clustering merges leaves of one root whose merge loses at most
    ``cluster_thresh`` (by default the smallest gain of any split made), then more merges
    round the count down to a multiple of 8;
 4. the leaves, the pdf-ids, are renumbered 0 .. L-1.
@@ -208,7 +208,7 @@ def _merge(groups: list[tuple[list[int], np.ndarray]], thresh: float,
            target: int) -> dict[int, int]:
     """Bottom-up clustering inside each group of leaves (ClusterBottomUp and its
     compartmentalised form): merge the cheapest pair anywhere while the likelihood lost is
-    below ``thresh`` and more than ``target`` clusters remain. Returns leaf -> kept leaf."""
+    at most ``thresh`` and more than ``target`` clusters remain. Returns leaf -> kept leaf."""
     mapping: dict[int, int] = {}
     state = []
     for members, rows in groups:
@@ -224,7 +224,9 @@ def _merge(groups: list[tuple[list[int], np.ndarray]], thresh: float,
     alive = sum(len(s[0]) for s in state)
     while alive > target:
         best = min(((s[2].min(), g) for g, s in enumerate(state) if s[2].size), default=None)
-        if best is None or not best[0] < thresh:
+        # at most the threshold, as Kaldi's BottomUpClusterer (its float objectives make the
+        # smallest split's own two leaves cost exactly that split's gain: they merge back)
+        if best is None or not best[0] <= thresh + 1e-6 * abs(thresh):
             break
         members, rows, cost, live = state[best[1]]
         i, j = np.unravel_index(np.argmin(cost), cost.shape)

@@ -58,7 +58,7 @@ def _event(left: int) -> dict[int, int]:
 
 def test_toy_tying_by_hand_splits_the_odd_left_context_off():
     tree, summary = build_tree(_toy_stats(), ROOTS, QUESTIONS, {1: 1},
-                               TreeOptions(max_leaves=10, thresh=300.0))
+                               TreeOptions(max_leaves=10, thresh=300.0, cluster_thresh=0.0))
     assert summary.splits == 1 and summary.leaves == 2
     assert summary.split_gain_per_frame * 300 == pytest.approx(HAND_GAIN)
     assert lookup(tree, _event(2)) == lookup(tree, _event(3)) != lookup(tree, _event(4))
@@ -71,10 +71,15 @@ def test_a_split_below_the_threshold_is_not_made():
     assert summary.splits == 0 and summary.leaves == 1
 
 
-def test_clustering_merges_leaves_losing_less_than_its_threshold():
+def test_clustering_merges_leaves_losing_at_most_its_threshold():
+    kept, summary = build_tree(_toy_stats(), ROOTS, QUESTIONS, {1: 1},
+                               TreeOptions(max_leaves=10, thresh=300.0,
+                                           cluster_thresh=HAND_GAIN - 1))
+    assert summary.splits == 1 and summary.leaves == 2
+    # by default the threshold is the smallest split's gain, which merging its two leaves
+    # loses again: Kaldi's clusterer merges at <= (its float objectives are equal), so here
     merged, summary = build_tree(_toy_stats(), ROOTS, QUESTIONS, {1: 1},
-                                 TreeOptions(max_leaves=10, thresh=300.0,
-                                             cluster_thresh=HAND_GAIN + 1))
+                                 TreeOptions(max_leaves=10, thresh=300.0))
     assert summary.splits == 1 and summary.leaves == 1
     assert len({lookup(merged, _event(c)) for c in (2, 3, 4)}) == 1
 
@@ -122,7 +127,7 @@ def test_monophone_table_is_byte_for_byte_kaldis_tree(tmp_path):
 
 def test_a_built_triphone_tree_maps_in_kaldi_as_it_does_here():
     tree, _ = build_tree(_toy_stats(), ROOTS, QUESTIONS, {1: 1},
-                         TreeOptions(max_leaves=10, thresh=300.0))
+                         TreeOptions(max_leaves=10, thresh=300.0, cluster_thresh=0.0))
     ctx_dep = to_context_dependency(tree, 3, 1)
     assert (ctx_dep.context_width, ctx_dep.central_position, ctx_dep.num_pdfs) == (3, 1, 2)
     for left in (0, 2, 3, 4):

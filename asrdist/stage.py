@@ -157,7 +157,8 @@ def changes(previous: Mapping[str, Any] | None, current: Mapping[str, Any],
         elif path not in new_in:
             found.append(f"{path} no longer an input")
         elif new is None:
-            found.append(f"input {path} gone")
+            if old is not None:  # missing then and now: no change
+                found.append(f"input {path} gone")
         elif not same_file(old, new, path):
             found.append(f"input {path} changed")
     outputs = previous.get("outputs", {})

@@ -171,3 +171,10 @@ def test_a_done_stage_is_skipped_with_the_one_result_type(tmp_path):
     check_done(tmp_path, "decode", {"beam": 13}).mark_done()
     again = check_done(tmp_path, "decode", {"beam": 13})
     assert again.done and again.skipped() == stage.Skipped(tmp_path, "decode")
+
+
+def test_an_input_missing_then_and_now_is_no_change(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    check_done(out, "s", {}, [tmp_path / "never"]).mark_done()
+    assert check_done(out, "s", {}, [tmp_path / "never"]).done

@@ -470,8 +470,9 @@ def make_graph(
     with atomic_path(out / "HCLG.fst") as tmp:
         if not hclg.write(str(tmp)):
             raise AsrdistError(f"{out / 'HCLG.fst'}: cannot write")
-    for name in ("words.txt", "phones.txt"):
-        shutil.copyfile(lang.path / name, out / name)
+    for name in ("words.txt", "phones.txt", "oov.txt", "oov.int"):  # a lang for lmrescore
+        if (lang.path / name).is_file():
+            shutil.copyfile(lang.path / name, out / name)
     shutil.copytree(lang.path / "phones", out / "phones", dirs_exist_ok=True)
     write_final_mdl(out / "final.mdl", info)
     with atomic_write(out / "num_pdfs") as f:

@@ -19,7 +19,8 @@ from asrdist.hmm.tree import read_tree
 
 def test_graph_dir_has_kaldi_files(tiny_system, tiny_graph):
     for name in ("lm.arpa", "G.fst", "HCLG.fst", "words.txt", "phones.txt", "num_pdfs",
-                 "final.mdl", "phones/align_lexicon.int", "disambig_tid.int"):
+                 "final.mdl", "phones/align_lexicon.int", "disambig_tid.int",
+                 "oov.txt", "oov.int"):  # oov.*: the graph dir is asrdist-lmrescore's lang
         assert (tiny_graph / name).is_file(), name
     assert int((tiny_graph / "num_pdfs").read_text()) == tiny_system.trans.num_pdfs
     hclg = read_fst(tiny_graph / "HCLG.fst")

@@ -78,18 +78,33 @@ NO_FRAME = "too short for one frame"
 
 @dataclass(frozen=True)
 class FeatureOptions:
-    """Feature type and size; num_mel_bins defaults to 40 (fbank) or 23 (mfcc, Kaldi's)."""
+    """Feature type and size; num_mel_bins defaults to 40 (fbank) or 23 (mfcc, Kaldi's).
+
+    ``high_freq`` is the mel filterbank's upper edge in Hz, <= 0 meaning that far below the
+    Nyquist frequency (Kaldi's --high-freq); None keeps lhotse's -400, so features made before
+    the option existed keep their fingerprint. Kaldi's own default is 0 (the Nyquist frequency):
+    at 8 kHz lhotse's drops the 3600-4000 Hz band."""
 
     kind: str = "fbank"
     num_mel_bins: int | None = None
     num_ceps: int = 13
     sample_rate: int = 16000
+    high_freq: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise AsrdistError(f"--kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
         if self.num_mel_bins is None:
             object.__setattr__(self, "num_mel_bins", 40 if self.kind == "fbank" else 23)
+        nyquist = self.sample_rate / 2
+        if self.high_freq is not None and not -nyquist < self.high_freq <= nyquist:
+            raise AsrdistError(f"--high-freq {self.high_freq:g}: must be in "
+                               f"({-nyquist:g}, {nyquist:g}] Hz at {self.sample_rate} Hz")
+
+    def fingerprint(self) -> dict:
+        """The options a done marker records; an unset high_freq is left out (see above)."""
+        return {k: v for k, v in dataclasses.asdict(self).items()
+                if not (k == "high_freq" and v is None)}
 
     @property
     def dim(self) -> int:
@@ -100,6 +115,8 @@ def make_extractor(options: FeatureOptions) -> Fbank | Mfcc:
     """The lhotse extractor with Kaldi's framing (snip_edges) and no dither."""
     common = dict(sampling_rate=options.sample_rate, frame_shift=FRAME_SHIFT, dither=0.0,
                   snip_edges=True, num_filters=options.num_mel_bins)
+    if options.high_freq is not None:
+        common["high_freq"] = options.high_freq
     with warnings.catch_warnings():  # lhotse warns that snip_edges breaks its duration maths
         warnings.simplefilter("ignore", UserWarning)
         if options.kind == "fbank":
@@ -307,7 +324,7 @@ def make_features(
         if not (src / name).is_file():
             raise AsrdistError(f"{src} is not a Kaldi data dir: missing {name}")
     # --nj only splits the work: left out of the fingerprint. The inputs are the tables read.
-    check = check_done(dest, STAGE, {**dataclasses.asdict(options), "src": str(src)},
+    check = check_done(dest, STAGE, {**options.fingerprint(), "src": str(src)},
                        [src / name for name in COPIED_FILES if (src / name).is_file()])
     if check.done:
         return check.skipped()

@@ -41,6 +41,24 @@ def test_feature_dims():
     assert np.all(np.isfinite(mfcc)) and np.all(np.isfinite(fbank))
 
 
+def test_high_freq_zero_keeps_the_band_below_nyquist():
+    """Kaldi's --high-freq 0 (Nyquist) sees a 3.8 kHz tone at 8 kHz; lhotse's -400 cuts it."""
+    tone = np.sin(2 * np.pi * 3800 * np.arange(8000) / 8000) * 1000
+    top = {}
+    for high in (None, 0.0):
+        options = FeatureOptions("fbank", num_mel_bins=23, sample_rate=8000, high_freq=high)
+        top[high] = compute_features(tone, make_extractor(options), 8000)[:, -1].mean()
+    assert top[0.0] > top[None] + 5  # log-mel: the tone is in the last bin only with 0
+
+
+def test_high_freq_unset_keeps_the_old_fingerprint_and_bad_values_are_refused():
+    assert FeatureOptions("mfcc").fingerprint() == {
+        "kind": "mfcc", "num_mel_bins": 23, "num_ceps": 13, "sample_rate": 16000}
+    assert FeatureOptions("mfcc", high_freq=0.0).fingerprint()["high_freq"] == 0.0
+    with pytest.raises(AsrdistError, match="--high-freq 4500"):
+        FeatureOptions("mfcc", sample_rate=8000, high_freq=4500)
+
+
 def test_cmvn_stats_layout():
     feats = np.arange(12, dtype=np.float32).reshape(4, 3)
     stats = cmvn_stats(feats)

@@ -15,7 +15,8 @@ from asrdist.stage import Skipped
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="The recipe's data dir (train/, test/, manifests/, local/, lang/).")
 @click.option("--test-speakers", default=",".join(DEFAULT_TEST_SPEAKERS), show_default=True,
-              help="Comma-separated speakers held out of training into test/.")
+              help="Comma-separated speakers held out of training into test/; 'none': "
+                   "every speaker trains and only the --test-corpus sets test.")
 @click.option("--test-corpus", "test_corpora", multiple=True, type=click.Path(file_okay=False),
               help="Another corpus in the same layout (repeatable): all its clips become "
                    "the test data dir named after its directory.")
@@ -24,7 +25,7 @@ def main(corpus: str, out: str, test_speakers: str, test_corpora: tuple[str, ...
     ten-digit CMUdict lexicon (local/dict), the lang dir, the one-digit grammar
     (local/grammar.txt) and the corpus's sample rate (local/sample_rate). A rerun with the
     same options and recordings is skipped."""
-    speakers = tuple(s for s in test_speakers.split(",") if s)
+    speakers = () if test_speakers == "none" else tuple(s for s in test_speakers.split(",") if s)
     summary = prepare_digits(corpus, out, speakers, test_corpora)
     if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         summary = read_summary(out)

@@ -5,6 +5,7 @@ dirs, a ten-word dict dir, the lang dir and a one-digit grammar.
 The test set holds out whole speakers (speaker-independent); the publisher's own test set
 (indices 0-4 of every speaker) shares the training speakers. Further test corpora in the same
 layout (speakers kept back by reviewers) each become a data dir named after their directory.
+With no speaker held out (``--test-speakers none``) all train and only those corpora test.
 The sample rate is read from the audio: every file must have the corpus's one rate, and it is
 written to ``local/sample_rate`` so that feature extraction follows it instead of resampling.
 """
@@ -16,6 +17,7 @@ import logging
 import math
 import os
 import re
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -111,7 +113,8 @@ def corpus_rate(clips: list[Clip]) -> int:
 
 def split_by_speaker(clips: list[Clip],
                      test_speakers: tuple[str, ...]) -> dict[str, list[Clip]]:
-    """train: every speaker but ``test_speakers``; test: theirs."""
+    """train: every speaker but ``test_speakers``; test: theirs (no test part when none are
+    held out: every speaker trains, for evaluation on --test-corpus sets)."""
     speakers = {c.speaker for c in clips}
     for speaker in test_speakers:
         if speaker not in speakers:
@@ -119,8 +122,10 @@ def split_by_speaker(clips: list[Clip],
                                f"{', '.join(c_sorted(speakers))})")
     if speakers <= set(test_speakers):
         raise AsrdistError("--test-speakers leaves no speaker to train on")
-    return {"train": [c for c in clips if c.speaker not in test_speakers],
-            "test": [c for c in clips if c.speaker in test_speakers]}
+    parts = {"train": [c for c in clips if c.speaker not in test_speakers]}
+    if test_speakers:
+        parts["test"] = [c for c in clips if c.speaker in test_speakers]
+    return parts
 
 
 def test_corpus_parts(test_corpora: tuple[str, ...]) -> dict[str, Path]:
@@ -182,6 +187,8 @@ def prepare_digits(corpus: str | os.PathLike, out: str | os.PathLike,
     same options and the same recordings."""
     out = Path(out)
     extra = test_corpus_parts(test_corpora)
+    if not test_speakers and not extra:
+        raise AsrdistError("--test-speakers none holds no speaker out: give a --test-corpus")
     options = {"test_speakers": list(test_speakers),
                "test_corpora": {n: os.path.abspath(p) for n, p in extra.items()}}
     inputs = [Path(corpus) / "recordings", *(p / "recordings" for p in extra.values())]
@@ -199,6 +206,8 @@ def prepare_digits(corpus: str | os.PathLike, out: str | os.PathLike,
             raise AsrdistError(f"--test-corpus {path}: speaker {c_sorted(shared)[0]} is also "
                                "a training speaker (the test must be speaker-independent)")
     rate = corpus_rate([c for part in parts.values() for c in part])
+    if "test" not in parts and (out / "test").is_dir():  # an earlier split's, not this one's
+        shutil.rmtree(out / "test")
     for name, part_clips in parts.items():
         write_data_dir(out / name, [c.utterance() for c in part_clips])
     _write_manifests(out / "manifests", parts)

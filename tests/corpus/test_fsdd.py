@@ -80,6 +80,24 @@ def test_test_corpus_becomes_its_own_data_dir(corpus, tmp_path):
     assert (out / "kept_back" / "text").read_text() == "lucas-3-004 THREE\nlucas-9-040 NINE\n"
 
 
+def test_no_test_speaker_trains_on_all_and_tests_on_the_test_corpus(corpus, tmp_path):
+    fsdd = real_corpus("fsdd")
+    extra = _corpus(tmp_path / "kept_back", ["3_lucas_4.wav"], fsdd)
+    out = tmp_path / "data"
+    prepare_digits(corpus, out, ("nicolas",), (str(extra),))
+    assert (out / "test").is_dir()
+    proc = run_cli("prepare_digits", "--corpus", corpus, "--out", out, "--test-speakers", "none",
+                   "--test-corpus", extra)
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == ["train", "kept_back"]
+    speakers = {line.split()[1] for line in (out / "train" / "utt2spk").read_text().splitlines()}
+    assert speakers == set(SPEAKERS)
+    assert not (out / "test").exists()  # the earlier split's test set is gone
+    with pytest.raises(AsrdistError, match="^--test-speakers none holds no speaker out: give "
+                                           "a --test-corpus$"):
+        prepare_digits(corpus, out, ())
+
+
 def test_bad_corpora_are_one_line_errors(corpus, tmp_path):
     out = tmp_path / "data"
     cases = []

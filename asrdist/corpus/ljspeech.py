@@ -22,10 +22,11 @@ Audio is read at 22,050 Hz as shipped and resampled to 16 kHz by sox in wav.scp
 (``sox FILE -r 16000 -b 16 -t wav - |``, as Kaldi recipes resample), so features are the same
 16 kHz MFCC/fbank as every other asrdist recipe's.
 
-Text (asrdist.corpus.ljspeech_text), lexicon (asrdist.corpus.ljspeech_lexicon) and LMs
-(asrdist.corpus.ljspeech_lm): the LM text is metadata.csv's normalised transcripts minus the
-test and kept-back clips, minus every clip of a ``--test-corpus``, minus any other clip with a
-test sentence's words; the vocabulary is that text's words.
+Text (asrdist.corpus.ljspeech_text) and lexicon (asrdist.corpus.ljspeech_lexicon): the LM
+text is metadata.csv's normalised transcripts minus the test and kept-back clips, minus every
+clip of a ``--test-corpus``, minus any other clip with a test sentence's words; the vocabulary is
+that text's words. The LMs themselves are estimated on it by asrdist-prepare-ljspeech's second
+step (with asrdist.decode's estimator, which data prep does not import: a lower layer).
 """
 
 from __future__ import annotations
@@ -44,11 +45,10 @@ from lhotse import RecordingSet, SupervisionSegment, SupervisionSet
 
 from asrdist.corpus.lexicon import OOV_WORD, write_dict_dir
 from asrdist.corpus.ljspeech_lexicon import build_arpabet_lexicon
-from asrdist.corpus.ljspeech_lm import GRAPH_ORDER, RESCORE_ORDER, perplexity, write_lm_text
 from asrdist.corpus.ljspeech_text import Clip, read_metadata
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.kaldi.data_dir import Utterance, write_data_dir
+from asrdist.kaldi.data_dir import Utterance, c_sorted, write_data_dir
 from asrdist.stage import Skipped, check_done
 
 log = logging.getLogger(__name__)
@@ -87,14 +87,11 @@ class SetSummary:
     hours: float
     words: int
     oov_words: int
-    ppl_tg: float
-    ppl_fg: float
 
     def line(self) -> str:
         oov = f"OOV {self.oov_words}/{self.words} = {100 * self.oov_words / self.words:.2f} %"
-        ppl = f", perplexity tg {self.ppl_tg:.1f} fg {self.ppl_fg:.1f}" if self.ppl_tg else ""
         return (f"{self.name}: {self.utterances} clips, {self.hours:.3f} h, {self.words} words, "
-                f"{oov}{ppl}")
+                f"{oov}")
 
 
 @dataclass(frozen=True)
@@ -104,14 +101,11 @@ class LJSpeechSummary:
     lm_words: int
     vocabulary: int
     espeak_words: int  # vocabulary words CMUdict lacks, pronounced by espeak-ng
-    ngrams_fg: list[int]  # 1-grams, 2-grams, ... of the 4-gram
 
     def lines(self) -> list[str]:
         return [s.line() for s in self.sets] + [
             f"LM text: {self.lm_sentences} sentences, {self.lm_words} words; vocabulary "
-            f"{self.vocabulary} words ({self.espeak_words} not in CMUdict: espeak-ng G2P)",
-            "4-gram: " + ", ".join(f"{n} {i + 1}-grams" for i, n in enumerate(self.ngrams_fg)),
-        ]
+            f"{self.vocabulary} words ({self.espeak_words} not in CMUdict: espeak-ng G2P)"]
 
 
 def corpus_dir(path: str | os.PathLike, option: str) -> Path:
@@ -190,8 +184,14 @@ def _lm_texts(clips: dict[str, Clip], excluded_ids: set[str],
             and c.words not in test_texts}
 
 
+def write_lm_text(path: Path, texts: dict[str, str]) -> None:
+    """The LM sentences as a Kaldi ``text`` (id words), what asrdist-mkgraph --text reads."""
+    with atomic_write(path) as f:
+        f.writelines(f"{clip} {texts[clip]}\n" for clip in c_sorted(texts))
+
+
 def prepare_ljspeech(out: str | os.PathLike, options: LJSpeechOptions) -> LJSpeechSummary | Skipped:
-    """data/{train,test,NAME...}, manifests/, local/dict, lang/, local/lm/{text,lm_*.arpa}.
+    """data/{train,test,NAME...}, manifests/, local/dict, lang/, local/lm/text.
 
     Skipped when ``out`` is done with the same corpora (metadata.csv and wavs/ as inputs)."""
     out = Path(out)
@@ -232,26 +232,16 @@ def prepare_ljspeech(out: str | os.PathLike, options: LJSpeechOptions) -> LJSpee
     for name, (ids, set_clips, recs) in sets.items():
         _write_set(out, name, ids, set_clips, recs)
 
-    lm_dir = out / "local" / "lm"
-    write_lm_text(lm_dir / "text", lm_texts)
-    from asrdist.decode.graph import estimate_lm  # kaldifst again
-    from asrdist.kaldi.lang import Lang
-
-    lang = Lang.load(out / "lang")
-    lms = {order: estimate_lm(lang, lm_dir / "text", order, lm_dir / f"lm_{tag}.arpa")
-           for order, tag in ((GRAPH_ORDER, "tg"), (RESCORE_ORDER, "fg"))}
+    write_lm_text(out / "local" / "lm" / "text", lm_texts)
     summaries = []
     for name, (ids, set_clips, recs) in sets.items():
-        sentences = [set_clips[i].words.split() for i in ids]
-        words = [w for s in sentences for w in s]
-        ppl = ({o: perplexity(lm, sentences).ppl for o, lm in lms.items()} if name != "train"
-               else {GRAPH_ORDER: 0.0, RESCORE_ORDER: 0.0})
+        words = [w for i in ids for w in set_clips[i].words.split()]
         summaries.append(SetSummary(
             name, len(ids), sum(recs[i].duration for i in ids) / 3600, len(words),
-            sum(w not in vocab for w in words), ppl[GRAPH_ORDER], ppl[RESCORE_ORDER]))
+            sum(w not in vocab for w in words)))
     summary = LJSpeechSummary(
         summaries, len(lm_texts), sum(len(t.split()) for t in lm_texts.values()), len(vocab),
-        len(guessed), [len(p) for p in lms[RESCORE_ORDER].prob[1:]])
+        len(guessed))
     with atomic_write(out / "local" / "espeak_words.txt") as f:
         f.writelines(f"{w} {' '.join(lexicon[w][0])}\n" for w in guessed)
     with atomic_write(out / "local" / "corpus_summary.json") as f:

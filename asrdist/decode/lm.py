@@ -17,6 +17,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
@@ -129,6 +130,36 @@ class NgramLM:
                         line += f"\t{self.backoff[gram]:.7f}"
                     f.write(line + "\n")
             f.write("\n\\end\\\n")
+
+
+@dataclass(frozen=True)
+class Perplexity:
+    """SRILM's ``ngram -ppl`` numbers: OOV tokens are left out of the average and counted."""
+
+    sentences: int
+    words: int
+    oovs: int
+    ppl: float
+
+
+def perplexity(lm: NgramLM, sentences: Iterable[Sequence[str]]) -> Perplexity:
+    """Per-word perplexity (``</s>`` counted, OOV words skipped) of ``sentences``: how well
+    the LM predicts a test set's text, before any decoding."""
+    vocab = set(lm.vocab)
+    log10_sum, count, oovs, n = 0.0, 0, 0, 0
+    for sentence in sentences:
+        n += 1
+        history: list[str] = [BOS]
+        for word in [*sentence, EOS]:
+            if word not in vocab:
+                oovs += 1
+                history = [BOS]  # the model knows no context holding it: restart
+                continue
+            log10_sum += lm.logprob(word, history)
+            count += 1
+            history.append(word)
+    words = count - n + oovs
+    return Perplexity(n, words, oovs, 10 ** (-log10_sum / count) if count else math.inf)
 
 
 def read_training_text(path: str | os.PathLike, vocab: set[str], oov: str) -> list[list[str]]:

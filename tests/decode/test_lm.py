@@ -1,4 +1,5 @@
-"""The n-gram estimator writes a valid ARPA model whose distributions sum to one."""
+"""The n-gram estimator writes a valid ARPA model whose distributions sum to one; perplexity
+skips OOV words and restarts the context after them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import kaldi_hmm_gmm  # noqa: F401  (before kaldilm, or the process hangs)
 import kaldilm
 import pytest
 
-from asrdist.decode.lm import BOS, EOS, NgramLM
+from asrdist.decode.lm import BOS, EOS, NgramLM, perplexity
 from asrdist.errors import AsrdistError
 
 SENTENCES = [s.split() for s in ["the cat sat", "the dog sat", "a cat ran", "the cat ran away",
@@ -51,3 +52,18 @@ def test_arpa_file_is_valid(tmp_path):
 def test_no_training_text_is_refused():
     with pytest.raises(AsrdistError, match="no training text"):
         NgramLM([[]], VOCAB, 3)
+
+
+def test_perplexity_skips_an_oov_and_restarts_after_it():
+    lm = NgramLM(SENTENCES, VOCAB, 3)
+    result = perplexity(lm, [["the", "martian", "cat"], ["a", "dog"]])
+    logprobs = [lm.logprob("the", [BOS]), lm.logprob("cat", [BOS]),  # context restarts
+                lm.logprob(EOS, [BOS, "cat"]), lm.logprob("a", [BOS]),
+                lm.logprob("dog", [BOS, "a"]), lm.logprob(EOS, [BOS, "a", "dog"])]
+    assert (result.sentences, result.words, result.oovs) == (2, 5, 1)
+    assert result.ppl == pytest.approx(10 ** (-sum(logprobs) / len(logprobs)))
+
+
+def test_a_higher_order_predicts_its_own_training_text_better():
+    ppl = [perplexity(NgramLM(SENTENCES, VOCAB, n), SENTENCES).ppl for n in (1, 2, 3)]
+    assert ppl[0] > ppl[1] > ppl[2] > 1.0

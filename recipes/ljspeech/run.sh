@@ -9,8 +9,9 @@
 #   0 data      asrdist-prepare-ljspeech: data/{train,test,NAME}, lexicon, lang, LM text and
 #               its trigram and 4-gram (RESULTS.md: split, normalisation, lexicon, OOV, LMs)
 #   1 features  16 kHz MFCC (sox resamples in wav.scp); fbank too with --nnet-feats fbank
-#   2 GMMs      monophone GMM (asrdist-align-gmm); triphone stages go after it, and set
-#               $ali to the system whose alignments the networks train on
+#   2 GMMs      monophone GMM (asrdist-align-gmm), tri1 on mono's alignments (delta
+#               triphones, asrdist-train-deltas), tri2 on tri1's (LDA+MLLT,
+#               asrdist-train-lda-mllt); $ali is the system the networks train on (tri2)
 #   3 targets   asrdist-ingest-ali: $ali's alignments -> pdf-ids
 #   4 train     BLSTM per --algos, --learners each (local/launch_train.sh)
 #   5 graphs    trigram HCLG per GMM system (asrdist-mkgraph over the LM text)
@@ -30,6 +31,8 @@ download=""        # a dir: download the whole corpus there with lhotse (instead
 test_corpus=""     # extra test corpora (dirs), space-separated
 nj=2               # parallel jobs for features, alignment, decoding
 mono_opts=""       # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
+tri1_opts="--num-leaves 300 --total-gauss 2000"  # asrdist-train-deltas (RESULTS.md: sizes tried)
+tri2_opts="--num-leaves 400 --total-gauss 3000"  # asrdist-train-lda-mllt
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 bands)
@@ -39,6 +42,7 @@ data=data          # where data dirs, features and lang go
 exp=exp            # where models, graphs, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR | --download DIR]
        [--test-corpus \"DIR ...\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--mono-opts \"FLAGS\"]
+       [--tri1-opts \"FLAGS\"] [--tri2-opts \"FLAGS\"]
        [--algos \"A B\"] [--learners N] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"]
        [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
@@ -47,8 +51,8 @@ case $nnet_feats in
   *) echo "$0: --nnet-feats $nnet_feats: choose mfcc or fbank" >&2; exit 1 ;;
 esac
 test_sets="test $(for d in $test_corpus; do basename "$d"; done)"
-gmms="mono"                 # GMM systems, each decoded with its own graph
-ali=$exp/mono               # the alignments the networks train on
+gmms="mono tri1 tri2"       # GMM systems, each decoded with its own graph
+ali=$exp/tri2               # the alignments the networks train on (the best GMM's)
 runs=$(for a in $algos; do echo blstm_$a; done)
 # graph_of SYSTEM: the graph dir a system decodes with (a network: its alignments' GMM's)
 graph_of() { case $1 in blstm_*) echo $ali/graph_tg ;; *) echo $exp/$1/graph_tg ;; esac; }
@@ -73,6 +77,10 @@ fi
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
   run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj $mono_opts $data/train_mfcc \
     $data/lang $exp/mono
+  run_stage 2 "tri1 (deltas)" asrdist-train-deltas --nj $nj $tri1_opts $data/train_mfcc \
+    $data/lang $exp/mono $exp/tri1
+  run_stage 2 "tri2 (LDA+MLLT)" asrdist-train-lda-mllt --nj $nj $tri2_opts $data/train_mfcc \
+    $data/lang $exp/tri1 $exp/tri2
 fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
@@ -91,9 +99,6 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   for g in $gmms; do  # the trigram is estimated here from stage 0's LM text (same as lm_tg.arpa)
     run_stage 5 "graph $g" asrdist-mkgraph --lang $data/lang --model $exp/$g/final.mdl \
       --text $data/local/lm/text --order 3 --out $exp/$g/graph_tg
-    # the graph dir is stage 7's old lang (G.fst, words.txt): its unknown word too, as in
-    # Kaldi's data/lang_test_* dirs
-    cp -p $data/lang/oov.int $data/lang/oov.txt $exp/$g/graph_tg/
   done
 fi
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from asrdist.errors import AsrdistError
 from asrdist.gmm.tree_stats import TreeStats
-from asrdist.hmm.event_map import PDF_CLASS, EventMap, lookup
+from asrdist.hmm.event_map import EventMap, lookup
 from asrdist.hmm.phone_ali import TransitionTable, split_to_phones
 from asrdist.kaldi.transition_model import TransitionInfo
 
@@ -57,15 +57,14 @@ def init_tied_gmms(stats: TreeStats, tree: EventMap,
 
 
 class AlignmentConverter:
-    """convert-ali from one transition model to another built on ``tree``."""
+    """convert-ali from one transition model to another built on ``tree`` (any Kaldi tree)."""
 
-    def __init__(self, old: TransitionInfo, new: TransitionInfo, tree: EventMap,
-                 width: int = 3, central: int = 1):
+    def __init__(self, old: TransitionInfo, new: TransitionInfo, tree: khg.ContextDependency):
         if old.topology != new.topology:
             raise AsrdistError("convert-ali: the two models have different topologies")
         self.old = TransitionTable.of(old)
         self.topology = new.topology
-        self.tree, self.width, self.central = tree, width, central
+        self.tree, self.width, self.central = tree, tree.context_width, tree.central_position
         new_table = TransitionTable.of(new)
         self.first_tid = {s: int(np.flatnonzero(new_table.tstate == s)[0])
                           for s in range(1, len(new.tuples) + 1)}
@@ -73,11 +72,10 @@ class AlignmentConverter:
 
     def _new_tstate(self, ctx: tuple[int, ...], hmm_state: int, utt: str) -> int:
         state = self.topology.entry(ctx[self.central])[hmm_state]
-        event = dict(enumerate(ctx))
         pdfs = []
         for pdf_class in (state.forward_pdf_class, state.self_loop_pdf_class):
-            pdf = lookup(self.tree, {**event, PDF_CLASS: pdf_class})
-            if pdf is None:
+            ok, pdf = self.tree.compute(list(ctx), pdf_class)
+            if not ok:
                 raise AsrdistError(f"utterance {utt}: the tree has no pdf for phones {ctx}")
             pdfs.append(pdf)
         key = (ctx[self.central], hmm_state, pdfs[0], pdfs[1])

@@ -187,8 +187,7 @@ def tied_system(stats: TreeStats, lang: Lang, opts: DeltasOptions, exp_dir: Path
     topo = lang.topology()
     model = MonoModel(topo, ctx_dep, khg.TransitionModel(ctx_dep=ctx_dep, hmm_topo=topo),
                       init_tied_gmms(stats, tree, ctx_dep.num_pdfs)[0])
-    converter = AlignmentConverter(old, transition_info_from_khg(model.trans_model), tree,
-                                   WIDTH, CENTRAL)
+    converter = AlignmentConverter(old, transition_info_from_khg(model.trans_model), ctx_dep)
     converted = {u: converter.convert(u, a) for u, a in alis.items()}
     log.info("%d pdfs; alignments converted", ctx_dep.num_pdfs)
     return model, converted, tree_summary

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Kaldi's own convert-ali on a monophone system's alignments (mono.mdl, mono_ali.1.gz) for a
+# triphone system (tri1.mdl, tri1.tree), both trained by asrdist on the coarticulated synthetic
+# corpus of tests/gmm/synth_corpus.py: expected.ali.gz is what tests/gmm/test_tied_model.py
+# compares asrdist's conversion with.
+#   KALDI_BIN=<dir with Kaldi's convert-ali> ./make_expected.sh
+# (made here from Kaldi f4007661's src/bin/convert-ali.cc, linked against the base, matrix,
+# util, tree and hmm libraries of ../shared/tools/build-kaldi-gmm.sh's build)
+set -euo pipefail
+cd "$(dirname "$0")"
+bin=${KALDI_BIN:?set KALDI_BIN to the directory of the Kaldi programs}
+"$bin/convert-ali" mono.mdl tri1.mdl tri1.tree "ark:gunzip -c mono_ali.1.gz |" \
+  "ark:| gzip -c -n > expected.ali.gz" 2>&1 | sed "s|$bin/||" > convert-ali.log

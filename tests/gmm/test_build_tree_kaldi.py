@@ -7,43 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import kaldi_hmm_gmm as khg  # noqa: I001  (before anything loading kaldifst)
-import numpy as np
 import pytest
 
 from asrdist.gmm.build_tree import TreeOptions, build_tree, read_roots
 from asrdist.gmm.questions import compile_questions
-from asrdist.gmm.tree_stats import TreeStats
 from asrdist.hmm.event_map import lookup
 from asrdist.hmm.tree import read_tree
+from tests.gmm.kaldi_text import read_text_tree_stats
 
 CASE = Path(__file__).parent / "kaldi_tree"
-
-
-def read_text_tree_stats(path: Path) -> TreeStats:
-    """Kaldi's text BuildTreeStats of GaussClusterables (acc-tree-stats --binary=false)."""
-    tokens = path.read_text().replace("[", " ").replace("]", " ").split()
-    assert tokens[0] == "BTS"
-    pos, events, dim = 2, {}, 0
-    for _ in range(int(tokens[1])):
-        assert tokens[pos] == "EV"
-        n = int(tokens[pos + 1])
-        pairs = [int(t) for t in tokens[pos + 2:pos + 2 + 2 * n]]
-        pos += 2 + 2 * n
-        assert tokens[pos:pos + 2] == ["T", "GCL"]
-        count = float(tokens[pos + 2])
-        pos += 4  # count, variance floor
-        dim = dim or _row_dim(tokens, pos)
-        stats = np.array([float(t) for t in tokens[pos:pos + 2 * dim]])
-        pos += 2 * dim
-        events[tuple(zip(pairs[::2], pairs[1::2], strict=True))] = np.concatenate(
-            [[count], stats])
-    return TreeStats(events, dim)
-
-
-def _row_dim(tokens: list[str], pos: int) -> int:
-    """The statistics' dimension: numbers up to the next event."""
-    end = tokens.index("EV", pos) if "EV" in tokens[pos:] else len(tokens)
-    return (end - pos) // 2
 
 
 def test_our_tree_ties_exactly_as_kaldis_build_tree():

@@ -11,3 +11,7 @@ cd "$(dirname "$0")"
 bin=${KALDI_BIN:?set KALDI_BIN to the directory of the Kaldi programs}
 "$bin/convert-ali" mono.mdl tri1.mdl tri1.tree "ark:gunzip -c mono_ali.1.gz |" \
   "ark:| gzip -c -n > expected.ali.gz" 2>&1 | sed "s|$bin/||" > convert-ali.log
+# Tree statistics of the same alignments over 8 utterances' features (feats.ark: asrdist's CMN +
+# deltas of the synthetic corpus, first 4 dimensions), silence and noise context-independent:
+"$bin/acc-tree-stats" --binary=false --ci-phones=1:2 mono.mdl ark:feats.ark \
+  "ark:gunzip -c mono_ali.1.gz |" treeacc.txt 2>&1 | sed "s|$bin/||" > acc-tree-stats.log

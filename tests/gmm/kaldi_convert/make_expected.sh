@@ -15,3 +15,10 @@ bin=${KALDI_BIN:?set KALDI_BIN to the directory of the Kaldi programs}
 # deltas of the synthetic corpus, first 4 dimensions), silence and noise context-independent:
 "$bin/acc-tree-stats" --binary=false --ci-phones=1:2 mono.mdl ark:feats.ark \
   "ark:gunzip -c mono_ali.1.gz |" treeacc.txt 2>&1 | sed "s|$bin/||" > acc-tree-stats.log
+# LDA on spliced frames (spliced.ark: asrdist's CMN'd frames, 6 dims, spliced 1 each side) with the
+# monophone pdfs as classes, silence and noise weighted 0, all frames (no random pruning):
+"$bin/ali-to-post" "ark:gunzip -c mono_ali.1.gz |" ark:- 2> /dev/null \
+  | "$bin/weight-silence-post" 0.0 1:2 mono.mdl ark:- ark:- 2> /dev/null \
+  | "$bin/acc-lda" --rand-prune=0 mono.mdl ark:spliced.ark ark:- lda.acc 2> /dev/null
+"$bin/est-lda" --dim=6 lda.mat lda.acc 2>&1 | sed "s|$bin/||" > est-lda.log
+rm lda.acc

@@ -4,6 +4,7 @@
 #   ./run.sh                                   all stages, corpus ../../../shared/corpora/fsdd
 #   ./run.sh --corpus DIR --test-corpus "DIR2 DIR3"   each DIRn/recordings/*.wav: a test set
 #   ./run.sh --test-speakers lucas            hold out another speaker of the corpus
+#   ./run.sh --test-speakers none --test-corpus "DIR ..."   train on all, test on DIRs only
 # Every stage calls one asrdist CLI; a stage already done with the same options and inputs is
 # skipped, one whose options or inputs changed is redone. RESULTS.md has the figures.
 set -euo pipefail
@@ -15,7 +16,8 @@ cd "$(dirname "$0")"
 stage=0
 stop_stage=100
 corpus=$repo_root/../shared/corpora/fsdd  # DIR/recordings/{digit}_{speaker}_{index}.wav
-test_speakers=nicolas  # held out of training into data/test (comma-separated)
+test_speakers=nicolas  # held out of training into data/test (comma-separated); none: all
+                       # four train, and only the --test-corpus sets test
 test_corpus=""     # further corpora in the same layout, space-separated: data/<basename> each
 augment=true       # true: speed 0.9/1.1, reverberated and noisy copies for the network
 aug_opts=""        # extra asrdist-augment flags, e.g. "--noise-fraction 1 --snr 0,15"
@@ -23,6 +25,10 @@ seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 mono_gauss=100     # Gaussians of the monophone GMM: 1000 (mini's) fit 3 speakers, not a 4th
 gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
+tri1_leaves=50     # tied states of the triphone GMM (tri1): the networks' pdfs; 0: no tri1
+tri1_gauss=100    # its Gaussians in total (two a leaf: more fit the training speakers)
+tri1_opts=""       # extra asrdist-train-deltas flags
+mfcc_opts="--high-freq 0"  # mel bins up to the Nyquist frequency, as Kaldi's MFCC
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 64"
@@ -31,15 +37,19 @@ data=data          # where data dirs, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-speakers S1,S2]
        [--test-corpus \"DIR ...\"] [--augment true|false] [--aug-opts \"FLAGS\"] [--seed N] [--nj J]
-       [--train-cmd CMD] [--decode-cmd CMD] [--mono-gauss N] [--gmm-opts \"FLAGS\"] [--algos \"A B\"] [--learners N]
+       [--train-cmd CMD] [--decode-cmd CMD] [--mono-gauss N] [--gmm-opts \"FLAGS\"]
+       [--tri1-leaves N] [--tri1-gauss N] [--tri1-opts \"FLAGS\"] [--mfcc-opts \"FLAGS\"]
+       [--algos \"A B\"] [--learners N]
        [--train-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 
 # The GMM systems, each decoded and scored (exp/<gmm>/final.mdl, a graph of its tree), and
-# the one whose alignments the networks learn. A triphone stage adds itself to both.
+# the one whose alignments the networks learn: the triphone system when there is one.
 gmms="mono"
 ali_gmm=mono
+if [ "$tri1_leaves" -gt 0 ]; then gmms="mono tri1"; ali_gmm=tri1; fi
 test_sets="test"
+[ "$test_speakers" = none ] && test_sets=""
 for d in $test_corpus; do test_sets="$test_sets $(basename "$d")"; done
 case $augment in
   true) train=train_aug; ali=$exp/${ali_gmm}_ali_aug ;;  # the GMMs train on clean audio
@@ -56,11 +66,11 @@ if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
 fi
 
 if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
-  # 8 kHz MFCC as Kaldi's telephone recipes make them (23 mel bins, 13 cepstra, no energy),
-  # at the corpus's own rate: a file at another rate is refused, never resampled
+  # 8 kHz MFCC as Kaldi's telephone recipes make them (23 mel bins up to 4 kHz, 13 cepstra,
+  # no energy), at the corpus's own rate: a file at another rate is refused, never resampled
   rate=$(cat $data/local/sample_rate)
   for part in $(echo train $train $test_sets | tr ' ' '\n' | uniq); do
-    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --sample-rate $rate --nj $nj \
+    run_stage 1 "mfcc $part" asrdist-features --kind mfcc --sample-rate $rate $mfcc_opts --nj $nj \
       --cmd "$train_cmd" $data/$part $data/${part}_mfcc
   done
 fi
@@ -71,8 +81,11 @@ if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
     $data/lang $exp/mono
 fi
 
-# (triphone GMM stages go here: they train on $data/train_mfcc with exp/mono's alignments,
-# then add themselves to gmms and become ali_gmm)
+if [ $stage -le 2 ] && [ $stop_stage -ge 2 ] && [ "$tri1_leaves" -gt 0 ]; then
+  # tri1 (train_deltas.sh): a small tree, ten words need few contexts
+  run_stage 2 "triphone GMM" asrdist-train-deltas --nj $nj --num-leaves $tri1_leaves \
+    --total-gauss $tri1_gauss $tri1_opts $data/train_mfcc $data/lang $exp/mono $exp/tri1
+fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
   if $augment; then  # sp copies realigned with the clean model, rvb/noise copies copied

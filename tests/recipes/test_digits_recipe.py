@@ -41,7 +41,7 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
                         [f"{d}_nicolas_{i}.wav" for d in range(10) for i in (30,)])
     tiny = ["--corpus", str(corpus), "--test-corpus", str(kept_back),
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
-            "--mono-gauss", "40", "--train-opts",
+            "--mono-gauss", "40", "--tri1-leaves", "20", "--tri1-gauss", "40", "--train-opts",
             "--epochs 1 --units 16 --layers 1 --batch-size 8 --heldout-utts 3"]
     first = run_recipe(tmp_path, *tiny)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -52,21 +52,25 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
     assert len((data / "train" / "text").read_text().splitlines()) == 30
     assert len((data / "kept_back_mfcc" / "feats.scp").read_text().splitlines()) == 10
     config = json.loads((data / "test_mfcc" / "feats_config.json").read_text())
-    assert config["sampling_rate"] == 8000
-    assert (exp / "mono_ali_aug" / "ali.1.gz").is_file()
+    assert config["sampling_rate"] == 8000 and config["high_freq"] == 0.0  # Kaldi's 4 kHz edge
+    assert (exp / "tri1_ali_aug" / "ali.1.gz").is_file()  # the networks learn tri1's pdfs
     assert (exp / "blstm_ssgd" / "final.pt").is_file()
     assert not (exp / "mono" / "graph" / "lm.arpa").exists()  # the grammar, not an LM
     rows = (exp / "RESULTS").read_text().splitlines()
     assert [r.split(" %WER")[0] for r in rows] == [
-        "mono test", "blstm_ssgd x2 test", "mono kept_back", "blstm_ssgd x2 kept_back"]
+        "mono test", "tri1 test", "blstm_ssgd x2 test",
+        "mono kept_back", "tri1 kept_back", "blstm_ssgd x2 kept_back"]
     for row in rows:
         assert re.search(r"%WER \d+\.\d+ \[ \d+ / 10, 0 ins, 0 del, \d+ sub \]", row), row
     results = (exp / "results.md").read_text()
     assert "| mono kept_back |" in results and "| blstm_ssgd x2 test |" in results
 
-    kept = [exp / "blstm_ssgd" / "final.pt", exp / "mono" / "graph" / "HCLG.fst",
+    kept = [exp / "blstm_ssgd" / "final.pt", exp / "tri1" / "final.mdl",
+            exp / "tri1" / "graph" / "HCLG.fst",
             exp / "blstm_ssgd" / "decode_kept_back" / "text"]
     before = [p.stat().st_mtime_ns for p in kept]
-    again = run_recipe(tmp_path, *tiny, "--stage", "4", "--stop-stage", "6")
+    # from stage 3: asrdist-train-deltas fingerprints all of exp/mono, which the mono graph and
+    # decodes change after tri1 trained, so a stage-2 rerun retrains tri1 (asrdist/gmm bug)
+    again = run_recipe(tmp_path, *tiny, "--stage", "3", "--stop-stage", "6")
     assert again.returncode == 0, again.stderr[-3000:]
     assert [p.stat().st_mtime_ns for p in kept] == before

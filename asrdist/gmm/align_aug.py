@@ -26,7 +26,7 @@ from asrdist.errors import AsrdistError
 from asrdist.gmm.align_job import AlignJob
 from asrdist.gmm.decodable import aligning_am, optional_silence
 from asrdist.gmm.model import load_mono
-from asrdist.hmm.ali_dir import read_ali_dir, write_ali_dir
+from asrdist.hmm.ali_dir import alignment_inputs, read_ali_dir, write_ali_dir
 from asrdist.hmm.align import AlignOptions
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.data_dir import DataDir, read_table
@@ -67,13 +67,11 @@ def align_augmented(data_dir: Path, lang_dir: Path, src_dir: Path, out_dir: Path
     same inputs (asrdist.stage)."""
     opts = opts or AlignOptions()
     data_dir, lang_dir, src_dir, out_dir = map(Path, (data_dir, lang_dir, src_dir, out_dir))
-    # Of src_dir only what alignment reads: decoding writes into it later (mono/decode_test).
-    src_files = [src_dir / n for n in ("final.mdl", "tree", "num_jobs")]
     if boost_silence <= 0:
         raise AsrdistError(f"--boost-silence {boost_silence}: must be positive")
     check = check_done(out_dir, STAGE, {**asdict(opts), "map_oov": map_oov,
                                         "boost_silence": boost_silence},
-                       [data_dir, lang_dir, *src_files, *sorted(src_dir.glob("ali.*.gz"))])
+                       [data_dir, lang_dir, *alignment_inputs(src_dir)])
     if check.done:
         return check.skipped()
     if nj < 1:

@@ -42,7 +42,7 @@ from asrdist.gmm.model import MonoModel
 from asrdist.gmm.questions import cluster_phones, compile_questions
 from asrdist.gmm.tied_model import AlignmentConverter, init_tied_gmms
 from asrdist.gmm.tree_stats import TreeStats, accumulate_tree_stats
-from asrdist.hmm.ali_dir import read_ali_dir
+from asrdist.hmm.ali_dir import alignment_inputs, read_ali_dir
 from asrdist.hmm.event_map import EventMap, to_context_dependency
 from asrdist.hmm.phone_ali import TransitionTable
 from asrdist.jobs import LOCAL, Jobs, Runner, split
@@ -149,7 +149,7 @@ def train_deltas(
     opts = opts or DeltasOptions()
     exp_dir, ali_dir = Path(exp_dir), Path(ali_dir)
     options = {k: v for k, v in asdict(opts).items() if k != "nj"}
-    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, ali_dir])
+    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
     if check.done:
         return check.skipped()
     data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))

@@ -34,7 +34,7 @@ from asrdist.gmm.train_deltas import (
     train_and_align,
     tree_stats_job,
 )
-from asrdist.hmm.ali_dir import read_ali_dir
+from asrdist.hmm.ali_dir import alignment_inputs, read_ali_dir
 from asrdist.hmm.phone_ali import TransitionTable
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.am_gmm import am_params_from_khg
@@ -112,7 +112,7 @@ def train_lda_mllt(
     opts = opts or LdaMlltOptions()
     exp_dir, ali_dir = Path(exp_dir), Path(ali_dir)
     options = {k: v for k, v in asdict(opts).items() if k != "nj"}
-    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, ali_dir])
+    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
     if check.done:
         return check.skipped()
     data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))

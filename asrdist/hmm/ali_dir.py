@@ -19,6 +19,14 @@ from asrdist.kaldi.alignments import alignment_files, read_alignments, write_ali
 MODEL_FILES = ("final.mdl", "tree", "phones.txt", "final.occs", "cmvn_opts", "delta_opts")
 
 
+def alignment_inputs(ali_dir: Path) -> list[Path]:
+    """What reading an alignment dir and its model depends on, for a stage's identity: not the
+    whole dir, where graphs and decodes are written later (exp/mono/decode_test)."""
+    names = ["final.mdl", "tree", "num_jobs"] + (["final.mat"] if (ali_dir / "final.mat").is_file()
+                                                 else [])
+    return [ali_dir / n for n in names] + sorted(ali_dir.glob("ali.*.gz"))
+
+
 def read_ali_dir(ali_dir: Path) -> dict[str, np.ndarray]:
     """``ali.1.gz`` .. ``ali.N.gz`` (N from num_jobs, as ingestion reads them), utterance ->
     transition-ids; a missing file is an error, not a silently smaller set."""

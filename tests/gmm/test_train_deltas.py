@@ -69,6 +69,8 @@ def test_alignments_keep_the_phones_and_ingest(systems, tmp_path):
 
 def test_rerun_skips_and_a_foreign_alignment_dir_is_refused(systems, tmp_path):
     corpus, mono_dir, tri_dir, _, _ = systems
+    (mono_dir / "decode_test").mkdir()  # a recipe decodes into the alignment dir later
+    (mono_dir / "decode_test" / "text").write_text("u a b\n")
     assert isinstance(train_deltas(corpus.data, corpus.lang, mono_dir, tri_dir, OPTS), Skipped)
     empty = tmp_path / "ali"
     empty.mkdir()

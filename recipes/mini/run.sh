@@ -24,13 +24,16 @@ algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 setup=blstm        # blstm: a BLSTM per --algos; suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 mel bands)
+gmm=tri1           # the GMM whose alignments the networks learn: tri1 (tied triphones) or mono
+tri_opts="--num-leaves 1000 --total-gauss 8000"  # asrdist-train-deltas flags for tri1
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
 pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
-       [--setup blstm|suchen] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--setup blstm|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
+       [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm) runs=$(for a in $algos; do echo blstm_$a; done) ;;
@@ -41,10 +44,18 @@ case $nnet_feats in
   mfcc|fbank) ;;
   *) echo "$0: --nnet-feats $nnet_feats: choose mfcc or fbank" >&2; exit 1 ;;
 esac
-case $augment in
-  true) train=train_aug; ali=$exp/mono_ali_aug ;;  # the GMM trains on the clean train set
-  false) train=train; ali=$exp/mono ;;
+case $gmm in
+  mono) gmms=mono ;;
+  tri1) gmms="mono tri1" ;;
+  *) echo "$0: --gmm $gmm: choose mono or tri1" >&2; exit 1 ;;
 esac
+case $augment in
+  true) train=train_aug; ali=$exp/${gmm}_ali_aug ;;  # the GMM trains on the clean train set
+  false) train=train; ali=$exp/$gmm ;;
+esac
+graph_of() {  # the networks and --gmm decode with exp/graph, the other GMMs with their own
+  if [ "$1" = $gmm ]; then echo $exp/graph; else echo $exp/graph_$1; fi
+}
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 corpus asrdist-prepare-mini --out $data --hours $hours \
@@ -69,20 +80,24 @@ fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
   run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj $data/train_mfcc $data/lang $exp/mono
+  if [ $gmm = tri1 ]; then  # tied triphones from the monophones' alignments (train_deltas.sh)
+    run_stage 2 "triphone GMM" asrdist-train-deltas --nj $nj $tri_opts $data/train_mfcc \
+      $data/lang $exp/mono $exp/tri1
+  fi
   if $augment; then  # sp copies realigned with the clean model, rvb/noise copies copied
     run_stage 2 "align augmented" asrdist-align-aug --nj $nj $data/${train}_mfcc $data/lang \
-      $exp/mono $ali
+      $exp/$gmm $ali
   fi
 fi
 
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
-  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_$nnet_feats/feats.scp $exp/mono_pdf
+  run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_$nnet_feats/feats.scp $exp/${gmm}_pdf
 fi
 
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = blstm ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-      --config conf/train_blstm.yaml --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
+      --config conf/train_blstm.yaml --data $data/${train}_$nnet_feats --targets $exp/${gmm}_pdf \
       --out $exp/blstm_$a --algo $a --resume $train_opts
   done
 fi
@@ -91,10 +106,10 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = suchen ]; then
   # RBM pretraining (the learners average their RBMs too), then the sigmoid DNN it initialises,
   # trained with NG-SGD and model averaging every --avg-frames frames (conf/train_dnn_suchen.yaml)
   run_stage 4 "pretrain rbm x$learners" "$repo_root/local/launch_train.sh" --learners $learners \
-    --command asrdist-pretrain-rbm -- --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
+    --command asrdist-pretrain-rbm -- --data $data/${train}_$nnet_feats --targets $exp/${gmm}_pdf \
     --out $exp/dbn --splice 5 --hidden-layers 4 --hidden-units 512 $pretrain_opts
   run_stage 4 "train ma x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-    --config conf/train_dnn_suchen.yaml --data $data/${train}_$nnet_feats --targets $exp/mono_pdf \
+    --config conf/train_dnn_suchen.yaml --data $data/${train}_$nnet_feats --targets $exp/${gmm}_pdf \
     --out $exp/dnn_suchen_ma --init-dbn $exp/dbn/dbn.pt --resume $train_opts
 fi
 
@@ -103,18 +118,22 @@ if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
 fi
 
 if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
-  run_stage 5 graph asrdist-mkgraph --lang $data/lang --model $exp/mono/final.mdl \
-    --text $data/train/text --order 3 --out $exp/graph
+  for g in $gmms; do
+    run_stage 5 "graph $g" asrdist-mkgraph --lang $data/lang --model $exp/$g/final.mdl \
+      --text $data/train/text --order 3 --out $(graph_of $g)
+  done
 fi
 
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
   # one lattice search per utterance; the sweep (s5c's LMWT 5..17 x WIP 0.0 0.5 1.0) is read
   # off the lattices
-  decode_opts=(--graph $exp/graph --nj $nj --cmd "$decode_cmd")
-  run_stage 6 "decode mono" asrdist-decode "${decode_opts[@]}" --gmm $exp/mono/final.mdl \
-    --data $data/test_mfcc --out $exp/mono/decode_test
+  decode_opts=(--nj $nj --cmd "$decode_cmd")
+  for g in $gmms; do
+    run_stage 6 "decode $g" asrdist-decode --graph $(graph_of $g) "${decode_opts[@]}" \
+      --gmm $exp/$g/final.mdl --data $data/test_mfcc --out $exp/$g/decode_test
+  done
   for r in $runs; do
-    run_stage 6 "decode $r" asrdist-decode "${decode_opts[@]}" \
+    run_stage 6 "decode $r" asrdist-decode --graph $exp/graph "${decode_opts[@]}" \
       --model $exp/$r/final.pt --data $data/test_$nnet_feats --out $exp/$r/decode_test
   done
 fi
@@ -122,8 +141,10 @@ fi
 if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
   rm -f $exp/results.md $exp/results.json  # the report lists the systems scored by this run
   subsets=spk,$data/test/utt2synth  # WER per test voice and per synthesizer
-  run_stage 7 "score mono" asrdist-score text --subsets-by $subsets --report $exp/results.md \
-    --name mono $data/test/text $exp/mono/decode_test
+  for g in $gmms; do
+    run_stage 7 "score $g" asrdist-score text --subsets-by $subsets --report $exp/results.md \
+      --name $g $data/test/text $exp/$g/decode_test
+  done
   for r in $runs; do
     run_stage 7 "score $r" asrdist-score text --subsets-by $subsets --report $exp/results.md \
       --name "$r x$learners" $data/test/text $exp/$r/decode_test

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from asrdist.hmm.tree import read_tree
 from asrdist.models.final import load_final
 from asrdist.train.metrics import read_metrics
 
@@ -42,18 +43,22 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     exp = tmp_path / "exp"
     for name in ("ali.1.gz", "final.mdl", "tree", "num_jobs", "phones.txt"):
         assert (exp / "mono" / name).is_file()
-        assert (exp / "mono_ali_aug" / name).is_file()
-    assert re.search(r"mono_ali_aug: \d+ clean kept, \d+ copied, \d+ realigned", first.stderr)
+        assert (exp / "tri1" / name).is_file()  # the default --gmm tri1: tied triphones
+        assert (exp / "tri1_ali_aug" / name).is_file()
+    assert read_tree(exp / "tri1" / "tree").context_width == 3
+    assert re.search(r"tri1_ali_aug: \d+ clean kept, \d+ copied, \d+ realigned", first.stderr)
     assert (exp / "blstm_adpsgd-random" / "final.pt").is_file()
     assert (exp / "curves.png").is_file()
     results = (exp / "results.md").read_text()
-    assert "| mono |" in results and "| blstm_adpsgd-random x2 |" in results
+    assert "| mono |" in results and "| tri1 |" in results
+    assert "| blstm_adpsgd-random x2 |" in results
     assert re.search(r"%WER \d+\.\d+ \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]", results)
     assert "| espeak |" in results and "| flite |" in results and "| flite-rms |" in results
 
-    kept = [exp / "mono" / "ali.1.gz", exp / "mono_pdf" / "pdf.ark",
+    kept = [exp / "tri1" / "ali.1.gz", exp / "tri1_pdf" / "pdf.ark",
             exp / "blstm_adpsgd-random" / "final.pt", tmp_path / "data" / "train_aug_mfcc" /
-            "feats.scp", exp / "graph" / "HCLG.fst", exp / "mono" / "decode_test" / "text"]
+            "feats.scp", exp / "graph" / "HCLG.fst", exp / "graph_mono" / "HCLG.fst",
+            exp / "mono" / "decode_test" / "text", exp / "tri1" / "decode_test" / "text"]
     before = [p.stat().st_mtime_ns for p in kept]
     again = run_recipe(tmp_path, *tiny, "--stop-stage", "6")
     assert again.returncode == 0, again.stderr[-3000:]
@@ -62,7 +67,7 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
                          r"\(remove \S+ to redo\)", again.stderr)
     stages = sorted({stage for _, stage in skipped})
     assert stages == ["align_aug", "align_gmm", "augment", "decode", "features", "ingest_ali",
-                      "mkgraph", "prepare_mini", "train"], again.stderr[-3000:]
+                      "mkgraph", "prepare_mini", "train", "train_deltas"], again.stderr[-3000:]
     # mfcc of train (the GMM's), of train_aug and of test (the GMM's and the BLSTM's)
     assert len([s for s in skipped if s[1] == "features"]) == 3
     assert not list(tmp_path.glob("data/*_fbank"))
@@ -91,17 +96,18 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
 
 
 def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_asked(tmp_path):
+    """Also --gmm mono: the networks' targets come from the monophones."""
     out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.1", "--test-hours", "0.004",
-                     "--nnet-feats", "fbank", "--stop-stage", "3")
+                     "--nnet-feats", "fbank", "--stop-stage", "3", "--gmm", "mono")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "stage 0 (augment)" not in out.stderr and "align augmented" not in out.stderr
     data, exp = tmp_path / "data", tmp_path / "exp"
     assert not (data / "train_aug").exists() and not (exp / "mono_ali_aug").exists()
     assert (data / "train_fbank" / "feats.scp").is_file() and (data / "test_fbank").is_dir()
+    assert "triphone GMM" not in out.stderr and not (exp / "tri1").exists()
     assert "train_fbank/feats.scp" in (exp / "mono_pdf" / "report.txt").read_text()
     clean = (data / "train" / "utt2spk").read_text().split("\n")
     assert not any(line.startswith(("sp0.9-", "sp1.1-")) for line in clean)
-    assert (exp / "mono_pdf").is_dir()
 
 
 @pytest.mark.parametrize("args, message", [
@@ -109,6 +115,7 @@ def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_ask
     (("--nnet-feats", "plp"), "--nnet-feats plp: choose mfcc or fbank"),
     (("--augment", "maybe"), "option --augment takes true or false, not 'maybe'"),
     (("--setup", "tdnn"), "--setup tdnn: choose blstm or suchen"),
+    (("--gmm", "tri3"), "--gmm tri3: choose mono or tri1"),
 ])
 def test_a_bad_option_is_refused_before_any_work(tmp_path, args, message):
     out = run_recipe(tmp_path, *args)

@@ -58,6 +58,7 @@ SAMPLE_RATE = 16000
 TEST_CHAPTER, TEST_CLIPS = "LJ002", range(1, 101)
 KEPT_BACK_CLIPS = range(101, 201)  # of TEST_CHAPTER
 RESERVED_NAMES = {"train", "test", "lang", "local", "manifests"}
+SUMMARY_FORMAT = 2  # corpus_summary.json without the LMs' numbers: an older data dir is redone
 
 
 def split_of(clip_id: str) -> str:
@@ -201,7 +202,8 @@ def prepare_ljspeech(out: str | os.PathLike, options: LJSpeechOptions) -> LJSpee
     if len(set(names)) != len(names):
         raise AsrdistError(f"--test-corpus: two corpora with one name ({', '.join(names)})")
     inputs = [p for d in [main_dir, *extra_dirs] for p in (d / "metadata.csv", d / "wavs")]
-    check = check_done(out, STAGE, dataclasses.asdict(options), inputs)
+    check = check_done(out, STAGE, {**dataclasses.asdict(options), "summary": SUMMARY_FORMAT},
+                       inputs)
     if check.done:
         return check.skipped()
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import reduce
 from pathlib import Path
+from typing import NamedTuple
 
 import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
 import numpy as np
@@ -55,7 +56,7 @@ from asrdist.kaldi.transition_model import (
     transition_info_from_khg,
 )
 from asrdist.progress import progress
-from asrdist.stage import Skipped, check_done
+from asrdist.stage import Skipped, StageCheck, check_done
 
 log = logging.getLogger(__name__)
 
@@ -140,16 +141,23 @@ def make_tree(stats: TreeStats, lang: Lang, opts: DeltasOptions,
     return tree, summary
 
 
-def train_deltas(
-    data_dir: Path, lang_dir: Path, ali_dir: Path, exp_dir: Path,
-    opts: DeltasOptions | None = None, runner: Runner = LOCAL,
-) -> DeltasSummary | Skipped:
-    """Train a tied-triphone system from ``ali_dir``'s alignments and write ``exp_dir``;
-    Skipped when it is done with the same options and inputs (``nj`` only splits work)."""
-    opts = opts or DeltasOptions()
-    exp_dir, ali_dir = Path(exp_dir), Path(ali_dir)
+class Begun(NamedTuple):
+    """A triphone stage that is not done: its check, inputs and the alignments it reads."""
+
+    check: StageCheck
+    data: DataDir
+    lang: Lang
+    old: TransitionInfo
+    alis: dict[str, np.ndarray]
+
+
+def begin(stage: str, data_dir: Path, lang_dir: Path, ali_dir: Path, exp_dir: Path,
+          opts: DeltasOptions) -> Begun | Skipped:
+    """What both triphone trainers do first: skip a done exp dir, read and check the data,
+    lang and alignments, and clear the old outputs (``nj`` only splits work: not compared)."""
+    ali_dir = Path(ali_dir)
     options = {k: v for k, v in asdict(opts).items() if k != "nj"}
-    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
+    check = check_done(exp_dir, stage, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
     if check.done:
         return check.skipped()
     data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))
@@ -160,6 +168,21 @@ def train_deltas(
         raise AsrdistError(f"{ali_dir}: no alignments of utterances in {data.path}")
     exp_dir.mkdir(parents=True, exist_ok=True)
     clear_outputs(exp_dir)
+    return Begun(check, data, lang, old, alis)
+
+
+def train_deltas(
+    data_dir: Path, lang_dir: Path, ali_dir: Path, exp_dir: Path,
+    opts: DeltasOptions | None = None, runner: Runner = LOCAL,
+) -> DeltasSummary | Skipped:
+    """Train a tied-triphone system from ``ali_dir``'s alignments and write ``exp_dir``;
+    Skipped when it is done with the same options and inputs (``nj`` only splits work)."""
+    opts = opts or DeltasOptions()
+    exp_dir = Path(exp_dir)
+    begun = begin(STAGE, data_dir, lang_dir, ali_dir, exp_dir, opts)
+    if isinstance(begun, Skipped):
+        return begun
+    check, data, lang, old, alis = begun
     start = time.time()
     with log_to(exp_dir / "log" / "train_deltas.log"):
         stats = reduce(lambda a, b: a + b, runner.map("tree-stats", tree_stats_job, [

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 
@@ -23,26 +23,25 @@ import numpy as np
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.gmm.align_job import AlignJob
-from asrdist.gmm.em import check_transcripts, clear_outputs, log_to
+from asrdist.gmm.em import log_to
 from asrdist.gmm.lda import LdaStats, write_matrix
 from asrdist.gmm.mllt import MlltStats, compose_transforms, estimate_mllt, transform_khg_means
 from asrdist.gmm.train_deltas import (
     DeltasOptions,
     DeltasSummary,
+    begin,
     context_independent,
     tied_system,
     train_and_align,
     tree_stats_job,
 )
-from asrdist.hmm.ali_dir import alignment_inputs, read_ali_dir
 from asrdist.hmm.phone_ali import TransitionTable
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.am_gmm import am_params_from_khg
 from asrdist.kaldi.data_dir import DataDir
 from asrdist.kaldi.gmm_feats import GMM_TABLES, FeatureTransform, load_features
 from asrdist.kaldi.lang import Lang
-from asrdist.kaldi.transition_model import read_transition_model
-from asrdist.stage import Skipped, check_done
+from asrdist.stage import Skipped
 
 log = logging.getLogger(__name__)
 
@@ -110,19 +109,11 @@ def train_lda_mllt(
     """Train an LDA+MLLT triphone system from ``ali_dir``'s alignments into ``exp_dir``;
     Skipped when it is done with the same options and inputs (``nj`` only splits work)."""
     opts = opts or LdaMlltOptions()
-    exp_dir, ali_dir = Path(exp_dir), Path(ali_dir)
-    options = {k: v for k, v in asdict(opts).items() if k != "nj"}
-    check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
-    if check.done:
-        return check.skipped()
-    data, lang = DataDir.load(data_dir, GMM_TABLES), Lang.load(Path(lang_dir))
-    check_transcripts(data, lang, opts.map_oov)
-    old = read_transition_model(ali_dir / "final.mdl")
-    alis = {u: a for u, a in read_ali_dir(ali_dir).items() if u in set(data.utts)}
-    if not alis:
-        raise AsrdistError(f"{ali_dir}: no alignments of utterances in {data.path}")
-    exp_dir.mkdir(parents=True, exist_ok=True)
-    clear_outputs(exp_dir)
+    exp_dir = Path(exp_dir)
+    begun = begin(STAGE, data_dir, lang_dir, ali_dir, exp_dir, opts)
+    if isinstance(begun, Skipped):
+        return begun
+    check, data, lang, old, alis = begun
     for name in ("final.mat", "splice_opts"):
         (exp_dir / name).unlink(missing_ok=True)
     start = time.time()

@@ -9,6 +9,7 @@ pretraining. The softmax layer stays freshly initialised, as in Hinton's and Kal
 from __future__ import annotations
 
 import os
+import pickle
 from typing import Any
 
 import torch
@@ -21,7 +22,10 @@ FORMAT = "asrdist-dbn-1"
 
 def load_dbn(path: str | os.PathLike) -> dict[str, Any]:
     try:
-        record = torch.load(path, map_location="cpu", weights_only=False)
+        record = torch.load(path, map_location="cpu", weights_only=True)  # data, never code
+    except pickle.UnpicklingError as e:
+        raise AsrdistError(f"--init-dbn {path}: cannot read (holds objects other than tensors "
+                           "and plain values: refused, loading it could run code)") from e
     except (OSError, RuntimeError) as e:
         raise AsrdistError(f"--init-dbn {path}: cannot read ({e})") from e
     if not isinstance(record, dict) or record.get("format") != FORMAT:

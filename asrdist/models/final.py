@@ -65,7 +65,7 @@ def load_final(path: str | os.PathLike, map_location: str = "cpu"
                ) -> tuple[nn.Module, Exported]:
     """Rebuild the exported model from ``path``: the model (eval mode) and what came with it."""
     try:
-        record = torch.load(path, map_location=map_location, weights_only=False)
+        record = torch.load(path, map_location=map_location, weights_only=True)  # data only
         known = {f.name for f in dataclasses.fields(Exported)}
         exported = Exported(**{
             **{k: v for k, v in record.items() if k in known},

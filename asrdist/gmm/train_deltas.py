@@ -112,6 +112,15 @@ def _read_int_lines(path: Path) -> list[list[int]]:
         raise AsrdistError(f"{path}: not integer lines ({e})") from e
 
 
+def tree_stats(runner: Runner, data: DataDir, lang: Lang, old: TransitionInfo,
+               alis: dict[str, np.ndarray], nj: int,
+               transform: FeatureTransform = DELTAS) -> TreeStats:
+    """acc-tree-stats in ``nj`` jobs and sum-tree-stats of their parts."""
+    return reduce(lambda a, b: a + b, runner.map("tree-stats", tree_stats_job, [
+        (data.path, {u: alis[u] for u in part}, TransitionTable.of(old),
+         context_independent(lang), transform) for part in split(sorted(alis), nj)]))
+
+
 def context_independent(lang: Lang) -> set[int]:
     path = lang.path / "phones" / "context_indep.csl"
     try:
@@ -185,9 +194,7 @@ def train_deltas(
     check, data, lang, old, alis = begun
     start = time.time()
     with log_to(exp_dir / "log" / "train_deltas.log"):
-        stats = reduce(lambda a, b: a + b, runner.map("tree-stats", tree_stats_job, [
-            (data.path, {u: alis[u] for u in part}, TransitionTable.of(old),
-             context_independent(lang)) for part in split(sorted(alis), opts.nj)]))
+        stats = tree_stats(runner, data, lang, old, alis, opts.nj)
         model, converted, tree_summary = tied_system(stats, lang, opts, exp_dir, old, alis)
         parts = split(data.utts, opts.nj)
         with runner.start("align", AlignJob, [

@@ -30,17 +30,16 @@ from asrdist.gmm.train_deltas import (
     DeltasOptions,
     DeltasSummary,
     begin,
-    context_independent,
     tied_system,
     train_and_align,
-    tree_stats_job,
+    tree_stats,
 )
-from asrdist.hmm.phone_ali import TransitionTable
 from asrdist.jobs import LOCAL, Runner, split
 from asrdist.kaldi.am_gmm import am_params_from_khg
 from asrdist.kaldi.data_dir import DataDir
 from asrdist.kaldi.gmm_feats import GMM_TABLES, FeatureTransform, load_features
 from asrdist.kaldi.lang import Lang
+from asrdist.kaldi.transition_model import transition_info_from_khg
 from asrdist.stage import Skipped
 
 log = logging.getLogger(__name__)
@@ -92,13 +91,11 @@ class LdaMlltJob(AlignJob):
     def mllt_stats(self, silence: set[int]) -> MlltStats:
         assert self.am is not None, "set_model first"
         params = am_params_from_khg(self.am)
-        tid_to_pdf = np.asarray(self.trans_model.transition_id_to_pdf_array(), dtype=np.int64)
+        info = transition_info_from_khg(self.trans_model)
         stats = MlltStats.zeros(params.dim)
-        phone_of = np.array([0] + [self.trans_model.transition_id_to_phone(t) for t in
-                                   range(1, self.trans_model.num_transition_ids + 1)])
         for u, ali in self.alis.items():
-            weights = (~np.isin(phone_of[ali], sorted(silence))).astype(np.float64)
-            stats.accumulate(params, self.feats[u], tid_to_pdf[ali], weights)
+            weights = (~np.isin(info.tid_to_phone[ali], sorted(silence))).astype(np.float64)
+            stats.accumulate(params, self.feats[u], info.tid_to_pdf[ali], weights)
         return stats
 
 
@@ -127,9 +124,7 @@ def train_lda_mllt(
         write_matrix(exp_dir / "0.mat", matrix)
         log.info("LDA: %d x %d over %.0f non-silence frames", *matrix.shape, lda.occ.sum())
         transform = FeatureTransform(matrix, opts.left, opts.right)
-        stats = reduce(lambda a, b: a + b, runner.map("tree-stats", tree_stats_job, [
-            (data.path, part, TransitionTable.of(old), context_independent(lang), transform)
-            for part in by_job]))
+        stats = tree_stats(runner, data, lang, old, alis, opts.nj, transform)
         model, converted, tree_summary = tied_system(stats, lang, opts, exp_dir, old, alis)
         parts = split(data.utts, opts.nj)
         current = {"matrix": matrix}

@@ -62,13 +62,13 @@ bench: deps venv
 # as it ends.
 # Without CUDA it runs the same code at tiny size on the CPU and writes nothing (the test run
 # does that too). On a bare host (no venv, no package index) with the wheels installed into a
-# directory (README "Offline install"): make gpu-check GPU_PY=python3 PYTHONPATH=wheels:.
+# directory (docs/install.md, "Offline install"): make gpu-check GPU_PY=python3 PYTHONPATH=wheels:.
 GPU_PY ?= $(BIN)/python
 GPU_CHECK_ARGS ?=
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PY)),venv)
 	$(GPU_PY) -m bench.gpu_check $(GPU_CHECK_ARGS)
 
-# Offline install (README "Offline install"): the wheel of every runtime dependency for one
+# Offline install (docs/install.md, "Offline install"): the wheel of every runtime dependency for one
 # CPython (WHEEL_PY, e.g. 312) and platform (WHEEL_PLATFORM: the node's manylinux tag; older
 # manylinux tags are added), and asrdist's own, into wheelhouse/. Defaults: this machine's.
 # torch is left out (a GPU node brings its own) unless WHEEL_TORCH names one, e.g.

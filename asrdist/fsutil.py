@@ -1,4 +1,11 @@
-"""Atomic file output and stage-completion markers, so nothing half-written looks complete."""
+"""Atomic file output and stage-completion markers, so nothing half-written looks complete;
+outputs never follow a symbolic link planted where they go.
+
+An output is written as a temp file renamed over its name (:func:`atomic_write`,
+:func:`atomic_path`: the rename replaces a link, never writes through it), or, when it must
+stay one file (a lock, a log appended to), opened with ``O_NOFOLLOW`` (:func:`open_output`,
+:func:`open_fd`): a link there is refused in one line naming it.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +30,24 @@ def _publish_mode(path: str | os.PathLike, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~_UMASK)
 
 
+def open_fd(path: str | os.PathLike, flags: int, mode: int = 0o666) -> int:
+    """``os.open`` that never follows a symbolic link at ``path``: one there (planted to
+    redirect an output, say) is refused in one line naming it and where it points."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW, mode)
+    except OSError as e:
+        if e.errno != errno.ELOOP or not os.path.islink(path):
+            raise
+        raise AsrdistError(f"{path}: refused: a symbolic link (to {os.readlink(path)}) where "
+                           "asrdist writes a file of its own; remove it") from e
+
+
+def open_output(path: str | os.PathLike, mode: str = "w", **kwargs: object) -> IO:
+    """``open(path, mode)`` for writing in place, refusing a symbolic link at ``path`` (see
+    :func:`open_fd`); the file object's ``name`` is ``path``."""
+    return open(path, mode, opener=open_fd, **kwargs)  # type: ignore[call-overload]
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temp path for a writer that needs a filename; rename it to ``path`` on success."""
@@ -38,6 +63,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def copy_file(src: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Copy ``src``'s bytes to ``dest`` atomically: a link at ``dest`` is replaced, its target
+    untouched (``shutil.copyfile`` would write through it). Fits ``copytree``'s
+    ``copy_function``."""
+    with atomic_path(dest) as tmp:
+        shutil.copyfile(src, tmp)
+    return Path(dest)
 
 
 @contextlib.contextmanager

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from asrdist.fsutil import atomic_write, clear_done, done_marker
+from asrdist.fsutil import atomic_write, clear_done, done_marker, naming_full_disk
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +215,8 @@ def record_done(out: str | os.PathLike, stage: str, record: Mapping[str, Any],
         record = {**record, "inputs": _with_hashes(record.get("inputs", {}))}
     full = {"format": _FORMAT, "stage": stage, **record,
             "outputs": {name: described[resolved(Path(out) / name)] for name in outputs}}
-    with atomic_write(done_marker(out, stage)) as f:
+    marker = done_marker(out, stage)
+    with naming_full_disk(marker, "the done marker"), atomic_write(marker) as f:
         json.dump(full, f, indent=1, sort_keys=True)
         f.write("\n")
 

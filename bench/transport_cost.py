@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -80,6 +81,9 @@ def _processes(algo: str, n: int, steps: int, width: int) -> tuple[float, float]
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     port = free_port()
+    # the run secret the learners' signed store messages need, as a launcher hands it over
+    # (by name: a --baseline checkout may predate asrdist.parallel.secret)
+    os.environ["ASRDIST_RUN_SECRET"] = secrets.token_hex(16)
     procs = [ctx.Process(target=_learner, args=(algo, r, n, port, steps, width, out))
              for r in range(n)]
     for p in procs:

@@ -1,5 +1,5 @@
 """Every runtime dependency's wheel for one Python and platform, for a node without a package
-index (``make wheelhouse``; README "Offline install").
+index (``make wheelhouse``; docs/install.md, "Offline install").
 
 pip resolves setup.cfg's install_requires, and pytest (gpu-check runs the CUDA tests), for the
 target (``pip install --dry-run --report``: metadata only), then downloads the closure, pinned

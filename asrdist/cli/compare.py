@@ -132,8 +132,11 @@ def _base_spec(values: dict[str, Any]) -> RunSpec:
 
 def _start_up_lines(pool: ChunkPool, base: RunSpec, speed: SpeedModel,
                     scenario_list: list[Scenario]) -> None:
-    """What a step costs in each scenario, and a short epoch's warning, before any run."""
-    nbytes = model_size(pool, base)["bytes"]
+    """What a step costs in each scenario, and a short epoch's warning, before any run; a run
+    whose learners cannot fit in memory is refused."""
+    size = model_size(pool, base)
+    guards.check_memory(size["weights"], size["bytes"], base.learners, base.optim.momentum > 0)
+    nbytes = size["bytes"]
     for scenario in scenario_list:
         slowed = dataclasses.replace(speed, slow=scenario.slow)
         lost = "".join(f"; learner {r} lost after {f:.0%} of its steps"

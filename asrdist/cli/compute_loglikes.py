@@ -37,7 +37,9 @@ def main(nnet: str, data_dir: str, out_dir: str, nj: int, compress: str, device:
     re-running the network. A rerun skips an --out done with the same options (--nj and --cmd
     aside) and inputs, writing nothing. The --nj jobs' parts are joined into one ark and scp,
     the same as one job's; a slurm.pl job logs to OUT/.log/loglikes.N.log (hidden, so that
-    asrdist-decode --loglikes does not take the logs for a change of its input)."""
+    asrdist-decode --loglikes does not take the logs for a change of its input). --data's
+    features are refused when their feats_config.json differs from the one the --model was
+    trained on; a model or data dir that records none is not checked."""
     compute_loglikes(nnet, data_dir, out_dir,
                      made(Chunking, chunking),
                      nj=nj, runner=cmd.make(Path(out_dir) / LOG_DIR), compress=compress,

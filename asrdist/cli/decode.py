@@ -26,6 +26,8 @@ from asrdist.stage import Skipped
               help="Hybrid acoustic model: asrdist final.pt.")
 @click.option("--gmm", default=None, type=click.Path(dir_okay=False),
               help="GMM baseline instead: a Kaldi GMM final.mdl (e.g. exp/mono/final.mdl).")
+@click.option("--fmllr", default=None, type=click.Path(dir_okay=False),
+              help="A speaker-adapted --gmm's per-speaker transforms (asrdist-est-fmllr).")
 @click.option("--loglikes", default=None, type=click.Path(dir_okay=False),
               help="Kept network scores (asrdist-compute-loglikes' loglikes.scp) instead of "
                    "--model: a sweep that never re-runs the network.")
@@ -38,21 +40,24 @@ from asrdist.stage import Skipped
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Decode dir: lat.N.gz, num_jobs, text, ctm, score_*/{text,ctm}, "
                    "log/decode.log.")
-def main(graph_dir: str, nnet: str | None, gmm: str | None, loglikes: str | None,
+def main(graph_dir: str, nnet: str | None, gmm: str | None, fmllr: str | None,
+         loglikes: str | None,
          trans_mdl: str | None, data_dir: str, nj: int, cmd: Cmd, out_dir: str,
          **options: Any) -> None:
     """Decode DATA with the acoustic model over the graph, once, to Kaldi's lattices; the
     sweep's texts and CTMs read off them.
 
     A rerun skips an --out done with the same options (--nj and --cmd aside) and the same model,
-    graph dir and data dir files, and redoes it otherwise."""
+    graph dir and data dir files, and redoes it otherwise. DATA's features are refused when their
+    feats_config.json differs from the one the --model was trained on (another sample rate,
+    kind or size); a model or DATA that records none is not checked."""
     sweep = made(Sweep, options)
     summary = decode_data_dir(
         graph_dir, data_dir, out_dir, nnet=nnet, gmm=gmm, trans_mdl=trans_mdl,
         opts=made(LatticeOptions, options), lmwts=sweep.lmwts, wips=sweep.penalties, nj=nj,
         command=shlex.join(["asrdist-decode", *sys.argv[1:]]), loglikes=loglikes,
         chunking=made(Chunking, options),
-        runner=cmd.make(Path(out_dir) / "log"),
+        runner=cmd.make(Path(out_dir) / "log"), fmllr=fmllr,
     )
     if not isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         click.echo(summary.line(), err=True)

@@ -28,7 +28,8 @@ from asrdist.jobs.cmd import Cmd, cmd_option
 def main(kind: str, nj: int, cmd: Cmd, num_mel_bins: int | None, num_ceps: int, sample_rate: int,
          high_freq: float | None, src: str, dest: str) -> None:
     """Compute Kaldi-compatible features (snip_edges, 10 ms shift) for the Kaldi data dir SRC
-    into DEST: feats.scp + DEST/data/*.ark, cmvn.scp, utt2num_frames, frame_shift and copies
+    into DEST: feats.scp + DEST/data/*.ark, cmvn.scp, utt2num_frames, frame_shift,
+    feats_config.json (what made the vectors: decoding checks a model against it) and copies
     of SRC's tables. Skips the work when DEST is done with the same options and SRC tables
     (--nj and --cmd aside); redoes it when they changed.
 

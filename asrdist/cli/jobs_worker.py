@@ -20,7 +20,7 @@ import time
 import traceback
 
 from asrdist.cli import LOG_FORMAT
-from asrdist.fsutil import write_atomically
+from asrdist.fsutil import open_output, write_atomically
 from asrdist.jobs import _portable, _run
 
 
@@ -32,7 +32,7 @@ def run_job(base: str) -> int:
              if "SLURM_ARRAY_TASK_ID" in env else "")
     print(f"# {sys.executable} -m asrdist.cli.jobs_worker {base}\n"
           f"# {where}on {socket.gethostname()}, started at {time.ctime(start)}", flush=True)
-    with open(f"{base}.ticks", "ab", buffering=0) as ticks:
+    with open_output(f"{base}.ticks", "ab", buffering=0) as ticks:
         try:
             with open(f"{base}.in", "rb") as f:
                 factory, factory_args, method, args = pickle.load(f)

@@ -38,7 +38,7 @@ def main(**values: Any) -> None:
         if learner.rank == 0 and not isinstance(path, Skipped):  # Skipped: the skip is logged
             click.echo(str(path), err=True)
 
-    run_learner(cfg.device, cfg.process_options(), work)
+    run_learner(cfg.device, cfg.process_options(), work, run_dir=cfg.out)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,6 @@ from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import build_model
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -46,18 +45,20 @@ from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.sweep import model_size
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 
 log = logging.getLogger(__name__)
 
-# the options of RunSpec's components that the simulator does not model: the DNN and the
-# BLSTM's chunk context (the chunk pool holds the labelled frames only), the optimizer's
-# choice (it runs SGD), the shuffle buffer and variance normalisation (the pool is read whole,
-# means normalised); every other option of RunSpec is a flag of both commands, so one
-# declared on a component reaches asrdist-simulate with no edit here
+# the options of RunSpec's components that the simulator does not model: the DNN, the
+# Conformer and the BLSTM's chunk context (the chunk pool holds the labelled frames only), the
+# optimizer's choice (it runs SGD), the shuffle buffer and variance normalisation (the pool is
+# read whole, means normalised); every other option of RunSpec is a flag of both commands, so
+# one declared on a component reaches asrdist-simulate with no edit here
 NOT_SIMULATED = ("model", "chunk_left_context", "chunk_right_context", "splice",
-                 "hidden_layers", "hidden_units", "activation", "optimizer", "shuffle_buffer",
-                 "cmvn_norm_vars")
+                 "hidden_layers", "hidden_units", "activation", "conformer_blocks",
+                 "attention_dim", "attention_heads", "conv_kernel", "optimizer",
+                 "shuffle_buffer", "cmvn_norm_vars")
 # asrdist-train's options that the simulator takes outside RunSpec: the chunk pool's and the
 # noise probe's
 OUTSIDE_SPEC = ("heldout_utts", "noise_scale_every")
@@ -151,8 +152,10 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
                 options=chosen, eval_start=True)
     pool = ChunkPool.load(data, targets, spec.reading.chunk_len, values["heldout_utts"],
                           cmvn=spec.reading.cmvn, seed=spec.seed, max_utts=own.max_utts)
-    about = _describe(spec, speed, pool, {"data": data, "targets": targets,
-                                          "max_utts": own.max_utts})
+    size = model_size(pool, spec)
+    guards.check_memory(size["weights"], size["bytes"], spec.learners, spec.optim.momentum > 0)
+    about = _describe(spec, speed, pool, size, {"data": data, "targets": targets,
+                                                "max_utts": own.max_utts})
     log.info("%s", guards.cost_line(speed, spec.learners, about["model"]["bytes"]))
     few = guards.few_steps(about["steps"]["per_epoch"], spec.learners, spec.batch)
     if few is not None:
@@ -179,15 +182,12 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
     click.echo(f"host {result.summary['host_s']:.1f} s; {out}", err=True)
 
 
-def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool,
+def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool, model: dict[str, int],
               source: dict[str, Any]) -> dict[str, Any]:
     """What a report says of its run besides the figures, so that it stands on its own: the
     version, the spec with the strategy's options resolved, the speed model and what a step
-    costs under it, the data (``source``: where it came from), the model's size and the
-    steps."""
-    params = list(build_model(spec.model, pool.input_dim, pool.num_pdfs).parameters())
-    model = {"weights": sum(p.numel() for p in params),
-             "bytes": sum(p.numel() * p.element_size() for p in params)}
+    costs under it, the data (``source``: where it came from), the model's size
+    (:func:`model_size`) and the steps."""
     per_epoch, steps = run_steps(pool, spec)
     return {
         "version": asrdist.__version__,

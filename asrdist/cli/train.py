@@ -103,7 +103,7 @@ def main(config_path: str | None, **flags: Any) -> None:
             click.echo(f"{result.final}{': ' + figures if figures else ''}", err=True)
 
     run_learner(config.device, config.process_options(), work, signals, early,
-                lambda world_size: validate_for_world(config, world_size))
+                lambda world_size: validate_for_world(config, world_size), config.out)
 
 
 if __name__ == "__main__":

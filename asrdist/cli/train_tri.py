@@ -1,6 +1,7 @@
-"""asrdist-train-deltas and asrdist-train-lda-mllt: tied-triphone GMM-HMMs from a previous
-system's alignments (Kaldi's steps/train_deltas.sh, tri1, and steps/train_lda_mllt.sh, tri2b),
-each writing a Kaldi alignment dir."""
+"""asrdist-train-deltas, asrdist-train-lda-mllt and asrdist-train-sat: tied-triphone GMM-HMMs
+from a previous system's alignments (Kaldi's steps/train_deltas.sh, tri1,
+steps/train_lda_mllt.sh, tri2b, and steps/train_sat.sh, tri3b), each writing a Kaldi alignment
+dir."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import click
 from asrdist.cli import command, number_list
 from asrdist.gmm.train_deltas import DeltasOptions, DeltasSummary, train_deltas
 from asrdist.gmm.train_lda_mllt import LdaMlltOptions, train_lda_mllt
+from asrdist.gmm.train_sat import SatOptions, train_sat
 from asrdist.stage import Skipped
 
 _OPTIONS = [
@@ -90,3 +92,21 @@ def lda_mllt_main(**kwargs: Any) -> None:
     opts = LdaMlltOptions(**_common(kwargs), dim=kwargs["dim"], mllt_iters=mllt)
     _report(kwargs["exp_dir"], train_lda_mllt(kwargs["data_dir"], kwargs["lang_dir"],
                                               kwargs["ali_dir"], kwargs["exp_dir"], opts))
+
+
+@command()
+@_tri_options
+@click.option("--fmllr-iters", default="2 4 6 12", show_default=True,
+              help="Passes that re-estimate the speakers' fMLLR transforms.")
+@click.option("--silence-weight", default=SatOptions.silence_weight, show_default=True,
+              help="Weight of silence frames in the fMLLR statistics.")
+def sat_main(**kwargs: Any) -> None:
+    """Train a speaker-adapted (fMLLR, SAT) triphone system on DATA_DIR (MFCC feats.scp +
+    cmvn.scp, text, utt2spk) with LANG_DIR from ALI_DIR's alignments (e.g. exp/tri1 or
+    exp/tri2) and write EXP_DIR: trans.ark (the training speakers' transforms), tree,
+    final.mdl, ali.N.gz, log/, and ALI_DIR's final.mat. Skips a finished EXP_DIR."""
+    iters = tuple(int(x) for x in number_list(kwargs["fmllr_iters"], "--fmllr-iters"))
+    opts = SatOptions(**_common(kwargs), fmllr_iters=iters,
+                      silence_weight=kwargs["silence_weight"])
+    _report(kwargs["exp_dir"], train_sat(kwargs["data_dir"], kwargs["lang_dir"],
+                                         kwargs["ali_dir"], kwargs["exp_dir"], opts))

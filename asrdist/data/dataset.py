@@ -33,7 +33,9 @@ from asrdist.data.targets import load_int32_vector
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir, read_table
+from asrdist.kaldi.feats_config import read_feats_config
 from asrdist.kaldi.layout import Layout, needs_speaker_stats, normalise, read_layout
+from asrdist.plaindata import to_array, to_tensor
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ class Corpus:
     feats_layout: Layout | None = None
     # the original (utt2uniq) of each utterance: its speed/reverb copies share it
     originals: list[str] | None = None
+    # what made the features (feats_config.json); None: not recorded (a lhotse manifest, a
+    # Kaldi or joined features dir)
+    feats_config: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.utts)
@@ -140,6 +145,7 @@ def load_corpus(
         source="lhotse" if is_lhotse else "kaldi",
         feats_layout=None if is_lhotse else read_layout(data),
         originals=[utt2uniq.get(u, u) for u in utts],
+        feats_config=None if is_lhotse else read_feats_config(data),
     )
 
 
@@ -386,12 +392,13 @@ class ChunkStream:
                 return
 
     def state_dict(self) -> dict[str, Any]:
+        """The position, generator and buffered chunks, as plain data and tensors."""
         return {
             "cursor": self.cursor,
             "rng": self.rng.bit_generator.state,
-            "x": None if self.x is None else self.x[: self.fill].copy(),
-            "y": self.y[: self.fill].copy(),
-            "pending": self.pending,
+            "x": None if self.x is None else to_tensor(self.x[: self.fill]),
+            "y": to_tensor(self.y[: self.fill]),
+            "pending": None if self.pending is None else tuple(map(to_tensor, self.pending)),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -400,8 +407,9 @@ class ChunkStream:
         self.fill = 0
         self.pending = None
         if state["x"] is not None and len(state["x"]):
-            self._push(state["x"], state["y"])
-        self.pending = state["pending"]
+            self._push(to_array(state["x"]), to_array(state["y"]))
+        pending = state["pending"]
+        self.pending = None if pending is None else (to_array(pending[0]), to_array(pending[1]))
 
 
 def heldout_batches(

@@ -4,7 +4,9 @@ Features come from lhotse's Kaldi-compatible extractors with Kaldi's framing (sn
 so a wav of n samples gives 1 + (n - 400) // 160 frames at 16 kHz, the count a Kaldi GMM
 alignment has) and no dither. Samples are fed on the int16 scale, as Kaldi's compute-*-feats
 reads wav files, so the log energies match Kaldi's. Output is what a Kaldi user expects:
-feats.scp/ark, cmvn.scp (compute-cmvn-stats --spk2utt layout), utt2num_frames, frame_shift.
+feats.scp/ark, cmvn.scp (compute-cmvn-stats --spk2utt layout), utt2num_frames, frame_shift;
+and feats_config.json, what made the vectors, which a model trained on them keeps
+(asrdist.kaldi.feats_config).
 
 Segments are cut as Kaldi's extract-segments cuts them (asrdist.kaldi.segments): one it skips
 (shorter than 0.1 s, ending more than 0.5 s past its recording, ...) is skipped here too and
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import os
 import shutil
@@ -30,6 +31,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import kaldiio
 import numpy as np
@@ -39,8 +41,10 @@ from lhotse.features.kaldi.extractors import Fbank, FbankConfig, Mfcc, MfccConfi
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
 from asrdist.jobs import LOCAL, Runner, split_groups
+from asrdist.kaldi.ark_writer import ark_writer
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table, read_utf8
+from asrdist.kaldi.feats_config import FEATS_CONFIG, write_feats_config
 from asrdist.kaldi.segments import segment_samples
 from asrdist.kaldi.sphere import (
     FALLBACK_WARNING,
@@ -124,6 +128,12 @@ def make_extractor(options: FeatureOptions) -> Fbank | Mfcc:
         return Mfcc(MfccConfig(**common, num_ceps=options.num_ceps))
 
 
+def feats_config(options: FeatureOptions) -> dict[str, Any]:
+    """What makes the vectors (feats_config.json, asrdist.kaldi.feats_config): the kind and
+    the extractor's whole configuration (sample rate, bins, cepstra, framing, band)."""
+    return {"kind": options.kind, **make_extractor(options).config.to_dict()}
+
+
 def compute_features(samples: np.ndarray, extractor: Fbank | Mfcc, sample_rate: int) -> np.ndarray:
     """Features (frames x dim, float32) of int16-scale samples; callers on the fly use this too."""
     with torch.no_grad():
@@ -174,7 +184,7 @@ class _Audio:
         self._copy: tuple[np.ndarray, int] | None = None
 
     def samples(self, item: _Item) -> tuple[np.ndarray, int]:
-        """(int16 samples, rate) of ``item``'s recording (before segments cut it)."""
+        """(int16-scale samples, rate) of ``item``'s recording (before segments cut it)."""
         try:
             return self._samples(item)
         except AsrdistError as e:
@@ -187,7 +197,7 @@ class _Audio:
             if isinstance(source, SphereChannel):
                 self._decoded = read_sphere(source.path)
             else:
-                self._copy = read_audio(source)
+                self._copy = read_audio(source, functools.partial(_unchecked, item.utt))
             self._file = item.file
         if isinstance(source, SphereChannel) and self._copy_of != (source.channel, source.speed):
             self._copy = None  # the last copy goes before the next is made
@@ -196,6 +206,11 @@ class _Audio:
             self._copy = (change_speed(mono, source.speed) if source.speed != 1.0 else mono, rate)
             self._copy_of = (source.channel, source.speed)
         return self._copy
+
+
+def _unchecked(utt: str, why: str) -> None:
+    """One line for audio whose length nothing declares: a stream cut short would not show."""
+    log.warning("utterance %s: %s", utt, why)
 
 
 def _load_item(item: _Item, audio: _Audio, sample_rate: int) -> np.ndarray | str:
@@ -225,7 +240,7 @@ def _extract_job(
     try:
         extractor = make_extractor(options)
         audio = _Audio()
-        with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+        with ark_writer(ark, scp) as writer:
             for item in items:
                 samples = _load_item(item, audio, options.sample_rate)
                 if not isinstance(samples, str) and num_frames(samples.size,
@@ -329,7 +344,7 @@ def make_features(
     if check.done:
         return check.skipped()
     (dest / f".{STAGE}.options.json").unlink(missing_ok=True)  # written by older versions
-    for stale in ("feats.scp", "cmvn.scp"):  # never leave an old scp beside new arks
+    for stale in ("feats.scp", "cmvn.scp", FEATS_CONFIG):  # nothing old beside new arks
         (dest / stale).unlink(missing_ok=True)
 
     items = _items(src)
@@ -362,8 +377,7 @@ def make_features(
 
     try:
         _write_outputs(src, dest, name, scps, results, utt2spk, set(skipped))
-        with atomic_write(dest / "feats_config.json") as f:
-            json.dump(make_extractor(options).config.to_dict(), f, indent=1)
+        write_feats_config(dest, feats_config(options))
     except BaseException:  # no feats.scp without its done marker: nothing looks complete
         for index in ("feats.scp", "cmvn.scp"):
             (dest / index).unlink(missing_ok=True)
@@ -457,7 +471,7 @@ def _write_outputs(
         speaker_stats[spk] = speaker_stats.get(spk, 0) + stats
     cmvn_ark = dest / "data" / f"cmvn_{name}.ark"
     tmp_scp = dest / "data" / f"cmvn_{name}.scp"
-    with kaldiio.WriteHelper(f"ark,scp:{cmvn_ark},{tmp_scp}") as writer:
+    with ark_writer(cmvn_ark, tmp_scp) as writer:
         for spk in c_sorted(speaker_stats):
             writer(spk, speaker_stats[spk])
     shutil.move(tmp_scp, dest / "cmvn.scp")

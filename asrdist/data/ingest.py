@@ -235,7 +235,7 @@ def _ingest(
     if not num_utts:
         raise AsrdistError(f"{feats_scp}: empty")
     model = ali_dir / "final.mdl"
-    ark = (out_dir / "pdf.ark").resolve()
+    ark = out_dir.resolve() / "pdf.ark"  # absolute for the scp, and never a link's target
     with _naming(ark), atomic_write(ark, "wb") as f:  # removed unless all pass
         tally = _Tally(np.zeros(info.num_pdfs, dtype=np.int64))
         for ali_file in track(files, "reading alignments", "job"):

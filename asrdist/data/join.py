@@ -24,16 +24,19 @@ import kaldiio
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write
+from asrdist.fsutil import atomic_write, copy_file
+from asrdist.kaldi.ark_writer import ark_writer
 from asrdist.kaldi.cmvn import cmvn_stats
 from asrdist.kaldi.data_dir import c_sorted, read_table
+from asrdist.kaldi.feats_config import FEATS_CONFIG
 from asrdist.kaldi.gmm_feats import add_deltas
 from asrdist.kaldi.layout import LAYOUT, NORMS, ColumnRange, Layout, check_layout, write_layout
 from asrdist.stage import Skipped, check_done
 
 STAGE = "join_feats"
+# and feats_config.json: how SRC's columns, the first range, were made (the layout says the rest)
 COPIED = ("wav.scp", "text", "utt2spk", "spk2utt", "segments", "reco2file_and_channel",
-          "frame_shift", "utt2uniq", "utt2dur", "spk2gender")
+          "frame_shift", "utt2uniq", "utt2dur", "spk2gender", FEATS_CONFIG)
 DELTA_WINDOW = 2  # add-deltas --delta-window's default
 
 
@@ -117,13 +120,13 @@ def join_features(src: str | os.PathLike, dest: str | os.PathLike, streams: list
     tables = [kaldiio.load_scp(s.scp) for s in streams]
     utt2spk = read_table(src / "utt2spk", require_value=True)
     dest.mkdir(parents=True, exist_ok=True)
-    ark = (dest / "data" / "joined_feats.ark").resolve()
+    ark = dest.resolve() / "data" / "joined_feats.ark"  # absolute, never a link's target
     ark.parent.mkdir(exist_ok=True)
     stats: dict[str, np.ndarray] = {}
     frames: dict[str, int] = {}
     widths: list[int] = []
     names = [f"{src / 'feats.scp'}", *(f"stream {s.scp}" for s in streams)]
-    with kaldiio.WriteHelper(f"ark,scp:{ark},{dest / 'data' / 'joined_feats.scp'}") as writer:
+    with ark_writer(ark, dest / "data" / "joined_feats.scp") as writer:
         for utt in c_sorted(base):
             feats = np.asarray(base[utt], dtype=np.float32)
             if feats.ndim != 2 or not len(feats):
@@ -150,12 +153,12 @@ def join_features(src: str | os.PathLike, dest: str | os.PathLike, streams: list
     if not frames:
         raise AsrdistError(f"{src / 'feats.scp'}: no utterances")
     layout = _layout(widths, src, streams, delta_order, src_norm)
-    with kaldiio.WriteHelper(f"ark,scp:{dest / 'data' / 'cmvn.ark'},{dest / 'cmvn.scp'}") as w:
+    with ark_writer(dest / "data" / "cmvn.ark", dest / "cmvn.scp") as w:
         for spk in c_sorted(stats):
             w(spk, stats[spk])
     for name in COPIED:
         if (src / name).is_file():
-            shutil.copyfile(src / name, dest / name)
+            copy_file(src / name, dest / name)
     with atomic_write(dest / "utt2num_frames") as f:
         f.writelines(f"{u} {n}\n" for u, n in frames.items())
     write_layout(dest / LAYOUT, layout)

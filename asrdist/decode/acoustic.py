@@ -23,6 +23,7 @@ from asrdist.errors import AsrdistError
 from asrdist.kaldi.am_gmm import AmDiagGmmParams
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
 from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.feats_config import check_feats_config, read_feats_config
 from asrdist.kaldi.gmm_feats import DELTAS, FeatureTransform, load_features
 from asrdist.kaldi.layout import (
     LAYOUT,
@@ -78,6 +79,16 @@ def chunk_starts(frames: int, chunk: int) -> np.ndarray:
     return starts
 
 
+def check_model_features(final_pt: str | os.PathLike, data_dir: str | os.PathLike) -> None:
+    """Refuse ``data_dir``'s features when they are not made as those ``final_pt`` was trained
+    on (asrdist.kaldi.feats_config), before any other input is read; the model is read only
+    when the features record how they were made."""
+    if read_feats_config(data_dir) is not None:
+        from asrdist.models.final import load_final
+
+        check_feats_config(load_final(final_pt)[1].feats_config, final_pt, data_dir)
+
+
 class NnetScorer:
     """log_softmax(model(x)) - log priors, from an asrdist ``final.pt``, chunk by chunk, on
     ``device`` (the features are prepared on the host, the network and the softmax run there,
@@ -93,6 +104,7 @@ class NnetScorer:
         self.torch = torch
         self.device = torch_device(device)
         self.model, exported = load_final(final_pt)
+        check_feats_config(exported.feats_config, final_pt, data_dir)
         self.model.to(self.device)
         self.path = Path(final_pt)
         self.num_pdfs = exported.num_pdfs

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from asrdist.decode.acoustic import AS_TRAINED, Chunking, GmmScorer, NnetScorer, list_utterances
+from asrdist.decode.acoustic import (
+    AS_TRAINED,
+    Chunking,
+    GmmScorer,
+    NnetScorer,
+    check_model_features,
+    list_utterances,
+)
 from asrdist.decode.decoder import check_compatible
 from asrdist.decode.lattice import (
     CompactLattice,
@@ -38,7 +45,7 @@ from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, deal
 from asrdist.kaldi.final_mdl import read_am_diag_gmm
-from asrdist.kaldi.gmm_feats import FeatureTransform
+from asrdist.kaldi.gmm_feats import FeatureTransform, read_speaker_transforms
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.options import POSITIVE_NUMBERS, Options, option
 from asrdist.progress import progress
@@ -88,6 +95,7 @@ class DecodeJob:
     threads: int
     loglikes: str | None = None  # saved scores (asrdist.decode.loglikes) instead of a model
     chunking: Chunking = AS_TRAINED  # how the network is run (nnet only)
+    fmllr: str | None = None  # per-speaker transforms of a SAT GMM's features (gmm only)
 
 
 @dataclass
@@ -135,8 +143,10 @@ class _Worker:
             torch.set_num_threads(job.threads)
             self.scorer = NnetScorer(job.nnet, job.data_dir, job.chunking)
         else:
-            self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir,
-                                    FeatureTransform.of_model_dir(Path(job.gmm).parent))
+            transform = FeatureTransform.of_model_dir(Path(job.gmm).parent)
+            if job.fmllr is not None:
+                transform = transform.with_speakers(read_speaker_transforms(job.fmllr))
+            self.scorer = GmmScorer(read_am_diag_gmm(job.gmm), job.data_dir, transform)
         self.variants = job.variants
 
     def run(self, utts: Sequence[str], lattices: str) -> Iterator[UttResult]:
@@ -265,13 +275,15 @@ def decode_data_dir(
     loglikes: str | None = None,
     chunking: Chunking = AS_TRAINED,
     runner: Runner = LOCAL,
+    fmllr: str | None = None,
 ) -> DecodeSummary | Skipped:
     """Decode every utterance of ``data_dir`` to lattices; write lat.N.gz, num_jobs, text, ctm,
     score_<lmwt>_<wip>/{text,ctm} and log/decode.log.
 
     ``nnet`` (final.pt) or ``gmm`` (a GMM final.mdl) gives the acoustic scores, or
     ``loglikes`` (an scp of the scores of ``nnet``, kept by asrdist-compute-loglikes);
-    ``chunking`` says how ``nnet`` runs over each utterance (asrdist.decode.acoustic). Everything
+    ``chunking`` says how ``nnet`` runs over each utterance (asrdist.decode.acoustic); ``fmllr``
+    (an archive of per-speaker transforms, asrdist-est-fmllr) adapts ``gmm``'s features. Everything
     is checked before any decoding starts: an empty test set, and a graph, transition model
     and acoustic model that do not belong together, are errors. The ``nj`` jobs are run by
     ``runner``. Returns Skipped when ``out_dir`` is done with the same options and inputs
@@ -297,13 +309,17 @@ def decode_data_dir(
     elif chunking != AS_TRAINED:
         raise AsrdistError("--frames-per-chunk and --extra-left/right-context say how a "
                            "--model network is run; the scores of --gmm and --loglikes take none")
+    if fmllr is not None and gmm is None:
+        raise AsrdistError("--fmllr adapts the features of a --gmm system: give --gmm")
     kept = str(Path(loglikes).parent) if loglikes else None  # its ark too: rewritten in place
     transform = Path(gmm).parent / "final.mat" if gmm else None  # an LDA+MLLT GMM's features
     check = check_done(out_dir, STAGE, options,  # the paths: in the inputs
-                       [p for p in (nnet, gmm, trans_mdl, kept) if p] + [graph_dir, data_dir]
+                       [p for p in (nnet, gmm, trans_mdl, kept, fmllr) if p] + [graph_dir, data_dir]
                        + ([transform] if transform and transform.is_file() else []))
     if check.done:
         return check.skipped()
+    if nnet is not None:  # first: a model given features of another kind or rate
+        check_model_features(nnet, data_dir)
     graph, graph_num_pdfs = read_graph_dir(graph_dir)
     utts = list_utterances(data_dir)
     trans_path = Path(gmm if gmm is not None else (trans_mdl or graph / "final.mdl"))
@@ -317,7 +333,7 @@ def decode_data_dir(
     parts = deal(utts, nj)  # outputs are sorted below; dealt, the jobs finish together
     job = DecodeJob(str(graph), str(trans_path), str(data_dir), nnet, gmm, opts,
                     tuple(variants), threads=1 if len(parts) > 1 else max(1, os.cpu_count() or 1),
-                    loglikes=loglikes, chunking=chunking)
+                    loglikes=loglikes, chunking=chunking, fmllr=fmllr)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     _remove_old_lattices(out)

@@ -33,7 +33,7 @@ import numpy as np
 
 from asrdist.decode.lm import NgramLM, read_training_text
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.fsutil import atomic_path, atomic_write, copy_file
 from asrdist.hmm.transitions import khg_topology, khg_transition_model
 from asrdist.hmm.tree import monophone_tree, read_tree
 from asrdist.kaldi.final_mdl import write_final_mdl
@@ -472,8 +472,9 @@ def make_graph(
             raise AsrdistError(f"{out / 'HCLG.fst'}: cannot write")
     for name in ("words.txt", "phones.txt", "oov.txt", "oov.int"):  # a lang for lmrescore
         if (lang.path / name).is_file():
-            shutil.copyfile(lang.path / name, out / name)
-    shutil.copytree(lang.path / "phones", out / "phones", dirs_exist_ok=True)
+            copy_file(lang.path / name, out / name)
+    shutil.copytree(lang.path / "phones", out / "phones", dirs_exist_ok=True,
+                    copy_function=copy_file)
     write_final_mdl(out / "final.mdl", info)
     with atomic_write(out / "num_pdfs") as f:
         f.write(f"{info.num_pdfs}\n")

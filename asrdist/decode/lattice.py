@@ -230,7 +230,7 @@ def connect(lat: Lattice) -> Lattice:
                    [lat.final[s] for s in keep], new.get(lat.start, 0))
 
 
-def _top_order(succ: list[list[int]]) -> list[int]:
+def top_order(succ: list[list[int]]) -> list[int]:
     """A topological order of the states (a lattice is acyclic)."""
     n = len(succ)
     indeg = [0] * n
@@ -252,7 +252,7 @@ def _top_order(succ: list[list[int]]) -> list[int]:
 
 def top_sort(lat: Lattice) -> Lattice:
     """States renumbered in a topological order."""
-    order = _top_order([[a[3] for a in arcs] for arcs in lat.arcs])
+    order = top_order([[a[3] for a in arcs] for arcs in lat.arcs])
     new = [0] * len(order)
     for i, s in enumerate(order):
         new[s] = i
@@ -569,7 +569,7 @@ def determinize_lattice_phone_pruned(raw: Lattice, trans: TransitionInfo,
     if not raw.arcs:
         return CompactLattice()
     # Invert, TopSort and ArcSort by ilabel, in one copy
-    order = _top_order([[a[3] for a in arcs] for arcs in raw.arcs])
+    order = top_order([[a[3] for a in arcs] for arcs in raw.arcs])
     new = [0] * len(order)
     for i, s in enumerate(order):
         new[s] = i
@@ -982,7 +982,7 @@ def _shortest_path(clat: CompactLattice) -> BestPath:
         return BestPath([], [])
     order = list(range(n))
     if clat.start != 0 or any(a[3] <= s for s, arcs in enumerate(clat.arcs) for a in arcs):
-        order = _top_order([[a[3] for a in arcs] for arcs in clat.arcs])
+        order = top_order([[a[3] for a in arcs] for arcs in clat.arcs])
     best = [math.inf] * (n + 1)
     back: list[tuple[int, int, tuple[int, ...]]] = [(-1, 0, ())] * (n + 1)
     best[clat.start] = 0.0

@@ -138,6 +138,15 @@ def input_archives(in_dir: str | os.PathLike) -> list[Path]:
     return archives
 
 
+def check_same_words(decoded: Path, lang: Path) -> None:
+    """Refuse lattices decoded with a graph of other words than OLD_LANG's (the decode dir's
+    copy of its graph's words.txt, where asrdist-decode wrote one): every word id would be
+    read as another word, and every lattice dropped."""
+    if decoded.is_file() and read_symbols(decoded) != read_symbols(lang):
+        raise AsrdistError(f"{decoded}: the lattices were made with a graph of other words "
+                           f"than {lang}: rescore with the lang dir that graph was made from")
+
+
 def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
                        in_dir: str | os.PathLike, out_dir: str | os.PathLike,
                        nj: int | None = None, runner: Runner = LOCAL
@@ -148,6 +157,7 @@ def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
                            "(its lattices would be overwritten)")
     inputs = rescore_inputs(old_lang, new_lm)
     archives = input_archives(in_dir)
+    check_same_words(Path(in_dir) / "words.txt", Path(inputs.words_txt))
     nj = len(archives) if nj is None else nj
     if nj < 1:
         raise AsrdistError(f"--nj {nj}: must be at least 1")
@@ -167,6 +177,12 @@ def rescore_decode_dir(old_lang: str | os.PathLike, new_lm: str | os.PathLike,
             runner.start(STAGE, _Job, [(inputs,)] * len(groups)) as jobs:
         steps = [step for part in jobs.call_each("run", [(g,) for g in groups], bar)
                  for step in part]
+    if steps and not any(kept for _, _, kept in steps):
+        for _, dst in pairs:
+            Path(dst).unlink(missing_ok=True)
+        raise AsrdistError(f"{in_dir}: every one of its {len(steps)} lattices is empty after "
+                           f"rescoring with {new_lm} (made with another graph than "
+                           f"{old_lang}'s, or an LM of other words?): nothing written")
     with atomic_write(out / "num_jobs") as f:
         f.write(f"{len(archives)}\n")
     results = {dst: ArchiveResult(dst, 0, []) for _, dst in pairs}

@@ -24,6 +24,7 @@ from asrdist.decode.acoustic import AS_TRAINED, Chunking, NnetScorer, list_utter
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_path, naming_full_disk, write_atomically
 from asrdist.jobs import LOCAL, Runner, split
+from asrdist.kaldi.data_dir import read_table
 from asrdist.stage import Skipped, check_done
 
 STAGE = "loglikes"
@@ -65,7 +66,7 @@ def compute_loglikes(final_pt: str | os.PathLike, data_dir: str | os.PathLike,
         return check.skipped()
     num_pdfs = NnetScorer(final_pt, data_dir, chunking, device).num_pdfs
     parts = split(list_utterances(data_dir), nj)
-    ark = (out / "loglikes.ark").resolve()
+    ark = out.resolve() / "loglikes.ark"  # absolute for the scp, and never a link's target
     threads = 1 if len(parts) > 1 else 0  # jobs side by side: one thread each, as decoding's
     try:
         runner.map(STAGE, score_part, [(str(final_pt), str(data_dir), chunking, utts, str(ark),
@@ -144,7 +145,8 @@ class LoglikeScorer:
         self.path = Path(scp)
         if not self.path.is_file():
             raise AsrdistError(f"--loglikes {scp}: no such file (run asrdist-compute-loglikes)")
-        self.table = kaldiio.load_scp(str(scp))
+        # an id twice is refused here (kaldiio's load_scp kept the last entry's)
+        self.table = read_table(self.path, require_value=True)
         num_pdfs = self.path.parent / "num_pdfs"
         if not num_pdfs.is_file():
             raise AsrdistError(f"{num_pdfs}: missing beside --loglikes {scp}")
@@ -154,4 +156,14 @@ class LoglikeScorer:
         for utt in utts:
             if utt not in self.table:
                 raise AsrdistError(f"--loglikes {self.path}: no scores for utterance {utt}")
-            yield utt, np.asarray(self.table[utt], dtype=np.float32)
+            yield utt, self._load(utt)
+
+    def _load(self, utt: str) -> np.ndarray:
+        """``utt``'s scores; an ark cut short or a bad offset is one line naming both."""
+        where = self.table[utt]
+        try:
+            return np.asarray(kaldiio.load_mat(where), dtype=np.float32)
+        except Exception as e:  # noqa: BLE001 - kaldiio raises many types for a bad entry
+            raise AsrdistError(f"--loglikes {self.path}: utterance {utt}: cannot read its "
+                               f"scores from {where} ({type(e).__name__}: {str(e)[:120]})"
+                               ) from e

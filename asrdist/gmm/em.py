@@ -17,7 +17,7 @@ import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
 import numpy as np
 
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_path, atomic_write
+from asrdist.fsutil import atomic_path, atomic_write, open_output
 from asrdist.gmm.align_job import AlignResult
 from asrdist.gmm.decodable import aligning_am
 from asrdist.gmm.model import MonoModel
@@ -90,7 +90,8 @@ def check_transcripts(data: DataDir, lang: Lang, map_oov: bool) -> None:
 def log_to(path: Path) -> Iterator[None]:
     """Also write the GMM modules' log lines to ``path`` (Kaldi keeps logs in exp/*/log)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, mode="w")
+    stream = open_output(path, "w", encoding="utf-8")  # never through a link planted there
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     log.addHandler(handler)
     old_level = log.level
@@ -101,6 +102,7 @@ def log_to(path: Path) -> Iterator[None]:
         log.removeHandler(handler)
         log.setLevel(old_level)
         handler.close()
+        stream.close()
 
 
 def clear_outputs(exp_dir: Path) -> None:

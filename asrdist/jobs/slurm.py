@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from asrdist.errors import AsrdistError, first_line
+from asrdist.fsutil import atomic_write
 from asrdist.jobs import Jobs, Runner
 from asrdist.progress import Progress
 
@@ -112,12 +113,13 @@ class _SlurmJobs(Jobs):
         for job, job_args in enumerate(args):
             for suffix in (".out", ".ticks"):  # a previous call's
                 self._file(job, suffix).unlink(missing_ok=True)
-            self._file(job, ".in").write_bytes(
-                pickle.dumps((self.factory, self.factory_args[job], method, job_args)))
+            with atomic_write(self._file(job, ".in"), "wb") as f:  # never through a link
+                f.write(pickle.dumps((self.factory, self.factory_args[job], method, job_args)))
         script = self.queue / f"{self.name}.sh"
         worker = [sys.executable, "-m", "asrdist.cli.jobs_worker",
                   str((self.queue / self.name).resolve())]
-        script.write_text("#!/bin/bash\n" + shlex.join(worker) + ' "$SLURM_ARRAY_TASK_ID"\n')
+        with atomic_write(script) as f:
+            f.write("#!/bin/bash\n" + shlex.join(worker) + ' "$SLURM_ARRAY_TASK_ID"\n')
         array = _slurm("sbatch", *self.runner.sbatch_options(self.name, self.count),
                        str(script.resolve())).strip().split(";")[0]
         try:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,6 +20,7 @@ import kaldiio
 import numpy as np
 
 from asrdist.errors import AsrdistError
+from asrdist.fsutil import atomic_path
 from asrdist.kaldi.cmvn import apply_cmvn
 from asrdist.kaldi.data_dir import DataDir
 
@@ -64,18 +65,41 @@ def splice_frames(feats: np.ndarray, left: int, right: int) -> np.ndarray:
     return feats[index].reshape(t, -1)
 
 
+def apply_affine(w: np.ndarray, feats: np.ndarray) -> np.ndarray:
+    """transform-feats with an affine matrix ``[A b]``: ``A x + b`` per frame."""
+    return (feats.astype(np.float64) @ w[:, :-1].T + w[:, -1]).astype(np.float32)
+
+
 @dataclass(frozen=True, eq=False)
 class FeatureTransform:
     """Deltas (``matrix`` None), or frames spliced ``left``/``right`` times ``matrix``
     (transform-feats: a last column, when the matrix has one more than the input, is an
-    offset); ``splice_only``: the spliced frames themselves (what LDA is estimated on)."""
+    offset); ``splice_only``: the spliced frames themselves (what LDA is estimated on).
+    ``speakers``: a speaker-adapted (SAT) system's fMLLR transforms, d x (d+1) per speaker,
+    applied last (Kaldi's ``transform-feats --utt2spk ... ark:trans.N``)."""
 
     matrix: np.ndarray | None = None
     left: int = 3
     right: int = 3
     splice_only: bool = False
+    speakers: Mapping[str, np.ndarray] | None = None
 
-    def apply(self, cmn: np.ndarray) -> np.ndarray:
+    def apply(self, cmn: np.ndarray, speaker: str | None = None) -> np.ndarray:
+        feats = self._model_features(cmn)
+        if self.speakers is None:
+            return feats
+        w = self.speakers.get(speaker) if speaker is not None else None
+        if w is None:
+            raise AsrdistError(f"no fMLLR transform for speaker {speaker}")
+        if w.shape != (feats.shape[1], feats.shape[1] + 1):
+            raise AsrdistError(f"speaker {speaker}'s fMLLR transform is {w.shape[0]}x"
+                               f"{w.shape[1]} but the features have dimension {feats.shape[1]}")
+        return apply_affine(w, feats)
+
+    def with_speakers(self, transforms: Mapping[str, np.ndarray] | None) -> FeatureTransform:
+        return replace(self, speakers=transforms)
+
+    def _model_features(self, cmn: np.ndarray) -> np.ndarray:
         if self.splice_only:
             return splice_frames(cmn, self.left, self.right)
         if self.matrix is None:
@@ -83,13 +107,11 @@ class FeatureTransform:
         spliced = splice_frames(cmn, self.left, self.right).astype(np.float64)
         m = self.matrix
         if m.shape[1] == spliced.shape[1] + 1:
-            out = spliced @ m[:, :-1].T + m[:, -1]
-        elif m.shape[1] == spliced.shape[1]:
-            out = spliced @ m.T
-        else:
-            raise AsrdistError(f"feature transform is {m.shape[0]}x{m.shape[1]} but the "
-                               f"spliced features have dimension {spliced.shape[1]}")
-        return out.astype(np.float32)
+            return apply_affine(m, spliced)
+        if m.shape[1] == spliced.shape[1]:
+            return (spliced @ m.T).astype(np.float32)
+        raise AsrdistError(f"feature transform is {m.shape[0]}x{m.shape[1]} but the "
+                           f"spliced features have dimension {spliced.shape[1]}")
 
     @classmethod
     def of_model_dir(cls, model_dir: str | os.PathLike) -> FeatureTransform:
@@ -112,6 +134,25 @@ class FeatureTransform:
 DELTAS = FeatureTransform()
 
 
+def write_speaker_transforms(path: str | os.PathLike, transforms: Mapping[str, np.ndarray]) -> None:
+    """Per-speaker fMLLR transforms as a Kaldi archive of matrices (Kaldi's trans.N)."""
+    with atomic_path(path) as tmp:
+        kaldiio.save_ark(str(tmp), {s: np.asarray(transforms[s], dtype=np.float32)
+                                    for s in sorted(transforms, key=str.encode)})
+
+
+def read_speaker_transforms(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """A Kaldi archive of per-speaker d x (d+1) matrices."""
+    try:
+        out = {k: np.asarray(v, dtype=np.float64) for k, v in kaldiio.load_ark(str(path))}
+    except Exception as e:  # kaldiio raises several types for a damaged file
+        raise AsrdistError(f"{path}: not an archive of fMLLR matrices ({e})") from e
+    for spk, m in out.items():
+        if m.ndim != 2 or m.shape[1] != m.shape[0] + 1:
+            raise AsrdistError(f"{path}: speaker {spk}'s transform is {m.shape}, not d x (d+1)")
+    return out
+
+
 def load_features(data: DataDir, utts: Iterable[str],
                   transform: FeatureTransform = DELTAS) -> dict[str, np.ndarray]:
     """CMN'd (per speaker, means only, as train_mono.sh) MFCC, then deltas or ``transform``,
@@ -127,7 +168,7 @@ def load_features(data: DataDir, utts: Iterable[str],
             feats = np.asarray(kaldiio.load_mat(data.feats[u], fd_dict=fds), dtype=np.float32)
             if feats.ndim != 2 or feats.shape[0] == 0:
                 raise AsrdistError(f"{data.path / 'feats.scp'}: utterance {u} has no frames")
-            out[u] = transform.apply(apply_cmvn(feats, stats[spk], norm_vars=False))
+            out[u] = transform.apply(apply_cmvn(feats, stats[spk], norm_vars=False), spk)
     finally:
         for fd in fds.values():
             fd.close()

@@ -48,6 +48,16 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 # RIFF and data chunk sizes of a wav written to a stream of unknown length, read to its end
 # (Kaldi's feat/wave-reader.cc: "stream mode")
 _STREAMED = {(0, 0), (0xFFFFFFFF, 0xFFFFFFFF)}
+# the data size sox writes when it cannot seek back to fix the header ("Length in output .wav
+# header will be wrong"): a stream too
+SOX_STREAMED_DATA = 0x7FFFF000
+# libsndfile's frame count of a stream that declares none (SF_COUNT_MAX)
+_UNKNOWN_FRAMES = 2**63 - 1
+INT16_SCALE = 32768.0  # full scale of the int16 samples Kaldi's features are computed on
+# bytes read to find an MP3's first frame (after an ID3v2 tag, often a few KB of cover art
+# and tags), and where in that frame a Xing/Info (after the side info) or VBRI tag sits
+MP3_HEAD = 1 << 20
+_FIRST_FRAME_TAGS = 64
 
 
 @dataclass(frozen=True)
@@ -235,54 +245,138 @@ def audio_source(value: str, which: Which = shutil.which) -> WavFile | SphereCha
     return source
 
 
-def read_audio(source: WavFile | Pipe) -> tuple[np.ndarray, int]:
-    """(int16 samples of the first channel, sample rate) of a file or of a pipe's output, as
-    Kaldi's compute-*-feats read a wav.scp entry (channel 0 of a multi-channel wav).
+def read_audio(source: WavFile | Pipe, unchecked: Callable[[str], None] | None = None
+               ) -> tuple[np.ndarray, int]:
+    """(samples of the first channel on the int16 scale, as float32; sample rate) of a file or
+    of a pipe's output, as Kaldi's compute-*-feats read a wav.scp entry (channel 0 of a
+    multi-channel wav).
 
-    A wav with less data than its header declares (a truncated file, a pipe cut short) is an
-    error, as in Kaldi's wave reader: libsndfile would return what arrived without a word."""
+    Any subtype soundfile reads comes out on the int16 scale that the features expect: 16-bit
+    PCM as its values, float wav (sox's, librosa's: samples in [-1, 1]) times 32768, 24- and
+    32-bit PCM scaled down to it, fractions kept. Reading them as int16 would truncate a float
+    wav to near-silence.
+
+    Audio with less data than its header declares (a truncated file, a pipe cut short: a wav's
+    data chunk, an MP3's Xing/Info frame count), or a stream-mode wav ending inside a sample
+    frame, is an error, as in Kaldi's wave reader: libsndfile would return what arrived without
+    a word. Audio whose header declares no length
+    to check against (an MP3 without a Xing/Info or VBRI frame) is passed to ``unchecked``
+    with one line saying so, for the caller to warn naming the utterance."""
     what = source.command if isinstance(source, Pipe) else source.path
     try:
         if isinstance(source, Pipe):
             proc = subprocess.run(source.command, shell=True, capture_output=True, check=True)
-            samples, rate, sizes = _read_wav(io.BytesIO(proc.stdout))
+            samples, rate, why = _decode(io.BytesIO(proc.stdout), what)
         else:
             with open(source.path, "rb") as f:
-                samples, rate, sizes = _read_wav(f)
+                samples, rate, why = _decode(f, what)
     except subprocess.CalledProcessError as e:
         err = e.stderr.decode(errors="replace").strip()
         raise AsrdistError(f"cannot read audio {what!r}: exit status "
                            f"{e.returncode}: {err}".replace("\n", " ")) from e
     except (OSError, RuntimeError, soundfile.LibsndfileError) as e:
         raise AsrdistError(f"cannot read audio {what!r}: {e}".replace("\n", " ")) from e
-    if sizes is not None and sizes[1] < sizes[0]:
-        raise AsrdistError(f"audio {what!r} is truncated: its wav header declares {sizes[0]} "
-                           f"bytes of data, {sizes[1]} were read")
+    if why is not None and unchecked is not None:
+        unchecked(why)
     return samples[:, 0], rate
 
 
-def _read_wav(audio: BinaryIO) -> tuple[np.ndarray, int, tuple[int, int] | None]:
-    """(samples x channels, rate, :func:`wav_data_sizes`) of a seekable audio file."""
+def _decode(audio: BinaryIO, what: str) -> tuple[np.ndarray, int, str | None]:
+    """(samples x channels on the int16 scale, rate, why their length could not be checked or
+    None) of the seekable audio file ``what``; less than its header declares is an error."""
     sizes = wav_data_sizes(audio)
+    if sizes is not None and sizes[1] < sizes[0]:
+        raise AsrdistError(f"audio {what!r} is truncated: its wav header declares {sizes[0]} "
+                           f"bytes of data, {sizes[1]} were read")
+    partial = partial_frame(audio)
+    if partial is not None:
+        raise AsrdistError(f"audio {what!r} is truncated: a stream-mode wav (no length "
+                           f"declared) whose {partial[0]} bytes of data end inside a "
+                           f"{partial[1]}-byte sample frame")
     audio.seek(0)
-    samples, rate = soundfile.read(audio, dtype="int16", always_2d=True)
-    return samples, rate, sizes
+    with soundfile.SoundFile(audio) as f:
+        declared, rate, mp3 = f.frames, f.samplerate, f.format == "MP3"
+        if declared == _UNKNOWN_FRAMES:  # libsndfile fails part way (a FLAC piped by sox)
+            raise AsrdistError(f"cannot read audio {what!r}: its {f.format} header declares "
+                               "no length, which libsndfile cannot read to its end; decode it "
+                               "to wav in the pipe (e.g. flac -c -d -s -)")
+        samples = f.read(dtype="float32", always_2d=True)  # [-1, 1) for the integer subtypes
+    samples *= INT16_SCALE
+    why = None
+    if mp3 and not mp3_declares_length(_head(audio)):
+        why = (f"audio {what!r} is an MP3 declaring no length (no Xing/Info or VBRI frame): "
+               f"{len(samples)} samples decoded, as many as libsndfile estimates from its size "
+               "and first bitrate; a variable-bitrate or cut-short stream may have lost audio "
+               "unseen")
+    elif len(samples) < declared:
+        raise AsrdistError(f"audio {what!r} is truncated: its header declares {declared} "
+                           f"samples, {len(samples)} were decoded")
+    return samples, rate, why
+
+
+def _head(audio: BinaryIO) -> bytes:
+    audio.seek(0)
+    return audio.read(MP3_HEAD)
+
+
+def mp3_declares_length(head: bytes) -> bool:
+    """Whether the MP3 stream starting with ``head`` declares its length: its first frame
+    (after an ID3v2 tag) is a Xing/Info or VBRI frame, which counts the stream's frames; a bare
+    MP3 says nothing of how long it should be."""
+    start = 0
+    if head[:3] == b"ID3" and len(head) >= 10:
+        size = sum((b & 0x7F) << (7 * (3 - i)) for i, b in enumerate(head[6:10]))  # syncsafe
+        start = 10 + size + (10 if head[5] & 0x10 else 0)  # and a footer, when flagged
+    first = head[start:start + _FIRST_FRAME_TAGS]
+    return any(tag in first for tag in (b"Xing", b"Info", b"VBRI"))
 
 
 def wav_data_sizes(audio: BinaryIO) -> tuple[int, int] | None:
     """(bytes of data the RIFF header declares, bytes after the header) of a seekable wav;
     None for another format, a header too short to say, or a stream-mode wav (sizes 0 or
-    0xFFFFFFFF: read to its end)."""
+    0xFFFFFFFF, or sox's 0x7FFFF000 data: read to its end)."""
+    header = _wav_header(audio)
+    if header is None or header.streamed:
+        return None
+    return header.data_size, header.after
+
+
+def partial_frame(audio: BinaryIO) -> tuple[int, int] | None:
+    """(bytes after the header, bytes of one sample frame) of a stream-mode wav whose data does
+    not end on a whole frame (every channel's sample), else None: it declares no length, but a
+    writer never ends mid-frame, so such a stream was cut short."""
+    header = _wav_header(audio)
+    if header is None or not header.streamed or not header.block_align:
+        return None
+    return (header.after, header.block_align) if header.after % header.block_align else None
+
+
+@dataclass(frozen=True)
+class _WavHeader:
+    streamed: bool  # sizes of a stream of unknown length (_STREAMED, SOX_STREAMED_DATA)
+    data_size: int  # bytes of data declared
+    after: int  # bytes after the header
+    block_align: int  # bytes of one sample frame (the fmt chunk's; 0 when there is none)
+
+
+def _wav_header(audio: BinaryIO) -> _WavHeader | None:
+    """The sizes a seekable wav's header gives, or None for another format or a header too
+    short to say."""
     total = audio.seek(0, io.SEEK_END)
     audio.seek(0)
     head = audio.read(12)
     if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX") or head[8:] != b"WAVE":
         return None
-    order = "<I" if head[:4] == b"RIFF" else ">I"
-    riff_size = struct.unpack(order, head[4:8])[0]
+    order = "<" if head[:4] == b"RIFF" else ">"
+    riff_size = struct.unpack(order + "I", head[4:8])[0]
+    block_align = 0
     while len(chunk := audio.read(8)) == 8:
-        size = struct.unpack(order, chunk[4:])[0]
+        size = struct.unpack(order + "I", chunk[4:])[0]
         if chunk[:4] == b"data":
-            return None if (riff_size, size) in _STREAMED else (size, total - audio.tell())
+            streamed = (riff_size, size) in _STREAMED or size == SOX_STREAMED_DATA
+            return _WavHeader(streamed, size, total - audio.tell(), block_align)
+        if chunk[:4] == b"fmt " and size >= 14:
+            block_align = struct.unpack(order + "H", audio.read(14)[12:])[0]
+            size -= 14
         audio.seek(size + (size & 1), io.SEEK_CUR)  # chunks are padded to an even size
     return None

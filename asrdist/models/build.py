@@ -7,12 +7,16 @@ from typing import Any
 
 from torch import nn
 
+from asrdist.errors import AsrdistError
 from asrdist.models.blstm import BLSTM
+from asrdist.models.conformer import Conformer
 from asrdist.models.dnn import DNN
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, in_range, option
 
-MODEL_TYPES = ("blstm", "dnn")
+MODEL_TYPES = ("blstm", "dnn", "conformer")
 ACTIVATIONS = ("relu", "sigmoid")
+# the Conformer's own sizes: they make no other model (and are no part of its run's identity)
+CONFORMER_OPTIONS = ("conformer_blocks", "attention_dim", "attention_heads", "conv_kernel")
 
 
 @dataclass(frozen=True)
@@ -25,10 +29,10 @@ class ModelConfig(Options):
     units: int = option(512, "BLSTM: cells per direction", check=POSITIVE)
     bottleneck: int = option(0, "BLSTM: linear bottleneck before the output layer (0 = none)",
                              check=NON_NEGATIVE)
-    chunk_left_context: int = option(0, "BLSTM: extra input frames before each training "
+    chunk_left_context: int = option(0, "BLSTM, Conformer: extra input frames before each training "
                                      "chunk, not labelled (Kaldi's chunk-left-context: 40)",
                                      check=NON_NEGATIVE)
-    chunk_right_context: int = option(0, "BLSTM: extra input frames after each training "
+    chunk_right_context: int = option(0, "BLSTM, Conformer: extra input frames after each training "
                                       "chunk, not labelled (Kaldi's chunk-right-context: 40)",
                                       check=NON_NEGATIVE)
     splice: int = option(5, "DNN: frames of context either side of each frame",
@@ -36,9 +40,26 @@ class ModelConfig(Options):
     hidden_layers: int = option(6, "DNN: hidden layers (0 = a linear model; RBM "
                                 "pretraining needs 1 or more)", check=NON_NEGATIVE)
     hidden_units: int = option(1024, "DNN: units per hidden layer", check=POSITIVE)
+    conformer_blocks: int = option(4, "Conformer: blocks (ESPnet's SWB-300 Conformer: 12)",
+                                   check=POSITIVE)
+    attention_dim: int = option(144, "Conformer: model width (ESPnet's SWB-300: 256)",
+                                check=POSITIVE)
+    attention_heads: int = option(4, "Conformer: self-attention heads (the width's divisor)",
+                                  check=POSITIVE)
+    conv_kernel: int = option(15, "Conformer: depthwise convolution kernel, odd (ESPnet's "
+                              "SWB-300: 31)", check=POSITIVE)
     dropout: float = option(0.0, "dropout between layers", check=in_range(0, 1))
     activation: str = option("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
                              "needed by --init-dbn)", ACTIVATIONS)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.type == "conformer" and self.attention_dim % self.attention_heads:
+            raise AsrdistError(f"--attention-dim {self.attention_dim} is not a multiple of "
+                               f"--attention-heads {self.attention_heads}")
+        if self.type == "conformer" and self.conv_kernel % 2 == 0:
+            raise AsrdistError(f"--conv-kernel {self.conv_kernel}: the kernel must be odd, "
+                               "centred on its frame")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,6 +76,12 @@ def build_model(config: ModelConfig, input_dim: int, num_pdfs: int) -> nn.Module
             config.hidden_units,
             config.dropout,
             config.activation,
+        )
+    if config.type == "conformer":
+        return Conformer(
+            input_dim, num_pdfs, config.conformer_blocks, config.attention_dim,
+            config.attention_heads, config.conv_kernel, config.dropout,
+            config.chunk_left_context, config.chunk_right_context,
         )
     return BLSTM(
         input_dim, num_pdfs, config.layers, config.units, config.bottleneck, config.dropout,

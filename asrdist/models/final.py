@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,15 @@ class Exported:
     steps: int = 0
     algo: str = "single"
     world_size: int = 1
+    # an elastic run's learners dropped on the way, each {"rank": R, "step": S} (the step it
+    # left at): world_size is the learners started, not those averaged
+    learners_lost: list[dict[str, int]] = field(default_factory=list)
     # joined features' column ranges and their normalisation (stored as plain dicts); None:
     # ``cmvn`` applies to every column, as in files from before layouts
     feats_layout: Layout | None = None
+    # what made the training features (their feats_config.json, asrdist.kaldi.feats_config), for
+    # decoding to refuse others; None: not recorded (older files, features from elsewhere)
+    feats_config: dict[str, Any] | None = None
 
 
 def write_final(path: str | os.PathLike, model: nn.Module, exported: Exported) -> Path:

@@ -210,7 +210,7 @@ class AsyncDiLoCo(DistributedStrategy):
         """Elastic: a checkpoint follows, so the store process saves the outer state (a run
         dir is needed: a strategy made outside a run saves nothing)."""
         if self.saved is not None and self.options.out:
-            self.saved.save(self.step, self.options.out)
+            self.saved.save(self.step)
 
     def _before_final_average(self, model: torch.nn.Module) -> None:
         """Every learner has taken its steps (so made its pushes): the server is told (the
@@ -264,7 +264,7 @@ class AsyncDiLoCo(DistributedStrategy):
                 raise AsrdistError("--resume --elastic: this diloco-async checkpoint was "
                                    "written by a run without --elastic (its outer state is in "
                                    "learner 0's checkpoint): resume it without --elastic")
-            self.saved.load(state["outer_token"], self.options.out)
+            self.saved.load(state["outer_token"])
         elif "outer_token" in state and self.state is not None:
             raise AsrdistError("--resume: this diloco-async checkpoint was written by an "
                                "--elastic run (its outer state is in the run dir's "

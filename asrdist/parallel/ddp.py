@@ -16,6 +16,7 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_
 from asrdist.parallel.compress import CompressedMean, make_codec
 from asrdist.parallel.health import Liveness
 from asrdist.parallel.powersgd import Layouts
+from asrdist.plaindata import mt19937_from_plain, mt19937_to_plain
 
 
 def release_reducer(ddp: torch.nn.parallel.DistributedDataParallel) -> None:
@@ -138,9 +139,11 @@ class GradientCodec:
     def state_dict(self) -> dict[str, Any]:
         if self.side is not None:
             return self.side.state_dict()
-        if self.power is not None:
-            return {**{k: getattr(self.power, k) for k in self.power.__slots__
-                       if k != "process_group"}, "layouts": self.layouts.state_dict()}
+        if self.power is not None:  # its numpy generator as plain data, as checkpoints are
+            saved = {k: getattr(self.power, k) for k in self.power.__slots__
+                     if k not in ("process_group", "rng")}
+            return {**saved, "rng": mt19937_to_plain(self.power.rng.get_state(legacy=False)),
+                    "layouts": self.layouts.state_dict()}
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -155,6 +158,8 @@ class GradientCodec:
         for k, v in state.items():
             if k == "layouts":
                 self.layouts.load_state_dict(v)
+            elif k == "rng":
+                self.power.rng.set_state(mt19937_from_plain(v))
             else:
                 setattr(self.power, k, v)
         self._power_counted = int(self.power.total_numel_after_compression)

@@ -21,6 +21,9 @@ Woken only after the others have finished, it finds the store gone: the liveness
 how long it was stopped, so it says it was dropped rather than that the store ended. A hadpsgd
 node member whose node lost a learner leaves with its node, and says the run goes on. Only the
 store's loss still ends everyone.
+
+A failure report, a learner's pid and its "finished" flag are signed with the run's secret
+(:mod:`asrdist.parallel.signed`): a forged one in the store is refused and named in the log.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import torch.distributed as dist
 from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.membership import Membership
+from asrdist.parallel.signed import SignedStore
 from asrdist.progress import say
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,7 @@ log = logging.getLogger(__name__)
 _PREFIX = "asrdist/live/"
 
 
-_reports: dist.Store | None = None  # where learners post why they abort (set by Liveness)
+_reports: SignedStore | None = None  # where learners post why they abort (set by Liveness)
 _liveness: Liveness | None = None  # this learner's (for lost_store: was it stopped?)
 
 
@@ -59,10 +63,10 @@ def _first_report(rank: int, message: str) -> str | None:
     def post() -> None:
         assert _reports is not None
         try:
-            if _reports.add("reports", 1) == 1:
-                _reports.set("first", f"learner {rank}: {message}")
-            elif _reports.check(["first"]):
-                found.append(_reports.get("first").decode())
+            mine = f"learner {rank}: {message}"
+            first = _reports.claim("first", mine)
+            if first != mine:
+                found.append(first)
         except (RuntimeError, OSError):  # the store went with learner 0: nothing to add
             pass
 
@@ -80,8 +84,9 @@ def other_report(rank: int) -> str | None:
     def read() -> None:
         assert _reports is not None
         try:
-            if _reports.check(["first"]):
-                found.append(_reports.get("first").decode())
+            first = _reports.get("first")  # None: none, or forged (refused)
+            if first is not None:
+                found.append(first)
         except (RuntimeError, OSError):  # the store went with learner 0
             pass
 
@@ -185,14 +190,15 @@ class Liveness:
         self._pausing: tuple[float, float] | None = None  # (since, for how long) while paused
         global _reports, _liveness
         self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
-        _reports, _liveness = self._store, self
+        self._signed = SignedStore(self._store, _PREFIX)
+        _reports, _liveness = self._signed, self
         self._progress = 0
         self._seen: dict[int, tuple[str, float]] = {}  # rank -> (last value, when it changed)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="asrdist-liveness", daemon=True)
         self._store.set(f"hb/{rank}", "0 0 0")
         self._host = socket.gethostname()
-        self._store.set(f"pid/{rank}", f"{self._host} {os.getpid()}")
+        self._signed.set(f"pid/{rank}", f"{self._host} {os.getpid()}")
         self._local: dict[int, int] | None = None  # rank -> pid of the learners on this host
         self._thread.start()
 
@@ -205,7 +211,10 @@ class Liveness:
             found = {}
             for r in range(self.world_size):
                 if r != self.rank:
-                    host, pid = self._store.get(f"pid/{r}").decode().split()
+                    value = self._signed.get(f"pid/{r}")
+                    if value is None:  # forged (refused): none watched yet, read again later
+                        return {}
+                    host, pid = value.split()
                     if host == self._host:
                         found[r] = int(pid)
             self._local = found
@@ -219,6 +228,10 @@ class Liveness:
     def progress(self) -> None:
         """Called by the main thread at every hook: it is not stuck."""
         self._progress += 1
+
+    def _done(self, r: int) -> bool:
+        """Whether learner ``r`` announced it finished its steps (signed: a forged one is not)."""
+        return self._signed.get(f"done/{r}") is not None
 
     def _read(self, r: int) -> str | None:
         key = f"hb/{r}"
@@ -239,8 +252,7 @@ class Liveness:
                     self._store.set(f"hb/{self.rank}", f"{tick} {self._progress} {self.step}")
                     values = {r: self._read(r) for r in range(self.world_size) if r != self.rank}
                 # another learner's failure report: every second at least, whatever the interval
-                failed = self._store.get("first").decode() if self._store.check(["first"]) \
-                    else None
+                failed = self._signed.get("first")  # None: none, or forged (refused)
                 if self.membership is not None:
                     failed = None  # that learner ends, and is dropped like any other
                     self._check_not_dropped()
@@ -309,7 +321,7 @@ class Liveness:
             self._seen.pop(r, None)
         if self.rank in left:
             survivors = self.membership.survivors()
-            going = [r for r in survivors if not self._store.check([f"done/{r}"])]
+            going = [r for r in survivors if not self._done(r)]
             then = f"the run goes on with learners {survivors}" if going \
                 else f"learners {survivors} have finished their steps without it"
             abort(self.rank, f"dropped from the run at step {left[self.rank]} by the other "
@@ -337,7 +349,7 @@ class Liveness:
         self._check_still_in()  # a learner dropped itself drops nobody
         try:
             if rank in self.membership.left or rank == self.rank \
-                    or self._store.check([f"done/{rank}"]):
+                    or self._done(rank):
                 return
             step = self.last_step(rank)
             if self.membership.drop(rank, step):
@@ -392,7 +404,7 @@ class Liveness:
         still for ``timeout_s`` is stuck and ends the job (elastic: is dropped, and the others
         stop waiting for it; ``between`` runs at every poll meanwhile).
         """
-        self._store.set(f"done/{self.rank}", "1")
+        self._signed.set(f"done/{self.rank}", "1")
         self._store.add("finished", 1)
         if self.membership is not None:
             self._wait_survivors_finished(poll_s, between)
@@ -400,11 +412,11 @@ class Liveness:
         progress_seen: dict[int, tuple[int, float]] = {}
         while self._store.add("finished", 0) < self.world_size:
             now = time.monotonic()
-            if not all(self._store.check([f"done/{r}"]) for r, _ in self.gone_learners()):
+            if not all(self._done(r) for r, _ in self.gone_learners()):
                 self._end_if_gone()
             for r in range(self.world_size):
                 value = self._read(r) if r != self.rank else None
-                if value is None or self._store.check([f"done/{r}"]):
+                if value is None or self._done(r):
                     continue
                 prog = int(value.split()[1])
                 if progress_seen.get(r, (None,))[0] != prog:
@@ -422,7 +434,7 @@ class Liveness:
         while True:
             left = self.membership.refresh()
             waiting = {r for r in waiting if r not in left
-                       and not self._store.check([f"done/{r}"])}
+                       and not self._done(r)}
             if not waiting:
                 return
             if between is not None:

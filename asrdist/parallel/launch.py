@@ -12,7 +12,9 @@ learners of a node outnumber its GPUs (NCCL refuses two ranks on one GPU) or whe
 reported at once, by name, rather than as a rendezvous that waits until its timeout. Each
 learner takes the GPU of its local rank (:func:`select_device`). The store lives in learner 0's
 process, except in elastic runs, where learner 0 forks a process of its own for it
-(:mod:`asrdist.parallel.storehost`).
+(:mod:`asrdist.parallel.storehost`); either way it listens on the named address alone
+(:mod:`asrdist.parallel.bind`), and the learners share a run secret
+(:mod:`asrdist.parallel.secret`) that nothing in the store reveals (docs/threat_model.md).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import logging
 import os
 import re
 import socket
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -29,7 +32,9 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
-from asrdist.parallel import storehost
+from asrdist.parallel import secret, storehost
+from asrdist.parallel.bind import bind_address, listening_socket, pin_collectives
+from asrdist.parallel.signed import SignedStore
 from asrdist.parallel.strategy import Learner
 
 log = logging.getLogger(__name__)
@@ -38,6 +43,11 @@ DEFAULT_TIMEOUT_S = 120.0
 BACKEND_ENV = "ASRDIST_BACKEND"
 BACKENDS = ("gloo", "nccl")
 CUDA_BACKEND = "cpu:gloo,cuda:nccl"  # CPU tensors over gloo, CUDA tensors over NCCL
+# torchrun's agent hosts the store itself (torch's own, on every interface) and says so here:
+# then every learner, learner 0 included, is its client
+AGENT_STORE_ENV = "TORCHELASTIC_USE_AGENT_STORE"
+SECRET_CHECK = "asrdist/secret/"  # learner 0's signed word, which the others check
+SECRET_CHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -203,12 +213,15 @@ def init_from_env(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     env: Mapping[str, str] | None = None,
     elastic: bool = False,
+    bind: str = "",
+    run_dir: str | None = None,
 ) -> DistEnv:
     """Detect the launcher, rendezvous, and initialise torch.distributed's default group with
     the backend of learners on ``device`` (:func:`choose_backend`).
 
     ``timeout_s`` bounds the rendezvous and is the default group's timeout (every collective).
-    ``elastic``: the store is served by a process of its own (:func:`rendezvous`).
+    ``elastic``: the store is served by a process of its own; ``bind``, ``run_dir``: where it
+    listens and where the run's secret is (:func:`rendezvous`).
     Raises AsrdistError, naming the variable, when no launcher or an incomplete one is found.
     """
     env = os.environ if env is None else env
@@ -232,7 +245,8 @@ def init_from_env(
         denv.master_addr, denv.master_port, backend, ", elastic" if elastic else "",
     )
     rendezvous(backend, denv.master_addr, denv.master_port, denv.rank, denv.world_size,
-               timeout_s, elastic, denv.local_rank)
+               timeout_s, elastic, denv.local_rank, bind=bind, run_dir=run_dir,
+               all_here=denv.local_size == denv.world_size)
     return denv
 
 
@@ -271,36 +285,70 @@ def choose_backend(device: str, local_size: int | None, forced: str | None = Non
 
 
 def rendezvous(backend: str, addr: str, port: int, rank: int, world_size: int,
-               timeout_s: float, elastic: bool = False, local_rank: int = 0) -> None:
+               timeout_s: float, elastic: bool = False, local_rank: int = 0, *,
+               bind: str = "", run_dir: str | None = None, all_here: bool = False) -> None:
     """Initialise torch.distributed's default group through the TCP store at ``addr:port``.
 
-    Fail-stop runs: the store lives in learner 0's process (``tcp://`` rendezvous). Elastic
-    runs: learner 0 first forks the store's own process there, and every learner connects to
-    it as a client (:mod:`asrdist.parallel.storehost`), so that losing learner 0 loses no store.
+    Fail-stop runs: the store lives in learner 0's process (under torchrun, in its agent's,
+    which torch serves on every interface: see docs/threat_model.md). Elastic runs: learner 0 first
+    forks the store's own process there, and every learner connects to it as a client
+    (:mod:`asrdist.parallel.storehost`), so that losing learner 0 loses no store. Either way
+    it listens on ``addr``'s interface alone, or ``bind``'s (:mod:`asrdist.parallel.bind`;
+    ``all_here``: every learner is on this host). The run's secret comes from the launcher's
+    environment or ``run_dir`` (:mod:`asrdist.parallel.secret`), before any fork.
     nccl: the learner's GPU is chosen after the fork (a forked CUDA context is unusable).
     """
+    secret.establish(run_dir)
+    pin_collectives(addr)
     try:
-        store = None
         if elastic:
             if rank == 0:
-                pid = storehost.start(port, world_size, timeout_s)
+                pid = storehost.start(port, world_size, timeout_s,
+                                      bind=bind_address(addr, bind, all_here), run_dir=run_dir)
                 log.info("rendezvous store: process %d (%s) on port %d", pid,
                          storehost.NAME.decode(), port)
             store = storehost.connect(addr, port, timeout_s)
+        elif rank == 0 and os.environ.get(AGENT_STORE_ENV) != "True":
+            store = _host_store(bind_address(addr, bind, all_here), port, world_size, timeout_s)
+        else:
+            store = dist.TCPStore(addr, port, world_size, False, timedelta(seconds=timeout_s))
         if "nccl" in backend:
             select_device("cuda", local_rank)
-        dist.init_process_group(
-            backend,
-            init_method=None if elastic else f"tcp://{addr}:{port}",
-            store=store,
-            rank=rank,
-            world_size=world_size,
-            timeout=timedelta(seconds=timeout_s),
-        )
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
+        _same_secret(rank, timeout_s)
     except (RuntimeError, ValueError) as exc:
         raise AsrdistError(
             f"rendezvous of learner {rank} at {addr}:{port} failed: {first_line(exc)}"
         ) from exc
+
+
+def _same_secret(rank: int, timeout_s: float) -> None:
+    """Refuse in one line a learner whose run secret is not learner 0's (a run dir not shared
+    between hosts, each with a secret file of its own): every message it signs would be
+    refused by the others, and theirs by it."""
+    signed = SignedStore(dist.PrefixStore(SECRET_CHECK, dist.distributed_c10d._get_default_store()),
+                         SECRET_CHECK)
+    if rank == 0:
+        signed.set("learner0", "same")
+        return
+    signed.store.wait(["learner0"])
+    deadline = time.monotonic() + min(timeout_s, SECRET_CHECK_S)
+    while signed.get("learner0") != "same":  # a forged value first: learner 0's follows
+        if time.monotonic() > deadline:
+            raise AsrdistError(
+                f"learner {rank}: its run secret is not learner 0's (each host made its own "
+                f"RUN_DIR/{secret.SECRET_FILE}: a run dir not shared between hosts?); give "
+                f"every learner the same {secret.SECRET_ENV}")
+        time.sleep(0.1)
+
+
+def _host_store(bind: str, port: int, world_size: int, timeout_s: float) -> dist.TCPStore:
+    """Learner 0's store server, listening on ``bind`` alone (torch's would listen on every
+    interface): a socket bound here, handed over as TCPStore's ``master_listen_fd``."""
+    sock = listening_socket(bind, port)
+    return dist.TCPStore(bind, port, world_size, True, timedelta(seconds=timeout_s),
+                         master_listen_fd=sock.detach())
 
 
 def select_device(requested: str, local_rank: int) -> str:
@@ -314,16 +362,19 @@ def select_device(requested: str, local_rank: int) -> str:
     return f"cuda:{index}"
 
 
-def join_world(device: str, timeout_s: float, elastic: bool = False) -> tuple[Learner, str]:
+def join_world(device: str, timeout_s: float, elastic: bool = False, bind: str = "",
+               run_dir: str | None = None) -> tuple[Learner, str]:
     """This process as a learner, and its device (:func:`select_device`).
 
     One learner, without any process group, unless a launcher says world size > 1; then
     torch.distributed is initialised here (:func:`init_from_env`, every collective bounded by
-    ``timeout_s``; ``elastic``: the run goes on without a lost learner, learner 0 included).
+    ``timeout_s``; ``elastic``: the run goes on without a lost learner, learner 0 included;
+    ``bind``: the address its store listens on; ``run_dir``: where the run's secret is).
     """
     denv = detect_env()
     if denv is None or denv.world_size <= 1:
         return Learner(node=denv.node if denv else socket.gethostname()), device
-    denv = init_from_env(device, timeout_s=timeout_s, elastic=elastic)
+    denv = init_from_env(device, timeout_s=timeout_s, elastic=elastic, bind=bind,
+                         run_dir=run_dir)
     learner = Learner(denv.rank, denv.world_size, denv.local_rank, denv.node)
     return learner, select_device(device, denv.local_rank)

@@ -35,11 +35,13 @@ Work = Callable[[Learner, str, Preemption], R]  # (learner, its device, the stop
 
 def run_learner(device: str, process: ProcessOptions, work: Work[R],
                 signals: Sequence[signal.Signals] = (), early: signal.Signals | None = None,
-                check_world: Callable[[int], None] | None = None) -> R:
+                check_world: Callable[[int], None] | None = None,
+                run_dir: str | None = None) -> R:
     """Run ``work`` as this process's learner on ``device`` (``cuda``: the GPU of its local
     rank); ``signals`` stop it at an agreed step (``early``: one that came while the process
     started); ``check_world(world_size)`` refuses options that do not fit the learner count,
-    before any rendezvous."""
+    before any rendezvous; ``run_dir`` (--out) holds the run's secret
+    (:mod:`asrdist.parallel.secret`) and an elastic run's saved outer state."""
     denv = launch.detect_env()
     if denv is not None and denv.launcher == "torchrun":
         _check_torchrun()
@@ -49,7 +51,8 @@ def run_learner(device: str, process: ProcessOptions, work: Work[R],
     if check_world is not None:
         check_world(denv.world_size if denv is not None else 1)
     process.check_world(denv.world_size if denv is not None else 1)
-    learner, device = launch.join_world(device, process.exchange_timeout, process.elastic)
+    learner, device = launch.join_world(device, process.exchange_timeout, process.elastic,
+                                        process.bind, run_dir)
     learner = with_transport(learner, process)
     with failure_policy(learner, preemption):
         result = work(learner, device, preemption)

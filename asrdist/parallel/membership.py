@@ -4,7 +4,9 @@ Under ``--elastic`` (adpsgd, hadpsgd) a learner that dies or freezes past the ex
 is dropped instead of ending the job. Whoever notices first (a heartbeat gone stale, a process
 gone from this host, an exchange that timed out) records the departure under one key per
 learner; the first writer wins, so every survivor reads the same step for it, and a departure
-is never taken back: a frozen learner that wakes up finds itself dropped and ends.
+is never taken back: a frozen learner that wakes up finds itself dropped and ends. A departure
+is signed with the run's secret (:mod:`asrdist.parallel.signed`): one forged in the store is
+refused and named in the log, and the learner it names stays.
 The survivors are the learners with no such key: every one rebuilds the ring from the same
 sorted list (:mod:`asrdist.parallel.rings` over the survivors' positions), so no further
 message is needed to agree on the pairing.
@@ -19,9 +21,12 @@ and the lowest survivor takes over what learner 0 does at the end (writing final
 
 from __future__ import annotations
 
+import secrets
 from datetime import timedelta
 
 import torch.distributed as dist
+
+from asrdist.parallel.signed import SignedStore
 
 _PREFIX = "asrdist/elastic/"
 
@@ -36,6 +41,7 @@ class Membership:
 
     def __init__(self, store: dist.Store, world_size: int) -> None:
         self._store = dist.PrefixStore(_PREFIX, store)
+        self._signed = SignedStore(self._store, _PREFIX)
         self.world_size = world_size
         self.left: dict[int, int] = {}  # rank -> the step it left at, as far as read
         self._count = 0  # departures read so far (the store's counter)
@@ -43,9 +49,9 @@ class Membership:
     def drop(self, rank: int, step: int) -> bool:
         """Record that learner ``rank`` left at ``step``; False if another learner recorded it
         first (then ``left`` holds the step it wrote)."""
-        first = self._store.add(f"claimed/{rank}", 1) == 1
+        mine = f"{step} {secrets.token_hex(8)}"  # the token tells this claim from another's
+        first = self._signed.claim(f"left/{rank}", mine) == mine
         if first:
-            self._store.set(f"left/{rank}", str(step))
             self._store.add("count", 1)
         self.refresh(force=True)
         return first
@@ -56,8 +62,9 @@ class Membership:
         if count != self._count or force:
             keys = {r: f"left/{r}" for r in range(self.world_size) if r not in self.left}
             for r, key in keys.items():
-                if self._store.check([key]):
-                    self.left[r] = int(self._store.get(key).decode())
+                value = self._signed.get(key)  # None: none, or forged (refused)
+                if value is not None:
+                    self.left[r] = int(value.split()[0])
             self._count = count
         return self.left
 

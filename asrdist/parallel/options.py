@@ -81,6 +81,9 @@ class ProcessOptions(Options):
     distance_every: float = option(30.0, "seconds between samples of each learner's distance "
                                    "to the learners' mean (0 = off)", check=NON_NEGATIVE,
                                    fingerprint=False)
+    bind: str = option("", "the address the run's store and an elastic run's outer-state "
+                       "server listen on, on learner 0's host (default: MASTER_ADDR's; never "
+                       "all interfaces)", fingerprint=False)
     elastic: bool = option(False, "adpsgd, hadpsgd, diloco-async on real processes: drop a "
                            "learner (hadpsgd: its node) that dies or is silent past "
                            "--exchange-timeout and go on with the others; final.pt averages "

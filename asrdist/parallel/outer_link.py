@@ -30,7 +30,6 @@ from __future__ import annotations
 import io
 import json
 import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -230,7 +229,9 @@ class StoreOuterLink:
         grad = pseudo_grad.detach().float().cpu().contiguous()
         sent = grad if payload is None else payload.detach().cpu().contiguous()
         with self._blocked(), _failing(self.rank, "push to the outer state in the store process"):
-            answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds},
+            answer = self._ask({"kind": "push", "steps": steps, "seconds": seconds,
+                                "numel": self._numel,
+                                "encoding": self.codec.name if self.codec else "float32"},
                                sent.numpy())
             if "error" in answer:
                 abort(self.rank, f"{answer['error']}; ending")
@@ -241,17 +242,15 @@ class StoreOuterLink:
         self._pulled_at = time.monotonic()
         return self._weights.clone(), int(answer["steps"]), int(answer["stale"])
 
-    def save(self, step: int, run_dir: str) -> None:
-        """The server writes the state under ``run_dir`` (this learner's checkpoint at
+    def save(self, step: int) -> None:
+        """The server writes the state under its run dir (this learner's checkpoint at
         ``step``); an error there (a full disk) is this learner's AsrdistError."""
-        answer = self._request({"kind": "save", "step": step,
-                                "dir": os.path.abspath(run_dir)}, "saving the outer state")
+        answer = self._request({"kind": "save", "step": step}, "saving the outer state")
         self.token = answer["token"]
 
-    def load(self, token: str, run_dir: str) -> None:
-        """The server resumes the state of the run ``token`` saved under ``run_dir``."""
-        answer = self._request({"kind": "load", "token": token,
-                                "dir": os.path.abspath(run_dir)}, "resuming the outer state")
+    def load(self, token: str) -> None:
+        """The server resumes the state of the run ``token`` saved under its run dir."""
+        answer = self._request({"kind": "load", "token": token}, "resuming the outer state")
         self.token = answer["token"]
 
     def _request(self, message: Mapping[str, Any], what: str) -> dict[str, Any]:

@@ -8,7 +8,9 @@ to one learner stops them all. Learners that take every step together (a strateg
 ``lockstep`` set: all of ssgd and ma, one node of hadpsgd) must stop at the same step: the first
 of them to see the announcement proposes the next step none of them can pass without it (the
 next multiple of the set's period) and the others take that proposal (first writer wins). An
-asynchronous learner, alone in its set, stops after its current step.
+asynchronous learner, alone in its set, stops after its current step. Both are signed with the
+run's secret (:mod:`asrdist.parallel.signed`): a stop forged in the store is refused, named in
+the log, and the run goes on.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.parallel.health import abort, lost_store
+from asrdist.parallel.signed import SignedStore
 from asrdist.progress import say
 
 log = logging.getLogger(__name__)
@@ -99,7 +102,7 @@ class Preemption:
         self.stop_at: int | None = None
         self._group: tuple[int, ...] = (0,)
         self._period = 1
-        self._store: dist.Store | None = None
+        self._store: SignedStore | None = None
         self._announced = False
         self._previous = {sig: signal.signal(sig, self._note) for sig in signals}
         if signal.SIGINT in self._previous:
@@ -141,7 +144,8 @@ class Preemption:
         they meet (``Strategy.lockstep``); the store is torch.distributed's, if initialised."""
         self._group, self._period = group, period
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-            self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
+            self._store = SignedStore(dist.PrefixStore(
+                _PREFIX, dist.distributed_c10d._get_default_store()), _PREFIX)
 
     def reached(self, completed: int) -> bool:
         """Whether to stop now, ``completed`` steps done (call once after every step)."""
@@ -158,9 +162,11 @@ class Preemption:
                 if asked and not self._announced:
                     self._store.set("any", self.signal or "")
                     self._announced = True
-                elif not asked and self._store.check(["any"]):
-                    self.signal = self._store.get("any").decode() + " (to another learner)"
-                    asked = True
+                elif not asked and self._store.check("any"):
+                    told = self._store.get("any")  # None: forged, refused
+                    if told is not None:
+                        self.signal = told + " (to another learner)"
+                        asked = True
             if asked:
                 self.stop_at = self._agree(completed)
         return self.stop_at is not None and completed >= self.stop_at
@@ -170,4 +176,4 @@ class Preemption:
             return completed
         proposal = (completed // self._period + 1) * self._period
         key = f"at/{self._group[0]}"
-        return int(self._store.compare_set(key, "", str(proposal)).decode())
+        return int(self._store.claim(key, str(proposal)))

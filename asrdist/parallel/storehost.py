@@ -4,7 +4,9 @@ torch.distributed's TCP store normally lives in learner 0's process; when learne
 others lose it (the heartbeats, the departures and the stop flag are in it) and end. Under
 ``--elastic`` learner 0 instead forks a small process that serves the store at
 MASTER_ADDR:MASTER_PORT (:func:`start`), and every learner, learner 0 included, connects to it
-as a client (:func:`connect`). The store process is detached: a session of its own (a SIGKILL
+as a client (:func:`connect`). It listens on that address alone, or ``--bind``'s
+(:mod:`asrdist.parallel.bind`), and reads only signed ``closed`` messages
+(:mod:`asrdist.parallel.signed`). The store process is detached: a session of its own (a SIGKILL
 of learner 0, or a signal to its process group, does not reach it), no file of the learner's
 held open but stderr (not the run dir's lock), named ``asrdist-store`` (``ps -e``). It is
 forked, not started as a new interpreter: importing torch again would take seconds.
@@ -45,15 +47,17 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError, first_line
+from asrdist.parallel.bind import listening_socket
 from asrdist.parallel.membership import Membership
-from asrdist.parallel.outer_server import OuterServer
+from asrdist.parallel.outer_server import OuterServer, outer_key
+from asrdist.parallel.signed import SignedStore
 
 NAME = b"asrdist-store"  # the process's name, as ps and /proc/PID/comm show it
 _PREFIX = "asrdist/store/"
 POLL_S = 1.0  # the store process's poll, and the learners' lease renewal
 IDLE_MIN_S = 30.0
-# diloco-async's outer state (asrdist.parallel.outer_server): asked for, then its whereabouts
-OUTER_WANT, OUTER_KEY, OUTER_ADDRESS = "outer/want", "outer/key", "outer/address"
+# diloco-async's outer state (asrdist.parallel.outer_server): asked for, then its port
+OUTER_WANT, OUTER_ADDRESS = "outer/want", "outer/address"
 
 
 def idle_bound(timeout_s: float) -> float:
@@ -62,10 +66,12 @@ def idle_bound(timeout_s: float) -> float:
     return max(IDLE_MIN_S, timeout_s)
 
 
-def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = None) -> int:
-    """Fork the store process serving ``port`` for ``world_size`` learners (learner 0 calls
-    it before connecting); its pid, once it listens. AsrdistError if it cannot listen.
-    ``idle_s``: see the module docstring (default :func:`idle_bound`)."""
+def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = None, *,
+          bind: str = "127.0.0.1", run_dir: str | None = None) -> int:
+    """Fork the store process serving ``bind:port`` (that interface alone) for
+    ``world_size`` learners (learner 0 calls it before connecting); its pid, once it listens.
+    AsrdistError if it cannot listen. ``idle_s``: see the module docstring (default
+    :func:`idle_bound`); ``run_dir``: where the outer state is saved."""
     idle_s = idle_bound(timeout_s) if idle_s is None else idle_s
     read_fd, write_fd = os.pipe()
     child = os.fork()
@@ -74,7 +80,7 @@ def start(port: int, world_size: int, timeout_s: float, idle_s: float | None = N
             os.close(read_fd)
             os.setsid()
             if os.fork() == 0:
-                _serve(port, world_size, write_fd, idle_s, timeout_s)
+                _serve(bind, port, world_size, write_fd, idle_s, timeout_s, run_dir)
         finally:
             os._exit(0)
     os.close(write_fd)
@@ -132,21 +138,23 @@ def _own_output() -> None:
                 logger.removeHandler(handler)
 
 
-def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
-           timeout_s: float) -> None:
+def _serve(bind: str, port: int, world_size: int, ready_fd: int, idle_s: float,
+           timeout_s: float, run_dir: str | None) -> None:
     """The store process: serve until the run has ended (see the module docstring); never
     returns."""
     _detach(ready_fd)
     try:
-        store = dist.TCPStore("127.0.0.1", port, None, True, timedelta(seconds=timeout_s),
-                              wait_for_workers=False)
-    except (RuntimeError, OSError) as exc:
+        store = dist.TCPStore(bind, port, None, True, timedelta(seconds=timeout_s),
+                              wait_for_workers=False,
+                              master_listen_fd=listening_socket(bind, port).detach())
+    except (RuntimeError, OSError, AsrdistError) as exc:
         why = first_line(exc).strip("'")  # torch's message comes quoted
         os.write(ready_fd, f"error {why}".encode())
         os._exit(1)
     os.write(ready_fd, f"ready {os.getpid()}".encode())
     os.close(ready_fd)
     ours = dist.PrefixStore(_PREFIX, store)
+    signed = SignedStore(ours, _PREFIX)
     membership = Membership(store, world_size)
     still, last, started = 0, 0, False
     outer: OuterServer | None = None
@@ -158,10 +166,11 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
             left = membership.refresh()
             if not asked and ours.check([OUTER_WANT]):
                 asked = True
-                outer = _serve_outer(ours, world_size, timeout_s)
+                outer = _serve_outer(signed, world_size, timeout_s, bind, run_dir)
             if outer is not None:
                 outer.note_left(left)
-            if all(r in left or ours.check([f"closed/{r}"]) for r in range(world_size)):
+            if all(r in left or signed.get(f"closed/{r}") is not None
+                   for r in range(world_size)):
                 break
         except (RuntimeError, OSError):  # its own server failed: nothing left to serve
             break
@@ -174,19 +183,20 @@ def _serve(port: int, world_size: int, ready_fd: int, idle_s: float,
     os._exit(0)
 
 
-def _serve_outer(ours: dist.Store, world_size: int, timeout_s: float) -> OuterServer | None:
-    """Start diloco-async's outer-state server here and publish where it listens (or why it
-    could not: the learners end saying so, the store goes on)."""
+def _serve_outer(signed: SignedStore, world_size: int, timeout_s: float, bind: str,
+                 run_dir: str | None) -> OuterServer | None:
+    """Start diloco-async's outer-state server here, on ``bind``, and publish its port, signed
+    (or why it could not: the learners end saying so, the store goes on). Its key is the run
+    secret's (:mod:`asrdist.parallel.secret`), never in the store."""
     # its updates on one thread: this process shares learner 0's machine, and a forked
     # process's OpenMP pool is not to be trusted
     torch.set_num_threads(1)
     try:
-        server = OuterServer(world_size, timeout_s)
+        server = OuterServer(world_size, timeout_s, host=bind, run_dir=run_dir)
     except OSError as exc:
-        ours.set(OUTER_ADDRESS, f"error {first_line(exc)}")
+        signed.set(OUTER_ADDRESS, f"error {first_line(exc)}")
         return None
-    ours.set(OUTER_KEY, server.key.hex())
-    ours.set(OUTER_ADDRESS, str(server.port))
+    signed.set(OUTER_ADDRESS, str(server.port))
     return server
 
 
@@ -233,20 +243,23 @@ def connect(addr: str, port: int, timeout_s: float) -> dist.TCPStore:
 
 
 def outer_address() -> tuple[tuple[str, int], bytes]:
-    """Where diloco-async's outer state is served, and its key: asks the store process to
-    start serving it (at its next poll) and waits, on a connection of its own (the shared one
-    may be held by the liveness thread), up to the rendezvous timeout."""
+    """Where diloco-async's outer state is served, and its key (the run secret's): asks the
+    store process to start serving it (at its next poll) and waits, on a connection of its
+    own (the shared one may be held by the liveness thread), up to the rendezvous timeout."""
     assert _where is not None, "outer_address needs a store process (connect first)"
     addr, port, timeout_s = _where
-    store = dist.PrefixStore(_PREFIX, dist.TCPStore(addr, port, None, False,
-                                                    timedelta(seconds=timeout_s)))
-    store.set(OUTER_WANT, "1")
-    store.wait([OUTER_ADDRESS])
-    answer = store.get(OUTER_ADDRESS).decode()
+    store = SignedStore(dist.PrefixStore(_PREFIX, dist.TCPStore(
+        addr, port, None, False, timedelta(seconds=timeout_s))), _PREFIX)
+    store.store.set(OUTER_WANT, "1")
+    store.store.wait([OUTER_ADDRESS])
+    answer = store.get(OUTER_ADDRESS)
+    if answer is None:
+        raise AsrdistError(f"--elastic diloco-async: {_PREFIX}{OUTER_ADDRESS} in the store is "
+                           "not signed with the run's secret (forged): refused")
     if answer.startswith("error "):
         raise AsrdistError(f"--elastic diloco-async: the store process could not serve the "
                            f"outer state: {answer.removeprefix('error ')}")
-    return (addr, int(answer)), bytes.fromhex(store.get(OUTER_KEY).decode())
+    return (addr, int(answer)), outer_key()
 
 
 def client() -> dist.TCPStore | None:
@@ -269,6 +282,6 @@ def leave(rank: int) -> None:
     if _client is None or _lease is None:
         return
     with contextlib.suppress(RuntimeError, OSError):  # gone already: nothing to tell
-        dist.PrefixStore(_PREFIX, _client).set(f"closed/{rank}", "1")
+        SignedStore(dist.PrefixStore(_PREFIX, _client), _PREFIX).set(f"closed/{rank}", "1")
     _lease.stop()
     _client = _lease = _where = None

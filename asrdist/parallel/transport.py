@@ -99,16 +99,16 @@ class OuterLink(Protocol):
 class SavedOuterLink(OuterLink, Protocol):
     """An :class:`OuterLink` to a state that no learner holds (elastic processes: the store
     process's, :mod:`asrdist.parallel.outer_server`), so the state's keeper saves and resumes
-    it: ``save`` when a learner checkpoints at ``step``, under the run dir ``run_dir``;
-    ``load`` when a learner resumes from a checkpoint whose state was the run ``token``'s (the
-    state is loaded once, a mismatch is an AsrdistError); ``token`` names the state of this
-    run, kept in the learners' checkpoints."""
+    it under the run dir it was started with (no message names a path): ``save`` when a
+    learner checkpoints at ``step``; ``load`` when a learner resumes from a checkpoint whose
+    state was the run ``token``'s (the state is loaded once, a mismatch is an AsrdistError);
+    ``token`` names the state of this run, kept in the learners' checkpoints."""
 
     token: str
 
-    def save(self, step: int, run_dir: str) -> None: ...
+    def save(self, step: int) -> None: ...
 
-    def load(self, token: str, run_dir: str) -> None: ...
+    def load(self, token: str) -> None: ...
 
 
 class Transport(ABC):

@@ -13,7 +13,7 @@ import json
 import os
 from pathlib import Path
 
-from asrdist.fsutil import atomic_write
+from asrdist.fsutil import atomic_write, open_output
 from asrdist.score.align_text import ErrorCounts
 from asrdist.score.score import Scored, ScoringRun, wer_line
 
@@ -130,7 +130,7 @@ def update_results(report_md: str | os.PathLike, key: str, run: ScoringRun,
     report_md = Path(report_md)
     report_md.parent.mkdir(parents=True, exist_ok=True)
     sidecar = report_md.with_suffix(".json")
-    with open(report_md.with_suffix(".lock"), "w") as lock:
+    with open_output(report_md.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         entries = json.loads(sidecar.read_text()) if sidecar.is_file() else {}
         entries[key] = _entry(run, commands)

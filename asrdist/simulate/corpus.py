@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,6 +54,7 @@ class ChunkPool:
     pdf_counts: np.ndarray | None = None  # the alignments' frames per pdf (for the priors)
     feats_layout: Layout | None = None  # the data dir's streams and their normalisation, if joined
     utts: tuple[int, int] = (0, 0)  # training and held-out utterances read
+    feats_config: dict[str, Any] | None = None  # what made the features (feats_config.json)
 
     @classmethod
     def load(cls, data: str | os.PathLike, targets: str | os.PathLike, chunk_len: int = 21,
@@ -72,7 +74,7 @@ class ChunkPool:
             reader.close()
         return cls(train, held, corpus.num_pdfs, int(train.x.shape[-1]), chunk_len, cmvn,
                    read_pdf_counts(targets, corpus.num_pdfs), corpus.feats_layout,
-                   (len(train_rows), len(held_rows)))
+                   (len(train_rows), len(held_rows)), corpus.feats_config)
 
     def describe(self) -> dict[str, object]:
         """What a run's report says of its data: sizes of both sets and the features."""

@@ -3,8 +3,8 @@
 The simulator keeps only flat weights (:attr:`asrdist.simulate.run.Result.final`); this puts
 them back into the run's model and writes what asrdist-train's export writes: the model config,
 input dimension, pdf count, log priors from the alignments' pdf counts (all of them, as the
-trainer's), the features' CMVN, the training chunk and the model's context (none: the chunk
-pool holds labelled frames only).
+trainer's), the features' CMVN and configuration, the training chunk and the model's context
+(none: the chunk pool holds labelled frames only).
 """
 
 from __future__ import annotations
@@ -42,4 +42,4 @@ def export_final(path: str | os.PathLike, pool: ChunkPool, spec: RunSpec, result
         log_priors=log_priors(pool.pdf_counts), cmvn=pool.cmvn, cmvn_norm_vars=False,
         left_context=model.left_context, right_context=model.right_context,
         chunk_len=pool.chunk_len, steps=steps, algo=spec.algo, world_size=spec.learners,
-        feats_layout=pool.feats_layout))
+        feats_layout=pool.feats_layout, feats_config=pool.feats_config))

@@ -10,13 +10,19 @@ carries these lines, and asrdist-simulate logs them.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from typing import Any
 
+from asrdist.errors import AsrdistError
 from asrdist.simulate.speed import BACKWARD_SHARE, SpeedModel
 
 FEW_STEPS = 20  # steps per epoch below which an epoch is mostly a strategy's warm-up
 DIVERGED = 2.0  # held-out CE this many times its lowest so far: the run diverged
+# the model's copies each simulated learner holds at the least: its weights, their gradients,
+# and the flat copies of where it started and where its steps ended (the run's result); its
+# optimizer's momentum is one more, a strategy's own state more again
+LEARNER_COPIES = 4
 
 
 def step_cost(speed: SpeedModel, learners: int, nbytes: int) -> dict[str, float]:
@@ -90,3 +96,38 @@ def diverged(records: Sequence[dict[str, Any]]) -> str | None:
                     f"{DIVERGED:g}x its lowest before, {best['heldout_ce']:.4g} at step "
                     f"{best['steps']:.0f}; lower --lr or the strategy's outer rate or momentum")
     return None
+
+
+def memory_needed(nbytes: int, learners: int, momentum: bool) -> int:
+    """Bytes the learners hold at the least, for a model of ``nbytes``: what a run of many
+    learners of a large model would allocate before it failed."""
+    return nbytes * learners * (LEARNER_COPIES + momentum)
+
+
+def available_memory() -> int | None:
+    """Bytes this host can still allocate (MemAvailable; free pages where /proc has none);
+    None where neither says."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def check_memory(weights: int, nbytes: int, learners: int, momentum: bool) -> None:
+    """Refuse, before any learner is made, a run whose learners cannot fit in this host's
+    available memory, giving the estimate."""
+    needed, free = memory_needed(nbytes, learners, momentum), available_memory()
+    if free is None or needed <= free:
+        return
+    copies = LEARNER_COPIES + momentum
+    raise AsrdistError(f"--learners {learners}: the learners need at least {needed / 1e9:,.1f} "
+                       f"GB ({weights} weights, {nbytes / 1e6:.3g} MB, x {copies} copies per "
+                       f"learner x {learners}) and this host has {free / 1e9:,.1f} GB "
+                       "available: use fewer --learners or a smaller model")

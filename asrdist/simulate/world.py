@@ -10,9 +10,9 @@ collective failed) is recorded by :meth:`World.depart` as processes record it (t
 left at). In a run of an ``elastic`` strategy the survivors go on: the meetings it belonged to
 fail (those waiting at them see it at once), the survivors' ``departed()`` names it at once (on
 processes within a heartbeat or an exchange timeout; the simulator takes no detection delay)
-and the run's records and export are the survivors'. Otherwise (fail-stop, or the learner held
-a central state the others need) the run ends at that moment, ``failed``, as the processes' job
-ends: there is no exported model.
+and the run's records and export are the survivors'. Otherwise (fail-stop, the learner held
+a central state the others need, or it was the last) the run ends at that moment, ``failed``,
+as the processes' job ends: there is no exported model.
 """
 
 from __future__ import annotations
@@ -133,10 +133,9 @@ class World:
         self.steps_waited[i] = self.clock.waited.get(i, 0.0)
         self.departures.append({"learner": i, "step": self.left[i], "time_s": self.clock.now,
                                 "why": why})
-        if not self.elastic or i in self.hosts:
-            held = " (it holds the outer state)" if i in self.hosts else ""
-            self.failed = {**self.departures[-1], "why": f"learner {i} {why}{held}: the run "
-                           "ends there, as a real job does"}
+        if not self.elastic or i in self.hosts or not self.survivors():
+            self.failed = {**self.departures[-1], "why": f"learner {i} {why}"
+                           f"{self._ends_because(i)}"}
             self.clock.halt()
             return
         for key, meeting in list(self._meetings.items()):
@@ -144,6 +143,14 @@ class World:
                 del self._meetings[key]
                 self.clock.fail(meeting)
         self._settle_change()
+
+    def _ends_because(self, i: int) -> str:
+        """Why learner ``i``'s departure ends the run: a fail-stop run's end, the outer
+        state's host, or the last learner of an elastic run (none is left to export)."""
+        if self.elastic and i not in self.hosts:
+            return ": every learner is lost, so nothing is exported"
+        held = " (it holds the outer state)" if i in self.hosts else ""
+        return f"{held}: the run ends there, as a real job does"
 
     def all_accounted(self) -> bool:
         """Every learner has finished its steps or left."""

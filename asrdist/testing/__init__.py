@@ -91,8 +91,8 @@ def cut_unsampled_utterance(data: Path, sampled: int = 64) -> str:
 def _write_mfcc_config(data: Path, dim: int) -> None:
     """feats_config.json as asrdist-features writes it, as if the features were ``dim``
     MFCCs (what --vtlp-warp reads)."""
-    from asrdist.data.features import FeatureOptions, make_extractor
+    from asrdist.data.features import FeatureOptions, feats_config
 
     options = FeatureOptions(kind="mfcc", num_ceps=dim, num_mel_bins=max(23, dim + 1))
-    config = make_extractor(options).config.to_dict()
+    config = feats_config(options)
     (data / "feats_config.json").write_text(json.dumps(config))

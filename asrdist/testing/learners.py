@@ -7,7 +7,9 @@ running a function of its rank and handing back what it returns.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
+import secrets
 import time
 from collections.abc import Callable
 from datetime import timedelta
@@ -17,11 +19,14 @@ import torch
 import torch.distributed as dist
 
 from asrdist.parallel.launch import free_port
+from asrdist.parallel.secret import SECRET_ENV
 
 
 def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple,
-           addr: str, setup: Callable[[int], None] | None, timeout_s: float) -> None:
+           addr: str, setup: Callable[[int], None] | None, timeout_s: float,
+           run_secret: str) -> None:
     torch.set_num_threads(1)
+    os.environ[SECRET_ENV] = run_secret  # as a launcher hands it over: the signed messages
     if setup is not None:
         setup(rank)
     dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
@@ -42,7 +47,9 @@ def launch(fn: Callable[..., Any], n: int, *args: Any, addr: str = "127.0.0.1",
     ctx = multiprocessing.get_context(start)
     q = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=_child, args=(fn, r, n, port, q, args, addr, setup, timeout_s))
+    run_secret = secrets.token_hex(16)
+    procs = [ctx.Process(target=_child,
+                         args=(fn, r, n, port, q, args, addr, setup, timeout_s, run_secret))
              for r in range(n)]
     for p in procs:
         p.start()

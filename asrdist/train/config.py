@@ -87,7 +87,8 @@ class TrainConfig:
                                 "epoch)", check=NON_NEGATIVE, fingerprint=False)
     checkpoint_every: int = option(500, "write a checkpoint every this many steps (and per "
                                    "epoch)", check=NON_NEGATIVE, fingerprint=False)
-    keep_checkpoints: int = option(2, "checkpoints kept per learner", check=POSITIVE,
+    keep_checkpoints: int = option(2, "checkpoints kept per learner (one more until the "
+                                   "lockstep set next meets)", check=POSITIVE,
                                    fingerprint=False)
     log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE,
                             fingerprint=False)
@@ -267,13 +268,24 @@ def resume_allowed(config: TrainConfig) -> set[str]:
 
 def _every_strategys_options(config: TrainConfig) -> list[Any]:
     """Every registered strategy's options made from ``config``: one config file serves every
-    --algo, so a bad value is refused whichever strategy this run uses."""
+    --algo, so a bad value is refused whichever strategy this run uses. A value only some
+    strategies take (``--compress powersgd``: ssgd's) is refused for this run's alone."""
+    own = getattr(registry.specs().get(config.algo), "options", None)
     made = {}
     for spec in registry.specs().values():
         if spec.options not in made:
-            names = [f.name for f in fields(spec.options)]
-            made[spec.options] = spec.options(**{n: config.option(n) for n in names})
+            values = {f.name: config.option(f.name) for f in fields(spec.options)}
+            made[spec.options] = spec.options(**(values if spec.options is own
+                                                  else _takeable(spec.options, values)))
     return [config.process_options(), *made.values()]
+
+
+def _takeable(options: type, values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with a ``--compress powersgd`` that ``options`` does not take set back to
+    none: another strategy's choice, checked against the values, not the strategy."""
+    if values.get("compress") == "powersgd" and not getattr(options, "powersgd_ok", True):
+        return {**values, "compress": "none"}
+    return values
 
 
 def validate_for_world(config: TrainConfig, world_size: int) -> None:

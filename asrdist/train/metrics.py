@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from asrdist.fsutil import atomic_write
+from asrdist.fsutil import atomic_write, open_output
 
 
 def metrics_path(out: str | os.PathLike, rank: int) -> Path:
@@ -46,7 +46,7 @@ class MetricsWriter:
                 f.writelines(json.dumps(r) + "\n" for r in kept)
         elif resume_step is None:
             self.path.unlink(missing_ok=True)
-        self._file = open(self.path, "a")
+        self._file = open_output(self.path, "a")
 
     def write(self, kind: str, **fields: Any) -> None:
         record = {"kind": kind, "rank": self.rank, **fields}

@@ -19,6 +19,7 @@ matplotlib.use("Agg")  # files only; no display on cluster nodes
 import matplotlib.pyplot as plt  # noqa: E402
 
 from asrdist.errors import AsrdistError  # noqa: E402
+from asrdist.fsutil import atomic_path  # noqa: E402
 from asrdist.train.metrics import read_metrics  # noqa: E402
 
 _PANELS = (  # (record kind, y field, x field, title)
@@ -94,7 +95,7 @@ def plot_runs(
             ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=100)
+    with atomic_path(out) as tmp:  # a link at out is replaced, never written through
+        fig.savefig(tmp, dpi=100, format=out.suffix[1:] or "png")
     plt.close(fig)
     return out

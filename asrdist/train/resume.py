@@ -26,9 +26,16 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.errors import AsrdistError
+from asrdist.models.build import ModelConfig
 from asrdist.options import flag
 from asrdist.stage import same_file
-from asrdist.train.checkpoint import damage, list_checkpoints, load_checkpoint
+from asrdist.train.checkpoint import (
+    checkpoint_path,
+    damage,
+    list_checkpoints,
+    load_checkpoint,
+    restoring,
+)
 from asrdist.train.config import TrainConfig, resume_allowed
 from asrdist.train.identity import input_option, resume_free
 from asrdist.train.metrics import metrics_path
@@ -139,7 +146,8 @@ def find_resume_state(cfg: TrainConfig, identity: dict[str, Any], shape: Shape, 
         return None, {}
     state = load_checkpoint(out, rank, existing)
     check_shape(cfg, state, shape)
-    return state, check_resumed_run(cfg, identity, state, rank)
+    with restoring(checkpoint_path(out, rank, existing), "run"):
+        return state, check_resumed_run(cfg, identity, state, rank)
 
 
 def check_shape(cfg: TrainConfig, state: dict[str, Any], shape: Shape) -> None:
@@ -153,7 +161,9 @@ def check_shape(cfg: TrainConfig, state: dict[str, Any], shape: Shape) -> None:
     if state["num_pdfs"] != shape.num_pdfs:
         raise AsrdistError(f"{cfg.targets} has {shape.num_pdfs} pdfs; the checkpoint of "
                            f"{out} has {state['num_pdfs']}")
-    if state["model_config"] != shape.model_config:
+    # an option added since the checkpoint was written takes its default there
+    defaults = ModelConfig().to_dict()
+    if {**defaults, **state["model_config"]} != {**defaults, **shape.model_config}:
         raise AsrdistError(f"the model options differ from the checkpoint's in {out}")
     if state["world_size"] == shape.world_size:
         return

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.errors import AsrdistError
+from asrdist.fsutil import open_fd
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,8 @@ class RunLock:
     def acquire(self) -> bool:
         """Try to take the lock (never waits); False, with :attr:`refused` set, if held."""
         self.out.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # never through a link planted there: emptying it would empty the file it points to
+        fd = open_fd(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:

@@ -32,7 +32,15 @@ from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.transport import Transport
 from asrdist.progress import progress
 from asrdist.stage import Skipped, record_done
-from asrdist.train.checkpoint import capture_rng, remove_temp_files, restore_rng, save_checkpoint
+from asrdist.train.checkpoint import (
+    Pruning,
+    capture_rng,
+    checkpoint_path,
+    remove_temp_files,
+    restore_rng,
+    restoring,
+    save_checkpoint,
+)
 from asrdist.train.config import TrainConfig, save_config
 from asrdist.train.evaluate import evaluate
 from asrdist.train.identity import claim_run_dir
@@ -125,11 +133,14 @@ class _Run:
         random.seed(cfg.seed + 1 + rank)
         group, period = strategy.lockstep()
         preemption.attach(group, period)
+        self.pruning = Pruning(self.out, rank, cfg.keep_checkpoints, len(group), period)
         self.shape = Shape(data.input_dim, data.num_pdfs, cfg.model_config().to_dict(),
                            world_size)  # what a checkpoint resumed must match
         # and the options a --resume-allow let change
         self.resume_state, self.changed = find_resume_state(cfg, identity, self.shape, rank,
                                                             group, comm.gather)
+        self.resumed_from = None if self.resume_state is None else \
+            checkpoint_path(self.out, rank, self.resume_state["step"])
         self.noise = self._noise_probe(across=world_size > 1 and len(group) == world_size)
 
     def _new_model(self) -> torch.nn.Module:
@@ -146,26 +157,48 @@ class _Run:
 
     def _restore(self, optimizer: torch.optim.Optimizer) -> None:
         s = self.resume_state
-        optimizer.load_state_dict(s["optimizer"])
+        steps = [("optimizer", lambda: optimizer.load_state_dict(s["optimizer"])),
+                 ("scaler", self._restore_scaler),
+                 ("strategy", lambda: self.strategy.load_state_dict(s["strategy"])),
+                 ("rng", lambda: restore_rng(s["rng"], self.device)),
+                 # every checkpoint since format 2 holds it
+                 ("mask_rng", lambda: self.data.mask_rng.set_state(s["mask_rng"])),
+                 ("interval", lambda: self.pos.load_state_dict(s)),
+                 ("run", self._rebatch)]
+        if self.noise is not None and s.get("noise_scale") is not None:
+            steps.append(("noise_scale", lambda: self.noise.load_state_dict(s["noise_scale"])))
+        for entry, restore in steps:
+            with restoring(self.resumed_from, entry):
+                restore()
+        log.info("resuming %s at step %d (epoch %d)", self.out, self.pos.step,
+                 self.pos.epoch + 1)
+
+    def _restore_scaler(self) -> None:
+        s = self.resume_state
         if self.scaler is not None and s["scaler"] is not None:  # None: trained unscaled
             self.scaler.load_state_dict(s["scaler"])
-        self.strategy.load_state_dict(s["strategy"])
-        restore_rng(s["rng"], self.device)
-        self.data.mask_rng.set_state(s["mask_rng"])  # every format-2 checkpoint holds it
-        self.pos.load_state_dict(s)
+
+    def _rebatch(self) -> None:
+        """A run resumed with another --batch-size: the epoch's position in the new batches."""
+        s = self.resume_state
         old_batch = s["run"]["options"]["batch_size"]
         if old_batch != self.cfg.batch_size and s["stream"] is not None:
             self.pos.rebatch(len(s["queued"]), self.data.chunks_in_epoch(self.pos.epoch),
                              old_batch, self.cfg.batch_size)
-        if self.noise is not None and s.get("noise_scale") is not None:
-            self.noise.load_state_dict(s["noise_scale"])
-        log.info("resuming %s at step %d (epoch %d)", self.out, self.pos.step,
-                 self.pos.epoch + 1)
+
+    def _load_model(self) -> None:
+        """The checkpoint's weights; one it lacks is a missing entry, not torch's list."""
+        saved = self.resume_state["model"]
+        with restoring(self.resumed_from, "model"):
+            missing = [name for name in self.model.state_dict() if name not in saved]
+            if missing:
+                raise KeyError(missing[0])
+            self.model.load_state_dict(saved)
 
     def run(self) -> TrainResult:
         cfg, pos, resumed = self.cfg, self.pos, self.resume_state is not None
         if resumed:
-            self.model.load_state_dict(self.resume_state["model"])
+            self._load_model()
         self.wrapped = wrapped = self.strategy.wrap_model(self.model)
         optimizer = build_optimizer(cfg.optim, wrapped, self.schedule.peak, cfg.ng)
         if resumed:
@@ -228,7 +261,8 @@ class _Run:
         stream = self.data.open(reader, pos.epoch, model.left_context, model.right_context)
         ready: list[Batch] = []
         if self.resume_state is not None and self.resume_state["stream"] is not None:
-            stream.load_state_dict(self.resume_state["stream"])
+            with restoring(self.resumed_from, "stream"):
+                stream.load_state_dict(self.resume_state["stream"])
             ready = self.resume_state["queued"]
         self.resume_state = None
         cuda = self.device.type == "cuda"
@@ -256,6 +290,7 @@ class _Run:
                 now = time.monotonic()
                 pos.interval.add(loss, frames, pos.step, t_compute - t_wait, now - t_compute)
                 pos.stepped(frames)
+                self.pruning.stepped(pos.step)
                 self.preempted = self.preemption.reached(pos.step)
                 bar.update(1)
                 if pos.interval.steps >= cfg.log_every:
@@ -297,9 +332,16 @@ class _Run:
             self.strategy.sync(self.wrapped)
         held = evaluate(self.model, self.cfg, data.corpus, data.heldout_rows, data.input_dim,
                         self.device)
+        lost = self._lost() if final else []
         self.records.heldout(held.frames, held.figures(), final, self.cfg.epochs,
-                             **self.strategy.metrics())
+                             **self.strategy.metrics(),
+                             **({"learners_lost": lost} if lost else {}))
         return held.figures()
+
+    def _lost(self) -> list[dict[str, int]]:
+        """The learners an elastic run dropped and the step each left at, for final.pt and
+        the final record (its world_size is the learners started)."""
+        return [{"rank": r, "step": s} for r, s in sorted(self.comm.departed().items())]
 
     def _checkpoint(self, optimizer: torch.optim.Optimizer,
                     data: tuple[ChunkStream, Prefetcher] | None) -> None:
@@ -322,7 +364,8 @@ class _Run:
             "run": self.identity,
             "noise_scale": self.noise.state_dict() if self.noise is not None else None,
         }
-        save_checkpoint(self.out, self.rank, self.pos.step, state, self.cfg.keep_checkpoints)
+        save_checkpoint(self.out, self.rank, self.pos.step, state)
+        self.pruning.saved(self.pos.step)
 
     def _export(self) -> Path:
         """final.pt: the finalized weights and everything decoding needs."""
@@ -332,8 +375,8 @@ class _Run:
             num_pdfs=data.num_pdfs, log_priors=data.priors, cmvn=cfg.cmvn,
             cmvn_norm_vars=cfg.cmvn_norm_vars, left_context=model.left_context,
             right_context=model.right_context, chunk_len=cfg.chunk_len, steps=self.pos.step,
-            algo=cfg.algo, world_size=self.world_size,
-            feats_layout=data.corpus.feats_layout))
+            algo=cfg.algo, world_size=self.world_size, learners_lost=self._lost(),
+            feats_layout=data.corpus.feats_layout, feats_config=data.corpus.feats_config))
         record_done(self.out, "train", self.identity, [FINAL], hash_inputs=True)
         return path
 

@@ -28,6 +28,11 @@ gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
 tri1_leaves=50     # tied states of the triphone GMM (tri1): the networks' pdfs; 0: no tri1
 tri1_gauss=100    # its Gaussians in total (two a leaf: more fit the training speakers)
 tri1_opts=""       # extra asrdist-train-deltas flags
+sat_leaves=50      # the speaker-adapted GMM (tri3, fMLLR per speaker) from tri1; 0: no tri3
+sat_gauss=100
+sat_opts=""        # extra asrdist-train-sat flags
+sat_first_pass=mono  # the system whose decode gives the test speakers' first transforms
+fmllr_passes=3     # fMLLR estimates per test speaker (decode_fmllr.sh makes 2)
 mfcc_opts="--high-freq 0"  # mel bins up to the Nyquist frequency, as Kaldi's MFCC
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
@@ -38,7 +43,9 @@ exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-speakers S1,S2]
        [--test-corpus \"DIR ...\"] [--augment true|false] [--aug-opts \"FLAGS\"] [--seed N] [--nj J]
        [--train-cmd CMD] [--decode-cmd CMD] [--mono-gauss N] [--gmm-opts \"FLAGS\"]
-       [--tri1-leaves N] [--tri1-gauss N] [--tri1-opts \"FLAGS\"] [--mfcc-opts \"FLAGS\"]
+       [--tri1-leaves N] [--tri1-gauss N] [--tri1-opts \"FLAGS\"] [--sat-leaves N]
+       [--sat-gauss N] [--sat-opts \"FLAGS\"] [--sat-first-pass mono|tri1] [--fmllr-passes N]
+       [--mfcc-opts \"FLAGS\"]
        [--algos \"A B\"] [--learners N]
        [--train-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
@@ -48,6 +55,8 @@ help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-spea
 gmms="mono"
 ali_gmm=mono
 if [ "$tri1_leaves" -gt 0 ]; then gmms="mono tri1"; ali_gmm=tri1; fi
+sat=false  # tri3: needs tri1's alignments
+if [ "$tri1_leaves" -gt 0 ] && [ "$sat_leaves" -gt 0 ]; then gmms="$gmms tri3"; sat=true; fi
 test_sets="test"
 [ "$test_speakers" = none ] && test_sets=""
 for d in $test_corpus; do test_sets="$test_sets $(basename "$d")"; done
@@ -87,6 +96,12 @@ if [ $stage -le 2 ] && [ $stop_stage -ge 2 ] && [ "$tri1_leaves" -gt 0 ]; then
     --total-gauss $tri1_gauss $tri1_opts $data/train_mfcc $data/lang $exp/mono $exp/tri1
 fi
 
+if [ $stage -le 2 ] && [ $stop_stage -ge 2 ] && $sat; then
+  # tri3 (train_sat.sh): tri1's tree size, each training speaker's features through its fMLLR
+  run_stage 2 "speaker-adapted GMM" asrdist-train-sat --nj $nj --num-leaves $sat_leaves \
+    --total-gauss $sat_gauss $sat_opts $data/train_mfcc $data/lang $exp/tri1 $exp/tri3
+fi
+
 if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
   if $augment; then  # sp copies realigned with the clean model, rvb/noise copies copied
     run_stage 3 "align augmented" asrdist-align-aug --nj $nj $data/${train}_mfcc $data/lang \
@@ -115,9 +130,24 @@ fi
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
   for t in $test_sets; do
     for g in $gmms; do
+      fmllr=""
+      if [ $g = tri3 ]; then  # decode_fmllr.sh: transforms from a first pass's best paths,
+        # each further estimate on top of the last from tri3's own decode with it
+        lat_mdl=$exp/$sat_first_pass/final.mdl; lats=$exp/$sat_first_pass/decode_$t; prev=""
+        for k in $(seq 1 $fmllr_passes); do
+          run_stage 6 "fMLLR $t pass $k" asrdist-est-fmllr --lattice-mdl $lat_mdl $prev \
+            $decode_opts $data/lang $exp/tri3 $data/${t}_mfcc $lats $exp/tri3/trans_${t}_$k.ark
+          fmllr="--fmllr $exp/tri3/trans_${t}_$k.ark"; prev="--previous $exp/tri3/trans_${t}_$k.ark"
+          [ $k -eq $fmllr_passes ] && break
+          lat_mdl=$exp/tri3/final.mdl; lats=$exp/tri3/decode_${t}_pass$k
+          run_stage 6 "decode tri3 $t pass $k" asrdist-decode --graph $exp/tri3/graph --nj $nj \
+            --cmd "$decode_cmd" $decode_opts --gmm $exp/tri3/final.mdl $fmllr \
+            --data $data/${t}_mfcc --out $lats
+        done
+      fi
       run_stage 6 "decode $g $t" asrdist-decode --graph $exp/$g/graph --nj $nj \
-        --cmd "$decode_cmd" $decode_opts --gmm $exp/$g/final.mdl --data $data/${t}_mfcc \
-        --out $exp/$g/decode_$t
+        --cmd "$decode_cmd" $decode_opts --gmm $exp/$g/final.mdl $fmllr \
+        --data $data/${t}_mfcc --out $exp/$g/decode_$t
     done
     for r in $runs; do
       run_stage 6 "decode $r $t" asrdist-decode --graph $exp/$ali_gmm/graph --nj $nj \

@@ -6,7 +6,7 @@ import kaldi_hmm_gmm  # noqa: F401  (before anything that loads kaldifst)
 from click.testing import CliRunner
 
 from asrdist.cli.align_nnet import main
-from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
+from asrdist.testing.tiny_system import make_system, write_identity_nnet, write_test_data
 
 
 def test_cli_aligns_then_skips_and_names_a_missing_model(tmp_path):

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from asrdist.decode.graph import make_graph
+from asrdist.testing.tiny_system import make_system, write_identity_nnet, write_test_data
 from tests import slurm_cluster
 from tests.cli.test_decode_cli import SENTENCES
 from tests.cli.test_features_cli import cli_feat_src  # noqa: F401 - a fixture used below
-from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli import compare
+from asrdist.simulate import guards
 from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
 
@@ -173,3 +174,40 @@ def test_a_lost_learner_fails_a_fail_stop_run_and_an_elastic_one_goes_on(corpus,
     assert f"| ssgd (1 failed) | lost:1@0.5 | 1 | failed at {at} s | - |" in markdown
     assert "Failed: a lost learner ended the run" in markdown
     assert f"ssgd | lost:1@0.5 | seed 0: failed at {at} s simulated: learner 1 lost" in res.stderr
+
+
+@pytest.mark.parametrize("given", [(), ("--target-ce", "9", "--budget", "1")])
+def test_every_learner_lost_is_a_failed_row_or_one_line(corpus, tmp_path, given):
+    """An elastic strategy that loses its last learner has nothing to export: its run failed
+    (its mean over no survivors was a traceback); as the only baseline, one line."""
+    data, targets = corpus
+    out = tmp_path / "all"
+    res = CliRunner().invoke(compare.main, [
+        "--data", str(data), "--targets", str(targets), "--out", str(out),
+        "--algo", "adpsgd-random", "--scenario", "lost:0@0.5,1@0.5", "--seeds", "1",
+        *given, *TINY])
+    lines = res.output.strip().splitlines()
+    if not given:
+        assert res.exit_code == 1
+        assert lines[-1] == ("Error: --baseline adpsgd-random failed in every run of scenario "
+                             "lost:0@0.5,1@0.5: give --target-ce and --budget")
+        assert not (out / "table.md").exists()
+        return
+    assert res.exit_code == 0, res.output
+    [report] = _finals(out).values()
+    assert "every learner is lost, so nothing is exported" in report["failed"]["why"]
+    row = _csv(out / "table.csv")[0]
+    assert (row["final_ce"], row["failed"]) == ("", "1")
+
+
+def test_learners_that_cannot_fit_in_memory_are_refused_before_any_run(corpus, tmp_path,
+                                                                       monkeypatch):
+    monkeypatch.setattr(guards, "available_memory", lambda: 23 * 10**9)
+    data, targets = corpus
+    res = CliRunner().invoke(compare.main, ["--data", str(data), "--targets", str(targets),
+                                            "--out", str(tmp_path / "x"), "--algo", "ssgd",
+                                            "--learners", "1000"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1].startswith(
+        "Error: --learners 1000: the learners need at least 421.3 GB")
+    assert not (tmp_path / "x").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import shutil
@@ -12,13 +13,15 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from asrdist import fsutil
+from asrdist import fsutil, stage
 from asrdist.cli.decode import main as decode_main
+from asrdist.data.features import FeatureOptions, feats_config
 from asrdist.decode.graph import make_graph
 from asrdist.decode.lattice import best_path_words
 from asrdist.decode.lattice_io import iter_lattices_binary
+from asrdist.kaldi.feats_config import write_feats_config
+from asrdist.testing.tiny_system import make_system, write_identity_nnet, write_test_data
 from tests.cli_process import run_cli
-from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-u4": "dog sat"}
 
@@ -88,7 +91,7 @@ def test_hybrid_decode_with_final_pt_skips_when_done_and_redoes_for_a_new_model(
         in wider.stderr and "RTF" in wider.stderr
     assert (out / "text").stat().st_mtime_ns != decoded.st_mtime_ns
 
-    record = torch.load(system.root / "final.pt", weights_only=False)
+    record = torch.load(system.root / "final.pt", weights_only=True)
     torch.save({**record, "steps": 1}, system.root / "final.pt")  # a retrained model
     retrained = run_cli("decode", *args, "--beam", "13")
     assert retrained.returncode == 0, retrained.stderr
@@ -240,3 +243,50 @@ def test_full_disk_names_the_output_being_written(system, tmp_path, monkeypatch)
         f"Error: decode job 1/1: {out / 'lat.1.gz'}: cannot write lattices: No space left on "
         "device")
     assert not (out / ".decode.done").exists() and not list(out.glob(".*.tmp"))
+
+
+def test_features_made_otherwise_are_refused_naming_model_and_features(system, tmp_path):
+    """8 kHz features of a 16 kHz model's dimension decoded to words with exit status 0: now
+    one line naming the features' record and the model, before the graph is read; the same
+    features recorded as the model's decode."""
+    trained_on = feats_config(FeatureOptions("fbank"))
+    data = tmp_path / "test_8k"
+    write_test_data(system, data, SENTENCES, "nnet")
+    write_feats_config(data, feats_config(FeatureOptions("fbank", sample_rate=8000)))
+    final = tmp_path / "final.pt"
+    write_identity_nnet(system, final, feats_config=trained_on)
+    out = tmp_path / "decode"
+    args = ("--graph", str(system.root / "graph"), "--model", str(final), "--data", str(data),
+            "--out", str(out))
+    proc = run_cli("decode", *args)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"Error: {data / 'feats_config.json'}: these features do not match those {final} was "
+        "trained on: sampling_rate 8000 (the model's 16000); make them with the training "
+        "features' options")
+    assert not (out / "text").exists()
+    write_feats_config(data, trained_on)
+    proc = run_cli("decode", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert dict(line.split(maxsplit=1) for line in (out / "text").read_text().splitlines()) \
+        == SENTENCES
+def test_a_full_disk_at_the_done_marker_names_it(system, tmp_path, monkeypatch):
+    """The marker is written last: a disk that fills there was "Error: No space left on
+    device", naming no file."""
+    data = tmp_path / "data"
+    write_test_data(system, data, SENTENCES, "gmm")
+
+    @contextlib.contextmanager
+    def full_disk(path, mode="w"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+        yield
+
+    monkeypatch.setattr(stage, "atomic_write", full_disk)
+    out = tmp_path / "decode"
+    result = CliRunner().invoke(decode_main, [
+        "--graph", str(system.root / "graph"), "--gmm", str(system.mono / "final.mdl"),
+        "--data", str(data), "--out", str(out)])
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        f"Error: {out / '.decode.done'}: cannot write the done marker: No space left on device")
+    assert not (out / ".decode.done").exists()

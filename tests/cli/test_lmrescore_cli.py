@@ -115,3 +115,41 @@ def test_a_decode_dir_without_lattices_is_one_line(dirs, tmp_path):
     assert failed.returncode == 1
     assert f"Error: {tmp_path}: no lat.1.gz, lat.2.gz, lat.3.gz (num_jobs says 3)" in \
         failed.stderr
+
+
+def test_lattices_of_a_graph_with_other_words_are_refused_in_one_line(dirs, tmp_path):
+    """asrdist-decode keeps its graph's words.txt in the decode dir: one of other words than
+    OLD_LANG's is refused before any rescoring (it was '0 lattices rescored, 5 dropped',
+    exit 0, a done marker and an empty text)."""
+    decoded = tmp_path / "decode"
+    shutil.copytree(dirs / "decode", decoded)
+    words = (dirs / "lang" / "words.txt").read_text().replace("cat ", "kitten ")
+    (decoded / "words.txt").write_text(words)
+    failed = run_cli("lmrescore", dirs / "lang", EXPECTED / "fg.arpa", dirs / "data", decoded,
+                     tmp_path / "out")
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"Error: {decoded / 'words.txt'}: the lattices were made with a graph of other words "
+        f"than {dirs / 'lang' / 'words.txt'}: rescore with the lang dir that graph was made "
+        "from")
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_lattice_dropped_is_one_line_and_no_done_marker(dirs, tmp_path):
+    """A new LM none of whose paths the lattices' words take (here: no word at all) leaves
+    every lattice of words empty (lat.1.gz's two): refused, nothing that looks like a
+    rescored dir left."""
+    wordless = tmp_path / "wordless.arpa"
+    wordless.write_text("\\data\\\nngram 1=2\n\n\\1-grams:\n-0.3\t</s>\n-99\t<s>\n\n\\end\\\n")
+    decoded = tmp_path / "decode"
+    decoded.mkdir()
+    shutil.copy(dirs / "decode" / "lat.1.gz", decoded)
+    (decoded / "num_jobs").write_text("1\n")
+    out = tmp_path / "out"
+    failed = run_cli("lmrescore", dirs / "lang", wordless, dirs / "data", decoded, out)
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines()[-1] == (
+        f"Error: {decoded}: every one of its 2 lattices is empty after rescoring with "
+        f"{wordless} (made with another graph than {dirs / 'lang'}'s, or an LM of other "
+        "words?): nothing written")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith("log")) == []

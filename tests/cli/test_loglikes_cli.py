@@ -9,10 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.compute_loglikes import main
+from asrdist.cli.decode import main as decode_main
 from asrdist.decode import loglikes
 from asrdist.decode.graph import make_graph
+from asrdist.testing.planted import invoke
+from asrdist.testing.resampled import trained_model, with_sample_rate
+from asrdist.testing.tiny_system import make_system, write_identity_nnet, write_test_data
 from tests.cli_process import run_cli
-from tests.decode.tiny_system import make_system, write_identity_nnet, write_test_data
 
 SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-u4": "dog sat"}
 
@@ -144,3 +147,65 @@ def test_jobs_give_one_job_s_bytes_and_a_skipped_rerun_writes_nothing(system, tm
     assert tree(two) == before
     redecode = run_cli(*decode)
     assert redecode.returncode == 0 and "decode already done" in redecode.stderr, redecode.stderr
+
+
+def test_features_made_otherwise_are_refused_naming_model_and_features(tmp_path):
+    """A model trained on 16 kHz features given a dir of 8 kHz ones (the same dimension):
+    one line naming the features' record and the model, and no scores; its own features
+    are scored."""
+    final, data = trained_model(tmp_path)
+    other = with_sample_rate(data, tmp_path / "data_8k", 8000)
+    refused = invoke(main, "--model", final, "--data", other, "--out", tmp_path / "post")
+    assert refused.exit_code == 1
+    assert refused.output.strip().splitlines() == [
+        f"Error: {other / 'feats_config.json'}: these features do not match those {final} was "
+        "trained on: sampling_rate 8000 (the model's 16000); make them with the training "
+        "features' options"]
+    assert not (tmp_path / "post" / "loglikes.scp").exists()
+    scored = invoke(main, "--model", final, "--data", data, "--out", tmp_path / "post")
+    assert scored.exit_code == 0, scored.output
+    assert (tmp_path / "post" / "loglikes.scp").is_file()
+
+
+def _kept_scores(system, out: Path) -> Path:
+    """asrdist-compute-loglikes of the tiny system's test set into ``out``: its loglikes.scp."""
+    result = CliRunner().invoke(main, ["--model", str(system.root / "final.pt"), "--data",
+                                       str(system.root / "test_fbank"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "loglikes.scp"
+
+
+def _decode_kept(system, scp: Path, out: Path):
+    return CliRunner().invoke(decode_main, [
+        "--graph", str(system.root / "graph"), "--loglikes", str(scp), "--data",
+        str(system.root / "test_fbank"), "--trans-mdl", str(system.mono / "final.mdl"),
+        "--out", str(out)])
+
+
+def test_an_utterance_twice_in_loglikes_scp_is_refused_naming_both(system, tmp_path):
+    """kaldiio keeps an id's last entry: the second utterance's words were written for the
+    first, exit 0."""
+    scp = _kept_scores(system, tmp_path / "post")
+    lines = scp.read_text().splitlines()
+    second = lines[1].split()[1]
+    scp.write_text("\n".join([*lines, f"{lines[0].split()[0]} {second}"]) + "\n")
+    result = _decode_kept(system, scp, tmp_path / "dec")
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        f"Error: {scp}:{len(lines) + 1}: duplicate key {lines[0].split()[0]}")
+    assert not (tmp_path / "dec" / "text").exists()
+
+
+def test_a_loglikes_ark_cut_mid_matrix_is_one_line_naming_it_and_the_utterance(system,
+                                                                              tmp_path):
+    scp = _kept_scores(system, tmp_path / "post")
+    ark = scp.with_name("loglikes.ark")
+    last = scp.read_text().splitlines()[-1].split()[0]
+    ark.write_bytes(ark.read_bytes()[:-40])
+    result = _decode_kept(system, scp, tmp_path / "dec")
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith(f"Error: decode job 1/1: --loglikes {scp}: utterance {last}: "
+                                f"cannot read its scores from {ark}:"), result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "dec" / "text").exists()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from asrdist.testing.tiny_system import make_system
 from tests.cli_process import run_cli
-from tests.decode.tiny_system import make_system
 
 
 def test_mkgraph_cli_builds_graph_and_skips_when_done(tmp_path):

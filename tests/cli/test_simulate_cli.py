@@ -12,6 +12,7 @@ import asrdist
 from asrdist.cli import simulate
 from asrdist.models.final import load_final
 from asrdist.parallel.registry import PLUGINS_ENV
+from asrdist.simulate import guards
 from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
 
@@ -233,3 +234,30 @@ def test_an_output_in_an_unwritable_directory_is_refused_before_the_run(corpus, 
     assert f"Invalid value for --export: {locked / 'final.pt'}: directory {locked} is not " \
         "writable" in res.output
     assert not (tmp_path / "sim.json").exists()
+
+
+def test_learners_that_cannot_fit_in_memory_are_refused_with_the_estimate(corpus, tmp_path,
+                                                                          monkeypatch):
+    """1000 learners of the default model (21 M weights) on a 23 GB host: one line before any
+    learner is made (it started allocating 85 GB), whatever this host really has."""
+    monkeypatch.setattr(guards, "available_memory", lambda: 23 * 10**9)
+    data, targets = corpus
+    out = tmp_path / "sim.json"
+    res = CliRunner().invoke(simulate.main, ["--data", str(data), "--targets", str(targets),
+                                             "--out", str(out), "--learners", "1000"])
+    assert res.exit_code == 1
+    assert res.output.strip().splitlines()[-1] == (
+        "Error: --learners 1000: the learners need at least 421.3 GB (21062661 weights, 84.3 MB, "
+        "x 5 copies per learner x 1000) and this host has 23.0 GB available: use fewer "
+        "--learners or a smaller model")
+    assert not out.exists()
+
+
+def test_learners_that_fit_are_not_refused(corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr(guards, "available_memory", lambda: 10**8)
+    data, targets = corpus
+    res = CliRunner().invoke(simulate.main, [
+        "--data", str(data), "--targets", str(targets), "--out", str(tmp_path / "sim.json"),
+        "--learners", "2", "--batch-size", "4", "--chunk-len", "5", "--heldout-utts", "4",
+        "--layers", "1", "--units", "8", "--epochs", "0.5"])
+    assert res.exit_code == 0, res.output

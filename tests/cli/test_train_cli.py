@@ -122,7 +122,7 @@ def test_every_algo_with_one_learner_and_no_launcher_is_plain_sgd(corpus, tmp_pa
         assert not torch.distributed.is_initialized()
         runs[algo] = ([(r["step"], r["loss"]) for r in read_metrics(out / "metrics.jsonl")
                        if r["kind"] == "train"],
-                      torch.load(out / "final.pt", weights_only=False)["model"])
+                      torch.load(out / "final.pt", weights_only=True)["model"])
     losses, weights = runs.pop("single")
     assert len(losses) > 3
     assert runs.pop("diloco")[0] != losses

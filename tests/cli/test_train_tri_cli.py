@@ -1,4 +1,5 @@
-"""asrdist-train-deltas and asrdist-train-lda-mllt: the command lines over a synthetic corpus."""
+"""asrdist-train-deltas, -lda-mllt and -sat, and asrdist-est-fmllr: the command lines over a
+synthetic corpus."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.align_gmm import main as align_gmm
-from asrdist.cli.train_tri import deltas_main, lda_mllt_main
+from asrdist.cli.est_fmllr import main as est_fmllr
+from asrdist.cli.train_tri import deltas_main, lda_mllt_main, sat_main
 from tests.gmm.synth_corpus import make_corpus
 
 
@@ -21,7 +23,7 @@ def mono(tmp_path_factory):
     return corpus, root
 
 
-def test_both_trainers_run_from_the_command_line(mono):
+def test_the_trainers_run_from_the_command_line(mono):
     corpus, root = mono
     small = ["--nj", "1", "--num-leaves", "30", "--total-gauss", "90", "--num-iters", "7",
              "--realign-iters", "3 5"]
@@ -34,6 +36,15 @@ def test_both_trainers_run_from_the_command_line(mono):
                                               str(root / "tri1"), str(root / "tri2")])
     assert tri2.exit_code == 0, tri2.output
     assert (root / "tri2" / "final.mat").is_file()
+    tri3 = CliRunner().invoke(sat_main, [*small, "--fmllr-iters", "2", str(corpus.data),
+                                         str(corpus.lang), str(root / "tri2"), str(root / "tri3")])
+    assert tri3.exit_code == 0, tri3.output
+    assert (root / "tri3" / "trans.ark").is_file() and (root / "tri3" / "final.mat").is_file()
+    no_lattices = CliRunner().invoke(est_fmllr, [str(corpus.lang), str(root / "tri3"),
+                                                 str(corpus.data), str(root / "tri1"),
+                                                 str(root / "trans.ark")])
+    assert no_lattices.exit_code == 1 and "no lat.*.gz" in no_lattices.output
+    assert "Traceback" not in no_lattices.output and not (root / "trans.ark").exists()
 
 
 def test_bad_options_and_a_missing_alignment_dir_are_one_line(mono, tmp_path):

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from asrdist.data.features import (
 )
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.cmvn import apply_cmvn, cmvn_stats
-from asrdist.kaldi.data_dir import c_sorted, read_table
+from asrdist.kaldi.data_dir import Utterance, c_sorted, read_table, write_data_dir
 from asrdist.kaldi.sphere import change_speed, read_sphere
 from asrdist.kaldi.wav_scp import SPEED_WARNING
 from asrdist.stage import Skipped
@@ -412,3 +413,58 @@ def test_truncated_wav_names_the_utterance_and_both_lengths(feat_src_dir: Path, 
                                            r"78000 were read"):
         make_features(feat_src_dir, tmp_path / "out", FeatureOptions("fbank"))
     assert not (tmp_path / "out" / "feats.scp").exists()
+
+
+def test_float_wavs_give_their_int16_twins_features(tmp_path: Path):
+    """A float32 and a float64 wav (sox's and librosa's output, samples in [-1, 1]) of a chirp
+    give the features of its 16-bit twin within quantisation, not those of near-silence."""
+    rate, n = 16000, 16000
+    t = np.arange(n) / rate
+    chirp = 0.4 * np.sin(2 * np.pi * (100 + 3000 * t) * t)
+    chirp += 0.01 * np.random.default_rng(5).standard_normal(n)  # every mel band well above
+    utts = []                                                     # the int16 quantisation
+    for subtype in ("PCM_16", "FLOAT", "DOUBLE"):
+        wav = tmp_path / f"{subtype}.wav"
+        soundfile.write(wav, chirp, rate, subtype)
+        utts.append(Utterance(f"spk-{subtype}", "spk", "a chirp", str(wav)))
+    write_data_dir(tmp_path / "src", utts)
+    make_features(tmp_path / "src", tmp_path / "fbank", FeatureOptions("fbank"))
+    feats = kaldiio.load_scp(str(tmp_path / "fbank" / "feats.scp"))
+    twin = feats["spk-PCM_16"]
+    for subtype in ("FLOAT", "DOUBLE"):
+        assert feats[f"spk-{subtype}"].shape == twin.shape
+        np.testing.assert_allclose(feats[f"spk-{subtype}"], twin, atol=0.02)
+
+
+def test_truncated_mp3_pipe_is_refused_and_a_bare_mp3_warned(tmp_path: Path, caplog):
+    """A truncated mp3 through a pipe (95 of 268 frames, rc 0, before) stops the stage naming
+    the utterance; a bare MP3, whose length nothing declares, is read with one warning naming
+    it."""
+    n = 16000 * 27 // 10
+    t = np.arange(n) / 16000
+    mp3 = tmp_path / "whole.mp3"
+    soundfile.write(mp3, 0.3 * np.sin(2 * np.pi * (200 + 1000 * t) * t), 16000, format="MP3")
+    data = mp3.read_bytes()
+    bare = tmp_path / "bare.mp3"
+    bare.write_bytes(data[data.index(data[:2], 4):])  # without its Xing/Info frame
+    cut = f"head -c {len(data) * 35 // 100} {mp3} |"
+    write_data_dir(tmp_path / "src", [Utterance("s-bare", "s", "a", str(bare)),
+                                      Utterance("s-cut", "s", "b", cut)])
+    with caplog.at_level("WARNING"), pytest.raises(
+            AsrdistError, match=rf"utterance s-cut: audio 'head -c .*' is truncated: its header "
+                                rf"declares {n} samples, \d+ were decoded"):
+        make_features(tmp_path / "src", tmp_path / "fbank", FeatureOptions("fbank"))
+    assert "utterance s-bare: audio" in caplog.text and "declaring no length" in caplog.text
+    assert not (tmp_path / "fbank" / "feats.scp").exists()
+
+
+def test_features_dir_records_what_made_its_vectors(feat_src_dir: Path, tmp_path: Path):
+    """feats_config.json names the kind, the sample rate, the bins and cepstra and the framing:
+    what a model trained on the dir keeps and decoding compares."""
+    dest = tmp_path / "mfcc"
+    make_features(feat_src_dir, dest, FeatureOptions("mfcc", num_ceps=20, num_mel_bins=30))
+    config = json.loads((dest / "feats_config.json").read_text())
+    assert {k: config[k] for k in ("kind", "sampling_rate", "num_filters", "num_ceps",
+                                   "frame_length", "frame_shift", "snip_edges")} == {
+        "kind": "mfcc", "sampling_rate": 16000, "num_filters": 30, "num_ceps": 20,
+        "frame_length": 0.025, "frame_shift": 0.01, "snip_edges": True}

@@ -134,3 +134,13 @@ def test_a_bad_layout_line_is_named(tmp_path, line, message):
     with pytest.raises(AsrdistError, match="columns 5..6 do not start where the previous "
                                            "range ends \\(4\\)"):
         read_layout(tmp_path)
+
+
+def test_the_joined_dir_keeps_how_src_was_made(src, tmp_path):
+    """SRC's feats_config.json comes along, so a model trained on the joined features still
+    refuses test features of another rate or kind."""
+    d, _ = src
+    (d / "feats_config.json").write_text('{"kind": "fbank", "sampling_rate": 8000}\n')
+    join_features(d, tmp_path / "joined", [], delta_order=1)
+    assert (tmp_path / "joined" / "feats_config.json").read_text() == \
+        '{"kind": "fbank", "sampling_rate": 8000}\n'

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from asrdist.decode.graph import make_graph
-from tests.decode.tiny_system import TinySystem, make_system
+from asrdist.testing.tiny_system import TinySystem, make_system
 
 
 @pytest.fixture(scope="session")

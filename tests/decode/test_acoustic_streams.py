@@ -58,7 +58,7 @@ def test_a_final_pt_without_a_layout_normalises_every_column_as_before(tmp_path,
     data, _ = make_joined(tmp_path)
     final = tmp_path / "old.pt"
     write_final(final, _identity_model(), _exported())
-    record = torch.load(final, weights_only=False)
+    record = torch.load(final, weights_only=True)
     del record["feats_layout"]
     torch.save(record, final)
     scores = _scores(final, data)["A-1"]

@@ -15,7 +15,7 @@ from asrdist.decode.align_nnet import align_nnet
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import read_alignments
 from asrdist.stage import Skipped
-from tests.decode.tiny_system import (
+from asrdist.testing.tiny_system import (
     TinySystem,
     write_identity_nnet,
     write_test_data,

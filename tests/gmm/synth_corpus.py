@@ -14,7 +14,7 @@ import kaldiio
 import numpy as np
 
 from asrdist.kaldi.lang import prepare_lang
-from tests.dict_fixture import write_dict
+from asrdist.testing.dict_dir import write_dict
 
 DIM = 13
 LEXICON = {"<unk>": ["SPN"], "a": ["A"], "b": ["B"], "c": ["C"], "ba": ["B", "A"],
@@ -27,18 +27,22 @@ class Corpus:
     data: Path
     lang: Path
     true_phones: dict[str, list[str]]  # per utterance, the phone of every frame
+    scales: dict[str, np.ndarray]  # per speaker, the factor of each dimension
 
 
 def make_corpus(root: Path, num_utts: int = 20, seed: int = 0,
-                coarticulation: float = 0.0) -> Corpus:
+                coarticulation: float = 0.0, speaker_scale: float = 0.0) -> Corpus:
     """Write root/lang and root/data (feats.scp, cmvn.scp, text, utt2spk, ...).
 
     ``coarticulation`` > 0 shifts the first HMM state of every phone by that much times a
     direction its left neighbour owns: a context a triphone tree can learn and a monophone
-    cannot."""
+    cannot. ``speaker_scale`` > 0 scales each speaker's dimensions by exp(that times a normal
+    draw): a difference per-speaker CMN leaves and fMLLR can undo (``Corpus.scales``)."""
     rng = np.random.default_rng(seed)
     other = np.random.default_rng(seed + 1)  # leaves rng's draws as they were
     direction = {p: other.normal(0.0, 1.0, size=DIM) for p in STATES}
+    warp = np.random.default_rng(seed + 2)
+    scales = {f"spk{k}": np.exp(speaker_scale * warp.normal(size=DIM)) for k in range(3)}
     prepare_lang(write_dict(root / "dict", LEXICON), root / "lang")
     means = {p: rng.normal(0.0, 4.0, size=(n, DIM)) for p, n in STATES.items()}
     means["SIL"][:] = means["SIL"][0]  # silence: one sound in every state
@@ -66,7 +70,7 @@ def make_corpus(root: Path, num_utts: int = 20, seed: int = 0,
                 frames.append(mean + rng.normal(0.0, 1.0, size=(n, DIM)))
                 truth[utt] += [p] * n
         offset = np.full(DIM, 3.0 * (i % 3))
-        feats[utt] = (np.concatenate(frames) + offset).astype(np.float32)
+        feats[utt] = (np.concatenate(frames) * scales[spk] + offset).astype(np.float32)
         texts[utt] = " ".join(text)
         utt2spk[utt] = spk
     utts = sorted(feats)
@@ -86,4 +90,4 @@ def make_corpus(root: Path, num_utts: int = 20, seed: int = 0,
     (data / "spk2utt").write_text("".join(
         f"{s} {' '.join(u for u in utts if utt2spk[u] == s)}\n" for s in spks))
     (data / "utt2num_frames").write_text("".join(f"{u} {feats[u].shape[0]}\n" for u in utts))
-    return Corpus(data, root / "lang", truth)
+    return Corpus(data, root / "lang", truth, scales)

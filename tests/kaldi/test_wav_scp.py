@@ -180,3 +180,119 @@ def test_stream_mode_wav_is_read_to_its_end(tmp_path):
         assert wav_data_sizes(f) is None
     got, _ = read_audio(audio_source(f"cat {wav} |"))
     np.testing.assert_array_equal(got, samples)
+
+
+def _chirp(n: int = 8000, rate: int = 16000) -> np.ndarray:
+    """int16 samples of a 100 Hz to 4 kHz chirp with a little noise: energy in every band."""
+    t = np.arange(n) / rate
+    audio = 12000 * np.sin(2 * np.pi * (100 + 3900 * t / t[-1] / 2) * t)
+    audio += 200 * np.random.default_rng(3).standard_normal(n)
+    return audio.astype(np.int16)
+
+
+@pytest.mark.parametrize("subtype", ["FLOAT", "DOUBLE", "PCM_24", "PCM_32"])
+def test_every_subtype_reads_on_the_int16_scale(tmp_path, subtype):
+    """A float wav (samples in [-1, 1], as sox and librosa write) and 24/32-bit PCM holding the
+    same signal give the int16 twin's samples: float times 32768, wider integers scaled down
+    (read as int16, a float wav became near-silence)."""
+    samples = _chirp()
+    twin = tmp_path / "int16.wav"
+    soundfile.write(twin, samples, 16000, "PCM_16")
+    other = tmp_path / f"{subtype}.wav"
+    soundfile.write(other, samples / 32768.0, 16000, subtype)
+    expected, _ = read_audio(audio_source(str(twin)))
+    np.testing.assert_array_equal(expected, samples)
+    for value in (str(other), f"cat {other} |"):
+        got, rate = read_audio(audio_source(value))
+        assert rate == 16000 and got.dtype == np.float32
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_float_wav_beyond_full_scale_is_read_as_it_is(tmp_path):
+    """Float samples past [-1, 1] are kept (no clipping): the audio as it is."""
+    wav = tmp_path / "loud.wav"
+    soundfile.write(wav, np.array([1.5, -2.0, 0.25], dtype=np.float32), 16000, "FLOAT")
+    got, _ = read_audio(audio_source(str(wav)))
+    np.testing.assert_array_equal(got, [49152.0, -65536.0, 8192.0])
+
+
+def test_truncated_mp3_through_a_pipe_is_an_error(tmp_path):
+    """An MP3 declares its length only in a Xing/Info frame (libsndfile's encoder writes one):
+    a stream cut short decodes to fewer samples than that, an error naming both counts, not
+    features of the part that arrived."""
+    mp3 = tmp_path / "whole.mp3"
+    soundfile.write(mp3, _chirp(43200) / 32768.0, 16000, format="MP3")
+    whole, _ = read_audio(audio_source(f"cat {mp3} |"))
+    assert len(whole) == 43200
+    cut = mp3.stat().st_size * 35 // 100
+    with pytest.raises(AsrdistError, match=r"audio 'head -c \d+ .*' is truncated: its header "
+                                           r"declares 43200 samples, \d+ were decoded"):
+        read_audio(audio_source(f"head -c {cut} {mp3} |"))
+
+
+def _bare_mp3(mp3: Path) -> bytes:
+    """``mp3``'s stream without its first frame, the Xing/Info frame that declares its length."""
+    data = mp3.read_bytes()
+    return data[data.index(data[:2], 4):]  # the next frame header
+
+
+def test_mp3_declaring_no_length_is_passed_on_as_unchecked(tmp_path):
+    """A bare MP3 (no Xing/Info frame) cannot be told from one cut short: read, and said so
+    once, for the caller to warn; one that declares its length says nothing."""
+    mp3 = tmp_path / "whole.mp3"
+    soundfile.write(mp3, _chirp(43200) / 32768.0, 16000, format="MP3")
+    bare = tmp_path / "bare.mp3"
+    bare.write_bytes(_bare_mp3(mp3))
+    said: list[str] = []
+    read_audio(audio_source(str(mp3)), said.append)
+    assert said == []
+    for value in (str(bare), f"cat {bare} |"):
+        got, _ = read_audio(audio_source(value), said.append)
+        assert len(got) > 0
+    assert len(said) == 2
+    assert all("is an MP3 declaring no length (no Xing/Info or VBRI frame)" in s for s in said)
+
+
+def test_stream_mode_wav_cut_inside_a_sample_frame_is_an_error(tmp_path):
+    """A stream-mode wav declares no length, but no writer ends one inside a sample frame:
+    a pipe cut there was cut short (libsndfile dropped the partial frame without a word)."""
+    stereo = np.arange(200, dtype=np.int16).reshape(100, 2)
+    wav = tmp_path / "stream.wav"
+    soundfile.write(wav, stereo, 16000, "PCM_16")
+    data = bytearray(wav.read_bytes())
+    data[4:8] = data[40:44] = (0xFFFFFFFF).to_bytes(4, "little")
+    wav.write_bytes(bytes(data))
+    whole, _ = read_audio(audio_source(f"cat {wav} |"))
+    np.testing.assert_array_equal(whole, stereo[:, 0])
+    with pytest.raises(AsrdistError, match=r"audio 'head -c 442 .*' is truncated: a stream-mode "
+                                           r"wav \(no length declared\) whose 398 bytes of data "
+                                           r"end inside a 4-byte sample frame"):
+        read_audio(audio_source(f"head -c 442 {wav} |"))
+
+
+def test_sox_s_streamed_wav_is_read_to_its_end(tmp_path):
+    """sox writing a wav to a pipe it cannot seek on leaves data size 0x7FFFF000 ("Length in
+    output .wav header will be wrong"): a stream, read to its end, not refused as truncated."""
+    samples = np.arange(100, dtype=np.int16)
+    wav = tmp_path / "sox.wav"
+    soundfile.write(wav, samples, 16000, "PCM_16")
+    data = bytearray(wav.read_bytes())
+    data[4:8], data[40:44] = (0x7FFFF024).to_bytes(4, "little"), (0x7FFFF000).to_bytes(4, "little")
+    wav.write_bytes(bytes(data))
+    got, _ = read_audio(audio_source(f"cat {wav} |"))
+    np.testing.assert_array_equal(got, samples)
+
+
+def test_flac_declaring_no_length_is_one_line(tmp_path):
+    """A FLAC stream with no sample count (sox's through a pipe) makes libsndfile count the
+    longest file, and fail part way: one line saying so, not a traceback."""
+    flac = tmp_path / "stream.flac"
+    soundfile.write(flac, _chirp(20000), 16000, "PCM_16", format="FLAC")
+    data = bytearray(flac.read_bytes())
+    streaminfo = 8  # after "fLaC" and the metadata block's header
+    data[streaminfo + 13] &= 0xF0  # the 36-bit total sample count: 0, unknown
+    data[streaminfo + 14:streaminfo + 18] = bytes(4)
+    flac.write_bytes(bytes(data))
+    with pytest.raises(AsrdistError, match=r"cannot read audio 'cat .*': its FLAC header "
+                                           r"declares no length, which libsndfile cannot read"):
+        read_audio(audio_source(f"cat {flac} |"))

@@ -29,7 +29,7 @@ def test_round_trip_keeps_weights_and_everything_decoding_needs(tmp_path):
     assert (back.cmvn, back.cmvn_norm_vars, back.left_context, back.right_context,
             back.chunk_len, back.steps, back.algo, back.world_size) == (
                "spk", True, 2, 3, 21, 7, "ssgd", 2)
-    raw = torch.load(tmp_path / "final.pt", weights_only=False)  # a user can look inside
+    raw = torch.load(tmp_path / "final.pt", weights_only=True)  # a user can look inside
     assert raw["format"] == "asrdist-final-1" and raw["num_pdfs"] == 5
 
 
@@ -42,3 +42,18 @@ def test_a_file_that_is_not_a_final_pt_is_one_line_naming_it(tmp_path, content):
         path.write_bytes(content)
     with pytest.raises(AsrdistError, match=f"^{path}: not a readable asrdist final.pt "):
         load_final(path)
+
+
+def test_the_features_configuration_travels_as_plain_data_and_older_files_have_none(tmp_path):
+    """final.pt keeps what made its training features (read back with weights_only=True); a
+    file from before the record loads with None, which decoding does not check."""
+    config = ModelConfig(type="dnn", splice=0, hidden_layers=0)
+    made = {"kind": "fbank", "sampling_rate": 16000, "num_filters": 40, "high_freq": -400.0}
+    exported = Exported(config, input_dim=4, num_pdfs=3, log_priors=np.zeros(3),
+                        feats_config=made)
+    path = write_final(tmp_path / "final.pt", build_model(config, 4, 3), exported)
+    assert load_final(path)[1].feats_config == made
+    record = torch.load(path, weights_only=True)
+    del record["feats_config"]
+    torch.save(record, path)
+    assert load_final(path)[1].feats_config is None

@@ -19,8 +19,10 @@ import torch.distributed as dist
 
 from asrdist.parallel.launch import rendezvous
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.secret import SECRET_ENV
 from asrdist.parallel.strategy import Learner, Strategy, train_step
 from asrdist.parallel.weights import flat_weights
+from asrdist.testing.sockets import listening
 
 
 def make_model(seed: int) -> torch.nn.Module:
@@ -82,16 +84,19 @@ def main() -> None:
 def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     """One learner of scenario ``sc``."""
     timeout = sc.get("timeout_s", 30.0)
+    if "secrets" in sc:  # each learner's run secret, where a test gives them different ones
+        os.environ[SECRET_ENV] = sc["secrets"][rank]
     if world > 1 or sc.get("init_world_1"):  # elastic: the store in a process of its own
         rendezvous("gloo", "127.0.0.1", port, rank, world, timeout,
-                   elastic=sc.get("options", {}).get("elastic", False))
+                   elastic=sc.get("options", {}).get("elastic", False),
+                   run_dir=sc.get("options", {}).get("out"))
     strategy = make_strategy(sc["algo"], Learner.current(), exchange_timeout=timeout,
                              distance_every=sc.get("dist_s", 0), **sc.get("options", {}))
     model = make_model(rank if sc.get("init") == "rank" else 0)
     ckpt = os.path.join(out, f"ckpt{rank}.pt")
     resumed_round = None
     if sc.get("resume"):
-        state = torch.load(ckpt, weights_only=False)
+        state = torch.load(ckpt, weights_only=True)  # checkpoints are plain data
         model.load_state_dict(state["model"])
     wrapped = strategy.wrap_model(model)
     opt = torch.optim.SGD(wrapped.parameters(), lr=sc["lr"], momentum=sc.get("momentum", 0.0))
@@ -111,6 +116,8 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
     for step in range(start, sc["steps"]):
         if step == sc.get("kill_at") and rank == sc.get("kill_rank"):
             os.kill(os.getpid(), signal.SIGKILL)
+        if step == sc.get("listening_at"):
+            _record_listening(out, rank, port)
         if step == sc.get("freeze_at") and rank == sc.get("freeze_rank"):  # the test wakes it
             with open(os.path.join(out, "frozen.pid"), "w") as f:
                 f.write(str(os.getpid()))
@@ -137,6 +144,23 @@ def run(sc: dict, rank: int, world: int, port: int, out: str) -> None:
         dist.destroy_process_group()  # ``wrapped`` (a DDP wrapper for ssgd) is still alive here
     if sc.get("collective_at_exit"):
         _collective_at_exit(wrapped, rank)
+
+
+def _record_listening(out: str, rank: int, port: int) -> None:
+    """Write OUT/listening<rank>.json: the TCP sockets this learner listens on and, learner
+    0, those of the run's store process (the asrdist-store process listening on ``port``)."""
+    pids = [os.getpid()]
+    if rank == 0:
+        for entry in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{entry}/comm") as f:
+                    named = f.read().strip() == "asrdist-store"
+                if named and any(p == port for _, p in listening(int(entry))):
+                    pids.append(int(entry))
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+    with open(os.path.join(out, f"listening{rank}.json"), "w") as f:
+        json.dump({str(pid): sorted(listening(pid)) for pid in pids}, f)
 
 
 def _collective_at_exit(wrapped: torch.nn.Module, rank: int) -> None:

@@ -36,10 +36,11 @@ def _learner(main: Main, args: list[str], rank: int, port: int, err: Path, world
     main(args)
 
 
-def fork_learners(main: Main, args: list[str], out: Path,
-                  world: int = 2) -> list[multiprocessing.Process]:
-    """Start ``world`` learners of the command ``main`` (a click command) with ``args``."""
-    port = free_port()
+def fork_learners(main: Main, args: list[str], out: Path, world: int = 2,
+                  port: int | None = None) -> list[multiprocessing.Process]:
+    """Start ``world`` learners of the command ``main`` (a click command) with ``args``
+    (rendezvous at ``port``, default a free one)."""
+    port = port or free_port()
     ctx = multiprocessing.get_context("fork")
     out.mkdir(parents=True, exist_ok=True)
     procs = [ctx.Process(target=_learner, args=(main, args, r, port, out / f"err{r}.txt", world))
@@ -50,13 +51,14 @@ def fork_learners(main: Main, args: list[str], out: Path,
 
 
 def start_learners(corpus: tuple[Path, Path], out: Path, algo: str,
-                   *options: str, world: int = 2) -> list[multiprocessing.Process]:
+                   *options: str, world: int = 2,
+                   port: int | None = None) -> list[multiprocessing.Process]:
     """Start ``world`` learners of ``asrdist-train --algo ALGO OPTIONS`` on ``corpus`` into
-    ``out``."""
+    ``out`` (rendezvous at ``port``, default a free one)."""
     data, targets = corpus
     args = ["--data", str(data), "--targets", str(targets), "--out", str(out), "--algo", algo,
             *options]
-    return fork_learners(train_main, args, out, world)
+    return fork_learners(train_main, args, out, world, port)
 
 
 def join_learners(procs: list, out: Path, limit: float = 60.0) -> list[int]:

@@ -51,10 +51,12 @@ def _child(scenario: dict, rank: int, n: int, port: int, out: Path) -> None:
     _learner.run(scenario, rank, n, port, str(out))
 
 
-def run_learners(scenario: dict, n: int, out: Path, timeout: float = 60.0) -> Run:
-    """Fork ``n`` learners of ``scenario``; wait for all; collect exit codes and results."""
+def run_learners(scenario: dict, n: int, out: Path, timeout: float = 60.0,
+                 port: int | None = None) -> Run:
+    """Fork ``n`` learners of ``scenario`` (rendezvous at ``port``, default a free one); wait
+    for all; collect exit codes and results."""
     out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     ctx = multiprocessing.get_context("fork")
     t0 = time.monotonic()
     procs = [ctx.Process(target=_child, args=(scenario, r, n, port, out)) for r in range(n)]
@@ -139,4 +141,4 @@ def resumes_exactly(scenario: dict, checkpoint_at: int, out: Path) -> dict:
     for a, b in zip(whole, resumed, strict=True):
         assert torch.equal(a["before"], b["before"])
         assert torch.equal(a["final"], b["final"])
-    return torch.load(out / "ckpt0.pt", weights_only=False)["strategy"]
+    return torch.load(out / "ckpt0.pt", weights_only=True)["strategy"]

@@ -66,7 +66,7 @@ def test_torchrun_two_learners_ssgd(corpus, tmp_path):
                            f"--master-port={free_port()}", *TRAIN[1:], *_args(corpus, out, "ssgd")],
                           env=_env(), capture_output=True, text=True, timeout=240)
     _check_run(out, proc, key="comm_wait_s")
-    final = torch.load(out / "final.pt", weights_only=False)["model"]
+    final = torch.load(out / "final.pt", weights_only=True)["model"]
     assert all(torch.isfinite(v).all() for v in final.values())
 
 

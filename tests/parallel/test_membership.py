@@ -104,8 +104,13 @@ def test_asrdist_train_elastic_exports_the_survivors_average(corpus, tmp_path):
     assert "going on with learners [0, 1, 3]" in lines[0]
     for r in (0, 1, 3):
         assert train_records(out, r)[-1]["step"] == 120
-    final = torch.load(out / "final.pt", weights_only=False)
+    final = torch.load(out / "final.pt", weights_only=True)
     assert final  # written by learner 0 after the survivors' average
+    left_at = int(re.search(r"learner 2 left at step (\d+)", lines[0]).group(1))
+    lost = [{"rank": 2, "step": left_at}]  # world_size 4 alone hid it
+    assert (final["world_size"], final["learners_lost"]) == (4, lost)
+    averaged = [x for x in read_metrics(metrics_path(out, 0)) if x.get("final")]
+    assert [x["learners_lost"] for x in averaged] == [lost]
 
 
 @pytest.mark.parametrize("killed", [1, 2], ids=["the-only-active", "a-passive"])
@@ -150,7 +155,7 @@ def test_asrdist_train_losing_learner_0_exports_from_the_lowest_survivor(corpus,
     assert "going on with learners [1, 2, 3]" in lines[0]
     for r in (1, 2, 3):
         assert train_records(out, r)[-1]["step"] == 120
-    final = torch.load(out / "final.pt", weights_only=False)  # learner 1 wrote it
+    final = torch.load(out / "final.pt", weights_only=True)  # learner 1 wrote it
     assert final["steps"] == 120 and final["world_size"] == 4, final.keys()
     assert str(out / "final.pt") in errs[1] and str(out / "final.pt") not in errs[2] + errs[3]
     averaged = [x for x in read_metrics(metrics_path(out, 1)) if x.get("final")]

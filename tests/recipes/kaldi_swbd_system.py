@@ -12,9 +12,9 @@ from pathlib import Path
 from asrdist.corpus.lexicon import build_lexicon
 from asrdist.kaldi.data_dir import read_table
 from asrdist.kaldi.lang import prepare_lang
+from asrdist.testing.dict_dir import write_dict
 from tests.cli_process import run_cli
 from tests.corpus.ldc_fixture import LdcTree
-from tests.dict_fixture import write_dict
 
 KALDI_MADE = Path(__file__).resolve().parent / "kaldi_made"
 DATA_FILES = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "reco2file_and_channel",

@@ -41,7 +41,8 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
                         [f"{d}_nicolas_{i}.wav" for d in range(10) for i in (30,)])
     tiny = ["--corpus", str(corpus), "--test-corpus", str(kept_back),
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
-            "--mono-gauss", "40", "--tri1-leaves", "20", "--tri1-gauss", "40", "--train-opts",
+            "--mono-gauss", "40", "--tri1-leaves", "20", "--tri1-gauss", "40", "--sat-leaves", "20",
+            "--sat-gauss", "40", "--fmllr-passes", "2", "--train-opts",
             "--epochs 1 --units 16 --layers 1 --batch-size 8 --heldout-utts 3"]
     first = run_recipe(tmp_path, *tiny)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -54,18 +55,25 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
     config = json.loads((data / "test_mfcc" / "feats_config.json").read_text())
     assert config["sampling_rate"] == 8000 and config["high_freq"] == 0.0  # Kaldi's 4 kHz edge
     assert (exp / "tri1_ali_aug" / "ali.1.gz").is_file()  # the networks learn tri1's pdfs
+    # tri3 decodes each test set through its speakers' fMLLR transforms: the first from mono's
+    # decode, the second on top of it from tri3's decode with the first
+    assert (exp / "tri3" / "trans.ark").is_file()
+    assert (exp / "tri3" / "trans_kept_back_1.ark").is_file()
+    assert (exp / "tri3" / "decode_kept_back_pass1" / "text").is_file()
+    assert (exp / "tri3" / "trans_kept_back_2.ark").is_file()
     assert (exp / "blstm_ssgd" / "final.pt").is_file()
     assert not (exp / "mono" / "graph" / "lm.arpa").exists()  # the grammar, not an LM
     rows = (exp / "RESULTS").read_text().splitlines()
     assert [r.split(" %WER")[0] for r in rows] == [
-        "mono test", "tri1 test", "blstm_ssgd x2 test",
-        "mono kept_back", "tri1 kept_back", "blstm_ssgd x2 kept_back"]
+        "mono test", "tri1 test", "tri3 test", "blstm_ssgd x2 test",
+        "mono kept_back", "tri1 kept_back", "tri3 kept_back", "blstm_ssgd x2 kept_back"]
     for row in rows:
         assert re.search(r"%WER \d+\.\d+ \[ \d+ / 10, 0 ins, 0 del, \d+ sub \]", row), row
     results = (exp / "results.md").read_text()
     assert "| mono kept_back |" in results and "| blstm_ssgd x2 test |" in results
 
     kept = [exp / "blstm_ssgd" / "final.pt", exp / "tri1" / "final.mdl",
+            exp / "tri3" / "decode_test" / "text",
             exp / "tri1" / "graph" / "HCLG.fst",
             exp / "blstm_ssgd" / "decode_kept_back" / "text"]
     before = [p.stat().st_mtime_ns for p in kept]

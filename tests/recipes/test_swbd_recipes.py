@@ -231,7 +231,7 @@ def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user
     joined = kaldiio.load_scp(str(tmp_path / "data" / "train_nodup_sp_input" / "feats.scp"))
     # fbank + deltas + "fMLLR" + i-vectors
     assert next(iter(joined.values())).shape[1] == 3 * 40 + 13 + 5
-    model = torch.load(tmp_path / "exp" / "blstm_ssgd_n1" / "final.pt", weights_only=False)
+    model = torch.load(tmp_path / "exp" / "blstm_ssgd_n1" / "final.pt", weights_only=True)
     assert model["input_dim"] == 138
     results = _results(tmp_path / "exp", "blstm_ssgd_n1")
     assert len(results) == 3 and all(re.fullmatch(KALDI_LINE, line) for line in results)

@@ -47,6 +47,7 @@ def test_the_exported_file_holds_the_run_s_final_average(pool, tmp_path):
     assert (exported.input_dim, exported.num_pdfs, exported.chunk_len) == (13, 5, 5)
     assert (exported.cmvn, exported.algo, exported.world_size) == ("utt", "ssgd", 2)
     assert (exported.left_context, exported.right_context) == (0, 0)
+    assert exported.feats_config == pool.feats_config is not None  # decoding checks it
     # priors: every frame's label, counted by hand from the chunks of all utterances
     labels = torch.cat([pool.train.y.reshape(-1), pool.heldout.y.reshape(-1)])
     counts = np.bincount(labels[labels != IGNORE].numpy(), minlength=5)

@@ -7,11 +7,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from asrdist.cli.train import main as train_main
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
 from asrdist.parallel.adpsgd import ADPSGDOptions
 from asrdist.parallel.options import NoOptions, ProcessOptions
+from asrdist.testing import make_corpus
+from asrdist.testing.planted import invoke
 from asrdist.train.config import make_config, save_config
+from tests.parallel.cli_learners import TINY_MODEL, join_learners, start_learners
 
 REQUIRED = {"data": "d", "targets": "t", "out": "o"}
 
@@ -93,3 +97,27 @@ def test_the_recipes_configs_are_read_key_for_key(conf):
     used = make_config(conf, REQUIRED).to_dict()
     assert {k.replace("-", "_"): v for k, v in written.items()} == {
         k.replace("-", "_"): used[k.replace("-", "_")] for k in written}
+
+
+def test_powersgd_trains_two_ssgd_learners_through_asrdist_train(tmp_path):
+    """The one strategy that takes it (every strategy's options were made from the run's
+    values, so the others' refusal refused it for ssgd too)."""
+    out = tmp_path / "run"
+    procs = start_learners(make_corpus(tmp_path / "corpus"), out, "ssgd", *TINY_MODEL,
+                           "--max-steps=3", "--compress=powersgd", "--exchange-timeout=30",
+                           "--distance-every=0")
+    codes = join_learners(procs, out)
+    assert codes == [0, 0], [(out / f"err{r}.txt").read_text()[-2000:] for r in range(2)]
+    assert yaml.safe_load((out / "config.yaml").read_text())["compress"] == "powersgd"
+    assert (out / "final.pt").is_file()
+
+
+def test_powersgd_is_refused_in_one_line_for_a_strategy_without_it(tmp_path):
+    data, targets = make_corpus(tmp_path / "corpus")
+    result = invoke(train_main, "--data", data, "--targets", targets, "--out", tmp_path / "r",
+                    "--algo", "ma", "--compress", "powersgd")
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "Error: --compress powersgd: only ssgd takes it (torch's PowerSGD compresses DDP's "
+        "gradient buckets)"]
+    assert not (tmp_path / "r").exists()

@@ -16,7 +16,7 @@ from asrdist.errors import AsrdistError
 from asrdist.parallel.strategy import Single
 from asrdist.stage import Skipped
 from asrdist.testing import make_corpus
-from asrdist.train.checkpoint import checkpoint_dir, list_checkpoints
+from asrdist.train.checkpoint import FORMAT, checkpoint_dir, list_checkpoints
 from asrdist.train.metrics import read_metrics
 from asrdist.train.trainer import train
 from tests.train.corpus import train_config
@@ -159,8 +159,9 @@ def _checkpoint(out: Path) -> Path:
 
 @pytest.mark.parametrize(("edit", "said"), [
     (lambda s: s.pop("format"), r"checkpoint format none \(an older asrdist\); this "
-                                r"asrdist reads format 2"),
-    (lambda s: s.update(format=3), "checkpoint format 3; this asrdist reads format 2"),
+                                f"asrdist reads format {FORMAT}"),
+    (lambda s: s.update(format=FORMAT + 1),
+     f"checkpoint format {FORMAT + 1}; this asrdist reads format {FORMAT}"),
     (lambda s: s.pop("run"), "does not say what run it belongs to"),
 ])
 def test_a_checkpoint_of_another_format_or_without_identity_is_refused(corpus, tmp_path, edit,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -62,6 +63,8 @@ def test_final_pt_has_what_decoding_needs(corpus, tmp_path):
     )
     np.testing.assert_allclose(exported.log_priors, np.log(counts / counts.sum()), rtol=1e-5)
     assert exported.steps > 0 and exported.algo == "single" and exported.world_size == 1
+    # what made the features, for decoding to refuse others
+    assert exported.feats_config == json.loads((corpus[0] / "feats_config.json").read_text())
     assert model(torch.zeros(1, 7, 13)).shape == (1, 7, 5)
     used = yaml.safe_load((out / "config.yaml").read_text())
     assert used["bottleneck"] == 6 and used["chunk_len"] == 10
@@ -261,6 +264,9 @@ class _Apart:
 
     def gather(self, mine):
         return {self.rank: mine}
+
+    def departed(self):
+        return {}  # no learner can leave (final.pt's learners_lost)
 
 
 def test_learners_take_equal_steps_on_disjoint_shards(corpus, tmp_path):

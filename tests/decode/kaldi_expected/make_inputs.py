@@ -18,7 +18,7 @@ import kaldiio
 import numpy as np
 
 from asrdist.decode.graph import make_graph
-from tests.decode.tiny_system import make_system
+from asrdist.testing.tiny_system import make_system
 
 HERE = Path(__file__).parent
 SENTENCES = {"utt1": "dog sat on cat", "utt2": "cat sit", "utt3": "dog sit on dog"}

@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from asrdist.decode.graph import make_graph
-from tests.decode.tiny_system import make_system
+from asrdist.testing.tiny_system import make_system
 
 HERE = Path(__file__).parent
 

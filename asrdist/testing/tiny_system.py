@@ -1,5 +1,6 @@
 """A tiny ASR system made on the spot: lang, monophone model, graph, and test data whose
-acoustic scores clearly spell known sentences (for the GMM and for a one-layer "network")."""
+acoustic scores clearly spell known sentences (for the GMM and for a one-layer "network").
+The decoding tests and the probes (bench/probes/errors.py) share it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from asrdist.kaldi.lang import Lang, prepare_lang
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.models.final import Exported, write_final
-from tests.dict_fixture import write_dict
+from asrdist.testing.dict_dir import write_dict
 
 LEXICON = {"<unk>": ["SPN"], "cat": ["K", "AE", "T"], "dog": ["D", "O", "G"],
            "sat": ["S", "AE", "T"], "sit": ["S", "IH", "T"], "on": ["O", "N"]}
@@ -107,9 +108,11 @@ def write_test_data(system: TinySystem, data_dir: Path, sentences: dict[str, str
     (data_dir / "frame_shift").write_text("0.01\n")
 
 
-def write_identity_nnet(system: TinySystem, path: Path, num_pdfs: int | None = None) -> None:
+def write_identity_nnet(system: TinySystem, path: Path, num_pdfs: int | None = None,
+                        feats_config: dict | None = None) -> None:
     """A final.pt whose network maps a one-hot pdf feature to that pdf's logit (with
-    ``num_pdfs`` outputs, the system's by default)."""
+    ``num_pdfs`` outputs, the system's by default), trained as if on features made as
+    ``feats_config`` says (None: not recorded)."""
     n = system.trans.num_pdfs
     outputs = n if num_pdfs is None else num_pdfs
     config = ModelConfig(type="dnn", splice=0, hidden_layers=0)
@@ -119,4 +122,5 @@ def write_identity_nnet(system: TinySystem, path: Path, num_pdfs: int | None = N
             p.zero_()
         model.net[-1].weight.copy_(torch.eye(outputs, n))
     write_final(path, model, Exported(config, input_dim=n, num_pdfs=outputs,
-                                      log_priors=np.full(outputs, -np.log(outputs))))
+                                      log_priors=np.full(outputs, -np.log(outputs)),
+                                      feats_config=feats_config))

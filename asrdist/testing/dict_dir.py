@@ -1,4 +1,5 @@
-"""A Kaldi dict dir for the tiny test systems, written from a word -> phones table.
+"""A Kaldi dict dir for the tiny systems (:mod:`asrdist.testing.tiny_system`), written from
+a word -> phones table.
 
 SIL (optional silence) and SPN (for <unk>) are the silence phones; the non-silence phones
 are those of the lexicon in order of first use, so the phone ids follow the table.

@@ -28,6 +28,7 @@ from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
+from asrdist.models.build import scoped_options
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -51,13 +52,13 @@ from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 log = logging.getLogger(__name__)
 
 # the options of RunSpec's components that the simulator does not model: the DNN, the
-# Conformer and the BLSTM's chunk context (the chunk pool holds the labelled frames only), the
-# optimizer's choice (it runs SGD), the shuffle buffer and variance normalisation (the pool is
-# read whole, means normalised); every other option of RunSpec is a flag of both commands, so
-# one declared on a component reaches asrdist-simulate with no edit here
+# models with options of their own (Conformer, TDNN-F) and the BLSTM's chunk context (the
+# chunk pool holds the labelled frames only), the optimizer's choice (it runs SGD), the
+# shuffle buffer and variance normalisation (the pool is read whole, means normalised); every
+# other option of RunSpec is a flag of both commands, so one declared on a component reaches
+# asrdist-simulate with no edit here
 NOT_SIMULATED = ("model", "chunk_left_context", "chunk_right_context", "splice",
-                 "hidden_layers", "hidden_units", "activation", "conformer_blocks",
-                 "attention_dim", "attention_heads", "conv_kernel", "optimizer",
+                 "hidden_layers", "hidden_units", "activation", *scoped_options(), "optimizer",
                  "shuffle_buffer", "cmvn_norm_vars")
 # asrdist-train's options that the simulator takes outside RunSpec: the chunk pool's and the
 # noise probe's

@@ -57,6 +57,9 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         options, ignored = config.options_for(config.algo)
         if ignored:
             log.warning("--algo %s does not use %s: ignored", config.algo, ", ".join(ignored))
+        if config.net.ignored():
+            log.warning("--model %s does not use %s: ignored", config.net.type,
+                        ", ".join(config.net.ignored()))
         learner = with_transport(learner or Learner(), config.process_options())
         return registry.spec(config.algo).make(learner, options)
     except (ValueError, TypeError) as e:

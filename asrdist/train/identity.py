@@ -18,7 +18,6 @@ from typing import Any
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import done_marker
-from asrdist.models.build import CONFORMER_OPTIONS
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.options import fingerprinted, flag, resumable
 from asrdist.parallel import registry
@@ -43,10 +42,9 @@ def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
     """What makes the model, beside its inputs' content: the fingerprinted training options
     and the --algo's own (another strategy's options, ignored by this run, do not count), the
     input paths resolved (every spelling of a directory is the same run), and the learner
-    count; the Conformer's sizes count for a Conformer only."""
-    unused = set(strategy_fields()) - set(registry.options_of(config.algo))
-    if config.net.type != "conformer":  # a BLSTM's or DNN's run is what it was before them
-        unused |= set(CONFORMER_OPTIONS)
+    count; a model's own options (the Conformer's sizes) count for that model only."""
+    unused = set(strategy_fields()) - set(registry.options_of(config.algo)) | \
+        config.net.not_taken()
     known = all_fields()
     options = {k: v for k, v in config.to_dict().items()
                if fingerprinted(known[k]) and k not in unused}

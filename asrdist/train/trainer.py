@@ -129,6 +129,12 @@ class _Run:
         if cfg.init_dbn:
             init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
+        # a model's own steps around each training step (TDNN-F: its dropout schedule and
+        # semi-orthogonal constraint), by the run's progress so a resumed run does the same
+        self.before_step = getattr(self.model, "before_step", None)
+        self.after_step = getattr(self.model, "after_step", None)
+        all_steps = sum(data.steps_per_epoch)
+        self.total_steps = min(all_steps, cfg.max_steps or all_steps)
         torch.manual_seed(cfg.seed + 1 + rank)  # dropout and warps differ between learners
         random.seed(cfg.seed + 1 + rank)
         group, period = strategy.lockstep()
@@ -285,8 +291,12 @@ class _Run:
                     group["lr"] = lr
                 if self.noise is not None and self.noise.due(pos.step):
                     self._measure_noise(x, y)
+                if self.before_step is not None:
+                    self.before_step(pos.step / self.total_steps)
                 loss = train_step(self.strategy, wrapped, optimizer, pos.step,
                                   partial(self._loss, x=x, y=y), cfg.grad_clip, self.scaler)
+                if self.after_step is not None:
+                    self.after_step(pos.step + 1)
                 now = time.monotonic()
                 pos.interval.add(loss, frames, pos.step, t_compute - t_wait, now - t_compute)
                 pos.stepped(frames)

@@ -53,7 +53,7 @@ def cache_values(spec: RunSpec, speed: SpeedModel, chunks: int,
         spec.schedule.lr * spec.global_batch() / spec.schedule.lr_ref_batch)
     values = {"algo": spec.algo, "learners": spec.learners, "batch": spec.batch,
               "epochs": spec.epochs, "lr": lr, "momentum": spec.optim.momentum,
-              "grad_clip": spec.grad_clip, "model": dataclasses.asdict(spec.model),
+              "grad_clip": spec.grad_clip, "model": spec.model.identity(),
               "options": spec.options, "seed": spec.seed, "evals": spec.evals,
               "nesterov": spec.optim.nesterov, "weight_decay": spec.optim.weight_decay,
               "schedule": None if constant else dataclasses.asdict(spec.schedule),

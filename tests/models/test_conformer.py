@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from asrdist.cli.compute_loglikes import main as compute_loglikes
 from asrdist.cli.train import main as train
 from asrdist.errors import AsrdistError
-from asrdist.models.build import CONFORMER_OPTIONS, ModelConfig, build_model
+from asrdist.models.build import ModelConfig, build_model
 from asrdist.models.conformer import MAX_DISTANCE, RelativeSelfAttention
 from asrdist.models.final import load_final
 from asrdist.testing import make_corpus
@@ -94,6 +94,9 @@ def test_two_learner_processes_train_a_conformer(tmp_path, algo):
     assert join_learners(procs, out, limit=120) == [0, 0]
     model, exported = load_final(out / "final.pt")
     assert type(model).__name__ == "Conformer" and exported.world_size == 2
+
+
+CONFORMER_OPTIONS = ("conformer_blocks", "attention_dim", "attention_heads", "conv_kernel")
 
 
 def test_the_conformer_s_sizes_are_part_of_a_conformer_run_s_identity_only():

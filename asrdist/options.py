@@ -48,17 +48,20 @@ def in_range(low: float, high: float) -> Check:
 
 def option(default: Any, help: str, choices: tuple[str, ...] | None = None,
            check: Check | None = None, name: str | None = None, fingerprint: bool = True,
-           resumable: bool = False) -> Any:
+           resumable: bool = False, when: tuple[str, tuple[str, ...]] | None = None) -> Any:
     """A dataclass field declaring one option: its default, help text, the values it may take
     (``choices`` or ``check``) and, when it differs from the field's, its public name.
 
     ``fingerprint=False``: the option does not change what a run makes (where it writes, how
     often it logs, how long it waits), so a done run rerun with another value is skipped, and
     a --resume may change it. ``resumable``: a fingerprinted option that a --resume may change
-    anyway (an injected straggler: timing, not maths)."""
+    anyway (an injected straggler: timing, not maths). ``when=(field, values)``: the option is
+    used only when its component's ``field`` has one of ``values`` (the Conformer's sizes, for
+    ``type`` conformer); otherwise it is no part of the run (:func:`not_taken`)."""
     return field(default=default, metadata={"help": help, "choices": choices, "check": check,
                                             "name": name, "fingerprint": fingerprint,
-                                            "resumable": resumable or not fingerprint})
+                                            "resumable": resumable or not fingerprint,
+                                            "when": when})
 
 
 def public_name(f: dataclasses.Field) -> str:
@@ -131,6 +134,30 @@ def paths(cls: Any) -> dict[str, tuple[tuple[str, ...], dataclasses.Field]]:
                             "declared twice")
         out.update(found)
     return out
+
+
+def not_taken(obj: Any) -> set[str]:
+    """The public names of ``obj``'s options (its components' included) that its values leave
+    unused (declared with ``when=``): they are ignored, and no part of what a run is, so a run
+    of another model is what it was before that model's options existed."""
+    unused = set()
+    for name, (path, f) in paths(obj).items():
+        when = f.metadata.get("when")
+        if when is not None:
+            owner = obj
+            for attr in path[:-1]:
+                owner = getattr(owner, attr)
+            if getattr(owner, when[0]) not in when[1]:
+                unused.add(name)
+    return unused
+
+
+def ignored_flags(obj: Any) -> list[str]:
+    """The options :func:`not_taken` leaves unused but given a value other than their default,
+    as flags with their values (for a warning)."""
+    found = declared(obj)
+    return [f"{flag(name)} {value_of(obj, name)}" for name in sorted(not_taken(obj))
+            if value_of(obj, name) != found[name].default]
 
 
 def declared(cls: Any) -> dict[str, dataclasses.Field]:

@@ -26,6 +26,7 @@ import asrdist.cli.early_signals as early_signals  # first: stop signals while t
 from asrdist.cli import command
 from asrdist.cli.options import AlgoChoice, click_option, derived_command
 from asrdist.errors import AsrdistError
+from asrdist.options import ignored_flags
 from asrdist.parallel import registry
 from asrdist.parallel.learner import run_learner
 from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
@@ -57,9 +58,9 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         options, ignored = config.options_for(config.algo)
         if ignored:
             log.warning("--algo %s does not use %s: ignored", config.algo, ", ".join(ignored))
-        if config.net.ignored():
-            log.warning("--model %s does not use %s: ignored", config.net.type,
-                        ", ".join(config.net.ignored()))
+        if ignored_flags(config):
+            log.warning("this run does not use %s (another model's or optimizer's): ignored",
+                        ", ".join(ignored_flags(config)))
         learner = with_transport(learner or Learner(), config.process_options())
         return registry.spec(config.algo).make(learner, options)
     except (ValueError, TypeError) as e:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import Field, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from torch import nn
@@ -12,7 +12,7 @@ from asrdist.models.blstm import BLSTM
 from asrdist.models.conformer import Conformer
 from asrdist.models.dnn import DNN
 from asrdist.models.tdnnf import TDNNF
-from asrdist.options import NON_NEGATIVE, POSITIVE, Options, flag, in_range, option
+from asrdist.options import NON_NEGATIVE, POSITIVE, Options, in_range, not_taken, option
 
 MODEL_TYPES = ("blstm", "dnn", "conformer", "tdnnf")
 CONFORMER_ONLY = ("conformer",)
@@ -20,23 +20,9 @@ TDNNF_ONLY = ("tdnnf",)
 ACTIVATIONS = ("relu", "sigmoid")
 
 
-def model_option(models: tuple[str, ...], default: Any, help: str, **kw: Any) -> Any:
-    """An option that only ``models`` take: another model's run leaves it out of what the run
-    is (its done marker, --resume, a simulated run's cache key) and warns when it is given. The
-    options of the first two models (every BLSTM and DNN option) are on every run, as they
-    were before any model had options of its own."""
-    declared = option(default, help, **kw)
-    return field(default=default, metadata={**declared.metadata, "models": models})
-
-
-def taken_by(f: Field, model: str) -> bool:
-    """Whether model type ``model`` uses option ``f``."""
-    return model in f.metadata.get("models", MODEL_TYPES)
-
-
 def scoped_options() -> tuple[str, ...]:
-    """The options declared for some model types only (:func:`model_option`)."""
-    return tuple(f.name for f in fields(ModelConfig) if "models" in f.metadata)
+    """The options of some model types only (declared ``when=``)."""
+    return tuple(f.name for f in fields(ModelConfig) if f.metadata.get("when"))
 
 
 @dataclass(frozen=True)
@@ -60,23 +46,27 @@ class ModelConfig(Options):
     hidden_layers: int = option(6, "DNN: hidden layers (0 = a linear model; RBM "
                                 "pretraining needs 1 or more)", check=NON_NEGATIVE)
     hidden_units: int = option(1024, "DNN: units per hidden layer", check=POSITIVE)
-    conformer_blocks: int = model_option(
-        CONFORMER_ONLY, 4, "Conformer: blocks (ESPnet's SWB-300 Conformer: 12)", check=POSITIVE)
-    attention_dim: int = model_option(
-        CONFORMER_ONLY, 144, "Conformer: model width (ESPnet's SWB-300: 256)", check=POSITIVE)
-    attention_heads: int = model_option(
-        CONFORMER_ONLY, 4, "Conformer: self-attention heads (the width's divisor)", check=POSITIVE)
-    conv_kernel: int = model_option(
-        CONFORMER_ONLY, 15, "Conformer: depthwise convolution kernel, odd (ESPnet's SWB-300: 31)",
-        check=POSITIVE)
-    tdnnf_layers: int = model_option(
-        TDNNF_ONLY, 8, "TDNN-F: factorised layers after the first TDNN layer, time strides "
-        "1, 1, 1, 0, then 3 (Kaldi's run_tdnn_7q: 16)", check=POSITIVE)
-    tdnnf_dim: int = model_option(
-        TDNNF_ONLY, 512, "TDNN-F: layer width (Kaldi's run_tdnn_7q: 1536)", check=POSITIVE)
-    tdnnf_bottleneck: int = model_option(
-        TDNNF_ONLY, 128, "TDNN-F: semi-orthogonal bottleneck width (Kaldi's run_tdnn_7q: 160)",
-        check=POSITIVE)
+    conformer_blocks: int = option(
+        4, "Conformer: blocks (ESPnet's SWB-300 Conformer: 12)", check=POSITIVE,
+        when=("type", CONFORMER_ONLY))
+    attention_dim: int = option(
+        144, "Conformer: model width (ESPnet's SWB-300: 256)", check=POSITIVE,
+        when=("type", CONFORMER_ONLY))
+    attention_heads: int = option(
+        4, "Conformer: self-attention heads (the width's divisor)", check=POSITIVE,
+        when=("type", CONFORMER_ONLY))
+    conv_kernel: int = option(
+        15, "Conformer: depthwise convolution kernel, odd (ESPnet's SWB-300: 31)",
+        check=POSITIVE, when=("type", CONFORMER_ONLY))
+    tdnnf_layers: int = option(
+        8, "TDNN-F: factorised layers after the first TDNN layer, time strides 1, 1, 1, 0, "
+        "then 3 (Kaldi's run_tdnn_7q: 16)", check=POSITIVE, when=("type", TDNNF_ONLY))
+    tdnnf_dim: int = option(
+        512, "TDNN-F: layer width (Kaldi's run_tdnn_7q: 1536)", check=POSITIVE,
+        when=("type", TDNNF_ONLY))
+    tdnnf_bottleneck: int = option(
+        128, "TDNN-F: semi-orthogonal bottleneck width (Kaldi's run_tdnn_7q: 160)",
+        check=POSITIVE, when=("type", TDNNF_ONLY))
     dropout: float = option(0.0, "dropout between layers (TDNN-F: the peak of Kaldi's schedule, "
                             "0 at the start and end of training)", check=in_range(0, 1))
     activation: str = option("relu", "DNN: hidden activation (sigmoid: Kaldi nnet1, Su & Chen, "
@@ -94,19 +84,9 @@ class ModelConfig(Options):
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def not_taken(self) -> set[str]:
-        """The options this config's model type does not use (see :func:`model_option`)."""
-        return {f.name for f in fields(self) if not taken_by(f, self.type)}
-
-    def ignored(self) -> list[str]:
-        """Another model's options given a value other than their default, as flags (the
-        CLI warns: a config file may serve several models)."""
-        return [f"{flag(f.name)} {getattr(self, f.name)}" for f in fields(self)
-                if not taken_by(f, self.type) and getattr(self, f.name) != f.default]
-
     def identity(self) -> dict[str, Any]:
-        """The options that make this model: every option but another model's own."""
-        unused = self.not_taken()
+        """The options that make this model: all but another model type's own."""
+        unused = not_taken(self)
         return {k: v for k, v in self.to_dict().items() if k not in unused}
 
 

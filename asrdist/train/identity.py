@@ -19,7 +19,7 @@ from typing import Any
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import done_marker
 from asrdist.models.final import FILENAME as FINAL
-from asrdist.options import fingerprinted, flag, resumable
+from asrdist.options import fingerprinted, flag, not_taken, resumable
 from asrdist.parallel import registry
 from asrdist.stage import Skipped, StageCheck, check_done, read_marker, resolved
 from asrdist.train.checkpoint import list_checkpoints
@@ -42,9 +42,9 @@ def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
     """What makes the model, beside its inputs' content: the fingerprinted training options
     and the --algo's own (another strategy's options, ignored by this run, do not count), the
     input paths resolved (every spelling of a directory is the same run), and the learner
-    count; a model's own options (the Conformer's sizes) count for that model only."""
-    unused = set(strategy_fields()) - set(registry.options_of(config.algo)) | \
-        config.net.not_taken()
+    count; an option declared for some models or optimizers only (``when=``: the Conformer's
+    sizes) counts for those only."""
+    unused = set(strategy_fields()) - set(registry.options_of(config.algo)) | not_taken(config)
     known = all_fields()
     options = {k: v for k, v in config.to_dict().items()
                if fingerprinted(known[k]) and k not in unused}

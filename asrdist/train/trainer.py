@@ -130,11 +130,11 @@ class _Run:
             init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
         self.model.to(self.device)
         # a model's own steps around each training step (TDNN-F: its dropout schedule and
-        # semi-orthogonal constraint), by the run's progress so a resumed run does the same
+        # semi-orthogonal constraint), by the step and the share of --epochs done (not of
+        # --max-steps, which a --resume may change), so a resumed run does the same
         self.before_step = getattr(self.model, "before_step", None)
         self.after_step = getattr(self.model, "after_step", None)
-        all_steps = sum(data.steps_per_epoch)
-        self.total_steps = min(all_steps, cfg.max_steps or all_steps)
+        self.total_steps = sum(data.steps_per_epoch)
         torch.manual_seed(cfg.seed + 1 + rank)  # dropout and warps differ between learners
         random.seed(cfg.seed + 1 + rank)
         group, period = strategy.lockstep()

@@ -18,6 +18,9 @@ from tests.train.corpus import train_losses
 TINY = [*TINY_MODEL, "--log-every=1", "--epochs=2",
         "--checkpoint-every=3", "--exchange-timeout=30", "--distance-every=0"]
 
+ADAMW = ["--optimizer=adamw", "--lr=0.01", "--weight-decay=0.01"]
+TDNNF = ["--model=tdnnf", "--tdnnf-layers=5", "--tdnnf-dim=12", "--tdnnf-bottleneck=4",
+         "--dropout=0.2"]
 
 
 def _train(corpus, out: Path, algo: str, *extra: str) -> None:
@@ -46,6 +49,12 @@ def _losses(out: Path, rank: int) -> list[tuple[int, float]]:
     ("adpsgd-random", [], False),
     ("adpsgd-delay1", [], False),
     ("hadpsgd", ["--learners-per-node=1", "--hadpsgd-variant=random"], False),
+    # AdamW's moments stay with each learner (DiLoCo's inner state is local), checkpointed
+    ("ssgd", ADAMW, True),
+    ("diloco", ["--avg-period=3", *ADAMW], True),
+    ("adpsgd-random", ADAMW, False),
+    # TDNN-F: its semi-orthogonal steps and dropout schedule follow the trainer's step
+    ("ssgd", TDNNF, True),
 ])
 def test_two_learners_stop_and_resume(corpus, tmp_path, algo, extra, deterministic):
     out = tmp_path / "run"
@@ -62,6 +71,9 @@ def test_two_learners_stop_and_resume(corpus, tmp_path, algo, extra, determinist
         last = max(list_checkpoints(out, rank))
         state = load_checkpoint(out, rank, last)
         assert state["step"] == last and "steps" not in state["strategy"]  # the trainer's count
+        if extra[-len(ADAMW):] == ADAMW:
+            moments = state["optimizer"]["state"][0]
+            assert {"exp_avg", "exp_avg_sq"} <= set(moments) and moments["exp_avg"].abs().sum() > 0
         total.append(_losses(out, rank)[-1][0])
         if algo in ("ma", "bmuf", "diloco"):  # averaging keyed on the trainer's step: at the
             period = int(extra[0].split("=")[1])  # same steps after resume

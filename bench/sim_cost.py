@@ -1,14 +1,17 @@
 """What the simulator costs: host seconds per simulated step (every learner's step once) and
 peak memory, at 1, 16 and 64 learners of the mini recipe's BLSTM (2x128, batch 128 chunks of
 21 frames of 40-dim features, 181 pdfs: recipes/mini/conf/train_blstm.yaml), with the learners
-computed one at a time and together (asrdist.simulate.batched, up to ``--together`` at once).
+computed one at a time and together (asrdist.simulate.batched, up to ``--together`` at once);
+``--model conformer``: the mini recipe's Conformer instead (recipes/mini/conf/
+train_conformer.yaml: 3 blocks of width 96, 4 heads, kernel 15), computed together by
+torch.func's vmap of its own forward.
 
 Each (strategy, N, mode) runs in its own process (so its peak memory is its own) on synthetic
 features of the recipe's shapes: the cost does not depend on their values. Torch on one
 thread, as asrdist-simulate runs by default; ``--device cuda`` puts the models on a GPU.
 
     .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 8]
-        [--device cpu] [--publish]   # writes its file in bench/results
+        [--device cpu] [--model blstm|conformer] [--publish [FILE]]
 """
 
 from __future__ import annotations
@@ -29,6 +32,12 @@ from bench.results import publish, publish_option
 
 DIM, PDFS, CHUNK = 40, 181, 21
 MODES = {"one": "one at a time", "together": "together"}
+MODELS = {  # the mini recipe's networks (recipes/mini/conf)
+    "blstm": lambda layers, units: ModelConfig(layers=layers, units=units),
+    "conformer": lambda layers, units: ModelConfig(type="conformer", conformer_blocks=3,
+                                                   attention_dim=96, attention_heads=4,
+                                                   conv_kernel=15),
+}
 
 
 def _peak_mb() -> float:
@@ -36,13 +45,13 @@ def _peak_mb() -> float:
 
 
 def one(algo: str, n: int, steps: int, batch: int, layers: int, units: int, together: int,
-        device: str) -> dict:
+        device: str, model: str = "blstm") -> dict:
     """Simulate ``n`` learners for ``steps`` steps, ``together`` at once (0: one at a time);
     host time per simulated step from the first learner's first step (after one warm-up
     step of one learner), and peak memory."""
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    config = ModelConfig(layers=layers, units=units)
+    config = MODELS[model](layers, units)
     init = build_model(config, DIM, PDFS).to(device)
     data = (torch.randn(8, batch, CHUNK, DIM, device=device),
             torch.randint(0, PDFS, (8, batch, CHUNK), device=device))
@@ -81,7 +90,7 @@ def one(algo: str, n: int, steps: int, batch: int, layers: int, units: int, toge
 
 
 def run_all(algos: list[str], learners: list[int], steps: int, batch: int, layers: int,
-            units: int, together: int, device: str) -> list[dict]:
+            units: int, together: int, device: str, model: str) -> list[dict]:
     """Every (strategy, N, mode), each in its own process, one mode beside the other."""
     rows = []
     for algo in algos:
@@ -90,6 +99,7 @@ def run_all(algos: list[str], learners: list[int], steps: int, batch: int, layer
                 cmd = [sys.executable, "-m", "bench.sim_cost", "--one", "--algos", algo,
                        "--learners", str(n), "--steps", str(steps), "--batch", str(batch),
                        "--layers", str(layers), "--units", str(units), "--device", device,
+                       "--model", model,
                        "--together", str(together if mode == "together" else 0)]
                 out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
                 rows.append(json.loads(out.strip().splitlines()[-1]))
@@ -115,6 +125,12 @@ def table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _described(args: argparse.Namespace) -> str:
+    if args.model == "conformer":
+        return "Conformer (3 blocks x 96, 4 heads, kernel 15; learners together by vmap)"
+    return f"BLSTM {args.layers}x{args.units}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--learners", type=int, nargs="+", default=[1, 16, 64])
@@ -126,23 +142,25 @@ def main() -> None:
     ap.add_argument("--together", type=int, default=8,
                     help="learners computed at once in the 'together' rows")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--model", choices=sorted(MODELS), default="blstm")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     publish_option(ap, __file__)
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.algos[0], args.learners[0], args.steps, args.batch,
-                             args.layers, args.units, args.together, args.device)))
+                             args.layers, args.units, args.together, args.device,
+                             args.model)))
         return
     rows = run_all(args.algos, args.learners, args.steps, args.batch, args.layers, args.units,
-                   args.together, args.device)
+                   args.together, args.device, args.model)
     params = rows[0]["params"]
     lines = [
         "## Simulator cost per learner (asrdist-simulate)",
         "",
         "Command: `.venv/bin/python -m bench.sim_cost --learners "
         f"{' '.join(map(str, args.learners))} --steps {args.steps} --together {args.together} "
-        f"--device {args.device} --publish`. The mini recipe's BLSTM "
-        f"{args.layers}x{args.units} ({params / 1e6:.2f} M parameters), {args.batch} chunks of "
+        f"--device {args.device} --model {args.model} --publish`. The mini recipe's "
+        f"{_described(args)} ({params / 1e6:.2f} M parameters), {args.batch} chunks of "
         f"{CHUNK} frames per learner-step, synthetic 40-dim features; torch on 1 thread, on "
         f"{args.device}; each row its own process, the two modes of one N run one after the "
         "other (on the shared 2-core CPU machine, absolute seconds are noisy: compare the "

@@ -28,7 +28,6 @@ from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.models.build import scoped_options
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -51,15 +50,16 @@ from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 
 log = logging.getLogger(__name__)
 
-# the options of RunSpec's components that the simulator does not model: the DNN, the
-# models with options of their own (Conformer, TDNN-F) and the BLSTM's chunk context (the
-# chunk pool holds the labelled frames only), the optimizer's choice (it runs SGD), the
-# shuffle buffer and variance normalisation (the pool is read whole, means normalised); every
-# other option of RunSpec is a flag of both commands, so one declared on a component reaches
-# asrdist-simulate with no edit here
-NOT_SIMULATED = ("model", "chunk_left_context", "chunk_right_context", "splice",
-                 "hidden_layers", "hidden_units", "activation", *scoped_options(), "optimizer",
-                 "shuffle_buffer", "cmvn_norm_vars")
+# the options of RunSpec's components that the simulator does not model: the DNN's and TDNN-F's
+# (their context is part of the weights, and the chunk pool holds the labelled frames only),
+# the BLSTM's and Conformer's chunk context (likewise), the optimizer's choice (it runs SGD),
+# the shuffle buffer and variance normalisation (the pool is read whole, means normalised);
+# every other option of RunSpec is a flag of both commands, so one declared on a component
+# reaches asrdist-simulate with no edit here
+NOT_SIMULATED = ("chunk_left_context", "chunk_right_context", "splice", "hidden_layers",
+                 "hidden_units", "activation", "tdnnf_layers", "tdnnf_dim", "tdnnf_bottleneck",
+                 "optimizer", "shuffle_buffer", "cmvn_norm_vars")
+SIMULATED_MODELS = ("blstm", "conformer")
 # asrdist-train's options that the simulator takes outside RunSpec: the chunk pool's and the
 # noise probe's
 OUTSIDE_SPEC = ("heldout_utts", "noise_scale_every")
@@ -144,6 +144,11 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
         raise click.BadParameter(str(e), param_hint="--algo") from None
     for name, f in option_fields().items():
         check_value(name, f, values[name])
+    if values["model"] not in SIMULATED_MODELS:
+        raise click.BadParameter(
+            f"{values['model']!r}: the simulator runs {' or '.join(SIMULATED_MODELS)} (its "
+            "chunks carry no context frames, which a DNN's or TDNN-F's weights need)",
+            param_hint="--model")
     own = make(SimulateOptions, values)
     chosen = _strategy_options(own.algo, flags, options)
     torch.set_num_threads(own.threads)

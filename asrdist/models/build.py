@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from torch import nn
@@ -18,11 +18,6 @@ MODEL_TYPES = ("blstm", "dnn", "conformer", "tdnnf")
 CONFORMER_ONLY = ("conformer",)
 TDNNF_ONLY = ("tdnnf",)
 ACTIVATIONS = ("relu", "sigmoid")
-
-
-def scoped_options() -> tuple[str, ...]:
-    """The options of some model types only (declared ``when=``)."""
-    return tuple(f.name for f in fields(ModelConfig) if f.metadata.get("when"))
 
 
 @dataclass(frozen=True)

@@ -6,15 +6,19 @@ products over the G learners (``baddbmm``), so G learners cost a few large kerne
 G sets of small ones, on a CPU or a GPU alike. The math is the models' own (``nn.LSTM``'s gate
 order i, f, g, o and zero initial state; the DNN's splice): the result equals G separate
 forward passes to float tolerance, and autograd through it gives each learner its own gradient
-(learners share nothing). What cannot be batched this way (dropout while training: its random
-masks would not be the separate models' ones; modules with hooks or a replaced forward, e.g.
-NG-SGD's) is refused by :func:`stackable`, and the caller computes those learners one at a
+(learners share nothing). Any other model without buffers (the Conformer) is computed by
+``torch.func``: its own forward over each learner's parameters (``functional_call``), mapped
+over the learners dimension (``vmap``), which batches the same kernels. What cannot be batched
+(dropout while training: its random masks would not be the separate models' ones; modules with
+hooks or a replaced forward, e.g. NG-SGD's; buffers a forward updates, a batchnorm's running
+statistics) is refused by :func:`stackable`, and the caller computes those learners one at a
 time.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.func
 import torch.nn.functional as F
 from torch import nn
 
@@ -27,7 +31,7 @@ Params = dict[str, torch.Tensor]  # parameter name -> (G, *shape)
 
 def stackable(model: nn.Module) -> bool:
     """Whether :func:`stacked_logits` computes ``model`` exactly as its own forward does."""
-    if type(model) not in (BLSTM, DNN):
+    if type(model) not in (BLSTM, DNN) and any(True for _ in model.buffers()):
         return False
     for m in model.modules():
         if "forward" in vars(m):  # a forward replaced on the instance (NG-SGD's layers)
@@ -48,7 +52,7 @@ def stacked_logits(model: nn.Module, params: Params, feats: torch.Tensor) -> tor
         return _blstm(model, params, feats)
     if isinstance(model, DNN):
         return _dnn(model, params, feats)
-    raise TypeError(f"no stacked forward for {type(model).__name__}")
+    return torch.func.vmap(lambda p, x: torch.func.functional_call(model, p, (x,)))(params, feats)
 
 
 def stacked_frame_loss(model: nn.Module, params: Params, feats: torch.Tensor,

@@ -22,7 +22,8 @@ seed=0
 nj=2               # parallel jobs for features, alignment, decoding
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each (e.g. "ssgd adpsgd-random")
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
-setup=blstm        # blstm: a BLSTM per --algos; suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
+setup=blstm        # blstm, conformer, tdnnf: that network per --algos (conf/train_SETUP.yaml);
+                   # suchen: Su & Chen's setup (conf/train_dnn_suchen.yaml)
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 mel bands)
 gmm=tri1           # the GMM whose alignments the networks learn: tri1 (tied triphones) or mono
 tri_opts="--num-leaves 1000 --total-gauss 8000"  # asrdist-train-deltas flags for tri1
@@ -32,13 +33,13 @@ data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
-       [--setup blstm|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
+       [--setup blstm|conformer|tdnnf|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
        [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
-  blstm) runs=$(for a in $algos; do echo blstm_$a; done) ;;
+  blstm|conformer|tdnnf) runs=$(for a in $algos; do echo ${setup}_$a; done) ;;
   suchen) runs=dnn_suchen_ma ;;
-  *) echo "$0: --setup $setup: choose blstm or suchen" >&2; exit 1 ;;
+  *) echo "$0: --setup $setup: choose blstm, conformer, tdnnf or suchen" >&2; exit 1 ;;
 esac
 case $nnet_feats in
   mfcc|fbank) ;;
@@ -94,11 +95,11 @@ if [ $stage -le 3 ] && [ $stop_stage -ge 3 ]; then
   run_stage 3 ingestion asrdist-ingest-ali $ali $data/${train}_$nnet_feats/feats.scp $exp/${gmm}_pdf
 fi
 
-if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup = blstm ]; then
+if [ $stage -le 4 ] && [ $stop_stage -ge 4 ] && [ $setup != suchen ]; then
   for a in $algos; do
-    run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-      --config conf/train_blstm.yaml --data $data/${train}_$nnet_feats --targets $exp/${gmm}_pdf \
-      --out $exp/blstm_$a --algo $a --resume $train_opts
+    run_stage 4 "train $setup $a x$learners" "$repo_root/local/launch_train.sh" \
+      --learners $learners -- --config conf/train_$setup.yaml --data $data/${train}_$nnet_feats \
+      --targets $exp/${gmm}_pdf --out $exp/${setup}_$a --algo $a --resume $train_opts
   done
 fi
 

@@ -261,3 +261,26 @@ def test_learners_that_fit_are_not_refused(corpus, tmp_path, monkeypatch):
         "--learners", "2", "--batch-size", "4", "--chunk-len", "5", "--heldout-utts", "4",
         "--layers", "1", "--units", "8", "--epochs", "0.5"])
     assert res.exit_code == 0, res.output
+
+
+def test_a_conformer_is_simulated_and_a_model_with_fixed_context_is_refused(corpus, tmp_path):
+    """--model conformer trains and exports a Conformer (its learners computed together is
+    tests/simulate/test_stacked.py's); the DNN and TDNN-F, whose weights need context frames
+    the chunk pool does not hold, are one line."""
+    data, targets = corpus
+    common = ["--data", str(data), "--targets", str(targets), "--algo", "adpsgd-random",
+              "--learners", "4", "--batch-size", "4", "--epochs", "1", "--heldout-utts", "4",
+              "--chunk-len", "5", "--lr", "0.2"]
+    res = CliRunner().invoke(simulate.main, [
+        *common, "--out", str(tmp_path / "sim.json"), "--model", "conformer",
+        "--conformer-blocks", "1", "--attention-dim", "8", "--attention-heads", "2",
+        "--conv-kernel", "3", "--export", str(tmp_path / "final.pt")])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "sim.json").read_text())
+    assert report["spec"]["model"]["type"] == "conformer"
+    model, _ = load_final(tmp_path / "final.pt")
+    assert type(model).__name__ == "Conformer"
+    refused = CliRunner().invoke(simulate.main, [*common, "--out", str(tmp_path / "t.json"),
+                                                 "--model", "tdnnf"])
+    assert refused.exit_code == 2 and "'tdnnf': the simulator runs blstm or conformer" in \
+        refused.output and not (tmp_path / "t.json").exists()

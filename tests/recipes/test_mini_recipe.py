@@ -114,7 +114,7 @@ def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_ask
     (("--epochs", "3"), "invalid option --epochs"),
     (("--nnet-feats", "plp"), "--nnet-feats plp: choose mfcc or fbank"),
     (("--augment", "maybe"), "option --augment takes true or false, not 'maybe'"),
-    (("--setup", "tdnn"), "--setup tdnn: choose blstm or suchen"),
+    (("--setup", "tdnn"), "--setup tdnn: choose blstm, conformer, tdnnf or suchen"),
     (("--gmm", "tri3"), "--gmm tri3: choose mono or tri1"),
 ])
 def test_a_bad_option_is_refused_before_any_work(tmp_path, args, message):

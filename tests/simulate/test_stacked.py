@@ -17,6 +17,10 @@ CONFIGS = {
     "dnn": ModelConfig(type="dnn", splice=2, hidden_layers=2, hidden_units=7),
     "dnn-sigmoid": ModelConfig(type="dnn", splice=1, hidden_layers=1, hidden_units=5,
                                activation="sigmoid"),
+    # any other model: its own forward mapped over the learners (torch.func.vmap)
+    "conformer": ModelConfig(type="conformer", conformer_blocks=2, attention_dim=8,
+                             attention_heads=2, conv_kernel=3, chunk_left_context=2,
+                             chunk_right_context=1),
 }
 DIM, PDFS, G = 3, 5, 4
 
@@ -67,5 +71,11 @@ def test_what_it_cannot_compute_exactly_is_refused():
     assert stackable(plain)
     NGSGD(plain, NGOptions(), lr=0.1)  # hooks the layers it preconditions
     assert not stackable(plain)
-    assert not stackable(torch.nn.Linear(2, 2))
+    conformer = ModelConfig(type="conformer", conformer_blocks=1, attention_dim=4,
+                            attention_heads=2, conv_kernel=3)
+    assert stackable(build_model(conformer, DIM, PDFS))
+    assert not stackable(build_model(ModelConfig(**{**conformer.to_dict(), "dropout": 0.1}),
+                                     DIM, PDFS))
+    tdnnf = ModelConfig(type="tdnnf", tdnnf_layers=1, tdnnf_dim=4, tdnnf_bottleneck=2)
+    assert not stackable(build_model(tdnnf, DIM, PDFS))  # batchnorm statistics: buffers
     assert stackable(copy.deepcopy(build_model(CONFIGS["blstm"], DIM, PDFS)))

@@ -42,6 +42,7 @@ from asrdist.errors import first_line
 from asrdist.parallel import storehost
 from asrdist.parallel.membership import Membership
 from asrdist.parallel.signed import SignedStore
+from asrdist.parallel.stopwatch import StopWatch
 from asrdist.progress import say
 
 log = logging.getLogger(__name__)
@@ -186,8 +187,7 @@ class Liveness:
         self.interval_s = max(0.2, min(5.0, timeout_s / 20))
         # elastic hadpsgd: the learners of this one's node (it cannot go on without them)
         self.node: tuple[int, ...] = ()
-        self._stopped_s = 0.0  # the longest this process was stopped, as far as seen
-        self._pausing: tuple[float, float] | None = None  # (since, for how long) while paused
+        self._stopwatch = StopWatch()  # how long this process was stopped
         global _reports, _liveness
         self._store = dist.PrefixStore(_PREFIX, dist.distributed_c10d._get_default_store())
         self._signed = SignedStore(self._store, _PREFIX)
@@ -283,21 +283,12 @@ class Liveness:
                                  "ending the job")
 
     def _pause(self, seconds: float) -> bool:
-        """The loop's wait (True: stop); notes by how much it overran: that long this process
-        was stopped (SIGSTOP, a suspended job), its heartbeat silent."""
-        self._pausing = (time.monotonic(), seconds)
-        stop = self._stop.wait(seconds)
-        since, _ = self._pausing
-        self._pausing = None
-        self._stopped_s = max(self._stopped_s, time.monotonic() - since - seconds)
-        return stop
+        """The loop's wait (True: stop)."""
+        return self._stop.wait(seconds)
 
     def stopped_for(self) -> float:
-        """The longest this process was stopped so far, seconds; also a stop the liveness
-        thread has not woken from yet (another thread of the woken process got here first)."""
-        pausing = self._pausing
-        now = time.monotonic() - pausing[0] - pausing[1] if pausing is not None else 0.0
-        return max(self._stopped_s, now)
+        """The longest this process was stopped so far, seconds (:class:`StopWatch`)."""
+        return self._stopwatch.stopped_for()
 
     def _end_if_gone(self) -> None:
         try:
@@ -454,5 +445,6 @@ class Liveness:
     def stop(self) -> None:
         """Stop the heartbeat thread (before the last collective, so no store use follows it)."""
         self._stop.set()
+        self._stopwatch.close()
         if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join()

@@ -92,6 +92,11 @@ class TrainConfig:
                                    fingerprint=False)
     log_every: int = option(10, "steps per metrics.jsonl record", check=POSITIVE,
                             fingerprint=False)
+    tensorboard: str = option("", "TensorBoard event files' directory, every metrics.jsonl "
+                              "figure (empty: --out; none: no event files; needs the "
+                              "tensorboard extra)", fingerprint=False)
+    tensorboard_all: bool = option(False, "every learner writes event files (learner r in "
+                                   "DIR/learnerR), not learner 0 alone", fingerprint=False)
     # measured on a copy of the model, the random state put back: not the model's
     noise_scale_every: int = option(0, "measure the gradient noise scale B_simple (McCandlish "
                                     "et al. 2018) every this many steps into metrics.jsonl (0 = "
@@ -130,6 +135,12 @@ class TrainConfig:
         if name.startswith("_") or name not in COMPONENT_OPTIONS:
             raise AttributeError(name)
         return value_of(self, name)
+
+    def tensorboard_dir(self, rank: int) -> Path | None:
+        """Where learner ``rank`` writes event files, or None (see --tensorboard)."""
+        if self.tensorboard == "none" or (rank > 0 and not self.tensorboard_all):
+            return None
+        return Path(self.tensorboard or self.out)
 
     def model_config(self) -> ModelConfig:
         return self.net

@@ -34,9 +34,11 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
 
 
 class MetricsWriter:
-    """Appends records; on resume first drops records newer than the checkpoint's step."""
+    """Appends records; on resume first drops records newer than the checkpoint's step.
+    ``mirror``: also given every record (TensorBoard's event files)."""
 
-    def __init__(self, out: str | os.PathLike, rank: int, resume_step: int | None) -> None:
+    def __init__(self, out: str | os.PathLike, rank: int, resume_step: int | None,
+                 mirror: Any = None) -> None:
         self.path = metrics_path(out, rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rank = rank
@@ -47,11 +49,16 @@ class MetricsWriter:
         elif resume_step is None:
             self.path.unlink(missing_ok=True)
         self._file = open_output(self.path, "a")
+        self.mirror = mirror
 
     def write(self, kind: str, **fields: Any) -> None:
         record = {"kind": kind, "rank": self.rank, **fields}
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
+        if self.mirror is not None:
+            self.mirror.write(record)
 
     def close(self) -> None:
         self._file.close()
+        if self.mirror is not None:
+            self.mirror.close()

@@ -16,15 +16,20 @@ from asrdist.errors import AsrdistError
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import MetricsWriter
 from asrdist.train.position import Position
+from asrdist.train.tensorboard import open_mirror
 
 
 class Records:
     """The records of learner ``rank`` in ``out`` (``resumed``: records newer than the
-    position's step, written after the checkpoint resumed, are dropped)."""
+    position's step, written after the checkpoint resumed, are dropped); ``tensorboard``: the
+    event files' directory as well, or None."""
 
-    def __init__(self, out: Path, rank: int, pos: Position, resumed: bool) -> None:
+    def __init__(self, out: Path, rank: int, pos: Position, resumed: bool,
+                 tensorboard: Path | None = None) -> None:
         self.out, self.rank, self.pos = out, rank, pos
-        self.writer = MetricsWriter(out, rank, pos.step if resumed else None)
+        resume_step = pos.step if resumed else None
+        mirror = None if tensorboard is None else open_mirror(tensorboard, rank, resume_step)
+        self.writer = MetricsWriter(out, rank, resume_step, mirror)
 
     def start(self, **fields: Any) -> None:
         self.writer.write("start", step=self.pos.step, wall_s=self.pos.wall(), **fields)

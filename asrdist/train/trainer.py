@@ -210,7 +210,8 @@ class _Run:
         if resumed:
             self._restore(optimizer)
         pos.start_clock()
-        self.records = Records(self.out, self.rank, pos, resumed)
+        self.records = Records(self.out, self.rank, pos, resumed,
+                               self.cfg.tensorboard_dir(self.rank))
         try:
             if self.rank == 0:
                 save_config(cfg, self.out / "config.yaml")

@@ -43,4 +43,5 @@ def test_the_options_a_resume_may_change_freely_are_unchanged():
         "out", "resume", "device", "log_every", "checkpoint_every", "keep_checkpoints",
         "exchange_timeout", "distance_every", "heldout_every", "stop_signals", "resume_allow",
         "noise_scale_every", "discard_finished", "slow_learner", "epochs", "max_steps",
-        "bind"}  # where the store listens changes nothing a run computes
+        "bind",  # where the store listens changes nothing a run computes
+        "tensorboard", "tensorboard_all"}  # nor where its figures are mirrored

@@ -1,7 +1,7 @@
 """Training throughput of asrdist-train against a bare PyTorch loop, data pipeline speed, memory.
 
     python -m bench.train_throughput [--data DIR --targets DIR] [--steps N] [--repeats R]
-        [--publish]
+        [--config recipes/mini/conf/train_conformer.yaml] [--publish [FILE]]
 
 Without --data/--targets it writes a synthetic corpus of the mini recipe's size (3 h of
 ``--dim`` features, by default 13 as the recipe's MFCC input, 100 frames/s, 2-6 s utterances)
@@ -40,13 +40,14 @@ from torch.nn import functional as F
 
 from asrdist.data.dataset import IGNORE, ChunkStream, UtteranceReader, load_corpus, split_heldout
 from asrdist.models.build import build_model
+from asrdist.optim.build import build_optimizer
 from asrdist.options import flag, kind
 from asrdist.parallel.strategy import Single
 from asrdist.train.config import TrainConfig, all_fields, make_config
 from asrdist.train.metrics import read_metrics
 from asrdist.train.spec_augment import make_spec_augment, mask_generator
 from asrdist.train.trainer import train
-from bench.results import publish, publish_option
+from bench.results import publish, publish_option, shown
 
 RECIPE_CONF = Path(__file__).resolve().parent.parent / "recipes/mini/conf/train_blstm.yaml"
 MODEL_KEYS = ("model", "layers", "units", "bottleneck", "chunk_len", "batch_size")
@@ -89,11 +90,12 @@ def write_corpus(root: Path, hours: float, dim: int = 40, num_pdfs: int = 120,
     return data, targets
 
 
-def _config(data: Path, targets: Path, out: Path, steps: int, **overrides: object
-            ) -> TrainConfig:
-    """The mini recipe's BLSTM options, for ``steps`` steps without held-out evaluation
-    (``overrides``: other options, e.g. the device or a smaller model)."""
-    return make_config(RECIPE_CONF, {
+def _config(data: Path, targets: Path, out: Path, steps: int, conf: Path = RECIPE_CONF,
+            **overrides: object) -> TrainConfig:
+    """The mini recipe's BLSTM options (``conf``: another of its configs, the Conformer's), for
+    ``steps`` steps without held-out evaluation (``overrides``: other options, e.g. the device
+    or a smaller model)."""
+    return make_config(conf, {
         "data": str(data), "targets": str(targets), "out": str(out), "epochs": 1,
         "max_steps": steps, "heldout_utts": 0, "checkpoint_every": 0, "log_every": 5,
         "cmvn": "utt", **overrides,
@@ -116,13 +118,13 @@ def same_batches(cfg: TrainConfig, steps: int) -> list[tuple[torch.Tensor, torch
 
 def bare_loop(cfg: TrainConfig, batches: list, input_dim: int, num_pdfs: int,
               intervals: list[float] | None = None) -> float:
-    """frames/s of the plainest loop doing the same maths (SGD, momentum, clipping, and
+    """frames/s of the plainest loop doing the same maths (``cfg``'s optimizer, clipping, and
     ``cfg``'s SpecAugment masks: the trainer's very masks on CPU), on ``cfg.device`` with the
     batches already there. ``intervals`` gets the frames/s of each run of ``cfg.log_every``
     steps after the first, as the trainer's metrics records time them."""
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model_config(), input_dim, num_pdfs).to(cfg.device)
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt = build_optimizer(cfg.optim, model, cfg.lr, cfg.ng)  # torch's SGD or AdamW
     masks = make_spec_augment(cfg.mask_options(), mask_generator(cfg.seed, 0, cfg.device))
     batches = [(x.to(cfg.device), y.to(cfg.device)) for x, y in batches]
     counts = [int((y != IGNORE).sum()) for _, y in batches]
@@ -211,6 +213,8 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=13, help="feature dims of the corpus made")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--config", type=Path, default=RECIPE_CONF,
+                        help="the asrdist-train config measured (default: the mini BLSTM's)")
     publish_option(parser, __file__)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="asrdist-bench-") as tmp:
@@ -218,7 +222,8 @@ def main() -> None:
     given = (" --data DATA --targets TARGETS" if args.data else f" --hours {args.hours:g}")
     publish(["## Training throughput", "",
              f"Command: `.venv/bin/python -m bench.train_throughput{given} --steps {args.steps} "
-             f"--repeats {args.repeats}` ({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} "
+             f"--repeats {args.repeats} --config {shown(args.config, 'CONFIG')}` "
+             f"({time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} "
              f"CPU cores, 1-minute load average {os.getloadavg()[0]:.1f} at the end). The "
              "trainer (strategy single) against a bare PyTorch loop doing the same work over the "
              "same model and batches, the recipe's masks on both sides and then none; the "
@@ -236,11 +241,12 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
         data, targets = write_corpus(work / "x1", args.hours, args.dim)
         big = write_corpus(work / "x4", 4 * args.hours, args.dim, seed=1)
     corpus = load_corpus(data, targets)
-    cfg = _config(data, targets, work / "warm", args.steps)
+    conf = args.config
+    cfg = _config(data, targets, work / "warm", args.steps, conf)
     model = {k: getattr(cfg, k) for k in MODEL_KEYS}
     report = [f"corpus: {len(corpus)} utterances, {int(corpus.num_frames.sum())} frames; "
               f"{model}, masks {({k: getattr(cfg, k) for k in MASKS})} from "
-              f"{RECIPE_CONF.name}; torch threads {torch.get_num_threads()}, cpu"]
+              f"{conf.name}; torch threads {torch.get_num_threads()}, cpu"]
     print(report[0], flush=True)
     batches = same_batches(cfg, args.steps)
     input_dim = batches[0][0].shape[-1]
@@ -251,7 +257,7 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
     for r in range(args.repeats):
         for i, (name, overrides) in enumerate(SETTINGS.items()):  # the settings alternate too
             got = found[name]
-            cfg = _config(data, targets, work / f"run{r}-{i}", args.steps, **overrides)
+            cfg = _config(data, targets, work / f"run{r}-{i}", args.steps, conf, **overrides)
             bare_first = r % 2 == 0  # the order within a pair alternates against drift
             if bare_first:
                 got["bare"].append(bare_loop(cfg, batches, input_dim, corpus.num_pdfs,
@@ -282,13 +288,14 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
             f"{max(got['asrdist_iv']):.0f} frames/s "
             f"({100 * max(got['asrdist_iv']) / max(got['bare_iv']):.1f}%; "
             f"{len(got['bare_iv'])} and {len(got['asrdist_iv'])} intervals)"]
-    pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps), 4 * args.steps)
+    pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps, conf),
+                         4 * args.steps)
     used = max(next(iter(found.values()))["steady"])
     report.append(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what "
                   "training uses with the recipe's masks)")
     if big is not None:
-        small_mb = peak_rss_mb(_config(data, targets, work / "mem1", 5))
-        big_mb = peak_rss_mb(_config(*big, work / "mem4", 5))
+        small_mb = peak_rss_mb(_config(data, targets, work / "mem1", 5, conf))
+        big_mb = peak_rss_mb(_config(*big, work / "mem4", 5, conf))
         report.append(f"peak RSS, 5 steps    1x corpus {small_mb:.0f} MB, 4x corpus "
                       f"{big_mb:.0f} MB ({100 * (big_mb / small_mb - 1):+.1f}%)")
     return report

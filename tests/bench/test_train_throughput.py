@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
 import torch
 
 from asrdist.cli.train import main as train_cli
@@ -46,11 +47,20 @@ def test_the_bare_loop_masks_as_the_trainer_does(tmp_path, monkeypatch):
     assert all(torch.equal(x, batches[0][0]) for x in seen)
 
 
-def test_the_whole_bench_runs_at_tiny_size(tmp_path, capsys):
+CONFORMER_CONF = bench.RECIPE_CONF.with_name("train_conformer.yaml")
+
+
+@pytest.mark.parametrize(("name", "repeats"), [("blstm", 2), ("conformer", 1)])
+def test_the_whole_bench_runs_at_tiny_size(tmp_path, capsys, name, repeats):
+    conf = bench.RECIPE_CONF
+    if name == "conformer":  # the recipe's Conformer config (AdamW), at a tiny width
+        conf = tmp_path / "train_conformer.yaml"
+        conf.write_text(CONFORMER_CONF.read_text() + "conformer_blocks: 1\nattention_dim: 16\n")
     args = argparse.Namespace(data=None, targets=None, hours=0.2, dim=13, steps=10,
-                              repeats=2)
+                              repeats=repeats, config=conf)
     report = "\n".join(bench.run(args, tmp_path))
     assert "recipe's masks, on both sides:" in report and "no masks, on both sides:" in report
     assert "peak RSS, 5 steps    1x corpus" in report
     assert report.count("-step interval: bare") == 2
-    assert "repeat 1, no masks: bare" in capsys.readouterr().out  # the progress, as it goes
+    assert f"repeat {repeats - 1}, no masks: bare" in capsys.readouterr().out  # as it goes
+    assert conf.name in report

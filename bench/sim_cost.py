@@ -12,6 +12,9 @@ thread, as asrdist-simulate runs by default; ``--device cuda`` puts the models o
 
     .venv/bin/python -m bench.sim_cost [--learners 1 16 64] [--steps 2] [--together 8]
         [--device cpu] [--model blstm|conformer] [--publish [FILE]]
+    # the Conformer's section:
+    .venv/bin/python -m bench.sim_cost --learners 1 16 --steps 2 --together 16 --device cpu \
+        --model conformer --algos ssgd adpsgd-random --publish bench/results/sim_cost_conformer.md
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
     python -m bench.train_throughput [--data DIR --targets DIR] [--steps N] [--repeats R]
         [--config recipes/mini/conf/train_conformer.yaml] [--publish [FILE]]
 
+The Conformer's section: ``--hours 1 --steps 30 --repeats 3 --config
+recipes/mini/conf/train_conformer.yaml --publish bench/results/train_throughput_conformer.md``.
+
 Without --data/--targets it writes a synthetic corpus of the mini recipe's size (3 h of
 ``--dim`` features, by default 13 as the recipe's MFCC input, 100 frames/s, 2-6 s utterances)
 and a copy four times as large. It measures:

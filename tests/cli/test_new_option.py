@@ -65,7 +65,7 @@ def test_an_option_declared_in_a_test_module_reaches_both_clis_the_yaml_and_help
 
 
 # the one edit: a line of the optimizer's options object, after the anchor line
-ANCHOR = '    weight_decay: float = option(0.0, "L2 weight decay", check=NON_NEGATIVE)\n'
+ANCHOR = '    momentum: float = option(0.9, "SGD momentum", check=NON_NEGATIVE)\n'
 DECLARATION = ('    probe_decay: float = option(0.25, "probe: decay of the probe", '
                'check=NON_NEGATIVE)\n')
 
@@ -107,7 +107,7 @@ def test_an_option_declared_on_a_component_reaches_both_clis_the_yaml_help_and_t
     shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
     build = copy / "optim" / "build.py"
     text = build.read_text()
-    assert text.count(ANCHOR) == 1  # OptimizerOptions' last option, where the line goes
+    assert text.count(ANCHOR) == 1  # a line of OptimizerOptions, after which the new one goes
     build.write_text(text.replace(ANCHOR, ANCHOR + DECLARATION))
     env = {**os.environ, "PYTHONPATH": str(copy.parent)}
     res = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), str(tmp_path / "c.yaml")],

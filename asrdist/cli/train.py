@@ -59,7 +59,8 @@ def make_strategy(config: TrainConfig, learner: Learner | None = None) -> Strate
         if ignored:
             log.warning("--algo %s does not use %s: ignored", config.algo, ", ".join(ignored))
         if ignored_flags(config):
-            log.warning("this run does not use %s (another model's or optimizer's): ignored",
+            log.warning("this run does not use %s (another model's, optimizer's or objective's): "
+                        "ignored",
                         ", ".join(ignored_flags(config)))
         learner = with_transport(learner or Learner(), config.process_options())
         return registry.spec(config.algo).make(learner, options)

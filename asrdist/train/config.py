@@ -48,6 +48,7 @@ from asrdist.options import (
 )
 from asrdist.parallel import registry
 from asrdist.parallel.options import ProcessOptions
+from asrdist.train.objective import ObjectiveOptions
 from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from asrdist.train.schedule import ScheduleOptions
 from asrdist.train.spec_augment import MaskOptions
@@ -66,6 +67,7 @@ class TrainConfig:
     net: ModelConfig = component(ModelConfig)
     init_dbn: str = option("", "DNN: initialise the hidden layers from this RBM stack "
                            "(asrdist-pretrain-rbm's dbn.pt)")
+    objective: ObjectiveOptions = component(ObjectiveOptions)
     masks: MaskOptions = component(MaskOptions)
     vtlp_warp: float = option(0.0, "VTLP: warp each MFCC training chunk's frequency axis by a "
                               "factor drawn from [1 - W, 1 + W] (0 = none)",
@@ -263,12 +265,24 @@ def validate(config: TrainConfig) -> None:
     if config.init_dbn and (config.model != "dnn" or config.activation != "sigmoid"):
         raise AsrdistError("--init-dbn initialises a sigmoid DNN: set --model dnn and "
                            "--activation sigmoid")
+    if config.objective.sequence:
+        _check_sequence(config)
     if not (config.device == "cpu" or config.device.startswith("cuda")):
         raise AsrdistError(f"--device {config.device!r}: use cpu, cuda or cuda:N")
     for name in resume_allowed(config):
         if name != "all" and name not in all_fields():
             raise AsrdistError(f"--resume-allow: {name!r} is not an option")
     _every_strategys_options(config)  # each options dataclass checks its values when made
+
+
+def _check_sequence(config: TrainConfig) -> None:
+    """Options a sequence-trained run cannot take, named."""
+    clash = [f"{flag(name)} {value_of(config, name)}"
+             for name in ("init_dbn", "noise_scale_every", "vtlp_warp", "feature_masks",
+                          "time_masks") if value_of(config, name)]
+    if clash:
+        raise AsrdistError(f"--objective {config.objective.objective} trains whole utterances "
+                           f"from --init-model without augmentation: drop {', '.join(clash)}")
 
 
 def resume_allowed(config: TrainConfig) -> set[str]:

@@ -54,12 +54,16 @@ def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
     return {**options, "learners": world_size}
 
 
-INPUT_OPTIONS = ("data", "targets", "init_dbn")
+INPUT_OPTIONS = ("data", "targets", "init_dbn", "init_model", "denlats", "alignments")
 
 
 def run_inputs(config: TrainConfig) -> list[str]:
-    """The files whose change retrains the model (the RBM stack's too, when one is used)."""
-    return [config.data, config.targets, *([config.init_dbn] if config.init_dbn else [])]
+    """The files whose change retrains the model (the RBM stack's, a sequence run's model,
+    lattices and alignments too, when used)."""
+    unused = not_taken(config)
+    return [config.data, config.targets,
+            *(getattr(config, n) for n in INPUT_OPTIONS[2:]
+              if n not in unused and getattr(config, n))]
 
 
 def claim_run_dir(config: TrainConfig, rank: int, world_size: int,

@@ -24,8 +24,10 @@ from asrdist.data.dataset import (
 )
 from asrdist.data.ingest import read_pdf_counts
 from asrdist.data.stream import EpochStream
+from asrdist.errors import AsrdistError
 from asrdist.train.config import TrainConfig
 from asrdist.train.priors import log_priors
+from asrdist.train.sequence_data import SequenceBatch, SequenceData, UtteranceBatches
 from asrdist.train.spec_augment import check_fits, make_spec_augment, mask_generator
 from asrdist.train.vtlp import make_vtlp, read_mfcc_config
 
@@ -50,9 +52,15 @@ class TrainingData:
         probe.close()
         check_fits(cfg.mask_options(), self.input_dim)
         self.augments = self._make_augments()
-        self.epochs = EpochStream(self.corpus, self.train_rows, cfg.data, cfg.chunk_len,
-                                  cfg.batch_size, cfg.shuffle_buffer, cfg.seed, rank,
-                                  world_size)
+        # sequence training: whole utterances with their lattices, as many frames per step
+        # as a chunk batch holds
+        self.sequence = SequenceData(
+            self.corpus, self.train_rows, self.heldout_rows, cfg.denlats, cfg.alignments,
+            cfg.batch_size * cfg.chunk_len, cfg.seed, rank, world_size,
+        ) if cfg.objective.sequence else None
+        self.epochs = self.sequence or EpochStream(
+            self.corpus, self.train_rows, cfg.data, cfg.chunk_len, cfg.batch_size,
+            cfg.shuffle_buffer, cfg.seed, rank, world_size)
         self.steps_per_epoch = [self.epochs.steps(e) for e in range(cfg.epochs)]
 
     def _make_augments(self) -> list[Augment]:
@@ -71,13 +79,19 @@ class TrainingData:
         return UtteranceReader(self.corpus, self.cfg.cmvn, self.cfg.cmvn_norm_vars,
                                self.input_dim)
 
-    def open(self, reader: UtteranceReader, epoch: int, left: int, right: int) -> ChunkStream:
-        """This learner's chunk stream of ``epoch`` (``left``/``right``: the model's context)."""
+    def open(self, reader: UtteranceReader, epoch: int, left: int, right: int
+             ) -> ChunkStream | UtteranceBatches:
+        """This learner's chunk stream of ``epoch`` (``left``/``right``: the model's context),
+        or its batches of whole utterances under a sequence objective."""
+        if self.sequence is not None:
+            return self.sequence.open(reader, epoch, self.cfg.chunk_len, left, right)
         return self.epochs.open(reader, epoch, left, right)
 
-    def batch(self, stream: ChunkStream, pin: bool) -> Batch:
+    def batch(self, stream: ChunkStream | UtteranceBatches, pin: bool) -> Batch | SequenceBatch:
         """The next batch of ``stream`` as tensors, transformed (``pin``: in pinned memory, for
-        a copy to the GPU that overlaps)."""
+        a copy to the GPU that overlaps); a sequence batch as it is (never augmented)."""
+        if isinstance(stream, UtteranceBatches):
+            return stream.next_batch()
         xy = stream.next_batch()
         x, y = torch.from_numpy(xy[0]), torch.from_numpy(xy[1])
         for augment in self.augments:
@@ -89,5 +103,8 @@ class TrainingData:
     def chunks_in_epoch(self, epoch: int) -> int:
         """The chunks of the smallest shard of ``epoch`` (a --resume that changes
         --batch-size mid-epoch counts its steps from them)."""
+        if self.sequence is not None:
+            raise AsrdistError("--resume-allow batch_size: a sequence-training run resumes "
+                               "with its own --batch-size")
         return steps_per_epoch(self.corpus, self.train_rows, self.cfg.chunk_len, 1,
                                self.cfg.seed, epoch, self.world_size)

@@ -1,4 +1,5 @@
-"""The training loop: one learner, any strategy, frame-level cross-entropy on pdf targets.
+"""The training loop: one learner, any strategy, frame-level cross-entropy on pdf targets or
+a sequence objective over lattices (asrdist.train.sequence_step) from a cross-entropy model.
 
 The loop knows no strategy: each step is asrdist.parallel.strategy.train_step (the hooks in
 contract order), and ``strategy.sync`` comes before every checkpoint and held-out evaluation.
@@ -21,10 +22,11 @@ from typing import Any
 import torch
 
 from asrdist.data.dataset import ChunkStream, UtteranceReader
+from asrdist.errors import AsrdistError
 from asrdist.models.build import build_model
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
-from asrdist.models.final import Exported, write_final
+from asrdist.models.final import Exported, load_final, write_final
 from asrdist.optim.build import build_optimizer
 from asrdist.parallel.preempt import Preemption, StoppedEarly
 from asrdist.parallel.processes import connect
@@ -53,6 +55,8 @@ from asrdist.train.records import Records
 from asrdist.train.resume import Shape, find_resume_state
 from asrdist.train.runlock import lock_run
 from asrdist.train.schedule import make_schedule
+from asrdist.train.sequence_data import SequenceBatch
+from asrdist.train.sequence_step import SequenceObjective
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +132,11 @@ class _Run:
         self.model = self._new_model()
         if cfg.init_dbn:
             init_dnn_from_dbn(self.model, load_dbn(cfg.init_dbn), cfg.init_dbn)
+        self.sequence = None
+        if data.sequence is not None:
+            self._init_from_final(cfg.init_model)
+            self.sequence = SequenceObjective(cfg.objective, data.sequence.numerators.trans,
+                                              data.priors, self.device)
         self.model.to(self.device)
         # a model's own steps around each training step (TDNN-F: its dropout schedule and
         # semi-orthogonal constraint), by the step and the share of --epochs done (not of
@@ -151,6 +160,21 @@ class _Run:
 
     def _new_model(self) -> torch.nn.Module:
         return build_model(self.cfg.model_config(), self.data.input_dim, self.data.num_pdfs)
+
+    def _init_from_final(self, path: str) -> None:
+        """The weights of the cross-entropy model a sequence run starts from: its model
+        options, input dimension and pdfs must be this run's."""
+        model, exported = load_final(path)
+        ours = self.cfg.model_config().to_dict()
+        differ = [k for k, v in exported.model_config.to_dict().items() if ours.get(k) != v]
+        if differ or (exported.input_dim, exported.num_pdfs) != (self.data.input_dim,
+                                                                 self.data.num_pdfs):
+            said = ", ".join(f"{k} {exported.model_config.to_dict()[k]} (here {ours.get(k)})"
+                             for k in differ[:3]) or (
+                f"input {exported.input_dim} x {exported.num_pdfs} pdfs (here "
+                f"{self.data.input_dim} x {self.data.num_pdfs})")
+            raise AsrdistError(f"--init-model {path}: not a model of this run's shape: {said}")
+        self.model.load_state_dict(model.state_dict())
 
     def _noise_probe(self, across: bool) -> NoiseProbe | None:
         """--noise-scale-every: ``across`` the learners, else on halves of the batch."""
@@ -273,9 +297,10 @@ class _Run:
             ready = self.resume_state["queued"]
         self.resume_state = None
         cuda = self.device.type == "cuda"
-        prefetch: Prefetcher[Batch] = Prefetcher(partial(self.data.batch, stream, cuda),
-                                                 pos.steps_left() - len(ready), ready,
-                                                 background=cuda)
+        # a sequence batch holds lattices, which a checkpoint does not: made when taken
+        prefetch: Prefetcher[Batch | SequenceBatch] = Prefetcher(
+            partial(self.data.batch, stream, cuda and self.sequence is None),
+            pos.steps_left() - len(ready), ready, background=cuda and self.sequence is None)
         num_steps = pos.steps_per_epoch[pos.epoch]
         bar = progress(num_steps, f"epoch {pos.epoch + 1}/{cfg.epochs}", "step",
                        initial=pos.step_in_epoch, enabled=self.rank == self.strategy.leader())
@@ -283,19 +308,16 @@ class _Run:
         try:
             while pos.steps_left() > 0:
                 t_wait = time.monotonic()
-                x, y, frames = prefetch.get()
+                batch = prefetch.get()
                 t_compute = time.monotonic()
-                x = x.to(self.device, non_blocking=True)
-                y = y.to(self.device, non_blocking=True)
                 lr = self.schedule.lr_at(pos.step, pos.epoch)
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                if self.noise is not None and self.noise.due(pos.step):
-                    self._measure_noise(x, y)
+                step_loss, frames = self._step_loss(batch)
                 if self.before_step is not None:
                     self.before_step(pos.step / self.total_steps)
-                loss = train_step(self.strategy, wrapped, optimizer, pos.step,
-                                  partial(self._loss, x=x, y=y), cfg.grad_clip, self.scaler)
+                loss = train_step(self.strategy, wrapped, optimizer, pos.step, step_loss,
+                                  cfg.grad_clip, self.scaler)
                 if self.after_step is not None:
                     self.after_step(pos.step + 1)
                 now = time.monotonic()
@@ -321,6 +343,25 @@ class _Run:
             bar.close()
             prefetch.close()
 
+    def _step_loss(self, batch: Batch | SequenceBatch
+                   ) -> tuple[partial[torch.Tensor], int]:
+        """This step's loss of the model, on the device, and its labelled frames (the
+        gradient noise measured first when due: cross-entropy only)."""
+        if isinstance(batch, SequenceBatch):
+            on_device = batch.to(self.device)
+            return partial(self._sequence_loss, batch=on_device), on_device.frames
+        x, y, frames = batch
+        x = x.to(self.device, non_blocking=True)
+        y = y.to(self.device, non_blocking=True)
+        if self.noise is not None and self.noise.due(self.pos.step):
+            self._measure_noise(x, y)
+        return partial(self._loss, x=x, y=y), frames
+
+    def _sequence_loss(self, model: torch.nn.Module, batch: SequenceBatch) -> torch.Tensor:
+        assert self.sequence is not None
+        with self.precision.autocast_context():
+            return self.sequence.loss(model, batch)
+
     def _loss(self, model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         with self.precision.autocast_context():
             return frame_loss(model, x, y)
@@ -343,11 +384,24 @@ class _Run:
             self.strategy.sync(self.wrapped)
         held = evaluate(self.model, self.cfg, data.corpus, data.heldout_rows, data.input_dim,
                         self.device)
+        figures = {**held.figures(), **self._heldout_sequence()}
         lost = self._lost() if final else []
-        self.records.heldout(held.frames, held.figures(), final, self.cfg.epochs,
+        self.records.heldout(held.frames, figures, final, self.cfg.epochs,
                              **self.strategy.metrics(),
                              **({"learners_lost": lost} if lost else {}))
-        return held.figures()
+        return figures
+
+    def _heldout_sequence(self) -> dict[str, float]:
+        """The sequence objective per frame on the held-out utterances with lattices."""
+        if self.sequence is None or self.data.sequence is None:
+            return {}
+        reader = self.data.reader()
+        try:
+            batches = self.data.sequence.heldout_batches(
+                reader, self.cfg.chunk_len, self.model.left_context, self.model.right_context)
+            return self.sequence.evaluate(self.model, batches, self.device)
+        finally:
+            reader.close()
 
     def _lost(self) -> list[dict[str, int]]:
         """The learners an elastic run dropped and the step each left at, for final.pt and

@@ -29,12 +29,17 @@ gmm=tri1           # the GMM whose alignments the networks learn: tri1 (tied tri
 tri_opts="--num-leaves 1000 --total-gauss 8000"  # asrdist-train-deltas flags for tri1
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
 pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
+seq_objectives="mmi smbr"  # stage 8: sequence training of each network from its CE model, one
+                   # run per objective (mmi, bmmi, smbr; "": none)
+seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
+                   # config and flags (no SpecAugment, no warm-up: fixed in stage 8)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
        [--setup blstm|conformer|tdnnf|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
-       [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"]
+       [--seq-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm|conformer|tdnnf) runs=$(for a in $algos; do echo ${setup}_$a; done) ;;
@@ -149,6 +154,32 @@ if [ $stage -le 7 ] && [ $stop_stage -ge 7 ]; then
   for r in $runs; do
     run_stage 7 "score $r" asrdist-score text --subsets-by $subsets --report $exp/results.md \
       --name "$r x$learners" $data/test/text $exp/$r/decode_test
+  done
+  cat $exp/results.md
+fi
+
+if [ $stage -le 8 ] && [ $stop_stage -ge 8 ] && [ -n "$seq_objectives" ] && [ $setup != suchen ]; then
+  # sequence training (Kaldi's make_denlats.sh, then train_discriminative.sh): each CE network's
+  # lattices of its own training data over exp/graph, then a few epochs of each objective from
+  # it, whole utterances per step, the numerator the alignments the CE targets came from
+  silence=$(cat $data/lang/phones/silence.csl)
+  for a in $algos; do
+    r=${setup}_$a
+    run_stage 8 "denlats $r" asrdist-decode --graph $exp/graph --nj $nj --cmd "$decode_cmd" \
+      --model $exp/$r/final.pt --data $data/${train}_$nnet_feats --out $exp/${r}_denlats
+    for o in $seq_objectives; do
+      run_stage 8 "train $r $o x$learners" "$repo_root/local/launch_train.sh" \
+        --learners $learners -- --config conf/train_$setup.yaml --data $data/${train}_$nnet_feats \
+        --targets $exp/${gmm}_pdf --out $exp/${r}_$o --algo $a --resume $train_opts \
+        --objective $o --init-model $exp/$r/final.pt --denlats $exp/${r}_denlats \
+        --alignments $ali --silence-phones $silence --feature-masks 0 --time-masks 0 \
+        --warmup-epochs 0 $seq_opts
+      run_stage 8 "decode ${r}_$o" asrdist-decode --graph $exp/graph --nj $nj \
+        --cmd "$decode_cmd" --model $exp/${r}_$o/final.pt --data $data/test_$nnet_feats \
+        --out $exp/${r}_$o/decode_test
+      run_stage 8 "score ${r}_$o" asrdist-score text --subsets-by spk,$data/test/utt2synth \
+        --report $exp/results.md --name "${r}_$o x$learners" $data/test/text $exp/${r}_$o/decode_test
+    done
   done
   cat $exp/results.md
 fi

@@ -10,7 +10,13 @@ import torch
 
 from asrdist.decode.lattice import CompactLattice
 from asrdist.errors import AsrdistError
-from asrdist.train.sequence_loss import MmiOptions, Numerator, mmi_loss, objective_and_gradient
+from asrdist.train.sequence_loss import (
+    Numerator,
+    SequenceOptions,
+    objective_and_gradient,
+    sequence_loss,
+    smbr_objective_and_gradient,
+)
 
 F = np.float32
 TID_TO_PDF = np.array([-1, 0, 1])  # tid 1 -> pdf 0 (phone 1), tid 2 -> pdf 1 (phone 2)
@@ -35,7 +41,7 @@ def test_mmi_by_hand():
     pdf 0, gradient 0.5 (1 - pA, -(1 - pA)); frame 1 is pdf 1 on both paths: no gradient."""
     p_a = 1.0 / (1.0 + math.exp(-1.0))
     objective, grad, kept = objective_and_gradient(np.array(SCORES), two_paths(), numerator(),
-                                                   MmiOptions(acoustic_scale=0.5))
+                                                   SequenceOptions(acoustic_scale=0.5))
     assert objective == pytest.approx(math.log(p_a))
     assert grad == pytest.approx(np.array([[0.5 * (1 - p_a), -0.5 * (1 - p_a)], [0.0, 0.0]]))
     assert kept == 2
@@ -44,7 +50,7 @@ def test_mmi_by_hand():
 def test_the_loss_backpropagates_minus_the_gradient():
     """Against autograd through the objective written out for this lattice by hand."""
     scores = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
-    loss, _ = mmi_loss(scores, two_paths(), numerator(), MmiOptions(acoustic_scale=0.5))
+    loss, _ = sequence_loss(scores, two_paths(), numerator(), SequenceOptions(acoustic_scale=0.5))
     loss.backward()
     by_hand = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
     s = by_hand
@@ -60,20 +66,51 @@ def test_boosting_lifts_the_path_with_the_wrong_phone():
     """b = 1: B's frame 0 has phone 2 where the numerator has 1, so its graph cost drops by
     1 to -0.5 and B scores -0.75, as A: p(A) = 1/2, F = -log 2."""
     objective, _, _ = objective_and_gradient(np.array(SCORES), two_paths(), numerator(),
-                                             MmiOptions(acoustic_scale=0.5, boost=1.0))
+                                             SequenceOptions(acoustic_scale=0.5, boost=1.0))
     assert objective == pytest.approx(-math.log(2.0))
 
 
 def test_frames_the_lattice_cannot_explain_get_no_gradient():
     """Numerator tids 1 1: no path has pdf 0 at frame 1, so that frame is dropped."""
     _, grad, kept = objective_and_gradient(np.array(SCORES), two_paths(), numerator((1, 1)),
-                                           MmiOptions(acoustic_scale=0.5))
+                                           SequenceOptions(acoustic_scale=0.5))
     assert kept == 1 and not grad[1].any()
     _, grad, kept = objective_and_gradient(np.array(SCORES), two_paths(), numerator((1, 1)),
-                                           MmiOptions(acoustic_scale=0.5, drop_frames=False))
+                                           SequenceOptions(acoustic_scale=0.5, drop_frames=False))
     assert kept == 2 and grad[1, 0] == pytest.approx(0.5)
 
 
 def test_scores_of_another_length_are_refused():
     with pytest.raises(AsrdistError, match="3 frames of scores but 2"):
-        objective_and_gradient(np.zeros((3, 2)), two_paths(), numerator(), MmiOptions())
+        objective_and_gradient(np.zeros((3, 2)), two_paths(), numerator(), SequenceOptions())
+
+
+def test_smbr_by_hand():
+    """kappa 0.5, no silence: A (pdfs 0 1) has both frames right, B (pdfs 1 1) frame 1 only,
+    so the expected accuracy is 2 pA + (1 - pA) = 1 + pA. Its gradient in s[0, 0] (on A
+    only) is 0.5 pA (1 - pA) (A's accuracy 2 over the mean 1 + pA), minus that in s[0, 1]
+    (on B only); frame 1 is the same pdf on both paths: no gradient."""
+    p_a = 1.0 / (1.0 + math.exp(-1.0))
+    opts = SequenceOptions(criterion="smbr", acoustic_scale=0.5)
+    accuracy, grad, frames = smbr_objective_and_gradient(np.array(SCORES), two_paths(),
+                                                         numerator(), opts)
+    assert accuracy == pytest.approx(1.0 + p_a)
+    g = 0.5 * p_a * (1.0 - p_a)
+    assert grad == pytest.approx(np.array([[g, -g], [0.0, 0.0]]), abs=1e-6)
+    assert frames == 2
+
+
+def test_the_smbr_loss_backpropagates_minus_the_expected_accuracy():
+    """Against autograd through the expected accuracy written out for this lattice."""
+    scores = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
+    opts = SequenceOptions(criterion="smbr", acoustic_scale=0.5)
+    loss, _ = sequence_loss(scores, two_paths(), numerator(), opts)
+    loss.backward()
+    s = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
+    a = 0.5 * (s[0, 0] + s[1, 1])
+    b = -0.5 + 0.5 * (s[0, 1] + s[1, 1])
+    p = torch.softmax(torch.stack([a, b]), 0)
+    expected = -(2.0 * p[0] + 1.0 * p[1])
+    expected.backward()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert torch.allclose(scores.grad, s.grad, atol=1e-6)

@@ -48,7 +48,8 @@ def in_range(low: float, high: float) -> Check:
 
 def option(default: Any, help: str, choices: tuple[str, ...] | None = None,
            check: Check | None = None, name: str | None = None, fingerprint: bool = True,
-           resumable: bool = False, when: tuple[str, tuple[str, ...]] | None = None) -> Any:
+           resumable: bool = False, when: tuple[str, tuple[str, ...]] | None = None,
+           added: bool = False) -> Any:
     """A dataclass field declaring one option: its default, help text, the values it may take
     (``choices`` or ``check``) and, when it differs from the field's, its public name.
 
@@ -57,11 +58,19 @@ def option(default: Any, help: str, choices: tuple[str, ...] | None = None,
     a --resume may change it. ``resumable``: a fingerprinted option that a --resume may change
     anyway (an injected straggler: timing, not maths). ``when=(field, values)``: the option is
     used only when its component's ``field`` has one of ``values`` (the Conformer's sizes, for
-    ``type`` conformer); otherwise it is no part of the run (:func:`not_taken`)."""
+    ``type`` conformer); otherwise it is no part of the run (:func:`not_taken`). ``added``: an
+    option that came after runs were made (``--objective``): at its default it is no part of a
+    run's identity, so a run from before it is the same run."""
     return field(default=default, metadata={"help": help, "choices": choices, "check": check,
                                             "name": name, "fingerprint": fingerprint,
                                             "resumable": resumable or not fingerprint,
-                                            "when": when})
+                                            "when": when, "added": added})
+
+
+def unrecorded(f: dataclasses.Field, value: Any) -> bool:
+    """Whether option ``f`` at ``value`` is left out of a run's identity (``added``, at its
+    default)."""
+    return bool(f.metadata.get("added")) and value == f.default
 
 
 def public_name(f: dataclasses.Field) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import done_marker
 from asrdist.models.final import FILENAME as FINAL
-from asrdist.options import fingerprinted, flag, not_taken, resumable
+from asrdist.options import fingerprinted, flag, not_taken, resumable, unrecorded
 from asrdist.parallel import registry
 from asrdist.stage import Skipped, StageCheck, check_done, read_marker, resolved
 from asrdist.train.checkpoint import list_checkpoints
@@ -43,11 +43,11 @@ def run_options(config: TrainConfig, world_size: int) -> dict[str, Any]:
     and the --algo's own (another strategy's options, ignored by this run, do not count), the
     input paths resolved (every spelling of a directory is the same run), and the learner
     count; an option declared for some models or optimizers only (``when=``: the Conformer's
-    sizes) counts for those only."""
+    sizes) counts for those only, one added later (``--objective``) only off its default."""
     unused = set(strategy_fields()) - set(registry.options_of(config.algo)) | not_taken(config)
     known = all_fields()
     options = {k: v for k, v in config.to_dict().items()
-               if fingerprinted(known[k]) and k not in unused}
+               if fingerprinted(known[k]) and k not in unused and not unrecorded(known[k], v)}
     for name in INPUT_OPTIONS:
         if options.get(name):
             options[name] = resolved(options[name])

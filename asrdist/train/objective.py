@@ -26,7 +26,7 @@ class ObjectiveOptions(Options):
         "ce", "ce: frame cross-entropy on --targets; mmi, bmmi (boosted MMI), smbr (state-level "
               "minimum Bayes risk): sequence training over --denlats from an --init-model, whole "
               "utterances per step, the loss reported per frame (smbr: minus the expected frame "
-              "accuracy)", OBJECTIVES)
+              "accuracy)", OBJECTIVES, added=True)
     init_model: str = option(
         "", "sequence training: the cross-entropy model (final.pt) it starts from, of the "
             "same model options", when=("objective", SEQUENCE))

@@ -33,13 +33,14 @@ seq_objectives="mmi smbr"  # stage 8: sequence training of each network from its
                    # run per objective (mmi, bmmi, smbr; "": none)
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
                    # config and flags (no SpecAugment, no warm-up: fixed in stage 8)
+denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
        [--setup blstm|conformer|tdnnf|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
        [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"]
-       [--seq-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--seq-opts \"FLAGS\"] [--denlats-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm|conformer|tdnnf) runs=$(for a in $algos; do echo ${setup}_$a; done) ;;
@@ -166,7 +167,8 @@ if [ $stage -le 8 ] && [ $stop_stage -ge 8 ] && [ -n "$seq_objectives" ] && [ $s
   for a in $algos; do
     r=${setup}_$a
     run_stage 8 "denlats $r" asrdist-decode --graph $exp/graph --nj $nj --cmd "$decode_cmd" \
-      --model $exp/$r/final.pt --data $data/${train}_$nnet_feats --out $exp/${r}_denlats
+      $denlats_opts --lmwt "" --model $exp/$r/final.pt --data $data/${train}_$nnet_feats \
+      --out $exp/${r}_denlats
     for o in $seq_objectives; do
       run_stage 8 "train $r $o x$learners" "$repo_root/local/launch_train.sh" \
         --learners $learners -- --config conf/train_$setup.yaml --data $data/${train}_$nnet_feats \

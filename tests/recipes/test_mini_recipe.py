@@ -104,7 +104,7 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
 
 def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_asked(tmp_path):
     """Also --gmm mono: the networks' targets come from the monophones."""
-    out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.1", "--test-hours", "0.004",
+    out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.04", "--test-hours", "0.004",
                      "--nnet-feats", "fbank", "--stop-stage", "3", "--gmm", "mono")
     assert out.returncode == 0, out.stderr[-3000:]
     assert "stage 0 (augment)" not in out.stderr and "align augmented" not in out.stderr

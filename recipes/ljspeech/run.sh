@@ -38,13 +38,18 @@ learners=2         # learner processes per training run (mpiexec, torchrun or sr
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 bands)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 64"
 decode_opts="--max-active 3000"  # asrdist-decode flags (Kaldi's 7000 made the BLSTM's decode 524 s)
+seq_objectives="mmi"  # stage 5: sequence training of each network from its CE model, one run
+                   # per objective (mmi, bmmi, smbr; "": none), decoded and scored beside it
+seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
+denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)
 data=data          # where data dirs, features and lang go
 exp=exp            # where models, graphs, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR | --download DIR]
        [--test-corpus \"DIR ...\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--mono-opts \"FLAGS\"]
        [--tri1-opts \"FLAGS\"] [--tri2-opts \"FLAGS\"]
        [--algos \"A B\"] [--learners N] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"]
-       [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--decode-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"] [--seq-opts \"FLAGS\"]
+       [--denlats-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $nnet_feats in
   mfcc|fbank) ;;
@@ -53,7 +58,8 @@ esac
 test_sets="test $(for d in $test_corpus; do basename "$d"; done)"
 gmms="mono tri1 tri2"       # GMM systems, each decoded with its own graph
 ali=$exp/tri2               # the alignments the networks train on (the best GMM's)
-runs=$(for a in $algos; do echo blstm_$a; done)
+ce_runs=$(for a in $algos; do echo blstm_$a; done)
+runs=$(for r in $ce_runs; do echo $r; for o in $seq_objectives; do echo ${r}_$o; done; done)
 # graph_of SYSTEM: the graph dir a system decodes with (a network: its alignments' GMM's)
 graph_of() { case $1 in blstm_*) echo $ali/graph_tg ;; *) echo $exp/$1/graph_tg ;; esac; }
 
@@ -99,6 +105,23 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
   for g in $gmms; do  # the trigram is estimated here from stage 0's LM text (same as lm_tg.arpa)
     run_stage 5 "graph $g" asrdist-mkgraph --lang $data/lang --model $exp/$g/final.mdl \
       --text $data/local/lm/text --order 3 --out $exp/$g/graph_tg
+  done
+  # sequence training (make_denlats.sh, then train_discriminative.sh), here as it needs the
+  # graph: each CE network's lattices of its training data, then each objective from it
+  silence=$(cat $data/lang/phones/silence.csl)
+  for a in $([ -n "$seq_objectives" ] && echo $algos); do
+    r=blstm_$a
+    run_stage 5 "denlats $r" asrdist-decode --graph $(graph_of $r) --nj $nj \
+      --cmd "$decode_cmd" $denlats_opts --lmwt "" --model $exp/$r/final.pt \
+      --data $data/train_$nnet_feats --out $exp/${r}_denlats
+    for o in $seq_objectives; do
+      run_stage 5 "train $r $o x$learners" "$repo_root/local/launch_train.sh" \
+        --learners $learners -- --config conf/train_blstm.yaml --data $data/train_$nnet_feats \
+        --targets ${ali}_pdf --out $exp/${r}_$o --algo $a --resume $train_opts \
+        --objective $o --init-model $exp/$r/final.pt --denlats $exp/${r}_denlats \
+        --alignments $ali $([ $o = mmi ] || echo --silence-phones $silence) --feature-masks 0 \
+        --time-masks 0 --warmup-epochs 0 $seq_opts
+    done
   done
 fi
 

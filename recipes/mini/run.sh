@@ -174,8 +174,8 @@ if [ $stage -le 8 ] && [ $stop_stage -ge 8 ] && [ -n "$seq_objectives" ] && [ $s
         --learners $learners -- --config conf/train_$setup.yaml --data $data/${train}_$nnet_feats \
         --targets $exp/${gmm}_pdf --out $exp/${r}_$o --algo $a --resume $train_opts \
         --objective $o --init-model $exp/$r/final.pt --denlats $exp/${r}_denlats \
-        --alignments $ali --silence-phones $silence --feature-masks 0 --time-masks 0 \
-        --warmup-epochs 0 $seq_opts
+        --alignments $ali $([ $o = mmi ] || echo --silence-phones $silence) --feature-masks 0 \
+        --time-masks 0 --warmup-epochs 0 $seq_opts
       run_stage 8 "decode ${r}_$o" asrdist-decode --graph $exp/graph --nj $nj \
         --cmd "$decode_cmd" --model $exp/${r}_$o/final.pt --data $data/test_$nnet_feats \
         --out $exp/${r}_$o/decode_test

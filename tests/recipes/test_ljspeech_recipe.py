@@ -55,7 +55,9 @@ def test_all_stages_on_real_clips_with_a_second_test_corpus(tmp_path: Path) -> N
             "--tri2-opts", "--num-leaves 160 --total-gauss 300 --num-iters 6 --realign-iters 3 "
                            "--mllt-iters 2,4 --dim 20",
             "--train-opts", "--epochs 1 --units 16 --batch-size 16 --heldout-utts 2",
-            "--decode-opts", "--beam 10 --lattice-beam 4 --max-active 300 --lmwt 8,10 --wip 0.0"]
+            "--decode-opts", "--beam 10 --lattice-beam 4 --max-active 300 --lmwt 8,10 --wip 0.0",
+            "--seq-objectives", "mmi", "--seq-opts", "--epochs 1 --max-steps 3",
+            "--denlats-opts", "--beam 8 --lattice-beam 3 --max-active 300"]
     first = run_recipe(tmp_path, *tiny)
     assert first.returncode == 0, first.stderr[-3000:]
     for n in range(9):
@@ -64,12 +66,12 @@ def test_all_stages_on_real_clips_with_a_second_test_corpus(tmp_path: Path) -> N
 
     exp = tmp_path / "exp"
     results = (exp / "results.md").read_text()
-    for system in ("mono", "tri1", "tri2", "blstm_ssgd x2"):
+    for system in ("mono", "tri1", "tri2", "blstm_ssgd x2", "blstm_ssgd_mmi x2"):
         for lm in ("tg", "fg"):
             for test_set in ("test", "heldout"):
                 assert f"| {system} {lm} {test_set} |" in results, results
     rows = (exp / "RESULTS").read_text().splitlines()
-    assert len(rows) == 16
+    assert len(rows) == 20
     wer = r"%WER (\d+\.\d+) \[ \d+ / (\d+), \d+ ins, \d+ del, \d+ sub \]"
     words = {"test": None, "heldout": None}
     for row in rows:

@@ -246,6 +246,8 @@ class _Run:
                 **self.precision.describe(), steps_per_epoch=pos.steps_per_epoch,
                 peak_lr=self.schedule.peak, resumed=resumed,
                 **({"changed": self.changed} if self.changed else {}))
+            if self.sequence is not None and not resumed:
+                self._heldout()  # the CE model's figures, objective included: where it starts
             heldout = self._train_epochs(wrapped, optimizer)
             if self.preempted:
                 self.strategy.stop_early(wrapped)

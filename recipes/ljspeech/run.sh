@@ -42,6 +42,7 @@ seq_objectives="mmi"  # stage 5: sequence training of each network from its CE m
                    # per objective (mmi, bmmi, smbr; "": none), decoded and scored beside it
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
 denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)
+den_lm_order=1     # the LM of the lattices' graph: a unigram (a weak LM gives the competitors)
 data=data          # where data dirs, features and lang go
 exp=exp            # where models, graphs, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR | --download DIR]
@@ -49,7 +50,7 @@ help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR | --download 
        [--tri1-opts \"FLAGS\"] [--tri2-opts \"FLAGS\"]
        [--algos \"A B\"] [--learners N] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"]
        [--decode-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"] [--seq-opts \"FLAGS\"]
-       [--denlats-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--denlats-opts \"FLAGS\"] [--den-lm-order N] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $nnet_feats in
   mfcc|fbank) ;;
@@ -106,12 +107,16 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
     run_stage 5 "graph $g" asrdist-mkgraph --lang $data/lang --model $exp/$g/final.mdl \
       --text $data/local/lm/text --order 3 --out $exp/$g/graph_tg
   done
-  # sequence training (make_denlats.sh, then train_discriminative.sh), here as it needs the
-  # graph: each CE network's lattices of its training data, then each objective from it
+  # sequence training (make_denlats.sh, then train_discriminative.sh), after the graphs: each
+  # CE network's lattices of its training data over a weak LM's graph, then each objective
   silence=$(cat $data/lang/phones/silence.csl)
+  if [ -n "$seq_objectives" ]; then
+    run_stage 5 "denominator graph" asrdist-mkgraph --lang $data/lang --model $ali/final.mdl \
+      --text $data/local/lm/text --order $den_lm_order --out $ali/graph_den
+  fi
   for a in $([ -n "$seq_objectives" ] && echo $algos); do
     r=blstm_$a
-    run_stage 5 "denlats $r" asrdist-decode --graph $(graph_of $r) --nj $nj \
+    run_stage 5 "denlats $r" asrdist-decode --graph $ali/graph_den --nj $nj \
       --cmd "$decode_cmd" $denlats_opts --lmwt "" --model $exp/$r/final.pt \
       --data $data/train_$nnet_feats --out $exp/${r}_denlats
     for o in $seq_objectives; do

@@ -34,13 +34,15 @@ seq_objectives="mmi smbr"  # stage 8: sequence training of each network from its
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
                    # config and flags (no SpecAugment, no warm-up: fixed in stage 8)
 denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)
+den_lm_order=1     # the LM of the lattices' graph: a unigram of the training text (the trigram
+                   # of its own sentences leaves ~1.1 arcs per frame: no competitors)
 data=data          # where corpus, features and lang go
 exp=exp            # where models, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H] [--augment true|false]
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
        [--setup blstm|conformer|tdnnf|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
        [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"]
-       [--seq-opts \"FLAGS\"] [--denlats-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
+       [--seq-opts \"FLAGS\"] [--denlats-opts \"FLAGS\"] [--den-lm-order N] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm|conformer|tdnnf) runs=$(for a in $algos; do echo ${setup}_$a; done) ;;
@@ -161,12 +163,15 @@ fi
 
 if [ $stage -le 8 ] && [ $stop_stage -ge 8 ] && [ -n "$seq_objectives" ] && [ $setup != suchen ]; then
   # sequence training (Kaldi's make_denlats.sh, then train_discriminative.sh): each CE network's
-  # lattices of its own training data over exp/graph, then a few epochs of each objective from
-  # it, whole utterances per step, the numerator the alignments the CE targets came from
+  # lattices of its own training data over a graph with a weak LM (exp/graph_den), then a few
+  # epochs of each objective from it, whole utterances per step, the numerator the alignments
+  # the CE targets came from
   silence=$(cat $data/lang/phones/silence.csl)
+  run_stage 8 "denominator graph" asrdist-mkgraph --lang $data/lang --model $exp/$gmm/final.mdl \
+    --text $data/train/text --order $den_lm_order --out $exp/graph_den
   for a in $algos; do
     r=${setup}_$a
-    run_stage 8 "denlats $r" asrdist-decode --graph $exp/graph --nj $nj --cmd "$decode_cmd" \
+    run_stage 8 "denlats $r" asrdist-decode --graph $exp/graph_den --nj $nj --cmd "$decode_cmd" \
       $denlats_opts --lmwt "" --model $exp/$r/final.pt --data $data/${train}_$nnet_feats \
       --out $exp/${r}_denlats
     for o in $seq_objectives; do

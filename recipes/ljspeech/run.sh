@@ -38,7 +38,7 @@ learners=2         # learner processes per training run (mpiexec, torchrun or sr
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 bands)
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 64"
 decode_opts="--max-active 3000"  # asrdist-decode flags (Kaldi's 7000 made the BLSTM's decode 524 s)
-seq_objectives="mmi"  # stage 5: sequence training of each network from its CE model, one run
+seq_objectives="smbr"  # stage 5: sequence training of each network from its CE model, one run
                    # per objective (mmi, bmmi, smbr; "": none), decoded and scored beside it
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
 denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)

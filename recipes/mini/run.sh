@@ -29,8 +29,8 @@ gmm=tri1           # the GMM whose alignments the networks learn: tri1 (tied tri
 tri_opts="--num-leaves 1000 --total-gauss 8000"  # asrdist-train-deltas flags for tri1
 train_opts=""      # extra asrdist-train flags, e.g. "--epochs 2 --units 256"
 pretrain_opts=""   # suchen: extra asrdist-pretrain-rbm flags (keep --hidden-* as the DNN's)
-seq_objectives="mmi smbr"  # stage 8: sequence training of each network from its CE model, one
-                   # run per objective (mmi, bmmi, smbr; "": none)
+seq_objectives="smbr"  # stage 8: sequence training of each network from its CE model, one run
+                   # per objective (mmi, bmmi, smbr; "": none); RESULTS.md, "Sequence training"
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
                    # config and flags (no SpecAugment, no warm-up: fixed in stage 8)
 denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)

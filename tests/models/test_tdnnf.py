@@ -145,5 +145,5 @@ def test_another_model_s_option_given_is_ignored_with_a_warning(tmp_path, caplog
             "--data", str(data), "--targets", str(targets), "--out", str(tmp_path / "run"),
             *TINY_MODEL, "--epochs=1", "--tdnnf-dim=64", "--conv-kernel=7"])
     assert trained.exit_code == 0, trained.output
-    assert "this run does not use --conv-kernel 7, --tdnnf-dim 64 (another model's or " \
-        "optimizer's): ignored" in caplog.text
+    assert "this run does not use --conv-kernel 7, --tdnnf-dim 64 (another model's, " \
+        "optimizer's or objective's): ignored" in caplog.text

@@ -176,3 +176,29 @@ def test_lattices_of_another_data_dir_are_refused(system, tmp_path):
                    str(corpus.ali), "--max-steps=1")
     assert done.returncode != 0
     assert "no lattice of any training utterance of --data" in done.stderr.strip().splitlines()[-1]
+
+
+def test_a_lattice_of_other_frames_is_refused_naming_it(system, tmp_path):
+    """Two utterances' lattices swapped: the first read names its file and utterance."""
+    import gzip
+
+    from asrdist.decode.lattice_io import iter_lattices_binary, write_lattices
+
+    corpus, final, denlats = system
+    with gzip.open(denlats / "lat.1.gz", "rb") as f:
+        lattices = dict(iter_lattices_binary(f.read()))
+    frames = {line.split()[0]: int(line.split()[1])
+              for line in (corpus.data / "utt2num_frames").read_text().splitlines()}
+    a = next(iter(lattices))
+    b = next(u for u in lattices if frames[u] != frames[a])
+    lattices[a], lattices[b] = lattices[b], lattices[a]
+    swapped = tmp_path / "denlats"
+    swapped.mkdir()
+    (swapped / "num_jobs").write_text("1\n")
+    write_lattices(swapped / "lat.1.gz", sorted(lattices.items()))
+    done = run_train(*_data(corpus, tmp_path / "bad"), *MODEL, "--objective=mmi",
+                     "--init-model", str(final), "--denlats", str(swapped), "--alignments",
+                     str(corpus.ali), "--max-steps=1")
+    assert done.returncode != 0
+    assert re.search(rf"lat.1.gz: lattice {a} has {frames[b]} frames, its features "
+                     rf"{frames[a]}", done.stderr.strip().splitlines()[-1]), done.stderr[-800:]

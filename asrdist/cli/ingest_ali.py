@@ -7,14 +7,14 @@ from pathlib import Path
 import click
 
 from asrdist.cli import command
-from asrdist.data.ingest import IngestReport, ingest_alignments
+from asrdist.data.ingest import TOLERANCE, IngestReport, ingest_alignments
 from asrdist.stage import Skipped
 
 
 @command()
 @click.option(
     "--tolerance",
-    default=2,
+    default=TOLERANCE,
     show_default=True,
     type=click.IntRange(min=0),
     help="Largest |alignment - feature| length difference fixed by padding/truncating.",

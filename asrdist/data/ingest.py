@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 STAGE = "ingest_ali"
 OUTPUTS = ("pdf.ark", "pdf.scp", "num_pdfs", "pdf_counts", "report.txt", "report.json")
 COUNT_BATCH = 1 << 18  # pdfs per bincount (1 MiB of int32)
+TOLERANCE = 2  # frames of alignment-feature length difference fixed (Kaldi's usual 1-2)
 
 
 @dataclass
@@ -166,7 +167,7 @@ def ingest_alignments(
     ali_dir: str | os.PathLike,
     feats_scp: str | os.PathLike,
     out_dir: str | os.PathLike,
-    tolerance: int = 2,
+    tolerance: int = TOLERANCE,
     max_missing_fraction: float = 0.05,
 ) -> IngestReport | Skipped:
     """Write pdf targets for every aligned utterance of ``feats_scp`` into ``out_dir``.

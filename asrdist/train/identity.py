@@ -61,9 +61,7 @@ def run_inputs(config: TrainConfig) -> list[str]:
     """The files whose change retrains the model (the RBM stack's, a sequence run's model,
     lattices and alignments too, when used)."""
     unused = not_taken(config)
-    return [config.data, config.targets,
-            *(getattr(config, n) for n in INPUT_OPTIONS[2:]
-              if n not in unused and getattr(config, n))]
+    return [getattr(config, n) for n in INPUT_OPTIONS if n not in unused and getattr(config, n)]
 
 
 def claim_run_dir(config: TrainConfig, rank: int, world_size: int,

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from asrdist.data.dataset import IGNORE, Corpus, UtteranceReader, epoch_shards, make_chunks
-from asrdist.data.ingest import fit_length, map_to_pdfs
+from asrdist.data.ingest import TOLERANCE, fit_length, map_to_pdfs
+from asrdist.data.targets import load_int32_vector
 from asrdist.decode.lattice_io import iter_lattices_binary
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import alignment_files, read_alignments, read_num_jobs
@@ -38,9 +39,6 @@ from asrdist.progress import track
 from asrdist.train.lattice_arrays import LatticeArrays, lattice_arrays
 
 log = logging.getLogger(__name__)
-
-ALIGNMENT_TOLERANCE = 2  # frames, as asrdist-ingest-ali's default
-
 
 class DenominatorLattices:
     """The lattices of a decode dir (``num_jobs``, ``lat.N.gz``) by utterance, of the
@@ -87,7 +85,8 @@ class DenominatorLattices:
 
 class Numerators:
     """The numerator transition-ids of every utterance of ``corpus`` that ``ali_dir`` aligns,
-    fitted to its frames as ingestion fitted the targets, and ``ali_dir``'s transition model."""
+    fitted to its frames as ingestion fitted the targets and checked, once, to spell the
+    targets' pdfs; and ``ali_dir``'s transition model."""
 
     def __init__(self, ali_dir: str | Path, corpus: Corpus) -> None:
         self.dir = Path(ali_dir)
@@ -100,23 +99,27 @@ class Numerators:
                                f"{corpus.num_pdfs}: not the alignments the targets came from")
         rows = {u: i for i, u in enumerate(corpus.utts)}
         self.tids: dict[str, np.ndarray] = {}
-        for path in alignment_files(self.dir):
-            for utt, tids in read_alignments(path):
-                if utt in rows:
-                    map_to_pdfs(tids, self.trans, utt, path)  # refuses an id out of range
-                    self.tids[utt] = fit_length(tids, int(corpus.num_frames[rows[utt]]),
-                                                ALIGNMENT_TOLERANCE, utt).astype(np.int32)
+        fds: dict = {}
+        try:
+            for path in alignment_files(self.dir):
+                for utt, tids in read_alignments(path):
+                    if utt in rows:
+                        row = rows[utt]
+                        fitted = fit_length(tids, int(corpus.num_frames[row]), TOLERANCE, utt)
+                        pdfs = map_to_pdfs(fitted, self.trans, utt, path)
+                        self._check(utt, pdfs, load_int32_vector(corpus.targets[row], fds))
+                        self.tids[utt] = fitted.astype(np.int32)
+        finally:
+            for fd in fds.values():
+                fd.close()
 
-    def of(self, utt: str, pdfs: np.ndarray) -> np.ndarray:
-        """``utt``'s transition-ids, checked to spell the targets' ``pdfs``."""
-        tids = self.tids[utt]
-        differ = np.flatnonzero(self.trans.tid_to_pdf[tids] != pdfs)
+    def _check(self, utt: str, ours: np.ndarray, targets: np.ndarray) -> None:
+        differ = np.flatnonzero(ours != targets)
         if differ.size:
+            t = int(differ[0])
             raise AsrdistError(
-                f"utterance {utt}: --alignments {self.dir} gives pdf "
-                f"{self.trans.tid_to_pdf[tids[differ[0]]]} at frame {differ[0]}, --targets "
-                f"{pdfs[differ[0]]}: the targets were not ingested from these alignments")
-        return tids
+                f"utterance {utt}: --alignments {self.dir} gives pdf {ours[t]} at frame {t}, "
+                f"--targets {targets[t]}: the targets were not ingested from these alignments")
 
 
 @dataclass
@@ -175,8 +178,7 @@ class SequenceData:
                                                                                    heldout])}
         self.numerators = Numerators(alignments, corpus)
         self.lattices = DenominatorLattices(denlats, wanted)
-        usable = [r for r in rows if corpus.utts[r] in self.lattices
-                  and corpus.utts[r] in self.numerators.tids]
+        usable = [r for r in rows if self._has_both(r)]
         if len(usable) < len(rows):
             log.warning("%d of %d training utterances have no denominator lattice in %s or no "
                         "alignment in %s: left out", len(rows) - len(usable), len(rows),
@@ -185,13 +187,17 @@ class SequenceData:
             raise AsrdistError(f"--denlats {denlats}: no lattice of any training utterance of "
                                "--data (made from another data dir?)")
         self.rows = np.asarray(usable, dtype=np.int64)
-        self.heldout = np.asarray([r for r in heldout if corpus.utts[r] in self.lattices
-                                   and corpus.utts[r] in self.numerators.tids], dtype=np.int64)
+        self.heldout = np.asarray([r for r in heldout if self._has_both(r)], dtype=np.int64)
         self._steps: dict[int, int] = {}
         if self.steps(0) == 0:
             raise AsrdistError(f"{len(self.rows)} training utterances with lattices are too few "
                                f"for one step of {batch_frames} frames on each of {world_size} "
                                "learner(s)")
+
+    def _has_both(self, row: int) -> bool:
+        """Whether utterance ``row`` has a lattice and a numerator."""
+        utt = self.corpus.utts[row]
+        return utt in self.lattices and utt in self.numerators.tids
 
     def _batches(self, epoch: int, rank: int) -> list[np.ndarray]:
         shard = epoch_shards(self.rows, self.seed, epoch, self.world_size)[rank]
@@ -220,7 +226,7 @@ class SequenceData:
         utt = self.corpus.utts[row]
         feats, pdfs = reader.read(int(row))
         return feats, Utterance(utt, len(pdfs), self.lattices.get(utt),
-                                self.numerators.of(utt, pdfs), pdfs)
+                                self.numerators.tids[utt], pdfs)
 
 
 class UtteranceBatches:

@@ -22,6 +22,7 @@ reference of :mod:`asrdist.decode.lattice_post`, itself checked against Kaldi's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,14 +144,24 @@ def smbr_objective_and_gradient(scores: np.ndarray, lat: LatticeArrays | Compact
     return expected, grad, len(num.alignment)
 
 
-def sequence_loss(scores: torch.Tensor, lat: LatticeArrays | CompactLattice, num: Numerator,
-                  opts: SequenceOptions) -> tuple[torch.Tensor, int]:
-    """Minus the objective, differentiable in ``scores`` (the network's log-likelihoods,
-    priors subtracted), and the frames that got a gradient."""
+def sequence_loss(scores: torch.Tensor,
+                  utterances: Sequence[tuple[LatticeArrays | CompactLattice, Numerator]],
+                  opts: SequenceOptions) -> torch.Tensor:
+    """Minus the summed objective of ``utterances`` (each a lattice and its numerator, their
+    frames in order in ``scores``: the network's log-likelihoods, priors subtracted),
+    differentiable in ``scores``; the scores come to the host once for all of them."""
     compute = smbr_objective_and_gradient if opts.criterion == "smbr" else objective_and_gradient
-    objective, grad, kept = compute(scores.detach().double().cpu().numpy(), lat, num, opts)
-    value = scores.new_tensor(-objective)
-    return _WithGradient.apply(scores, value, torch.from_numpy(-grad).to(scores)), kept
+    host = scores.detach().double().cpu().numpy()
+    grad = np.zeros_like(host)
+    objective, start = 0.0, 0
+    for lat, num in utterances:
+        end = start + len(num.alignment)
+        value, grad[start:end], _ = compute(host[start:end], lat, num, opts)
+        objective, start = objective + value, end
+    if start != len(host):
+        raise AsrdistError(f"{len(host)} frames of scores but {start} of numerator alignment")
+    return _WithGradient.apply(scores, scores.new_tensor(-objective),
+                               torch.from_numpy(-grad).to(scores))
 
 
 class _WithGradient(torch.autograd.Function):

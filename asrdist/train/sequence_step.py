@@ -45,14 +45,10 @@ class SequenceObjective:
         the frames of ``batch``."""
         logits = model(batch.x)[batch.keep].float()  # every utterance's frames, in order
         log_post = torch.log_softmax(logits, dim=-1)
-        scores = log_post - self.log_priors
-        minus_objective = logits.new_zeros(())
-        start = 0
-        for u in batch.utterances:
-            loss, _ = sequence_loss(scores[start:start + u.frames], u.lattice,
-                                    self._numerator(u.alignment), self.loss_options)
-            minus_objective = minus_objective + loss
-            start += u.frames
+        minus_objective = sequence_loss(
+            log_post - self.log_priors,
+            [(u.lattice, self._numerator(u.alignment)) for u in batch.utterances],
+            self.loss_options)
         targets = torch.from_numpy(np.concatenate([u.pdfs for u in batch.utterances]))
         ce = F.nll_loss(log_post, targets.to(log_post.device), reduction="sum")
         return minus_objective, ce, batch.frames

@@ -163,14 +163,14 @@ class _Run:
 
     def _init_from_final(self, path: str) -> None:
         """The weights of the cross-entropy model a sequence run starts from: its model
-        options, input dimension and pdfs must be this run's."""
+        options (those of its model type), input dimension and pdfs must be this run's."""
         model, exported = load_final(path)
-        ours = self.cfg.model_config().to_dict()
-        differ = [k for k, v in exported.model_config.to_dict().items() if ours.get(k) != v]
+        ours, theirs = self.cfg.model_config().identity(), exported.model_config.identity()
+        differ = [k for k in theirs.keys() | ours.keys() if ours.get(k) != theirs.get(k)]
         if differ or (exported.input_dim, exported.num_pdfs) != (self.data.input_dim,
                                                                  self.data.num_pdfs):
-            said = ", ".join(f"{k} {exported.model_config.to_dict()[k]} (here {ours.get(k)})"
-                             for k in differ[:3]) or (
+            said = ", ".join(f"{k} {theirs.get(k)} (here {ours.get(k)})"
+                             for k in sorted(differ)[:3]) or (
                 f"input {exported.input_dim} x {exported.num_pdfs} pdfs (here "
                 f"{self.data.input_dim} x {self.data.num_pdfs})")
             raise AsrdistError(f"--init-model {path}: not a model of this run's shape: {said}")

@@ -50,7 +50,8 @@ def test_mmi_by_hand():
 def test_the_loss_backpropagates_minus_the_gradient():
     """Against autograd through the objective written out for this lattice by hand."""
     scores = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
-    loss, _ = sequence_loss(scores, two_paths(), numerator(), SequenceOptions(acoustic_scale=0.5))
+    opts = SequenceOptions(acoustic_scale=0.5)
+    loss = sequence_loss(scores, [(two_paths(), numerator())], opts)
     loss.backward()
     by_hand = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
     s = by_hand
@@ -104,7 +105,7 @@ def test_the_smbr_loss_backpropagates_minus_the_expected_accuracy():
     """Against autograd through the expected accuracy written out for this lattice."""
     scores = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
     opts = SequenceOptions(criterion="smbr", acoustic_scale=0.5)
-    loss, _ = sequence_loss(scores, two_paths(), numerator(), opts)
+    loss = sequence_loss(scores, [(two_paths(), numerator())], opts)
     loss.backward()
     s = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
     a = 0.5 * (s[0, 0] + s[1, 1])
@@ -114,3 +115,22 @@ def test_the_smbr_loss_backpropagates_minus_the_expected_accuracy():
     expected.backward()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert torch.allclose(scores.grad, s.grad, atol=1e-6)
+
+
+def test_a_batch_of_utterances_is_the_sum_of_each_alone():
+    """Two utterances' scores stacked: the loss adds up and each gets its own gradient."""
+    opts = SequenceOptions(acoustic_scale=0.5)
+    one = torch.tensor(SCORES, dtype=torch.float64, requires_grad=True)
+    sequence_loss(one, [(two_paths(), numerator())], opts).backward()
+    both = torch.tensor(SCORES + SCORES[::-1], dtype=torch.float64, requires_grad=True)
+    loss = sequence_loss(both, [(two_paths(), numerator()), (two_paths(), numerator((2, 1)))],
+                         opts)
+    loss.backward()
+    alone = torch.tensor(SCORES[::-1], dtype=torch.float64, requires_grad=True)
+    second = sequence_loss(alone, [(two_paths(), numerator((2, 1)))], opts)
+    second.backward()
+    first = sequence_loss(one.detach(), [(two_paths(), numerator())], opts)
+    assert loss.item() == pytest.approx(first.item() + second.item())
+    assert torch.allclose(both.grad, torch.cat([one.grad, alone.grad]))
+    with pytest.raises(AsrdistError, match="4 frames of scores but 2"):
+        sequence_loss(both, [(two_paths(), numerator())], opts)

@@ -35,7 +35,7 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3",
-            "--seq-objectives", "mmi", "--seq-opts", "--epochs 1 --max-steps 4",
+            "--seq-objectives", "smbr", "--seq-opts", "--epochs 1 --max-steps 4",
             "--denlats-opts", "--beam 8 --lattice-beam 3 --max-active 300"]
     first = run_recipe(tmp_path, *tiny)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -54,11 +54,13 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
     results = (exp / "results.md").read_text()
     assert "| mono |" in results and "| tri1 |" in results
     assert "| blstm_adpsgd-random x2 |" in results
-    # stage 8: the CE network's lattices of its training data, MMI from it, decoded and scored
+    # stage 8: the CE network's lattices of its training data over the unigram's graph, sMBR
+    # (the default, given the lang's silence phones) from it, decoded and scored
+    assert (exp / "graph_den" / "HCLG.fst").is_file()
     assert (exp / "blstm_adpsgd-random_denlats" / "lat.1.gz").is_file()
-    _, mmi = load_final(exp / "blstm_adpsgd-random_mmi" / "final.pt")
-    assert mmi.steps == 4 and mmi.algo == "adpsgd-random"
-    assert "| blstm_adpsgd-random_mmi x2 |" in results
+    _, smbr = load_final(exp / "blstm_adpsgd-random_smbr" / "final.pt")
+    assert smbr.steps == 4 and smbr.algo == "adpsgd-random"
+    assert "| blstm_adpsgd-random_smbr x2 |" in results
     assert re.search(r"%WER \d+\.\d+ \[ \d+ / \d+, \d+ ins, \d+ del, \d+ sub \]", results)
     assert "| espeak |" in results and "| flite |" in results and "| flite-rms |" in results
 

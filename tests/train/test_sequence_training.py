@@ -202,3 +202,38 @@ def test_a_lattice_of_other_frames_is_refused_naming_it(system, tmp_path):
     assert done.returncode != 0
     assert re.search(rf"lat.1.gz: lattice {a} has {frames[b]} frames, its features "
                      rf"{frames[a]}", done.stderr.strip().splitlines()[-1]), done.stderr[-800:]
+
+
+def _run_with_alignments(system, tmp_path, alignments: Path) -> Done:
+    corpus, final, denlats = system
+    return run_train(*_data(corpus, tmp_path / "bad"), *MODEL, "--objective=mmi",
+                     "--init-model", str(final), "--denlats", str(denlats), "--alignments",
+                     str(alignments), "--max-steps=1")
+
+
+def test_alignments_other_than_the_targets_are_refused_before_training(system, tmp_path):
+    """One frame of one utterance changed to another pdf's transition-id; and a dir
+    without final.mdl."""
+    import shutil
+
+    from asrdist.kaldi.alignments import read_alignments, write_alignments
+
+    corpus = system[0]
+    other = tmp_path / "ali"
+    shutil.copytree(corpus.ali, other)
+    alignments = dict(read_alignments(corpus.ali / "ali.1.gz"))
+    utt = sorted(alignments)[1]
+    pdf_of = corpus.system.trans.tid_to_pdf
+    first = alignments[utt][0]
+    alignments[utt][0] = next(t for t in range(1, len(pdf_of)) if pdf_of[t] != pdf_of[first])
+    write_alignments(other / "ali.1.gz", sorted(alignments.items()))
+    done = _run_with_alignments(system, tmp_path, other)
+    assert done.returncode != 0
+    assert re.search(rf"utterance {utt}: --alignments \S+ gives pdf \d+ at frame 0, --targets "
+                     rf"{pdf_of[first]}: the targets were not ingested from these alignments",
+                     done.stderr.strip().splitlines()[-1]), done.stderr[-800:]
+    assert not (tmp_path / "bad" / "final.pt").exists()
+    (other / "final.mdl").unlink()
+    done = _run_with_alignments(system, tmp_path, other)
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].endswith(f"--alignments {other}: no final.mdl")

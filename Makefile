@@ -36,9 +36,12 @@ $(STAMP): setup.cfg pyproject.toml setup.py $(wildcard asrdist/decode/*.cpp)
 
 venv: $(STAMP)
 
+# The tests run on every core (pytest-xdist; TEST_WORKERS=1 for one process), work stealing
+# between the workers, each starting on its share of the heavy tests (tests/conftest.py).
+TEST_WORKERS ?= auto
 test: deps venv
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests
 
 lint: venv
 	$(BIN)/ruff check .

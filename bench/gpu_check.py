@@ -113,8 +113,10 @@ class Check:
     """What the parts share: the size, the device, a scratch directory and the synthetic corpus
     (written by the first part that needs it, so its cost counts in that part's time)."""
 
-    def __init__(self, size: Size, device: torch.device, work: Path) -> None:
+    def __init__(self, size: Size, device: torch.device, work: Path,
+                 algos: list[str] | None = None) -> None:
         self.size, self.device, self.work = size, device, work
+        self.algos = algos or [a for a in registry.algo_names() if a != "single"]
 
     @cached_property
     def corpus(self) -> tuple[Path, Path]:
@@ -343,10 +345,9 @@ COMPRESSED = [("streaming-diloco", "int8"), ("adpsgd-random", "int8")]
 
 def learner_table(check: Check) -> list[str]:
     size = check.size
-    rows = [run_learners(algo, check, check.work / "learners" / algo)
-            for algo in registry.algo_names() if algo != "single"]
+    rows = [run_learners(algo, check, check.work / "learners" / algo) for algo in check.algos]
     rows += [run_learners(algo, check, check.work / "learners" / f"{algo}-{codec}", codec)
-             for algo, codec in COMPRESSED]
+             for algo, codec in COMPRESSED if algo in check.algos]
     return [f"Each strategy for {size.learner_steps} steps of {size.batch_size} chunks per "
             f"learner, model {size.model}; frames/s summed over learners between their first "
             "and last metrics records; wall time includes start-up.", "",
@@ -471,9 +472,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                         help="skip the parts (least important first) that would not fit "
                              f"(default {DEFAULT_BUDGET_S:.0f})")
+    parser.add_argument("--algos", default="", metavar="A,B",
+                        help="the strategies whose learners run (default every registered one "
+                             "but single; a lease's rerun of a few)")
     args = parser.parse_args(argv)
     if args.budget <= 0:
         parser.error(f"--budget {args.budget:g}: give a positive number of seconds")
+    algos = [a for a in args.algos.split(",") if a]
+    unknown = [a for a in algos if a not in registry.algo_names() or a == "single"]
+    if unknown:
+        parser.error(f"--algos {args.algos}: no distributed strategy {', '.join(unknown)}")
     cuda = torch.cuda.is_available() and not args.tiny
     size, device = (GPU, torch.device("cuda")) if cuda else (TINY, torch.device("cpu"))
     host = torch.device("cuda") if torch.cuda.is_available() else device
@@ -485,12 +493,13 @@ def main(argv: list[str] | None = None) -> None:
               + (f" (written to {out})" if out else " (nothing written)"),
               flush=True)
     command = " ".join(["python -m bench.gpu_check", *(["--tiny"] if args.tiny else []),
-                        f"--budget {args.budget:g}"])
+                        f"--budget {args.budget:g}",
+                        *([f"--algos {args.algos}"] if algos else [])])
     head = [HEADING, "", f"Device: {device_line(device)}; {time.strftime('%Y-%m-%d')}.", "",
             f"Command: `{command}` (`make gpu-check`). Parts in order of importance; a part "
             "whose estimated cost does not fit in what is left of the budget is skipped.", ""]
     with tempfile.TemporaryDirectory(prefix="asrdist-gpu-check-") as tmp:
-        outcomes = run_check(Check(size, device, Path(tmp)), args.budget, head, out)
+        outcomes = run_check(Check(size, device, Path(tmp), algos), args.budget, head, out)
     failed = [o.part.title for o in outcomes if o.status == "failed"]
     failed += [line.split("|")[1].strip() if line.startswith("|") else line.split(":")[0]
                for o in outcomes for line in o.lines if "FAILED" in line

@@ -32,6 +32,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
          *args], capture_output=True, text=True, env=env, timeout=500, check=False)
 
 
+@pytest.mark.heavy(170)
 def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path):
     fsdd = real_corpus("fsdd")
     train_and_test = [f"{d}_{s}_{i}.wav" for s in ("george", "jackson", "lucas", "nicolas")

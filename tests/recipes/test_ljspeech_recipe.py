@@ -45,6 +45,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
          *args], capture_output=True, text=True, env=env, timeout=500, check=False)
 
 
+@pytest.mark.heavy(180)
 def test_all_stages_on_real_clips_with_a_second_test_corpus(tmp_path: Path) -> None:
     source = real_corpus("ljspeech-part") / "LJSpeech-1.1"
     corpus = _publisher_dir(tmp_path / "LJSpeech-1.1", source, TRAIN + TEST, TEXT_ONLY)

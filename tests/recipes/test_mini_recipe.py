@@ -30,6 +30,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.heavy(260)
 def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
     tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
@@ -104,6 +105,7 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
     assert "| dnn_suchen_ma x2 |" in (exp / "results.md").read_text()
 
 
+@pytest.mark.heavy(40)
 def test_augment_false_trains_on_the_clean_corpus_and_fbank_is_computed_when_asked(tmp_path):
     """Also --gmm mono: the networks' targets come from the monophones."""
     out = run_recipe(tmp_path, "--augment", "false", "--hours", "0.04", "--test-hours", "0.004",

@@ -114,6 +114,7 @@ def _results(exp: Path, run: str) -> list[str]:
     return [line.split(" ", 1)[1] for line in lines if line.startswith(f"{run} ")]
 
 
+@pytest.mark.heavy(80)
 def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_path):
     args = _args(user, tmp_path) + ["--algo", "adpsgd-random", "--learners", "2"]
     first = run_recipe("swbd300", *args)
@@ -150,6 +151,7 @@ def test_swbd300_every_stage_then_a_new_sweep_reuses_the_kept_scores(user, tmp_p
     assert len((exp / "RESULTS").read_text().splitlines()) == 3  # the run's lines replaced
 
 
+@pytest.mark.heavy(80)
 @pytest.mark.parametrize("recipe, name", [("swbd300", "user"), ("swbd2000", "fisher_user")])
 def test_route1_takes_the_users_kaldi_data_dirs_as_they_are(recipe, name, request, tmp_path):
     system = request.getfixturevalue(name)[2]
@@ -210,6 +212,7 @@ def _ivectors(features: Path, out: Path) -> str:
     return f"{out}.scp:10"
 
 
+@pytest.mark.heavy(50)
 def test_swbd2000_adds_fisher_and_extra_streams_and_runs_every_stage(fisher_user, tmp_path):
     root, tree, system = fisher_user
     extra = f"{system.train_mfcc / 'feats.scp'} {_ivectors(system.train_mfcc, tmp_path / 'iv')}"

@@ -421,6 +421,10 @@ class Liveness:
         """Elastic: wait until every learner finished or was dropped."""
         assert self.membership is not None
         progress_seen: dict[int, tuple[int, float]] = {}
+        # a learner still training may stand still for timeout_s in an exchange with a peer
+        # that froze, before it drops that peer itself: dropping it for the same timeout_s
+        # here raced it (both sides dropped at once); twice that is a learner truly stuck
+        patience_s = 2 * self.timeout_s
         waiting = set(range(self.world_size)) - {self.rank}
         while True:
             left = self.membership.refresh()
@@ -438,8 +442,8 @@ class Liveness:
                 prog = int(value.split()[1])
                 if progress_seen.get(r, (None,))[0] != prog:
                     progress_seen[r] = (prog, now)
-                elif now - progress_seen[r][1] > self.timeout_s:
-                    self.drop(r, f"no progress for {self.timeout_s:.0f} s")
+                elif now - progress_seen[r][1] > patience_s:
+                    self.drop(r, f"no progress for {patience_s:.0f} s")
             time.sleep(poll_s)
 
     def stop(self) -> None:

@@ -84,9 +84,12 @@ def _flags() -> list[click.Option]:
 @click.option("--budget", "budgets", multiple=True, type=float,
               help="simulated seconds at which the CE is tabled (repeat) [default: 1/4, 1/2 "
                    "and all of the baseline's time in the first scenario]")
+@click.option("--tensorboard", default="", metavar="DIR|none",
+              help="each run's held-out records as TensorBoard event files, a directory per "
+                   "run (the tensorboard extra) [default: OUT/tensorboard]")
 def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tuple[str, ...],
          seeds: int, baseline: str | None, target_ce: float | None, budgets: tuple[float, ...],
-         **flags: Any) -> None:
+         tensorboard: str, **flags: Any) -> None:
     """Simulate every --algo in every --scenario with --seeds seeds on DATA, one corpus load
     for all, and write the runs, a table against --baseline and the curves to OUT."""
     values = given_or_default(option_fields(), flags)
@@ -118,7 +121,9 @@ def main(data: str, targets: str, out: str, arms: tuple[str, ...], scenarios: tu
     source = {"data": str(Path(data).resolve()), "targets": str(Path(targets).resolve()),
               "max_utts": values["max_utts"]}  # absolute: a rerun from elsewhere keeps the runs
     out_dir = Path(out)
-    sweep = Sweep(pool, base, speed, out_dir / "runs", source, lambda line: log.info("%s", line))
+    events = None if tensorboard == "none" else Path(tensorboard or out_dir / "tensorboard")
+    sweep = Sweep(pool, base, speed, out_dir / "runs", source, lambda line: log.info("%s", line),
+                  events)
     sweep.check(arm_list)
     reports = sweep(cells(arm_list, scenario_list, list(range(seeds))))
     _write(out_dir, reports, baseline, scenario_list[0].label, target_ce, list(budgets))

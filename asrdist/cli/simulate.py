@@ -46,6 +46,7 @@ from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_option
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
 from asrdist.simulate.sweep import model_size
+from asrdist.simulate.tensorboard import write_records
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 
 log = logging.getLogger(__name__)
@@ -130,8 +131,11 @@ def corpus_options(f):
               help="also write the exported average as a final.pt (for asrdist-decode)")
 @click.option("--option", "-O", "options", multiple=True, metavar="NAME=VALUE",
               help="a strategy option, as its flag: -O avg_period=8 is --avg-period 8")
+@click.option("--tensorboard", "tensorboard", default=None, type=click.Path(file_okay=False),
+              help="also write the held-out records as TensorBoard event files here "
+                   "(heldout/*, the simulated clock as wall time; the tensorboard extra)")
 def main(data: str, targets: str, out: str, export: str | None, options: tuple[str, ...],
-         **flags: Any) -> None:
+         tensorboard: str | None, **flags: Any) -> None:
     """Train LEARNERS simulated learners of ALGO on DATA and write held-out CE/accuracy
     against simulated time, steps and epochs, staleness and waits to OUT, with what describes
     the run (speed model, resolved strategy options, data, model size, steps per epoch)."""
@@ -179,6 +183,8 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
         json.dump(report, f, indent=1)
     if export is not None:
         export_final(export, pool, spec, result)
+    if tensorboard is not None:
+        write_records(Path(tensorboard), result.records)
     for r in result.records:
         click.echo(f"t={r['time_s']:.1f}s steps={r['steps']:.0f} epochs={r['epochs']:.2f} "
                    f"ce={r['heldout_ce']:.4f} acc={r['heldout_acc']:.4f} "

@@ -33,6 +33,7 @@ from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_option
 from asrdist.simulate.grid import Arm, Scenario
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.tensorboard import write_records
 
 
 @dataclass(frozen=True)
@@ -67,12 +68,15 @@ def model_size(pool: ChunkPool, spec: RunSpec) -> dict[str, int]:
 class Sweep:
     """Runs cells of ``base`` (a spec whose strategy, options and seed each cell sets) under
     ``speed`` (whose slow learners each scenario sets) on ``pool``, keeping each run's report
-    in ``runs_dir``; ``source`` says where the pool came from; ``say`` takes progress lines."""
+    in ``runs_dir``; ``source`` says where the pool came from; ``say`` takes progress lines;
+    ``tensorboard``: each cell's held-out records also as event files in a directory of
+    its own there, written when the cell runs (or where its directory is missing)."""
 
     def __init__(self, pool: ChunkPool, base: RunSpec, speed: SpeedModel, runs_dir: Path,
-                 source: dict[str, Any], say: Callable[[str], None]) -> None:
+                 source: dict[str, Any], say: Callable[[str], None],
+                 tensorboard: Path | None = None) -> None:
         self.pool, self.base, self.speed, self.runs_dir = pool, base, speed, runs_dir
-        self.source, self.say = source, say
+        self.source, self.say, self.tensorboard = source, say, tensorboard
 
     def check(self, arms: list[Arm]) -> None:
         """Refuse a strategy that cannot run with these learners and speed model (an option
@@ -119,6 +123,7 @@ class Sweep:
                 with atomic_write(path) as f:
                     json.dump(report, f, indent=1)
                 how = f"host {report['host_s']:.1f} s"
+            self._write_events(cell, report, fresh=how != "kept")
             final, failed = report["records"][-1], report.get("failed")
             if failed is not None:
                 self.say(f"[{n}/{len(todo)}] {cell}: failed at {failed['time_s']:.4g} s "
@@ -131,6 +136,13 @@ class Sweep:
                 self.say(f"[{n}/{len(todo)}] {cell}: warning: {divergence}")
             reports.append(report)
         return reports
+
+    def _write_events(self, cell: Cell, report: dict[str, Any], fresh: bool) -> None:
+        if self.tensorboard is None:
+            return
+        logdir = self.tensorboard / cell.file_name().removesuffix(".json")
+        if (fresh or not logdir.exists()) and not write_records(logdir, report["records"]):
+            self.tensorboard = None  # no tensorboard package: said once, tried no more
 
     def _run(self, cell: Cell, key: str) -> dict[str, Any]:
         spec, speed = self.spec(cell), self.speed_of(cell)

@@ -23,7 +23,8 @@ POSITION = ("rank", "step", "epoch", "final")  # where the record is, not what i
 class TensorBoardMirror:
     """Learner ``rank``'s event files in ``logdir`` (learner r > 0: ``logdir/learnerR``, its own
     run in TensorBoard); ``resume_step``: events after it, from the run the checkpoint
-    outlived, are dropped, as metrics.jsonl's records are."""
+    outlived, are dropped, as metrics.jsonl's records are (-1: every earlier event in
+    ``logdir``, as a run written again from its start drops them)."""
 
     def __init__(self, logdir: Path, rank: int, resume_step: int | None) -> None:
         from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
@@ -32,13 +33,14 @@ class TensorBoardMirror:
         self._writer = SummaryWriter(  # purged: the events of steps after resume_step
             log_dir=str(where), purge_step=None if resume_step is None else resume_step + 1)
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, Any], walltime: float | None = None) -> None:
+        """``walltime``: the events' time (seconds since the epoch) where it is not now."""
         step, kind = record.get("step", 0), record["kind"]
         for name, value in record.items():
             if name in POSITION or isinstance(value, bool) or not isinstance(value, int | float):
                 continue
             if math.isfinite(value):
-                self._writer.add_scalar(f"{kind}/{name}", value, step)
+                self._writer.add_scalar(f"{kind}/{name}", value, step, walltime=walltime)
         self._writer.flush()
 
     def close(self) -> None:

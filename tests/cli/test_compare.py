@@ -97,16 +97,35 @@ def test_runs_of_one_seed_start_alike_and_a_straggler_only_slows_ssgd(compared):
     assert reports["ma:avg_period=2", "none", 0]["spec"]["options"]["avg_period"] == 2
 
 
+def test_every_run_has_its_event_files_beside_its_report(compared):
+    """OUT/tensorboard/<the run's report name>: its held-out CE at its steps (a lab's
+    TensorBoard shows the compared runs side by side)."""
+    event_accumulator = pytest.importorskip(
+        "tensorboard.backend.event_processing.event_accumulator",
+        reason="the tensorboard extra is not installed")
+    out, _ = compared
+    reports = sorted((out / "runs").glob("*.json"))
+    assert sorted(p.name for p in (out / "tensorboard").iterdir()) == [p.stem for p in reports]
+    for path in reports:
+        records = json.loads(path.read_text())["records"]
+        events = event_accumulator.EventAccumulator(str(out / "tensorboard" / path.stem))
+        events.Reload()
+        assert [(e.step, e.value) for e in events.Scalars("heldout/heldout_ce")] == [
+            (round(r["steps"]), pytest.approx(r["heldout_ce"], rel=1e-6)) for r in records]
+
+
 def test_a_rerun_keeps_the_runs_and_a_changed_value_reruns_them(compared, corpus, tmp_path):
     out, _ = compared
     data, targets = corpus
     before = {p.name: p.read_bytes() for p in (out / "runs").glob("*.json")}
+    events = sorted((out / "tensorboard").glob("*/events.out.tfevents*"))
     table = (out / "table.csv").read_text()
     again = run_cli("compare", "--data", data, "--targets", targets, "--out", out, *GRID, *TINY)
     assert again.returncode == 0, again.stderr
     assert again.stderr.count("(kept)") == 8
     assert {p.name: p.read_bytes() for p in (out / "runs").glob("*.json")} == before
     assert (out / "table.csv").read_text() == table
+    assert sorted((out / "tensorboard").glob("*/events.out.tfevents*")) == events  # none new
     other = run_cli("compare", "--data", data, "--targets", targets, "--out", out,
                     "--algo", "ssgd", "--seeds", "1", *TINY, "--lr", "0.1")
     assert other.returncode == 0, other.stderr
@@ -153,8 +172,9 @@ def test_a_lost_learner_fails_a_fail_stop_run_and_an_elastic_one_goes_on(corpus,
     res = run_cli("compare", "--data", data, "--targets", targets, "--out", out,
                   "--algo", "ssgd", "--algo", "adpsgd-random", "--scenario", "lost:1@0.5",
                   "--seeds", "1", "--target-ce", "9", "--budget", "1", "--budget", "1000",
-                  *TINY)
+                  "--tensorboard", "none", *TINY)
     assert res.returncode == 0, res.stderr
+    assert not (out / "tensorboard").exists()
     reports = _finals(out)
     failed = reports["ssgd", "lost:1@0.5", 0]
     steps = failed["steps"]["total"]

@@ -16,6 +16,11 @@ from asrdist.simulate import guards
 from asrdist.testing import make_corpus
 from tests.cli_process import run_cli
 
+try:
+    from tensorboard.backend.event_processing import event_accumulator
+except ImportError:
+    event_accumulator = None
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
@@ -36,7 +41,7 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
                   "--heldout-utts", "4", "--units", "16", "--lr", "0.2", "--jitter", "0.3",
                   "--latency", "0.2", "--chunk-len", "5", "--layers", "1", "--grad-clip", "5",
                   "--lr-scaling", "none",  # a constant lr: no annealing in 2 epochs
-                  "--export", tmp_path / "final.pt")
+                  "--export", tmp_path / "final.pt", "--tensorboard", tmp_path / "tb")
     assert res.returncode == 0, res.stderr
     _, exported = load_final(tmp_path / "final.pt")  # as asrdist-decode --model loads it
     assert (exported.algo, exported.world_size, exported.chunk_len) == ("hadpsgd", 4, 5)
@@ -51,6 +56,12 @@ def test_simulated_learners_learn_and_report(corpus, tmp_path):
     assert len(report["summary"]["wait_s"]) == 4
     assert report["summary"]["staleness"]
     assert "ce=" in res.stdout and res.stdout.strip().splitlines()[-1].endswith(" final")
+    if event_accumulator is not None:  # the tensorboard extra
+        events = event_accumulator.EventAccumulator(str(tmp_path / "tb"))
+        events.Reload()
+        assert [(e.step, e.wall_time, e.value) for e in events.Scalars("heldout/heldout_ce")] \
+            == [(round(r["steps"]), r["time_s"], pytest.approx(r["heldout_ce"], rel=1e-6))
+                for r in records]
 
 
 def test_the_report_describes_its_run(corpus, tmp_path):

@@ -17,10 +17,10 @@ import time
 import numpy as np
 import torch
 
-from asrdist.parallel import rings
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.rules import rings
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.parallel.strategy import train_step
-from asrdist.parallel.weights import flat_weights
 from asrdist.testing.learners import launch
 from bench.results import publish, publish_option
 

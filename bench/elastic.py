@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.testing import make_corpus
 from asrdist.train.metrics import metrics_path, read_metrics
 from bench.results import publish, publish_option

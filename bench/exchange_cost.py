@@ -1,6 +1,6 @@
 """What one ADPSGD exchange of the paper-size BLSTM's weights (43 M floats, 172 MB) costs the
 host, before and after the exchange was rebuilt on reused vectors and device arithmetic
-(:mod:`asrdist.parallel.staging`), and what it costs a GPU's compute stream.
+(:mod:`asrdist.parallel.rules.staging`), and what it costs a GPU's compute stream.
 
 Host part (CPU, two real learner processes over gloo on this machine): each learner holds the
 paper-size BLSTM on CPU and runs ADPSGD's step hooks with no training in between: the active
@@ -75,8 +75,8 @@ def _connect(job: dict[str, Any]) -> dist.TCPStore:
 def _engine(model: torch.nn.Module, rank: int, group: Any) -> tuple[Any, Any]:
     """A model's staging and its exchange on the ring of two (learner 1 active), as ADPSGD
     builds them, with what either version of asrdist offers."""
-    from asrdist.parallel.exchange import PairwiseExchange
-    from asrdist.parallel.staging import DeviceStaging
+    from asrdist.parallel.processes.exchange import PairwiseExchange
+    from asrdist.parallel.rules.staging import DeviceStaging
 
     staging = DeviceStaging(model)
     alloc = getattr(staging, "zeros", None) or staging.host_zeros  # after / before
@@ -88,7 +88,7 @@ def _engine(model: torch.nn.Module, rank: int, group: Any) -> tuple[Any, Any]:
 
 def _host_cost(job: dict[str, Any]) -> dict[str, Any]:
     """One learner of the host part: ``warmup`` exchanges, then ``exchanges`` timed."""
-    from asrdist.parallel.exchange import make_exchange_group
+    from asrdist.parallel.processes.exchange import make_exchange_group
 
     _connect(job)
     rank, total = job["rank"], job["warmup"] + job["exchanges"]
@@ -146,7 +146,7 @@ def _host_cost(job: dict[str, Any]) -> dict[str, Any]:
 def _overlap(job: dict[str, Any]) -> dict[str, Any]:
     """The compute-stream part: learner ``measured`` trains on ``device``, alone and then with
     exchanges in the background; the other learner (CPU) only exchanges."""
-    from asrdist.parallel.exchange import make_exchange_group
+    from asrdist.parallel.processes.exchange import make_exchange_group
 
     store = _connect(job)
     rank, tiny, steps = job["rank"], job["tiny"], job["steps"]

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import checkpoint_dir
 from asrdist.train.metrics import metrics_path, read_metrics

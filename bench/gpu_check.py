@@ -63,7 +63,7 @@ from asrdist.models.blstm import BLSTM
 from asrdist.models.build import ModelConfig, build_model
 from asrdist.models.final import Exported, write_final
 from asrdist.parallel import registry
-from asrdist.parallel.launch import BACKEND_ENV, free_port
+from asrdist.parallel.launch.rendezvous import BACKEND_ENV, free_port
 from asrdist.train.metrics import metrics_path, read_metrics
 from asrdist.train.precision import PRECISIONS, Precision, choose_precision
 from bench import ngsgd_throughput, sim_cost, staging_cost, train_throughput

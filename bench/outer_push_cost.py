@@ -1,8 +1,8 @@
 """What one push to an elastic diloco-async run's outer state costs a learner, over loopback.
 
-The outer state lives in the store process (:mod:`asrdist.parallel.outer_server`); a learner
-pushes its pseudo-gradient and gets the global weights back through
-:class:`~asrdist.parallel.outer_link.StoreOuterLink`. Timed here, each in a forked process
+The outer state lives in the store process (:mod:`asrdist.parallel.processes.outer_server`); a
+learner pushes its pseudo-gradient and gets the global weights back through
+:class:`~asrdist.parallel.processes.outer_link.StoreOuterLink`. Timed here, each in a forked process
 as the store process is (one torch thread): the bare transfer (``send_bytes`` of the weights
 there, ``recv_bytes_into`` back: the calls the link uses) and a whole push (the transfers, the
 delayed Nesterov update, the reply). Medians over ``--reps`` after one warm-up.
@@ -22,9 +22,9 @@ from multiprocessing.connection import Client, Listener
 
 import torch
 
-from asrdist.parallel.async_outer import AsyncOuter
-from asrdist.parallel.outer_link import StoreOuterLink
-from asrdist.parallel.outer_server import OuterServer
+from asrdist.parallel.processes.outer_link import StoreOuterLink
+from asrdist.parallel.processes.outer_server import OuterServer
+from asrdist.parallel.rules.async_outer import AsyncOuter
 from bench.results import publish, publish_option
 
 

@@ -1,4 +1,4 @@
-"""What ADPSGD's weight staging (:mod:`asrdist.parallel.staging`) costs per step, for the
+"""What ADPSGD's weight staging (:mod:`asrdist.parallel.rules.staging`) costs per step, for the
 paper-size BLSTM (43 M parameters).
 
 Per step an active learner takes one snapshot and merges one delta. Timed: the snapshot's
@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import torch
 
-from asrdist.parallel.staging import DeviceStaging
+from asrdist.parallel.rules.staging import DeviceStaging
 from bench.projection import CHUNK, paper_model
 from bench.results import publish, publish_option
 

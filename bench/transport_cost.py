@@ -76,13 +76,13 @@ def _processes(algo: str, n: int, steps: int, width: int) -> tuple[float, float]
     """Mean over learners of steps/s and of the compute thread's CPU microseconds per step."""
     import multiprocessing
 
-    from asrdist.parallel.launch import free_port
+    from asrdist.parallel.launch.rendezvous import free_port
 
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     port = free_port()
     # the run secret the learners' signed store messages need, as a launcher hands it over
-    # (by name: a --baseline checkout may predate asrdist.parallel.secret)
+    # (by name: a --baseline checkout may predate asrdist.parallel.processes.secret)
     os.environ["ASRDIST_RUN_SECRET"] = secrets.token_hex(16)
     procs = [ctx.Process(target=_learner, args=(algo, r, n, port, steps, width, out))
              for r in range(n)]

@@ -15,7 +15,7 @@ import kaldi_decoder  # noqa: F401  (before kaldilm: tests build graphs, then de
 import pytest
 import torch
 
-from asrdist.parallel.secret import SECRET_ENV
+from asrdist.parallel.processes.secret import SECRET_ENV
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -66,8 +66,8 @@ def deal_heavy_tests(items: list[pytest.Item], workers: int) -> list[pytest.Item
 @pytest.fixture(autouse=True)
 def run_secret(monkeypatch: pytest.MonkeyPatch) -> str:
     """The run secret every learner of a test's runs shares, as a launcher hands it over
-    (asrdist.parallel.secret): the learners that tests start in-process or as subprocesses,
-    in any test package; a test of the run dir's secret file unsets it."""
+    (asrdist.parallel.processes.secret): the learners that tests start in-process or as
+    subprocesses, in any test package; a test of the run dir's secret file unsets it."""
     value = secrets.token_hex(16)
     monkeypatch.setenv(SECRET_ENV, value)
     return value

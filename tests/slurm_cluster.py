@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
 

@@ -14,7 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # asrdist-* names the docs use that are not commands: name -> (file, text that sets the name).
-NOT_COMMANDS = {"asrdist-store": ("asrdist/parallel/storehost.py", 'NAME = b"asrdist-store"')}
+NOT_COMMANDS = {
+    "asrdist-store": ("asrdist/parallel/processes/storehost.py", 'NAME = b"asrdist-store"')}
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 COMMAND = re.compile(r"(?<![\w/.-])asrdist-[a-z0-9]+(?:-[a-z0-9]+)*")

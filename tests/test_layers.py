@@ -153,3 +153,44 @@ def test_no_modules_import_each_other_in_a_circle() -> None:
     graph = module_imports()
     assert "asrdist.kaldi.transition_model" in graph["asrdist.kaldi.final_mdl"]
     assert circles(graph) == []
+
+
+PARALLEL = "asrdist.parallel"
+# parallel/'s rooms and the rooms of it each may import: the contract (its top-level
+# modules) is everyone's; the pure rules import nothing else of parallel, so the simulator
+# and the processes share them; strategies reach other learners only through a Transport.
+PARALLEL_ROOMS: dict[str, set[str]] = {
+    "rules": set(),
+    "contract": {"rules"},
+    "strategies": {"contract", "rules"},
+    "processes": {"contract", "rules"},
+    "launch": {"contract", "rules", "processes"},
+}
+# the contract's one arrow into processes/: a learner built without a transport gets the
+# process transport over torch.distributed's default group
+DEFAULT_TRANSPORT = f"{PARALLEL}.processes.transport"
+
+
+def parallel_room(module: str) -> str | None:
+    """The room of a module of asrdist.parallel (None outside it)."""
+    parts = module.split(".")
+    if parts[:2] != PARALLEL.split("."):
+        return None
+    return parts[2] if len(parts) > 3 else "contract"
+
+
+def test_the_rooms_of_parallel_import_only_what_their_rule_allows() -> None:
+    graph = module_imports()
+    assert {parallel_room(m) for m in graph} - {None} == set(PARALLEL_ROOMS)
+    wrong = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                   if (here := parallel_room(m)) and (there := parallel_room(t))
+                   and there != here and there not in PARALLEL_ROOMS[here]
+                   and not (here == "contract" and t == DEFAULT_TRANSPORT))
+    assert wrong == []
+
+
+def test_the_simulator_imports_nothing_of_the_process_side() -> None:
+    graph = module_imports()
+    reached = sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith(
+        "asrdist.simulate") for t in targets if parallel_room(t) in ("processes", "launch"))
+    assert reached == []

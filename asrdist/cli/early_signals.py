@@ -1,7 +1,7 @@
 """Stop signals that arrive while a learner starts (importing torch takes seconds).
 
 Imported first by asrdist-train, before torch: until the command installs its own handlers
-(:class:`asrdist.parallel.preempt.Preemption`), SIGTERM, SIGUSR1 and SIGINT are noted here
+(:class:`asrdist.parallel.processes.preempt.Preemption`), SIGTERM, SIGUSR1 and SIGINT are noted here
 rather than ending the process with their default action (a Slurm job cancelled in its first
 seconds would otherwise lose its exit status 75). :func:`take` hands the first one over; one
 that is not among the run's stop signals then gets its default action after all.

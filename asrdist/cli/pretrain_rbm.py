@@ -14,8 +14,8 @@ import click
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.options import declared, make
-from asrdist.parallel.learner import run_learner
-from asrdist.parallel.preempt import Preemption
+from asrdist.parallel.launch.learner import run_learner
+from asrdist.parallel.processes.preempt import Preemption
 from asrdist.parallel.strategy import Learner
 from asrdist.stage import Skipped
 from asrdist.train.pretrain import PretrainConfig, pretrain

@@ -28,7 +28,7 @@ import click
 
 from asrdist.cli import AsrdistCommand, command
 from asrdist.errors import AsrdistError
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 
 WRAPPED = "ASRDIST_TORCHRUN"  # set for the learners: asrdist-train knows its 75 gets through
 PASSED_ON = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)

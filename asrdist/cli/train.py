@@ -8,9 +8,9 @@ strategy registry when the command runs, so a strategy registered later (a modul
 ASRDIST_STRATEGIES) brings its flags along; each strategy gets those it takes, and one set for
 a strategy that does not take it is ignored with a warning, so one config file serves every
 --algo. Run directly for one learner, or under torchrun / mpiexec / srun for several: each then
-takes the GPU of its local rank (asrdist.parallel.launch), runs under a supervisor where
-mpiexec started it (asrdist.parallel.supervise), and its failure ends the job, named
-(asrdist.parallel.failure).
+takes the GPU of its local rank (asrdist.parallel.launch.rendezvous), runs under a supervisor where
+mpiexec started it (asrdist.parallel.launch.supervise), and its failure ends the job, named
+(asrdist.parallel.launch.failure).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from asrdist.cli.options import AlgoChoice, click_option, derived_command
 from asrdist.errors import AsrdistError
 from asrdist.options import ignored_flags
 from asrdist.parallel import registry
-from asrdist.parallel.learner import run_learner
-from asrdist.parallel.preempt import STOPPED_STATUS, Preemption, parse_signals
-from asrdist.parallel.processes import with_transport
+from asrdist.parallel.launch.learner import run_learner
+from asrdist.parallel.processes.preempt import STOPPED_STATUS, Preemption, parse_signals
+from asrdist.parallel.processes.transport import with_transport
 from asrdist.parallel.strategy import Learner, Strategy
 from asrdist.stage import Skipped
 from asrdist.train.config import (

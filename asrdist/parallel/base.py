@@ -13,10 +13,9 @@ from typing import Any
 
 import torch
 
-from asrdist.parallel.preempt import StoppedEarly
-from asrdist.parallel.processes import connect
-from asrdist.parallel.strategy import Learner, Strategy
-from asrdist.parallel.weights import flat_weights, unwrap
+from asrdist.parallel.processes.transport import connect
+from asrdist.parallel.rules.weights import flat_weights, unwrap
+from asrdist.parallel.strategy import Learner, StoppedEarly, Strategy
 
 
 class DistributedStrategy(Strategy):
@@ -99,7 +98,7 @@ class DistributedStrategy(Strategy):
 
     def metrics(self) -> dict[str, Any]:
         """The transport's figures since the previous call (on processes: see
-        :class:`asrdist.parallel.timing.StepTimes`, and the last sampled distance to the
+        :class:`asrdist.parallel.rules.timing.StepTimes`, and the last sampled distance to the
         learners' mean)."""
         return self.comm.metrics()
 

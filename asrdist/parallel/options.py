@@ -3,8 +3,8 @@
 A strategy declares the options of its algorithm alone; how a learner process talks to the
 others (the exchange timeout, an injected straggler, distance sampling, elastic membership) is
 :class:`ProcessOptions`, which the launcher hands to the process transport
-(:mod:`asrdist.parallel.processes`), as torch's averagers and torchft keep fault handling on
-the launcher and manager, outside the algorithm.
+(:mod:`asrdist.parallel.processes.transport`), as torch's averagers and torchft keep fault handling
+on the launcher and manager, outside the algorithm.
 
 A field's name is its YAML key and, with ``_`` -> ``-``, its asrdist-train flag (and
 asrdist-simulate's, for the options a simulated run has); its declaration holds the default,
@@ -22,8 +22,8 @@ from typing import Any, ClassVar
 
 from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, POSITIVE, Options, flag, option, require
-from asrdist.parallel.compress import CODECS
-from asrdist.parallel.slow import parse_slow_learner
+from asrdist.parallel.rules.compress import CODECS
+from asrdist.parallel.rules.slow import parse_slow_learner
 
 __all__ = ["CompressOptions", "NoOptions", "ProcessOptions", "flag", "option", "require",
            "training_option"]
@@ -43,7 +43,7 @@ class NoOptions(Options):
 
 @dataclass(frozen=True)
 class CompressOptions(Options):
-    """What a strategy's exchange sends (:mod:`asrdist.parallel.compress`): an axis of every
+    """What a strategy's exchange sends (:mod:`asrdist.parallel.rules.compress`): an axis of every
     multi-learner strategy, not a strategy. It changes the maths, so it is fingerprinted.
     ``powersgd`` is torch's PowerSGD DDP hook: a strategy whose exchange is a DDP gradient
     mean (ssgd) sets ``powersgd_ok``."""

@@ -20,12 +20,11 @@ from typing import Any
 
 from asrdist.options import flag
 from asrdist.parallel.options import CompressOptions, NoOptions, ProcessOptions
-from asrdist.parallel.processes import with_transport
+from asrdist.parallel.processes.transport import with_transport
 from asrdist.parallel.strategy import Learner, Single, Strategy
 
-BUILTIN = ("asrdist.parallel.ssgd", "asrdist.parallel.adpsgd", "asrdist.parallel.hadpsgd",
-           "asrdist.parallel.ma", "asrdist.parallel.outer", "asrdist.parallel.streaming",
-           "asrdist.parallel.async_diloco")
+BUILTIN = tuple(f"asrdist.parallel.strategies.{name}" for name in (
+    "ssgd", "adpsgd", "hadpsgd", "ma", "outer", "streaming", "async_diloco"))
 PLUGINS_ENV = "ASRDIST_STRATEGIES"
 # --compress and its options: every multi-learner strategy's, "the common ones" of the table
 COMPRESS_FIELDS = frozenset(f.name for f in dataclasses.fields(CompressOptions))

@@ -46,16 +46,21 @@ if TYPE_CHECKING:
     from asrdist.parallel.transport import Transport
 
 
+class StoppedEarly(Exception):  # noqa: N818 - an outcome, not a failure
+    """Raised by a strategy's ``finalize`` on a learner that finished its steps while another
+    was stopped by a signal: there is no final average; the run continues with --resume."""
+
+
 @dataclass(frozen=True)
 class Learner:
-    """Who this learner is: built once by asrdist.parallel.launch.join_world."""
+    """Who this learner is: built once by asrdist.parallel.launch.rendezvous.join_world."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     node: str = ""  # learners with the same node name share a machine (hadpsgd's super-learner)
     # how it talks to the others (asrdist.parallel.transport); None: torch.distributed's
-    # default group (asrdist.parallel.processes), the simulator gives its own
+    # default group (asrdist.parallel.processes.transport), the simulator gives its own
     transport: Transport | None = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -92,7 +97,8 @@ class Strategy:
 
     def finalize(self, model: torch.nn.Module) -> None:
         """Leave in ``model`` the weights to export (the average of all learners); raise
-        :class:`asrdist.parallel.preempt.StoppedEarly` if another learner stopped early."""
+        :class:`StoppedEarly` if another learner stopped
+        early."""
 
     def metrics(self) -> dict[str, Any]:
         """Per-learner figures for metrics.jsonl (communication wait, exchanges, ...)."""

@@ -2,8 +2,8 @@
 
 A strategy's maths and the order of its steps live once, in its module: it calls a
 :class:`Transport` wherever it talks to other learners. Real learner processes get
-:class:`asrdist.parallel.processes.ProcessTransport` (torch.distributed: gloo or nccl, and the
-liveness, slow-down and timing a process needs); the many-learner simulator gets its own, in
+:class:`asrdist.parallel.processes.transport.ProcessTransport` (torch.distributed: gloo or nccl, and
+the liveness, slow-down and timing a process needs); the many-learner simulator gets its own, in
 :mod:`asrdist.simulate.transport`, where a collective is a meeting on the simulated clock and a
 pairwise exchange a pair of clock events timed by the speed model. Neither side knows any
 strategy by name, so a strategy registered from outside asrdist (``ASRDIST_STRATEGIES``) is
@@ -31,9 +31,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback
-from asrdist.parallel.ddp import GradientCodec
-from asrdist.parallel.rules import Ready
+from asrdist.parallel.rules.compress import (
+    Codec,
+    CompressedMean,
+    ErrorFeedback,
+    GradientCompression,
+)
+from asrdist.parallel.rules.update import Ready
 
 
 class Pending(Protocol):
@@ -46,9 +50,9 @@ class Pending(Protocol):
 
 class Exchange(Protocol):
     """One ring member's side of ADPSGD's pairwise averaging (see
-    :mod:`asrdist.parallel.exchange` for the protocol): an *active* member starts one exchange
-    per step and waits for its delta; a *passive* one serves whoever asks and hands over the
-    deltas it accumulated. ``round`` and ``exchanges`` are resume state."""
+    :mod:`asrdist.parallel.processes.exchange` for the protocol): an *active* member starts one
+    exchange per step and waits for its delta; a *passive* one serves whoever asks and hands over
+    the deltas it accumulated. ``round`` and ``exchanges`` are resume state."""
 
     active: bool
     round: int
@@ -98,8 +102,8 @@ class OuterLink(Protocol):
 @runtime_checkable
 class SavedOuterLink(OuterLink, Protocol):
     """An :class:`OuterLink` to a state that no learner holds (elastic processes: the store
-    process's, :mod:`asrdist.parallel.outer_server`), so the state's keeper saves and resumes
-    it under the run dir it was started with (no message names a path): ``save`` when a
+    process's, :mod:`asrdist.parallel.processes.outer_server`), so the state's keeper saves and
+    resumes it under the run dir it was started with (no message names a path): ``save`` when a
     learner checkpoints at ``step``; ``load`` when a learner resumes from a checkpoint whose
     state was the run ``token``'s (the state is loaded once, a mismatch is an AsrdistError);
     ``token`` names the state of this run, kept in the learners' checkpoints."""
@@ -191,7 +195,7 @@ class Transport(ABC):
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
         """Replace flat float32 ``vector`` by the learners' mean over all learners, every
         message encoded by ``side`` (this learner's
-        :class:`~asrdist.parallel.compress.CompressedMean`: its codec and error feedback,
+        :class:`~asrdist.parallel.rules.compress.CompressedMean`: its codec and error feedback,
         which hold all the maths, so both transports compute the same bits)."""
         raise NotImplementedError(f"{type(self).__name__} has no compressed mean")
 
@@ -210,9 +214,15 @@ class Transport(ABC):
     def any_(self, flag: bool) -> bool:
         """Whether ``flag`` is set on any learner."""
 
+    def gradient_compression(self, name: str, rank: int, error_feedback: bool = True,
+                             powersgd_rank: int = 1) -> GradientCompression:
+        """ssgd's ``--compress name`` for :meth:`gradient_mean` over all learners, in the form
+        this transport runs it (processes: DDP's hooks, PowerSGD among them)."""
+        return GradientCompression(name, self.world_size, rank, error_feedback, powersgd_rank)
+
     @abstractmethod
     def gradient_mean(self, model: torch.nn.Module, group: Any = None,
-                      compression: GradientCodec | None = None) -> torch.nn.Module:
+                      compression: GradientCompression | None = None) -> torch.nn.Module:
         """Give every member of ``group`` its first member's weights and average the
         members' gradients every step; returns the module to train (processes: a
         DistributedDataParallel wrapper, which averages during backward). ``compression``
@@ -232,7 +242,7 @@ class Transport(ABC):
         learner is member ``index`` (None: not on the ring). ``weights`` are a passive
         member's until its first publish (None off the ring), ``partner_of(round)`` an
         active one's partner, and ``ready``/``alloc`` as for
-        :class:`~asrdist.parallel.rules.PassiveBook`. ``codec`` (--compress): the weights
+        :class:`~asrdist.parallel.rules.update.PassiveBook`. ``codec`` (--compress): the weights
         each side sends are encoded by it, with its error feedback, and each side's delta is
         half the difference of the two *decoded* vectors, so the two deltas stay exact
         negatives (the sum of the weights is kept) while each side keeps its own encoding

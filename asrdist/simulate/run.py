@@ -37,8 +37,8 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.parallel.strategy import Learner, Strategy, train_step
-from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.batched import Batcher
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.noise import NoiseProbe

@@ -38,7 +38,7 @@ import numpy as np
 
 from asrdist.errors import AsrdistError
 from asrdist.options import NON_NEGATIVE, POSITIVE, Check, Options, option
-from asrdist.parallel.slow import parse_slow_learner
+from asrdist.parallel.rules.slow import parse_slow_learner
 
 BACKWARD_SHARE = 2 / 3  # of a step's forward and backward: backward costs about two forwards
 FRACTION = Check(lambda v: 0 <= v <= 1, "be in [0, 1]")

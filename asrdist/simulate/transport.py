@@ -17,7 +17,7 @@ hooks run on it.
   clock events per exchange: the passive side swaps what it serves at the time it starts
   serving (in arrival order: a passive asked twice serves in turn), and both deltas land when
   the transfer ends, so the order of exchanges and the staleness follow from the speed model.
-  The passive side's state is the very :class:`~asrdist.parallel.rules.PassiveBook` of the
+  The passive side's state is the very :class:`~asrdist.parallel.rules.update.PassiveBook` of the
   real exchange.
 - A central outer state (a server strategy's) is the host learner's very object: a
   push travels to the host over the speed model's link, is applied when it arrives (the host
@@ -46,12 +46,17 @@ from typing import Any
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import rings
-from asrdist.parallel.compress import Codec, CompressedMean, ErrorFeedback, compressed_mean
-from asrdist.parallel.ddp import GradientCodec
-from asrdist.parallel.rules import PassiveBook, Ready, half_difference_
+from asrdist.parallel.rules import rings
+from asrdist.parallel.rules.compress import (
+    Codec,
+    CompressedMean,
+    ErrorFeedback,
+    GradientCompression,
+    compressed_mean,
+)
+from asrdist.parallel.rules.update import PassiveBook, Ready, half_difference_
+from asrdist.parallel.rules.weights import load_flat_grads
 from asrdist.parallel.transport import OuterState, Transport
-from asrdist.parallel.weights import load_flat_grads
 from asrdist.simulate.clock import Later, Meeting, Wait
 from asrdist.simulate.coroutine import Coroutine
 from asrdist.simulate.world import World, average_into
@@ -76,7 +81,7 @@ class SimTransport(Transport):
         self.turn: Coroutine | None = None
         self._calls: Counter[tuple[int, ...]] = Counter()
         self._grad_group: tuple[int, ...] | None = None
-        self._compression: GradientCodec | None = None
+        self._compression: GradientCompression | None = None
         self.timeout_s = 0.0  # what a retired exchange is joined with: it has no thread
 
     @property
@@ -216,7 +221,7 @@ class SimTransport(Transport):
         return SimPending(self, meeting.result)
 
     def compressed_mean_(self, vector: torch.Tensor, side: CompressedMean) -> None:
-        """The processes' maths (:func:`~asrdist.parallel.compress.compressed_mean`) in one
+        """The processes' maths (:func:`~asrdist.parallel.rules.compress.compressed_mean`) in one
         go by the last to arrive, charged as a ring allreduce of the encoded vector (what the
         processes' reduce-scatter and all-gather send)."""
         members = self._members(None)
@@ -274,7 +279,7 @@ class SimTransport(Transport):
         return bool(self._meet(members, 0.0, flag, either).result)
 
     def gradient_mean(self, model: torch.nn.Module, group: Any = None,
-                      compression: GradientCodec | None = None) -> torch.nn.Module:
+                      compression: GradientCompression | None = None) -> torch.nn.Module:
         if compression is not None and compression.name == "powersgd":
             raise AsrdistError("--compress powersgd: real processes only (torch's PowerSGD "
                                "hook runs inside DDP); the simulator has none")
@@ -302,7 +307,7 @@ class SimTransport(Transport):
         else:
             self._cast_mean(grads, codec)
 
-    def _cast_mean(self, grads: list[torch.Tensor], codec: GradientCodec) -> None:
+    def _cast_mean(self, grads: list[torch.Tensor], codec: GradientCompression) -> None:
         """torch's bf16/fp16 hook: each learner's gradient cast and divided by N, summed in
         that precision (in rank order), cast back."""
         members, world = self._grad_group, self.world

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from asrdist.parallel.weights import flat_weights
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.simulate.clock import Clock, Later, Meeting
 from asrdist.simulate.speed import SpeedModel
 

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.launch import free_port
-from asrdist.parallel.secret import SECRET_ENV
+from asrdist.parallel.launch.rendezvous import free_port
+from asrdist.parallel.processes.secret import SECRET_ENV
 
 
 def _child(fn: Callable[..., Any], rank: int, n: int, port: int, q: Any, args: tuple,

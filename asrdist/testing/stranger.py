@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from asrdist.parallel import secret, storehost
+from asrdist.parallel.processes import secret, storehost
 
 
 def approach_outer_server(port: int, elsewhere: str, report: str) -> None:

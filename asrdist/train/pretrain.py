@@ -37,10 +37,10 @@ from asrdist.models.build import ModelConfig
 from asrdist.models.dbn import FORMAT
 from asrdist.models.rbm import RBM
 from asrdist.options import POSITIVE, Options, component, fingerprint, option, require
-from asrdist.parallel.launch import DEFAULT_TIMEOUT_S
-from asrdist.parallel.ma import MAOptions, ModelAveraging
+from asrdist.parallel.launch.rendezvous import DEFAULT_TIMEOUT_S
 from asrdist.parallel.options import ProcessOptions
-from asrdist.parallel.processes import with_transport
+from asrdist.parallel.processes.transport import with_transport
+from asrdist.parallel.strategies.ma import MAOptions, ModelAveraging
 from asrdist.parallel.strategy import Learner
 from asrdist.stage import Skipped, check_done
 

@@ -4,7 +4,7 @@ a sequence objective over lattices (asrdist.train.sequence_step) from a cross-en
 The loop knows no strategy: each step is asrdist.parallel.strategy.train_step (the hooks in
 contract order), and ``strategy.sync`` comes before every checkpoint and held-out evaluation.
 The trainer owns the step counter (:mod:`asrdist.train.position`) and passes it to the hooks.
-The launcher stays outside (:func:`asrdist.parallel.learner.run_learner`); the learners'
+The launcher stays outside (:func:`asrdist.parallel.launch.learner.run_learner`); the learners'
 agreements (run lock, options, checkpoints held) go through the learner's transport, under its
 liveness. The data are :mod:`asrdist.train.inputs`'s, resuming :mod:`asrdist.train.resume`'s.
 """
@@ -28,9 +28,9 @@ from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.final import FILENAME as FINAL
 from asrdist.models.final import Exported, load_final, write_final
 from asrdist.optim.build import build_optimizer
-from asrdist.parallel.preempt import Preemption, StoppedEarly
-from asrdist.parallel.processes import connect
-from asrdist.parallel.strategy import Learner, Strategy, train_step
+from asrdist.parallel.processes.preempt import Preemption
+from asrdist.parallel.processes.transport import connect
+from asrdist.parallel.strategy import Learner, StoppedEarly, Strategy, train_step
 from asrdist.parallel.transport import Transport
 from asrdist.progress import progress
 from asrdist.stage import Skipped, record_done
@@ -79,7 +79,7 @@ def train(
     preemption: Preemption | None = None,
 ) -> TrainResult | Skipped:
     """Train ``learner`` (one alone by default; several come with their transport, from
-    :func:`~asrdist.parallel.learner.run_learner`); the strategy is closed at the end and on
+    :func:`~asrdist.parallel.launch.learner.run_learner`); the strategy is closed at the end and on
     error. A run dir done with this run is skipped, one done with another set aside, all
     learners deciding together (:func:`~asrdist.train.identity.claim_run_dir`)."""
     learner = learner or Learner()

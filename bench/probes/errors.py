@@ -38,7 +38,7 @@ from asrdist.cli.lmrescore import main as lmrescore_main
 from asrdist.cli.simulate import main as simulate_main
 from asrdist.cli.train import main as train_main
 from asrdist.decode.graph import make_graph
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.testing import make_corpus
 from asrdist.testing.planted import TINY, interrupted_run, invoke
 from asrdist.testing.tiny_system import (

@@ -24,11 +24,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel import preempt, secret
-from asrdist.parallel.async_outer import AsyncOuter
-from asrdist.parallel.launch import free_port
-from asrdist.parallel.outer_link import StoreOuterLink
-from asrdist.parallel.outer_server import STATE_FILE, OuterServer
+from asrdist.parallel.launch.rendezvous import free_port
+from asrdist.parallel.processes import preempt, secret
+from asrdist.parallel.processes.outer_link import StoreOuterLink
+from asrdist.parallel.processes.outer_server import STATE_FILE, OuterServer
+from asrdist.parallel.rules.async_outer import AsyncOuter
 from asrdist.testing import make_corpus
 from asrdist.testing.sockets import listening
 from asrdist.testing.stranger import approach_outer_server

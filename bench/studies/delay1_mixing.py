@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from asrdist.parallel import rings
+from asrdist.parallel.rules import rings
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel

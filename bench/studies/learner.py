@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.rules.weights import unwrap
 from asrdist.parallel.strategy import Strategy, train_step
-from asrdist.parallel.weights import unwrap
 
 CLASSES = 32
 POOL = 256  # batches of training data per learner, reused cyclically

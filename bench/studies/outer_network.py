@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import atomic_write
-from asrdist.parallel.compress import CODECS, make_codec
+from asrdist.parallel.rules.compress import CODECS, make_codec
 from asrdist.testing.learners import launch
 from bench.harness import NS_ADDR, enter_node, limit, netns_down, netns_up
 from bench.results import generated, publish, publish_option, shown

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from asrdist.parallel import registry
-from asrdist.parallel.outer import BlockMomentum
+from asrdist.parallel.strategies.outer import BlockMomentum
 from bench.studies.outer_methods import (
     BmufPoint,
     best,

@@ -17,11 +17,11 @@ import time
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.launch import rendezvous
+from asrdist.parallel.launch.rendezvous import rendezvous
+from asrdist.parallel.processes.secret import SECRET_ENV
 from asrdist.parallel.registry import make_strategy
-from asrdist.parallel.secret import SECRET_ENV
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.parallel.strategy import Learner, Strategy, train_step
-from asrdist.parallel.weights import flat_weights
 from asrdist.testing.sockets import listening
 
 

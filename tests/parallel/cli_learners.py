@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from asrdist.cli.train import main as train_main
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.train.metrics import metrics_path, read_metrics
 
 Main = Callable[[list[str]], None]

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from asrdist.parallel import registry
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.testing import make_corpus
 from tests.parallel import (
     _learner,

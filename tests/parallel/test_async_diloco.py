@@ -1,8 +1,8 @@
 """diloco-async: the host's delayed Nesterov step by hand, and the strategy against plain
 reference loops, in one process, in real learner processes and in the simulator.
 
-The expected values come from the definition (asrdist.parallel.async_diloco's docstring), by
-hand for the outer state and by plain torch loops for the learners.
+The expected values come from the definition (asrdist.parallel.strategies.async_diloco's docstring),
+by hand for the outer state and by plain torch loops for the learners.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.async_outer import AsyncOuter
-from asrdist.parallel.outer import OuterNesterov
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.rules.async_outer import AsyncOuter
+from asrdist.parallel.rules.weights import flat_weights
+from asrdist.parallel.strategies.outer import OuterNesterov
 from asrdist.parallel.strategy import train_step
-from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model

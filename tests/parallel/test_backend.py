@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.processes import ProcessTransport
-from asrdist.parallel.timing import StepTimes
+from asrdist.parallel.processes.transport import ProcessTransport
+from asrdist.parallel.rules.timing import StepTimes
 from asrdist.testing import make_corpus
 from tests.parallel.cli_learners import TINY_MODEL, join_learners, start_learners
 

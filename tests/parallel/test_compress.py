@@ -12,14 +12,19 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
-from asrdist.parallel.compress import (
+from asrdist.parallel.options import ProcessOptions
+from asrdist.parallel.processes.ddp import GradientCodec
+from asrdist.parallel.processes.transport import ProcessTransport
+from asrdist.parallel.registry import make_options
+from asrdist.parallel.rules.compress import (
     CODECS,
     CompressedMean,
     ErrorFeedback,
+    GradientCompression,
     compressed_mean,
     make_codec,
 )
-from asrdist.parallel.registry import make_options
+from asrdist.parallel.strategy import Learner
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import make_model
@@ -203,6 +208,17 @@ def test_powersgd_is_ssgd_s_only_and_the_simulator_has_none():
         simulate("ssgd", 2, 1, make_model, sgd(0.1), mse, options={"compress": "powersgd"})
     with pytest.raises(AsrdistError, match="--compress-rank must be positive"):
         make_options("ssgd", {"compress_rank": 0})
+
+
+def test_each_transport_makes_the_gradient_compression_it_runs():
+    """The processes' adds DDP's hooks to the rules' form; a form another transport made is
+    refused by name, rather than registering no hook (a mean that would not be taken)."""
+    transport = ProcessTransport(Learner(), ProcessOptions())
+    made = transport.gradient_compression("int8", rank=0)
+    assert isinstance(made, GradientCodec) and made.side is not None
+    assert made.wire_bytes(1000) == GradientCompression("int8", 1, 0).wire_bytes(1000)
+    with pytest.raises(TypeError, match="GradientCompression is not this transport's"):
+        transport.gradient_mean(make_model(0), compression=GradientCompression("int8", 1, 0))
 
 
 def _node_options(algo: str) -> dict[str, int]:

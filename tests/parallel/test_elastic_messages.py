@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 from tests.parallel.cli_learners import (
     TINY_MODEL,
     join_learners,

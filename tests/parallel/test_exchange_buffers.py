@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
-from asrdist.parallel.hadpsgd import HADPSGD, HADPSGDOptions
-from asrdist.parallel.rules import PassiveBook, half_difference_
-from asrdist.parallel.staging import DeviceStaging, Link, lane
+from asrdist.parallel.processes.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel.rules.staging import DeviceStaging, Link, lane
+from asrdist.parallel.rules.update import PassiveBook, half_difference_
+from asrdist.parallel.rules.weights import flat_weights
+from asrdist.parallel.strategies.hadpsgd import HADPSGD, HADPSGDOptions
 from asrdist.parallel.strategy import Learner
-from asrdist.parallel.weights import flat_weights
 from asrdist.testing.learners import launch
 from tests.parallel.conftest import ok, run_learners
 

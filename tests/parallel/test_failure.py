@@ -8,9 +8,9 @@ import signal
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import health
-from asrdist.parallel.failure import failure_policy
-from asrdist.parallel.preempt import Preemption
+from asrdist.parallel.launch.failure import failure_policy
+from asrdist.parallel.processes import health
+from asrdist.parallel.processes.preempt import Preemption
 from asrdist.parallel.strategy import Learner
 
 

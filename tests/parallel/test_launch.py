@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.launch import (
+from asrdist.parallel.launch.rendezvous import (
     CUDA_BACKEND,
     choose_backend,
     detect_env,

@@ -15,7 +15,7 @@ import pytest
 import torch
 import yaml
 
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import TINY_MODEL
 

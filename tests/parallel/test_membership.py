@@ -14,7 +14,7 @@ import torch
 from click.testing import CliRunner
 
 from asrdist.cli.train import main as train_main
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import (
     TINY_MODEL,

@@ -21,11 +21,11 @@ import torch
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import bind, membership, preempt, secret, storehost
-from asrdist.parallel.async_outer import AsyncOuter
-from asrdist.parallel.launch import free_port
-from asrdist.parallel.outer_link import StoreOuterLink
-from asrdist.parallel.outer_server import STATE_FILE, OuterServer
+from asrdist.parallel.launch.rendezvous import free_port
+from asrdist.parallel.processes import bind, membership, preempt, secret, storehost
+from asrdist.parallel.processes.outer_link import StoreOuterLink
+from asrdist.parallel.processes.outer_server import STATE_FILE, OuterServer
+from asrdist.parallel.rules.async_outer import AsyncOuter
 from asrdist.testing.stranger import approach_outer_server
 from tests.parallel.cli_learners import TINY_MODEL, join_learners, start_learners, when_training
 from tests.parallel.conftest import ok, run_learners

@@ -1,4 +1,4 @@
-"""bmuf and diloco: ma's blocks with an outer step (asrdist.parallel.outer).
+"""bmuf and diloco: ma's blocks with an outer step (asrdist.parallel.strategies.outer).
 
 The expected values are computed here from the definitions (DESIGN.md section 3), by hand for
 the rules and by a plain reference loop for the real learner processes.
@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.outer import BlockMomentum, OuterNesterov
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.strategies.outer import BlockMomentum, OuterNesterov
 from tests.parallel.conftest import ok, resumes_exactly, run_learners
 from tests.parallel.test_strategies import blocks_reference
 

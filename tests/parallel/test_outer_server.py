@@ -1,4 +1,4 @@
-"""The elastic run's outer-state server (asrdist.parallel.outer_server), served from this
+"""The elastic run's outer-state server (asrdist.parallel.processes.outer_server), served from this
 process over loopback: a push cut short by its learner's death is not applied and the server
 goes on, a dropped learner's push is refused; the saved state resumes in a new server only for
 its own run. Expected weights by hand from async_diloco's delayed Nesterov rule."""
@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.async_outer import AsyncOuter
-from asrdist.parallel.outer_link import StoreOuterLink
-from asrdist.parallel.outer_server import OuterServer
+from asrdist.parallel.processes.outer_link import StoreOuterLink
+from asrdist.parallel.processes.outer_server import OuterServer
+from asrdist.parallel.rules.async_outer import AsyncOuter
 
 START = torch.arange(6, dtype=torch.float32)
 

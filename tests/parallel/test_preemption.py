@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics
 from tests.parallel.cli_learners import (

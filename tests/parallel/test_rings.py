@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from asrdist.parallel import rings
+from asrdist.parallel.rules import rings
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])

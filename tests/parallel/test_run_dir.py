@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from asrdist.cli.train import main as train_main
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 from asrdist.testing import cut_unsampled_utterance, make_corpus
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path, read_metrics

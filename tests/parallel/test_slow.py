@@ -7,7 +7,7 @@ import time
 import pytest
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.slow import SlowDown, parse_slow_learner
+from asrdist.parallel.rules.slow import SlowDown, parse_slow_learner
 
 
 def test_slow_learner_option():

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from asrdist.parallel.exchange import PairwiseExchange, make_exchange_group
-from asrdist.parallel.staging import DeviceStaging
-from asrdist.parallel.weights import flat_weights
+from asrdist.parallel.processes.exchange import PairwiseExchange, make_exchange_group
+from asrdist.parallel.rules.staging import DeviceStaging
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.testing.learners import launch
 
 

@@ -10,7 +10,7 @@ import time
 
 CHILD = """
 import sys, time
-from asrdist.parallel.stopwatch import StopWatch
+from asrdist.parallel.processes.stopwatch import StopWatch
 watch = StopWatch()
 print("ready", flush=True)
 sys.stdin.readline()  # the parent stops this process meanwhile, then wakes it and writes

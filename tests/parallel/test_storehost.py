@@ -17,9 +17,9 @@ import pytest
 import torch.distributed as dist
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import storehost
-from asrdist.parallel.launch import free_port
-from asrdist.parallel.membership import Membership
+from asrdist.parallel.launch.rendezvous import free_port
+from asrdist.parallel.processes import storehost
+from asrdist.parallel.processes.membership import Membership
 from tests.parallel.conftest import running_stores
 
 

@@ -12,8 +12,8 @@ import torch
 
 from asrdist.parallel import registry
 from asrdist.parallel.registry import algo_names, make_strategy
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.parallel.strategy import train_step
-from asrdist.parallel.weights import flat_weights
 from tests.parallel._learner import batch, make_model
 from tests.parallel.conftest import ok, run_learners
 

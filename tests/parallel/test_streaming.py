@@ -1,5 +1,5 @@
-"""streaming-diloco (asrdist.parallel.streaming): diloco a fragment at a time, staggered, its
-outer steps tau steps late and mixed in by alpha.
+"""streaming-diloco (asrdist.parallel.strategies.streaming): diloco a fragment at a time, staggered,
+its outer steps tau steps late and mixed in by alpha.
 
 The expected values come from a plain reference loop written here from the definition (and
 from diloco itself where it must be diloco bit for bit), never from the module's code.
@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.compress import CompressedMean, compressed_mean, make_codec
 from asrdist.parallel.registry import make_strategy
+from asrdist.parallel.rules.compress import CompressedMean, compressed_mean, make_codec
+from asrdist.parallel.rules.weights import flat_weights
+from asrdist.parallel.strategies.streaming import split_fragments
 from asrdist.parallel.strategy import train_step
-from asrdist.parallel.streaming import split_fragments
-from asrdist.parallel.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model
@@ -71,7 +71,7 @@ def streaming_reference(steps: int, k: int, n: int, groups: list[list[int]], tau
     (s + 1 - p*k//P) % k == 0: the learners' mean of it then is taken by a Nesterov outer
     step ``tau`` steps later, and every learner's fragment becomes alpha * its own +
     (1 - alpha) * the new start. ``compress``: the mean taken at the block's end is the start
-    plus the compressed mean of the updates (asrdist.parallel.compress.compressed_mean, with
+    plus the compressed mean of the updates (asrdist.parallel.rules.compress.compressed_mean, with
     each learner's error feedback for the fragment). Returns each learner's weights after the
     last step and the exported average (outer steps still due are taken first)."""
     models = [make_model(0) for _ in range(n)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from asrdist.parallel.timing import StepTimes
+from asrdist.parallel.rules.timing import StepTimes
 
 
 def test_a_report_sums_the_phases_since_the_last_and_starts_again():

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from asrdist.parallel.launch import free_port
-from asrdist.parallel.preempt import STOPPED_STATUS
+from asrdist.parallel.launch.rendezvous import free_port
+from asrdist.parallel.processes.preempt import STOPPED_STATUS
 from asrdist.train.checkpoint import list_checkpoints
 from asrdist.train.metrics import metrics_path
 from tests.parallel.cli_learners import TINY_MODEL

@@ -96,7 +96,7 @@ def test_toy_strategy_brings_its_flag_and_checks_it():
 
 
 def test_two_learners_train_with_a_strategy_registered_outside_asrdist(tmp_path):
-    from asrdist.parallel.launch import free_port
+    from asrdist.parallel.launch.rendezvous import free_port
     from asrdist.testing import make_corpus
     from asrdist.train.metrics import metrics_path, read_metrics
 

@@ -11,7 +11,7 @@ from asrdist.data.options import DataOptions
 from asrdist.errors import AsrdistError
 from asrdist.models.build import ModelConfig
 from asrdist.models.final import load_final
-from asrdist.parallel.weights import flat_weights
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.simulate.corpus import ChunkPool, heldout_figures
 from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.export import export_final

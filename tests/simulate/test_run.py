@@ -16,9 +16,10 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel import registry, rings
+from asrdist.parallel import registry
 from asrdist.parallel.registry import algo_names
-from asrdist.parallel.weights import flat_weights
+from asrdist.parallel.rules import rings
+from asrdist.parallel.rules.weights import flat_weights
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from tests.parallel._learner import batch, make_model

@@ -10,8 +10,8 @@ import yaml
 from asrdist.cli.train import main as train_main
 from asrdist.errors import AsrdistError
 from asrdist.parallel import registry
-from asrdist.parallel.adpsgd import ADPSGDOptions
 from asrdist.parallel.options import NoOptions, ProcessOptions
+from asrdist.parallel.strategies.adpsgd import ADPSGDOptions
 from asrdist.testing import make_corpus
 from asrdist.testing.planted import invoke
 from asrdist.train.config import make_config, save_config

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from asrdist.errors import AsrdistError
-from asrdist.parallel.rules import DelayByOne
+from asrdist.parallel.rules.update import DelayByOne
 from asrdist.parallel.strategy import Single, train_step
 from asrdist.testing import make_corpus
 from asrdist.train import precision as precision_mod

@@ -19,7 +19,7 @@ from asrdist.errors import AsrdistError
 from asrdist.models.dbn import init_dnn_from_dbn, load_dbn
 from asrdist.models.dnn import DNN
 from asrdist.options import make
-from asrdist.parallel.launch import free_port
+from asrdist.parallel.launch.rendezvous import free_port
 from asrdist.parallel.strategy import Single
 from asrdist.stage import Skipped
 from asrdist.testing import make_corpus

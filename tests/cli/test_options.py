@@ -28,8 +28,9 @@ def test_shared_options_have_the_same_flag_default_and_help_from_the_declaration
     sim = _help_records(simulate.main)
     shared = simulate.shared_fields()
     # what the two commands both have is shared, but --algo and --epochs (a float here), and
-    # the paths each reads and writes
-    assert set(both) & set(sim) == {*shared, "algo", "epochs", "data", "targets", "out"}
+    # the paths each reads and writes (the TensorBoard directory among them)
+    assert set(both) & set(sim) == {*shared, "algo", "epochs", "data", "targets", "out",
+                                    "tensorboard"}
     assert {"layers", "units", "lr", "lr_schedule", "momentum", "batch_size", "chunk_len",
             "avg_period", "hadpsgd_variant", "slow_learner"} <= set(shared)
     for name, f in shared.items():

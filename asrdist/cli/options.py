@@ -17,7 +17,6 @@ import click
 
 from asrdist.cli import AsrdistCommand, number_list
 from asrdist.options import declared, flag, kind, make
-from asrdist.parallel import registry
 
 
 class Numbers(click.ParamType):
@@ -84,6 +83,10 @@ class AlgoChoice(click.Choice):
 
     @property
     def choices(self) -> list[str]:  # type: ignore[override]
+        # here, not at import: the registry brings torch, which decode, lmrescore and the other
+        # commands made from declarations need not load (a second at each of a recipe's starts)
+        from asrdist.parallel import registry
+
         return registry.algo_names()
 
     @choices.setter

@@ -33,6 +33,8 @@ seq_objectives="smbr"  # stage 8: sequence training of each network from its CE 
                    # per objective (mmi, bmmi, smbr; "": none); RESULTS.md, "Sequence training"
 seq_opts="--epochs 2 --lr 0.4 --anneal-start 2"  # their asrdist-train flags after the CE run's
                    # config and flags (no SpecAugment, no warm-up: fixed in stage 8)
+decode_opts=""     # extra asrdist-decode flags of the test decodes (stages 6 and 8),
+                   # e.g. "--beam 10 --max-active 3000"
 denlats_opts="--beam 13 --lattice-beam 7 --max-active 5000"  # the lattices' search (make_denlats.sh's)
 den_lm_order=1     # the LM of the lattices' graph: a unigram of the training text (the trigram
                    # of its own sentences leaves ~1.1 arcs per frame: no competitors)
@@ -42,7 +44,8 @@ help_message="Usage: $0 [--stage N] [--stop-stage M] [--hours H] [--test-hours H
        [--aug-opts \"FLAGS\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--algos \"A B\"] [--learners N]
        [--setup blstm|conformer|tdnnf|suchen] [--nnet-feats mfcc|fbank] [--gmm mono|tri1] [--tri-opts \"FLAGS\"]
        [--train-opts \"FLAGS\"] [--pretrain-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"]
-       [--seq-opts \"FLAGS\"] [--denlats-opts \"FLAGS\"] [--den-lm-order N] [--data DIR] [--exp DIR]"
+       [--seq-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--denlats-opts \"FLAGS\"] [--den-lm-order N]
+       [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
 case $setup in
   blstm|conformer|tdnnf) runs=$(for a in $algos; do echo ${setup}_$a; done) ;;
@@ -136,14 +139,13 @@ fi
 if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
   # one lattice search per utterance; the sweep (s5c's LMWT 5..17 x WIP 0.0 0.5 1.0) is read
   # off the lattices
-  decode_opts=(--nj $nj --cmd "$decode_cmd")
   for g in $gmms; do
-    run_stage 6 "decode $g" asrdist-decode --graph $(graph_of $g) "${decode_opts[@]}" \
-      --gmm $exp/$g/final.mdl --data $data/test_mfcc --out $exp/$g/decode_test
+    run_stage 6 "decode $g" asrdist-decode --graph $(graph_of $g) --nj $nj --cmd "$decode_cmd" \
+      $decode_opts --gmm $exp/$g/final.mdl --data $data/test_mfcc --out $exp/$g/decode_test
   done
   for r in $runs; do
-    run_stage 6 "decode $r" asrdist-decode --graph $exp/graph "${decode_opts[@]}" \
-      --model $exp/$r/final.pt --data $data/test_$nnet_feats --out $exp/$r/decode_test
+    run_stage 6 "decode $r" asrdist-decode --graph $exp/graph --nj $nj --cmd "$decode_cmd" \
+      $decode_opts --model $exp/$r/final.pt --data $data/test_$nnet_feats --out $exp/$r/decode_test
   done
 fi
 
@@ -182,7 +184,7 @@ if [ $stage -le 8 ] && [ $stop_stage -ge 8 ] && [ -n "$seq_objectives" ] && [ $s
         --alignments $ali $([ $o = mmi ] || echo --silence-phones $silence) --feature-masks 0 \
         --time-masks 0 --warmup-epochs 0 $seq_opts
       run_stage 8 "decode ${r}_$o" asrdist-decode --graph $exp/graph --nj $nj \
-        --cmd "$decode_cmd" --model $exp/${r}_$o/final.pt --data $data/test_$nnet_feats \
+        --cmd "$decode_cmd" $decode_opts --model $exp/${r}_$o/final.pt --data $data/test_$nnet_feats \
         --out $exp/${r}_$o/decode_test
       run_stage 8 "score ${r}_$o" asrdist-score text --subsets-by spk,$data/test/utt2synth \
         --report $exp/results.md --name "${r}_$o x$learners" $data/test/text $exp/${r}_$o/decode_test

@@ -40,7 +40,8 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
     corpus = _corpus(tmp_path / "fsdd", fsdd, train_and_test)
     kept_back = _corpus(tmp_path / "kept_back", fsdd,
                         [f"{d}_nicolas_{i}.wav" for d in range(10) for i in (30,)])
-    tiny = ["--corpus", str(corpus), "--test-corpus", str(kept_back),
+    # one job each (the mini recipe's test runs two): a job's start costs more than its clips
+    tiny = ["--corpus", str(corpus), "--test-corpus", str(kept_back), "--nj", "1",
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
             "--mono-gauss", "40", "--tri1-leaves", "20", "--tri1-gauss", "40", "--sat-leaves", "20",
             "--sat-gauss", "40", "--fmllr-passes", "2", "--train-opts",

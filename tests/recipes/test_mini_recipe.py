@@ -37,6 +37,7 @@ def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_pa
             "--learners", "2",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3",
             "--seq-objectives", "smbr", "--seq-opts", "--epochs 1 --max-steps 4",
+            "--decode-opts", "--beam 10 --lattice-beam 4 --max-active 300",
             "--denlats-opts", "--beam 8 --lattice-beam 3 --max-active 300"]
     first = run_recipe(tmp_path, *tiny)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -92,7 +93,8 @@ def _suchen_setup_on_the_same_data(tmp_path: Path) -> None:
         tmp_path, "--stage", "4", "--hours", "0.1", "--test-hours", "0.004", "--setup", "suchen",
         "--learners", "2", "--pretrain-opts", "--hidden-layers 2 --hidden-units 16 --batch-size 8",
         "--train-opts", "--hidden-layers 2 --hidden-units 16 --epochs 1 --batch-size 8 "
-                        "--heldout-utts 3 --avg-frames 256")
+                        "--heldout-utts 3 --avg-frames 256",
+        "--decode-opts", "--beam 10 --lattice-beam 4 --max-active 300")
     assert done.returncode == 0, done.stderr[-3000:]
     assert re.search(r"stage 4 \(pretrain rbm x2\): done", done.stderr)
     exp = tmp_path / "exp"

@@ -1,6 +1,8 @@
 """The base of every multi-learner strategy: what they share around their transport
-(:mod:`asrdist.parallel.transport`): the bookkeeping of a step, and the learners leaving
-together for the final average.
+(:mod:`asrdist.parallel.transport`): the bookkeeping of a step, the learners leaving
+together for the final average, and ``--compress`` (one
+:class:`~asrdist.parallel.rules.compression.Compression`, saved under the strategy state's
+``compress``).
 
 With one learner (a world of one) nothing here communicates, so each strategy reduces to the
 trainer's plain SGD.
@@ -13,7 +15,9 @@ from typing import Any
 
 import torch
 
+from asrdist.parallel.options import CompressOptions
 from asrdist.parallel.processes.transport import connect
+from asrdist.parallel.rules.compression import Compression
 from asrdist.parallel.rules.weights import flat_weights, unwrap
 from asrdist.parallel.strategy import Learner, StoppedEarly, Strategy
 
@@ -21,13 +25,17 @@ from asrdist.parallel.strategy import Learner, StoppedEarly, Strategy
 class DistributedStrategy(Strategy):
     """Base of ssgd, adpsgd, hadpsgd, ma, bmuf and diloco; subclasses talk to the other
     learners through ``self.comm`` (real processes: torch.distributed's default group, which
-    must be initialised for a world of more than one learner; the simulator: its clock)."""
+    must be initialised for a world of more than one learner; the simulator: its clock).
+    Their exchanges encode through ``self.compression``, made from ``options``."""
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: Learner, options: CompressOptions | None = None) -> None:
         self.learner = learner
         self.rank, self.world_size = learner.rank, learner.world_size
         self.multi = self.world_size > 1
         self.comm = connect(learner)
+        o = options or CompressOptions()
+        self.compression = Compression(o.compress, self.world_size, self.rank, o.error_feedback,
+                                       o.compress_rank, self.comm.gradient_compression)
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
         """The step's compute begins: the transport times it, so what a step spends beyond it
@@ -82,6 +90,14 @@ class DistributedStrategy(Strategy):
 
     def finalize(self, model: torch.nn.Module) -> None:
         self._finish(model)
+
+    def state_dict(self) -> dict[str, Any]:
+        """``--compress``'s state (subclasses add theirs)."""
+        return {"compress": self.compression.state_dict()} if self.compression.active else {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if self.compression.active and "compress" in state:
+            self.compression.load_state_dict(state["compress"])
 
     def leader(self) -> int:
         gone = self.comm.departed()

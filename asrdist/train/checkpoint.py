@@ -33,8 +33,9 @@ from asrdist.plaindata import first_unplain, mt19937_from_plain, mt19937_to_plai
 
 _NAME = re.compile(r"^step(\d+)\.pt$")
 # the layout of a checkpoint's dict: raise it when a key is added, renamed or changes meaning
-# (3: plain data only, numpy's RNG state and the data stream's arrays as tensors)
-FORMAT = 3
+# (3: plain data only, numpy's RNG state and the data stream's arrays as tensors; 4: a
+# strategy's --compress state in one entry, asrdist.parallel.rules.compression's)
+FORMAT = 4
 # the entries the trainer writes and reads back on resume ("run" is checked by
 # asrdist.train.resume, which says what its absence means)
 ENTRIES = ("step", "epoch", "step_in_epoch", "frames", "wall_s", "interval", "strategy",

@@ -340,10 +340,17 @@ def test_a_compressed_run_resumes_exactly(tmp_path, algo, options):
     has again only after its first step) are in it, so the resumed run is the uninterrupted
     one bit for bit."""
     sc = {"algo": algo, "lr": 0.1, "momentum": 0.5, "steps": 10, "options": options}
-    saved = resumes_exactly(sc, 5, tmp_path)["compress"]
+    compress = resumes_exactly(sc, 5, tmp_path)["compress"]  # the strategy's one entry
     if options["compress"] == "powersgd":  # the rebuilt bucket: the Sequential reversed
+        saved = compress["gradient"]
         assert saved["layouts"] == {0: [3, 2, 1, 0]} and saved["iter"] == 5
         return
+    if algo == "diloco":  # the block's mean, its updates taken from w_g
+        assert set(compress) == {"reference", "means"} and set(compress["means"]) == {"model"}
+        saved = compress["means"]["model"]
+    else:
+        assert set(compress) == {"gradient"}
+        saved = compress["gradient"]
     assert saved["sent"]["residual"] is not None and saved["owned"]["residual"] is not None
     assert math.isfinite(float(saved["sent"]["residual"].abs().sum()))
 
@@ -359,7 +366,7 @@ def test_powersgd_is_torch_s_hook_on_ssgd(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(power[0]["history"][:3],
                                                  plain[0]["history"][:3], strict=True))
     assert not torch.allclose(power[0]["history"][4], plain[0]["history"][4])
-    state = power[0]["state"]["compress"]
+    state = power[0]["state"]["compress"]["gradient"]
     assert state["iter"] == 6 and state["matrix_approximation_rank"] == 1
     assert set(state["error_dict"]) == {0}
     # bytes by hand (2 learners: a ring allreduce sends the vector once): two plain steps of

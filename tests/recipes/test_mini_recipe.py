@@ -34,7 +34,7 @@ def run_recipe(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_all_stages_from_corpus_to_wer_table_then_a_rerun_skips_done_work(tmp_path):
     tiny = ["--hours", "0.1", "--test-hours", "0.004", "--algos", "adpsgd-random",
             "--aug-opts", "--speeds 0.9 --reverb-fraction 0.2 --noise-fraction 0.2",
-            "--learners", "2",
+            "--learners", "2", "--tri-opts", "--num-leaves 100 --total-gauss 400",
             "--train-opts", "--epochs 1 --units 16 --batch-size 8 --heldout-utts 3",
             "--seq-objectives", "smbr", "--seq-opts", "--epochs 1 --max-steps 4",
             "--decode-opts", "--beam 10 --lattice-beam 4 --max-active 300",

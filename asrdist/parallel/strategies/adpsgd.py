@@ -64,7 +64,6 @@ from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.options import CompressOptions
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules import rings, update
-from asrdist.parallel.rules.compress import ErrorFeedback, make_codec
 from asrdist.parallel.rules.staging import DeviceStaging
 from asrdist.parallel.rules.weights import unwrap
 from asrdist.parallel.strategy import Learner
@@ -101,7 +100,7 @@ class ADPSGD(DistributedStrategy):
     :data:`VARIANTS`)."""
 
     def __init__(self, learner: Learner, options: ADPSGDOptions, variant: str = "fixed") -> None:
-        super().__init__(learner)
+        super().__init__(learner, options)
         chosen = VARIANTS[variant]
         self.ring, self.seed = chosen.ring, options.seed
         self.late_merge, self.delay1 = chosen.late_merge, chosen.delay_grad
@@ -120,10 +119,6 @@ class ADPSGD(DistributedStrategy):
         self._ring_now: list[int] | None = None  # the ring the exchange was built for
         self._past_exchanges = 0  # made on rings retired since (elastic)
         self._retired: list[Exchange] = []  # their threads, joined before the process ends
-        # --compress: the encoding of the weights this learner sends, with its error feedback
-        # (used by its exchange thread; resume state)
-        self.codec = ErrorFeedback(make_codec(options.compress), options.error_feedback) \
-            if self.multi and options.compress != "none" else None
 
     # -- ring membership (hadpsgd overrides these to put one leader per node on the ring) ----
 
@@ -164,7 +159,7 @@ class ADPSGD(DistributedStrategy):
         self.engine = self.comm.pairwise(
             ranks, index, weights, ready, self.staging.zeros,
             lambda r: rings.partner(self.ring, index, n, r, self.seed), start_round,
-            codec=self.codec)
+            codec=self.compression.sender())  # --compress: the weights this learner sends
 
     def _follow_membership(self, model: torch.nn.Module) -> None:
         """Elastic: after a departure, retire the exchange and build the ring over the
@@ -284,21 +279,20 @@ class ADPSGD(DistributedStrategy):
 
     def state_dict(self) -> dict[str, Any]:
         """The ring's round and counters (after :meth:`sync`, they include its merges)."""
-        state: dict[str, Any] = {"merged": int(self.merged)}
+        state: dict[str, Any] = {**super().state_dict(), "merged": int(self.merged)}
         if self.engine is not None or self._past_exchanges:
             state["round"] = self.engine.round if self.engine is not None \
                 else self._resume_round
             state["exchanges"] = self._exchanges()
         if self._delay is not None:
             state["prev_grads"] = self._delay.previous
-        if self.codec is not None:
-            state["compress"] = self.codec.state_dict()
         return state
 
     def _exchanges(self) -> int:
         return self._past_exchanges + (self.engine.exchanges if self.engine is not None else 0)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self.merged = int(state.get("merged", 0))
         self._resume_round = int(state.get("round", 0))
         if self.engine is not None:
@@ -306,8 +300,6 @@ class ADPSGD(DistributedStrategy):
             self.engine.exchanges = int(state.get("exchanges", 0))
         if self._delay is not None:
             self._delay.previous = state.get("prev_grads")
-        if self.codec is not None and "compress" in state:
-            self.codec.load_state_dict(state["compress"])
 
 
 SUMMARIES = {

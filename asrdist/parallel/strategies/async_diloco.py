@@ -94,7 +94,6 @@ from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.options import training_option
 from asrdist.parallel.registry import StrategySpec, register
 from asrdist.parallel.rules.async_outer import AsyncOuter
-from asrdist.parallel.rules.compress import ErrorFeedback, make_codec
 from asrdist.parallel.rules.weights import flat_params, load_flat
 from asrdist.parallel.strategies.outer import DiLoCoOptions
 from asrdist.parallel.strategy import Learner
@@ -140,7 +139,7 @@ class AsyncDiLoCo(DistributedStrategy):
     name = "diloco-async"
 
     def __init__(self, learner: Learner, options: AsyncDiLoCoOptions) -> None:
-        super().__init__(learner)
+        super().__init__(learner, options)
         self.options = options
         self.period = options.period()  # H
         self.block = self.period  # this learner's current block length
@@ -153,11 +152,6 @@ class AsyncDiLoCo(DistributedStrategy):
         self.pushes = 0
         self._model: torch.nn.Module | None = None
         self._own: torch.Tensor | None = None  # this learner's weights before the start
-        # --compress: the pushes' encoding, with this learner's error feedback
-        self.codec = make_codec(options.compress) \
-            if self.multi and options.compress != "none" else None
-        self.feedback = ErrorFeedback(self.codec, options.error_feedback) \
-            if self.codec is not None else None
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """Every learner starts from the learners' mean, w_g (one average)."""
@@ -173,7 +167,7 @@ class AsyncDiLoCo(DistributedStrategy):
                            o.diloco_lr, o.diloco_momentum, o.async_buffer, o.async_activation,
                            o.async_follow_speed, o.async_quorum)
         if self.multi or self.comm.outer_elsewhere:
-            self.link = self.comm.outer_server(state, HOST, self.codec)
+            self.link = self.comm.outer_server(state, HOST, self.compression.codec)
             if isinstance(self.link, SavedOuterLink):
                 self.saved = self.link
             else:
@@ -193,8 +187,9 @@ class AsyncDiLoCo(DistributedStrategy):
             with torch.no_grad():
                 local = flat_params(model)
                 g, payload = self.pulled - local, None
-                if self.feedback is not None:
-                    payload, g = self.feedback.compress(g)
+                sender = self.compression.sender()  # --compress: the push's encoding
+                if sender is not None:
+                    payload, g = sender.compress(g)
                 weights, self.block, stale = self.link.push_pull(g, self.done, payload)
                 weights = weights.to(local.device, local.dtype)
                 load_flat(model, weights)
@@ -238,21 +233,21 @@ class AsyncDiLoCo(DistributedStrategy):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"done": self.done, "block": self.block, "pushes": self.pushes}
+        out: dict[str, Any] = {**super().state_dict(), "done": self.done, "block": self.block,
+                               "pushes": self.pushes}
         if self.pulled is not None:
             out["pulled"] = self.pulled.clone()
         if self.state is not None:
             out["outer"] = self.state.state_dict()
         if self.saved is not None:
             out["outer_token"] = self.saved.token
-        if self.feedback is not None:
-            out["compress"] = self.feedback.state_dict()
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """A resumed learner: its own weights (the checkpoint's, which wrap_model replaced by
         the mean), its block, and on the host the outer state (elastic: the store process
         loads it from the run dir)."""
+        super().load_state_dict(state)
         self.done, self.block = int(state["done"]), int(state["block"])
         self.pushes = int(state.get("pushes", 0))
         if self._model is not None and self._own is not None:
@@ -271,8 +266,6 @@ class AsyncDiLoCo(DistributedStrategy):
                                "outer_state.pt): resume it with --elastic")
         if self.state is not None and "outer" in state:
             self.state.load_state_dict(state["outer"])
-        if self.feedback is not None and "compress" in state:
-            self.feedback.load_state_dict(state["compress"])
 
 
 register(StrategySpec(

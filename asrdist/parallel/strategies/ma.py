@@ -22,7 +22,6 @@ from asrdist.options import NON_NEGATIVE, POSITIVE, option
 from asrdist.parallel.base import DistributedStrategy
 from asrdist.parallel.options import CompressOptions, training_option
 from asrdist.parallel.registry import StrategySpec, register
-from asrdist.parallel.rules.compress import CompressedMean, make_codec
 from asrdist.parallel.rules.update import averaging_due
 from asrdist.parallel.rules.weights import flat_params, load_flat, unwrap
 from asrdist.parallel.strategy import Learner
@@ -68,58 +67,49 @@ class ModelAveraging(DistributedStrategy):
     name = "ma"
 
     def __init__(self, learner: Learner, options: MAOptions) -> None:
-        super().__init__(learner)
+        super().__init__(learner, options)
         self.avg_period = options.period()
         # post-local SGD (ma alone): averaging the weights after every step is synchronous
         # SGD (the learners' momentum buffers average as ssgd's one buffer would)
         self.post_local_after = options.synchronous_steps()
         self.averages = 0
-        # --compress: the learners send their block's update (w - reference), compressed with
-        # error feedback, and the block ends at reference + the decoded mean update (raw
-        # weights would lose everything to a lossy codec); reference is the block's start,
-        # the same on every learner
-        self.side = self.compressed_mean(options)
-        self.reference: torch.Tensor | None = None
-
-    def compressed_mean(self, options: MAOptions) -> CompressedMean | None:
-        """A mean sent in ``--compress``'s codec, with error feedback of its own (None: no
-        codec, or one learner)."""
-        if not self.multi or options.compress == "none":
-            return None
-        return CompressedMean(make_codec(options.compress), self.world_size, self.rank,
-                              options.error_feedback)
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        if self.side is not None and self.reference is None:
-            # the first block's reference: the learners' mean of the starting weights (one
+        if self.compression.active and self.compression.reference is None:
+            # --compress: the blocks' updates are taken from a reference, the same on every
+            # learner; the first block's is the learners' mean of the starting weights (one
             # float32 average, as DDP's broadcast at wrap time), so the updates add up to the
             # mean of the weights even where the learners start apart
             start = flat_params(model)
             self.average([start])
-            self.reference = start
+            self.compression.reference = start
         self._start_distance(model)
         return model
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         if self.multi and (step < self.post_local_after
                            or averaging_due(step, self.avg_period)):
-            if self.side is None:
-                self.comm.average_(list(unwrap(model).parameters()))
-            else:
+            if self.compression.active:
                 self._compressed_average(model)
+            else:
+                self.comm.average_(list(unwrap(model).parameters()))
             self.averages += 1
 
     def _compressed_average(self, model: torch.nn.Module) -> None:
-        """The learners' mean as reference + the mean of their compressed block updates."""
-        assert self.side is not None and self.reference is not None
+        """The learners' mean as the reference plus the mean of their block updates
+        (w - reference), sent compressed with error feedback (raw weights would lose
+        everything to a lossy codec); the mean is the next block's reference."""
+        mean = self.compression.mean("model")
+        reference = self.compression.reference
+        assert mean is not None and reference is not None
         with torch.no_grad():
             weights = flat_params(model)
-            reference = self.reference.to(weights.device)
+            reference = reference.to(weights.device)
             update = (weights - reference).float()
-            self.comm.compressed_mean_(update, self.side)
-            mean = reference + update.to(reference.dtype)
-            load_flat(model, mean)
-            self.reference = mean
+            self.comm.compressed_mean_(update, mean)
+            averaged = reference + update.to(reference.dtype)
+            load_flat(model, averaged)
+            self.compression.reference = averaged
 
     def lockstep(self) -> tuple[tuple[int, ...], int]:
         """All learners; none passes the next averaging step without the others."""
@@ -132,19 +122,11 @@ class ModelAveraging(DistributedStrategy):
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"averages": self.averages}
-        if self.side is not None and self.reference is not None:
-            out["compress"] = {"reference": self.reference.clone(), **self.side.state_dict()}
-        return out
+        return {**super().state_dict(), "averages": self.averages}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
         self.averages = int(state.get("averages", 0))
-        saved = state.get("compress")
-        if self.side is not None and saved is not None:
-            device = self.reference.device if self.reference is not None \
-                else saved["reference"].device
-            self.reference = saved["reference"].to(device)
-            self.side.load_state_dict(saved)
 
 
 register(StrategySpec(

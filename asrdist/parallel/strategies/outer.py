@@ -139,8 +139,8 @@ class OuterAveraging(ModelAveraging):
         if self.multi:
             self.average([start])
         self.start = start
-        if self.side is not None:  # --compress: the block's updates are sent from w_g
-            self.reference = start
+        if self.compression.active:  # --compress: the block's updates are sent from w_g
+            self.compression.reference = start
         return super().wrap_model(model)
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
@@ -157,8 +157,8 @@ class OuterAveraging(ModelAveraging):
             assert self.start is not None
             self.start = self.rule.block(self.start.to(mean.device), mean)
             load_flat(model, self.start)
-            if self.side is not None:
-                self.reference = self.start
+            if self.compression.active:
+                self.compression.reference = self.start
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()

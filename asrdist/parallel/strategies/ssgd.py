@@ -8,16 +8,16 @@ A failed allreduce (a learner died) ends the job with the lost learner named, th
 communication hook that does the allreduce itself. Nothing is ever in flight between steps, so
 ``sync`` has nothing to do.
 
-``--compress`` encodes the gradient mean
-(:class:`asrdist.parallel.rules.compress.GradientCompression`, which the transport makes): torch's
-bf16/fp16 and PowerSGD hooks, or asrdist's own codecs with error feedback after backward; the
-codec's state (residuals, PowerSGD's) is in the checkpoints.
+``--compress`` encodes the gradient mean (the strategy's
+:meth:`~asrdist.parallel.rules.compression.Compression.gradient`, which the transport makes):
+torch's bf16/fp16 and PowerSGD hooks, or asrdist's own codecs with error feedback after
+backward; its state (residuals, PowerSGD's) is in the checkpoints.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 
@@ -36,16 +36,12 @@ class SSGD(DistributedStrategy):
     name = "ssgd"
 
     def __init__(self, learner: Learner, options: SSGDOptions | None = None) -> None:
-        super().__init__(learner)
-        options = options or SSGDOptions()
-        self.compression = self.comm.gradient_compression(
-            options.compress, self.rank, options.error_feedback, options.compress_rank) \
-            if self.multi and options.compress != "none" else None
+        super().__init__(learner, options or SSGDOptions())
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        ddp = self.comm.gradient_mean(model, compression=self.compression)
+        ddp = self.comm.gradient_mean(model, compression=self.compression.gradient())
         self._start_distance(model)
         return ddp
 
@@ -56,13 +52,6 @@ class SSGD(DistributedStrategy):
         self.comm.compute_ends()
         if self.multi:
             self.comm.gradients_averaged(model)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {} if self.compression is None else {"compress": self.compression.state_dict()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if self.compression is not None and "compress" in state:
-            self.compression.load_state_dict(state["compress"])
 
 
 register(StrategySpec(

@@ -133,7 +133,7 @@ class Fragment:
     def __init__(self, params: list[torch.nn.Parameter], phase: int, rule: OuterNesterov,
                  start: torch.Tensor, side: CompressedMean | None) -> None:
         self.params, self.phase, self.rule, self.start = params, phase, rule, start
-        self.side = side  # --compress: its codec and error feedback
+        self.side = side  # --compress: its compressed mean (the strategy's Compression's)
         self.in_flight: _InFlight | None = None
 
     def block_ends(self, step: int, period: int) -> bool:
@@ -146,10 +146,7 @@ class Fragment:
             assert self.in_flight.op is None and self.in_flight.base is None, \
                 "sync() before state_dict()"
             pending = {"due": self.in_flight.due, "mean": self.in_flight.mean.clone()}
-        out = {"start": self.start.clone(), **self.rule.state_dict(), "pending": pending}
-        if self.side is not None:
-            out["compress"] = self.side.state_dict()
-        return out
+        return {"start": self.start.clone(), **self.rule.state_dict(), "pending": pending}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         device = self.start.device
@@ -159,8 +156,6 @@ class Fragment:
         pending = state.get("pending")
         self.in_flight = None if pending is None else _InFlight(
             int(pending["due"]), pending["mean"].to(device), None)
-        if self.side is not None and state.get("compress") is not None:
-            self.side.load_state_dict(state["compress"])
 
 
 class StreamingDiLoCo(ModelAveraging):
@@ -177,7 +172,6 @@ class StreamingDiLoCo(ModelAveraging):
                                f"averaging period ({self.avg_period} steps), so that a "
                                "fragment's outer step lands before its next block ends")
         self.options = options
-        self.side = None  # not ma's one compressed mean: one per fragment (its own feedback)
         self.delay, self.alpha = delay, options.stream_alpha
         self.fragments: list[Fragment] = []
         self._loaded: dict[str, Any] | None = None
@@ -197,11 +191,12 @@ class StreamingDiLoCo(ModelAveraging):
             rule = OuterNesterov(self.options.diloco_lr, self.options.diloco_momentum)
             self.fragments.append(Fragment(mine, p * period // len(parts), rule,
                                            start[offset: offset + numel].clone(),
-                                           self.compressed_mean(self.options)))
+                                           self.compression.mean(f"fragment{p}")))
             offset += numel
         if self._loaded is not None:
             self.load_state_dict(self._loaded)
-        return super().wrap_model(model)
+        self._start_distance(model)  # not ma's wrap: each fragment's w_g is its reference
+        return model
 
     def after_step(self, model: torch.nn.Module, step: int) -> None:
         """Each fragment whose block ends here starts its average; each whose average is due

@@ -15,7 +15,7 @@ all: test
 
 # Debian packages: espeak-ng and flite (mini corpus voices), NIST sctk (sclite, for scoring checks),
 # OpenFst's tools (fstconvert writes the const graphs the decoding tests read), and g++ with
-# Python's headers (the compiled lattice determinizer, asrdist/decode/_lattice_native.cpp).
+# Python's headers (the compiled lattice search and determinizer, asrdist/decode/lattice/csrc/).
 deps:
 	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -25,9 +25,9 @@ deps:
 	fi
 
 # torch is installed first and pinned, so no dependency can pull the CUDA build. The editable
-# install compiles asrdist/decode/*.cpp into _lattice_native (g++, pybind11): a changed source
-# rebuilds.
-$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard asrdist/decode/*.cpp)
+# install compiles asrdist/decode/lattice/csrc/*.cpp into asrdist.decode.lattice._native (g++,
+# pybind11): a changed source rebuilds.
+$(STAMP): setup.cfg pyproject.toml setup.py $(wildcard asrdist/decode/lattice/csrc/*.cpp)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q torch==2.13.0

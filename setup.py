@@ -1,5 +1,5 @@
 """The compiled part of asrdist (setup.cfg holds the rest of the metadata): the lattice search
-and determinizer, asrdist.decode._lattice_native (issue 32: the Python port was measured too
+and determinizer, asrdist.decode.lattice._native (issue 32: the Python port was measured too
 slow for decoding within 1.5x of Kaldi, and kaldifst's graphs cost over 2x their file). Built
 by ``pip install -e .`` with the system's g++."""
 
@@ -10,9 +10,9 @@ from setuptools import setup
 NATIVE_FLAGS = ["-O2", "-ffp-contract=off", "-fno-fast-math"]
 
 setup(
-    ext_modules=[Pybind11Extension("asrdist.decode._lattice_native",
-                                   ["asrdist/decode/_lattice_native.cpp",
-                                    "asrdist/decode/_lattice_search.cpp"], cxx_std=17,
+    ext_modules=[Pybind11Extension("asrdist.decode.lattice._native",
+                                   ["asrdist/decode/lattice/csrc/pipeline.cpp",
+                                    "asrdist/decode/lattice/csrc/search.cpp"], cxx_std=17,
                                    extra_compile_args=NATIVE_FLAGS)],
     cmdclass={"build_ext": build_ext},
 )

@@ -6,7 +6,7 @@ moves every process's CPU seconds; figures taken minutes apart do not compare).
 Inputs: the mini recipe's mono GMM scores of the first ``--utts`` utterances of
 data/test_mfcc and its trigram graph (recipes/mini/exp). Ours: ``LatticeDecoder.decode`` per
 utterance (search, raw lattice read, cost offsets, phone-pruned determinization: compiled where
-the tree has asrdist.decode._lattice_native built, Python otherwise, as the table says), the
+the tree has asrdist.decode.lattice._native built, Python otherwise, as the table says), the
 graph read apart, and the C++ search alone in the same process: the tree's own compiled search
 (its raw lattice's bytes included) where it has one (``LatticeDecoder.searcher``), else
 kaldi-decoder's LatticeSimpleDecoder; Kaldi: latgen-faster-mapped with decode.sh's options,
@@ -39,7 +39,7 @@ from asrdist.decode import lattice as L
 from asrdist.kaldi.transition_model import read_transition_model
 mdl, hclg, ark = sys.argv[1:4]
 trans = read_transition_model(mdl)
-own = L._lattice_native is not None and hasattr(L._lattice_native, "Search")
+own = L.native_search() == "asrdist"
 if own:  # the tree's compiled search reads the graph's file
     dec = L.LatticeDecoder(hclg, trans)
 else:

@@ -1,4 +1,4 @@
-"""The 39-point sweep's CPU with the compiled best paths (asrdist.decode._lattice_native.
+"""The 39-point sweep's CPU with the compiled best paths (asrdist.decode.lattice._native.
 best_paths) against the Python per point, on the same lattices (issue 32: the Python sweep,
 run twice in pass + sweep + rescoring, cost more than the compiled lattice pass).
 
@@ -28,7 +28,7 @@ from bench.results import REPO, publish, publish_option
 _READINGS = """
 import json, sys, time
 if sys.argv[1] == "python":
-    sys.modules["asrdist.decode._lattice_native"] = None
+    sys.modules["asrdist.decode.lattice._native"] = None
 from asrdist.decode.decode_dir import S5C_LMWTS, S5C_WIPS
 from asrdist.decode.lattice_readings import write_readings
 from asrdist.decode.lmrescore import iter_lattice_archive

@@ -82,10 +82,13 @@ def module_imports(package: Path = PACKAGE) -> dict[str, set[str]]:
     """Every module of ``package`` and the modules of it that it imports, wherever the import
     stands (in a function too: that runs as well, only later). An import under ``if
     TYPE_CHECKING:`` counts as well: none makes a circle today, and a circle of types is
-    still two modules that each need the other."""
+    still two modules that each need the other. A compiled module is the module its stub
+    (``.pyi``) describes, as a ``.py`` one would be."""
     root = package.name
+    sources = [*package.rglob("*.py"),
+               *(f for f in package.rglob("*.pyi") if not f.with_suffix(".py").exists())]
     modules = {".".join(f.relative_to(package.parent).with_suffix("").parts).removesuffix(
-        ".__init__"): f for f in package.rglob("*.py")}
+        ".__init__"): f for f in sources}
 
     def resolve(name: str) -> str | None:
         """The module that importing ``name`` (a module, or a name in one) runs last."""

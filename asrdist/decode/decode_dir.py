@@ -38,6 +38,7 @@ from asrdist.decode.lattice import (
     load_kaldi_decoder,
     native_search,
 )
+from asrdist.decode.lattice.native import FlatLattice
 from asrdist.decode.lattice_io import compact_lattice_binary
 from asrdist.decode.lattice_readings import PathReader, frame_shift, word_aligner
 from asrdist.decode.loglikes import LoglikeScorer
@@ -162,7 +163,7 @@ class _Worker:
                                    0.0, [], [], [])
                 self._check_scores(utt, scores)
                 try:
-                    clat = self.decoder.decode(scores)
+                    clat = self.decoder.lattice_of(scores)  # compiled: kept flat
                 except AsrdistError as e:  # latgen's "Failed to get traceback": left out
                     result.failed.append(utt)
                     result.log.append(f"WARNING: {utt}: {e}")
@@ -185,7 +186,8 @@ class _Worker:
             raise AsrdistError(f"utterance {utt}: {self.scorer_name} gives scores that hold "
                                "NaN or inf")
 
-    def _read_variants(self, utt: str, clat: CompactLattice, result: UttResult) -> None:
+    def _read_variants(self, utt: str, clat: CompactLattice | FlatLattice,
+                       result: UttResult) -> None:
         """Every variant's words and CTM lines, off the lattice (a point the main reading shares
         with the sweep is read once)."""
         if not self.decoder.reached_final:

@@ -276,24 +276,24 @@ def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
 
 
 def search_graph(path: str | os.PathLike) -> object:
-    """HCLG for the compiled lattice search (asrdist.decode._lattice_native.Graph): a const
+    """HCLG for the compiled lattice search (asrdist.decode.lattice._native.Graph): a const
     file's arrays mapped read-only and shared, so that a job's graph costs the file's pages
     (clean, shared with every job on the machine) and no copy; a vector file's states and arcs
     converted once into the same arrays."""
-    from asrdist.decode import _lattice_native
+    from asrdist.decode.lattice import _native
 
     path = Path(path)
     head = read_header(path)
     try:
         if head.fst_type == "const":
             states_at, arcs_at = _const_offsets(head)
-            return _lattice_native.mapped_graph(str(path), head.start, head.num_states,
-                                                head.num_arcs, states_at, arcs_at)
+            return _native.mapped_graph(str(path), head.start, head.num_states, head.num_arcs,
+                                        states_at, arcs_at)
         chunks = list(fst_chunks(path))  # a vector header's arc count may be 0: not used
         final, narcs, arcs = (np.concatenate([c[i] for c in chunks]) for i in range(3))
         del chunks  # the copy below is the second of the arrays at once, not the third
-        return _lattice_native.flat_graph(str(path), head.start, final, narcs,
-                                          arcs.view("<i4").reshape(-1, 4))
+        return _native.flat_graph(str(path), head.start, final, narcs,
+                                  arcs.view("<i4").reshape(-1, 4))
     except ValueError as e:
         raise AsrdistError(str(e)) from None
 

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.decode.lattice import CompactLattice, Weight
+from asrdist.decode.lattice.native import FlatLattice
 from asrdist.errors import AsrdistError
 
 _FST_MAGIC = 2125659606
@@ -74,8 +75,12 @@ def _weight_bytes(w: Weight, string: tuple[int, ...]) -> bytes:
     return struct.pack(f"<ffi{len(string)}i", float(w[0]), float(w[1]), len(string), *string)
 
 
-def compact_lattice_binary(key: str, clat: CompactLattice) -> bytes:
-    """One archive entry in Kaldi's binary form."""
+def compact_lattice_binary(key: str, clat: CompactLattice | FlatLattice) -> bytes:
+    """One archive entry in Kaldi's binary form (a :class:`FlatLattice` written by the
+    compiled module, to the same bytes)."""
+    if isinstance(clat, FlatLattice):
+        return key.encode() + b" " + clat.fst_bytes()
+
     def string(s: str) -> bytes:
         return struct.pack("<i", len(s)) + s.encode()
 

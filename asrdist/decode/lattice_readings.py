@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from asrdist.decode.lattice import BestPath, CompactLattice, best_paths
+from asrdist.decode.lattice.native import FlatLattice
 from asrdist.decode.word_align import WordAligner
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import write_atomically
@@ -58,7 +59,7 @@ class PathReader:
             raise AsrdistError(f"{self.words_txt}: no word has id {e.args[0]}, which "
                                f"{self.holder.format(utt=utt)}") from None
 
-    def read_points(self, utt: str, clat: CompactLattice,
+    def read_points(self, utt: str, clat: CompactLattice | FlatLattice,
                     points: Sequence[tuple[float, float]]
                     ) -> dict[tuple[float, float], tuple[list[str], list[str] | None]]:
         """Words and CTM lines of the best path at each (lmwt, wip) point, all found in one

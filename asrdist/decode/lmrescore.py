@@ -8,7 +8,7 @@ reads a compact lattice into a Lattice; each arc's transition-ids kept as one st
 :func:`to_string_lattice`) has its graph costs negated (1/lm_scale), is composed with G (its
 output labels; OpenFst's composition with the sequence filter, which decides the order of the
 epsilon moves on either side and so how the float32 costs are summed), inverted, determinized
-(:mod:`asrdist.decode.determinize_lattice`: the best G path per word sequence) and negated
+(:mod:`asrdist.decode.lattice.determinize`: the best G path per word sequence) and negated
 again (lm_scale): every word sequence loses its best G path's cost. :func:`add_lm` is
 lattice-lmrescore-const-arpa: the compact lattice composed breadth first with the new LM (an
 ARPA file, or Kaldi's G.carpa) as a deterministic on-demand FST (:class:`ArpaFst`:
@@ -32,7 +32,6 @@ from typing import Protocol
 
 import numpy as np
 
-from asrdist.decode.determinize_lattice import determinize_lattice
 from asrdist.decode.graph import fst_chunks, read_header
 from asrdist.decode.lattice import (
     ONE,
@@ -40,11 +39,12 @@ from asrdist.decode.lattice import (
     CompactLattice,
     Lattice,
     Weight,
-    _is_zero,
-    _times,
     connect,
     connect_compact,
+    determinize_lattice,
+    is_zero,
     scale_lattice,
+    times,
 )
 from asrdist.decode.lattice_io import iter_lattices_binary, iter_lattices_text
 from asrdist.errors import AsrdistError
@@ -161,19 +161,19 @@ def _compose_g(lat: Lattice, g: BackoffFst) -> Lattice:
         eps1 = sum(1 for a in arcs1 if a[1] == 0)
         final1 = lat.final[s1]
         g_eps, g_words = g.arcs(s2)
-        if not _is_zero(final1) and not np.isinf(g.final[s2]):
-            out.final[s] = _times(final1, (F32(g.final[s2]), F32(0.0)))
-        if g_eps and not (eps1 == len(arcs1) and _is_zero(final1)):
+        if not is_zero(final1) and not np.isinf(g.final[s2]):
+            out.final[s] = times(final1, (F32(g.final[s2]), F32(0.0)))
+        if g_eps and not (eps1 == len(arcs1) and is_zero(final1)):
             after = 0 if eps1 == 0 else 1
             for c, n2 in g_eps:  # the lattice stays, G backs off
-                out.arcs[s].append(((), 0, _times(ONE, (c, F32(0.0))), state((s1, n2, after))))
+                out.arcs[s].append(((), 0, times(ONE, (c, F32(0.0))), state((s1, n2, after))))
         for ilabel, olabel, w, n1 in arcs1:
             if olabel == 0:
                 if fs == 0:  # G stays
-                    out.arcs[s].append((ilabel, 0, _times(w, ONE), state((n1, s2, 0))))
+                    out.arcs[s].append((ilabel, 0, times(w, ONE), state((n1, s2, 0))))
                 continue
             for c, n2 in g_words.get(olabel, ()):
-                out.arcs[s].append((ilabel, olabel, _times(w, (c, F32(0.0))),
+                out.arcs[s].append((ilabel, olabel, times(w, (c, F32(0.0))),
                                     state((n1, n2, 0))))
     return connect(out)
 

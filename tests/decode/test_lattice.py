@@ -1,7 +1,7 @@
 """Lattices and the sweep on them, against outputs of Kaldi's own binaries (kaldi_expected/,
 made by the commands in its README: latgen-faster-mapped, lattice-copy, lattice-scale |
 lattice-add-penalty | lattice-best-path). Our lattices are made both ways: by the compiled
-search and determinizer (asrdist.decode._lattice_native) and by kaldi-decoder's search and the
+search and determinizer (asrdist.decode.lattice._native) and by kaldi-decoder's search and the
 Python determinizer, in a process where the compiled module cannot be imported (a checkout that
 was not built)."""
 
@@ -17,13 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asrdist.decode.lattice import (
-    ONE,
-    CompactLattice,
-    _TaskQueue,
-    best_path_words,
-    best_paths,
-)
+from asrdist.decode.lattice import ONE, CompactLattice, best_path_words, best_paths
+from asrdist.decode.lattice.determinize_pruned import _TaskQueue
 from asrdist.decode.lattice_io import (
     compact_lattice_text,
     iter_lattices_binary,
@@ -34,8 +29,8 @@ EXPECTED = Path(__file__).parent / "kaldi_expected"
 ROOT = Path(__file__).parents[2]
 
 
-NOT_BUILT = "asrdist.decode._lattice_native is not built (pip install -e .)"
-_WITHOUT_NATIVE = ("import sys\nsys.modules['asrdist.decode._lattice_native'] = None\n"
+NOT_BUILT = "asrdist.decode.lattice._native is not built (pip install -e .)"
+_WITHOUT_NATIVE = ("import sys\nsys.modules['asrdist.decode.lattice._native'] = None\n"
                    "from asrdist.decode.latgen import main\nsys.exit(main())")
 
 
@@ -81,7 +76,7 @@ def _entries(text: str) -> dict[str, str]:
 def test_binary_lattices_equal_kaldis_to_an_ulp(our_binary):
     """Same archive layout, states, arcs, words and transition-ids; a few float32 costs an ulp
     apart (Kaldi's decoder rounds acoustic costs through per-frame offsets computed from
-    tokens the lattice no longer holds: see lattice._with_cost_offsets)."""
+    tokens the lattice no longer holds: see asrdist.decode.lattice.raw.with_cost_offsets)."""
     ours = dict(iter_lattices_binary(our_binary))
     kaldi = dict(iter_lattices_binary((EXPECTED / "lat.1.bin").read_bytes()))
     assert len(our_binary) == len((EXPECTED / "lat.1.bin").read_bytes())
@@ -173,7 +168,7 @@ _READ_BACK = """
 import json, sys
 import kaldi_hmm_gmm, kaldifst, _kaldifst
 import numpy as np
-from asrdist.decode.lattice import _from_kaldifst
+from asrdist.decode.lattice import from_kaldifst
 
 def bits(x):
     return int(np.float32(x).view(np.uint32))
@@ -190,7 +185,7 @@ for s in range(5):
         lat.add_arc(s, kaldifst.LatticeArc(k + 1, 0 if j else 1000 + k, w, (s + j) % 5))
         k += 1
 lat.set_final(4, kaldifst.LatticeWeight(0.3, 2.0))
-read = _from_kaldifst(lat)
+read = from_kaldifst(lat)
 ours = {"start": read.start, "final": [[bits(a), bits(b)] for a, b in read.final],
         "arcs": [[[i, o, bits(w[0]), bits(w[1]), n] for i, o, w, n in arcs]
                  for arcs in read.arcs],

@@ -1,4 +1,4 @@
-"""The compiled determinizer (asrdist.decode._lattice_native) against the Python one it was
+"""The compiled determinizer (asrdist.decode.lattice._native) against the Python one it was
 transcribed from: the same compact lattice to the bit, on the compiled search's raw lattices
 of the decoding tests' inputs (kaldi_expected/: the tiny system's graph and score matrices)
 under several options; and a check that it was built at all, so that a broken build fails
@@ -12,7 +12,7 @@ import kaldiio
 import numpy as np
 import pytest
 
-from asrdist.decode.lattice import LatticeDecoder, LatticeOptions, _fst_bytes
+from asrdist.decode.lattice import CompactLattice, LatticeDecoder, LatticeOptions, fst_bytes
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.transition_model import read_transition_model
 from asrdist.testing.lattices import lattice_bits
@@ -20,8 +20,8 @@ from tests.decode.test_lattice import EXPECTED
 
 
 def test_the_compiled_determinizer_was_built():
-    assert importlib.util.find_spec("asrdist.decode._lattice_native") is not None, (
-        "asrdist.decode._lattice_native is missing: pip install -e . (g++ and pybind11) "
+    assert importlib.util.find_spec("asrdist.decode.lattice._native") is not None, (
+        "asrdist.decode.lattice._native is missing: pip install -e . (g++ and pybind11) "
         "did not build it")
 
 
@@ -53,18 +53,17 @@ def test_compiled_lattices_equal_the_pythons_to_the_bit(opts):
 
 
 def test_bad_input_is_one_error_line_not_a_crash():
-    from asrdist.decode import _lattice_native
+    from asrdist.decode.lattice import _native
 
     trans = read_transition_model(EXPECTED / "final.mdl")
     dec = LatticeDecoder(EXPECTED / "HCLG.fst", trans, native=True)
     scores = next(iter(kaldiio.load_ark(str(EXPECTED / "loglikes.ark"))))[1]
-    data = _fst_bytes(dec.search(scores))
+    data = fst_bytes(dec.search(scores))
     with pytest.raises(ValueError, match="^the raw lattice's bytes end too early$"):
-        _lattice_native.compact_lattice(data[:len(data) // 2], dec.phone, dec.starts_phone,
-                                        8.0, 10.0)
+        _native.compact_lattice(data[:len(data) // 2], dec.phone, dec.starts_phone, 8.0, 10.0)
     with pytest.raises(ValueError, match=r"^transition-id \d+ in the lattice is not in the "
                                          "model$"):
-        _lattice_native.compact_lattice(data, dec.phone[:2], dec.starts_phone[:2], 8.0, 10.0)
+        _native.compact_lattice(data, dec.phone[:2], dec.starts_phone[:2], 8.0, 10.0)
 
 
 def test_a_build_of_older_sources_is_one_line_saying_to_rebuild(monkeypatch):
@@ -72,8 +71,46 @@ def test_a_build_of_older_sources_is_one_line_saying_to_rebuild(monkeypatch):
     import types
 
     from asrdist.decode import lattice
+    from asrdist.decode.lattice import native
 
-    monkeypatch.setattr(lattice, "_lattice_native",
+    monkeypatch.setattr(native, "_native",
                         types.SimpleNamespace(Search=object, compact_lattice=object))
-    with pytest.raises(AsrdistError, match=r"older sources \(no best_paths\).*rebuild"):
+    with pytest.raises(AsrdistError, match=r"older sources \(no best_paths, "
+                                           r"compact_lattice_bytes\).*rebuild"):
         lattice.best_paths(lattice.CompactLattice(), [(10.0, 0.0)])
+
+
+def test_a_flat_lattice_is_written_and_swept_as_its_python_form_is():
+    """Decoding keeps the compiled pipeline's flat arrays from the determinizer to lat.N.gz and
+    the sweep: the archive entry the compiled writer makes is the Python writer's byte for
+    byte, the best paths the same, on weighted lattices, an unweighted one and an empty one."""
+    from asrdist.decode.lattice import best_paths
+    from asrdist.decode.lattice.native import FlatLattice, flat_of
+    from asrdist.decode.lattice_io import compact_lattice_binary
+
+    dec = LatticeDecoder(EXPECTED / "HCLG.fst", read_transition_model(EXPECTED / "final.mdl"),
+                         native=True)
+    points = [(lmwt, wip) for lmwt in (5.0, 10.0, 17.0) for wip in (0.0, 1.0)]
+    one = (np.float32(0.0), np.float32(0.0))
+    unweighted = CompactLattice([[(7, one, (), 1)], []], [None, (one, ())], 0)
+    flats = [dec.lattice_of(scores) for _, scores in _score_matrices()]
+    flats += [FlatLattice(flat_of(unweighted)), FlatLattice(flat_of(CompactLattice()))]
+    for flat in flats:
+        assert isinstance(flat, FlatLattice)
+        python = flat.compact()
+        assert compact_lattice_binary("u", flat) == compact_lattice_binary("u", python)
+        if python.num_states:
+            assert best_paths(flat, points) == best_paths(python, points)
+    assert b"compactlattice44" in compact_lattice_binary("u", flats[-2])
+
+
+def test_flat_arrays_that_disagree_are_one_line():
+    from asrdist.decode.lattice.native import FlatLattice, flat_of
+    from asrdist.decode.lattice_io import compact_lattice_binary
+
+    one = (np.float32(0.0), np.float32(1.0))
+    arrays = list(flat_of(CompactLattice([[(7, one, (3,), 1)], []], [None, (one, ())], 0)))
+    arrays[1] = np.array([2, 0], np.int64)  # two arcs counted, one there
+    with pytest.raises(AsrdistError, match="^the compact lattice's flat arrays disagree|"
+                                           "^the compact lattice's arc counts"):
+        compact_lattice_binary("u", FlatLattice(tuple(arrays)))

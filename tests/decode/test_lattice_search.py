@@ -66,21 +66,20 @@ def _fan_out_search(max_active: int) -> list[list[tuple[int, int, tuple, int]]]:
     """The compiled search's raw lattice on a graph that fans out from the start to states
     1..4 (transition-ids 1..4, words 1..4, no graph cost), each going on to the final state 5
     by transition-id 5; frame 0 scores the branches 0, -1, -3, -5, frame 1 the last arc 0."""
-    from asrdist.decode import _lattice_native
-    from asrdist.decode.lattice import _from_kaldifst
+    from asrdist.decode.lattice import _native, from_kaldifst
 
     arcs = [(k, k, 0, k) for k in range(1, 5)] + [(5, 0, 0, 5)] * 4
-    graph = _lattice_native.flat_graph(
+    graph = _native.flat_graph(
         "fan.fst", 0, np.array([np.inf] * 5 + [0.0], dtype=np.float32),
         np.array([4, 1, 1, 1, 1, 0], dtype=np.int64), np.array(arcs, dtype=np.int32))
     scores = np.full((2, 5), -100.0, dtype=np.float32)
     scores[0, :4] = [0.0, -1.0, -3.0, -5.0]
     scores[1, 4] = 0.0
-    search = _lattice_native.Search(graph, beam=100.0, max_active=max_active, min_active=0,
+    search = _native.Search(graph, beam=100.0, max_active=max_active, min_active=0,
                                     lattice_beam=100.0)
     raw, reached_final = search.decode(scores)
     assert reached_final
-    lat = _from_kaldifst(raw)
+    lat = from_kaldifst(raw)
     return [[(a[0], a[1], tuple(float(x) for x in a[2]), a[3]) for a in arcs]
             for arcs in lat.arcs]
 
@@ -102,12 +101,12 @@ def test_max_active_narrows_the_beam_to_the_max_active_th_best_token():
 
 
 def test_an_arc_out_of_the_graph_is_one_line_naming_the_file():
-    from asrdist.decode import _lattice_native
+    from asrdist.decode.lattice import _native
 
-    graph = _lattice_native.flat_graph(
+    graph = _native.flat_graph(
         "bad.fst", 0, np.array([np.inf, 0.0], dtype=np.float32), np.array([1, 0], dtype=np.int64),
         np.array([(1, 0, 0, 7)], dtype=np.int32))
-    search = _lattice_native.Search(graph, beam=15.0, max_active=7000, min_active=200,
+    search = _native.Search(graph, beam=15.0, max_active=7000, min_active=200,
                                     lattice_beam=8.0)
     with pytest.raises(ValueError, match="^bad.fst: state 0 has an arc to a state outside the "
                                          "graph$"):

@@ -1,4 +1,4 @@
-"""The compiled sweep (asrdist.decode._lattice_native.best_paths) against the Python
+"""The compiled sweep (asrdist.decode.lattice._native.best_paths) against the Python
 :func:`best_path` it was transcribed from, at s5c's 39 points: the same words and
 transition-ids on every committed lattice (Kaldi's, its rescored ones, our decoder's on the
 decoding tests' score matrices), on lattices full of equal-cost paths, and by hand where the

@@ -1,7 +1,8 @@
 """Kaldi's DeterminizeLattice (fstext/determinize-lattice-inl.h), not pruned: what
 lattice-lmrescore and lattice-lmrescore-const-arpa run after composing a lattice with an LM.
 
-It differs from the pruned determinizer of :mod:`asrdist.decode.lattice` (decoding's) in what
+It differs from the pruned determinizer (:mod:`asrdist.decode.lattice.determinize_pruned`,
+decoding's) in what
 fixes the output's state numbers and in what it keeps: no beam, nothing dropped; an output
 state is numbered when its subset is first met, and the states are processed last-in,
 first-out (``queue_.back()``); an epsilon closure is first-in, first-out. Weights are
@@ -13,20 +14,18 @@ from __future__ import annotations
 
 from collections import deque
 
-from asrdist.decode.lattice import (
+from asrdist.decode.lattice.determinize_pruned import Element, compact_output, normalize_subset
+from asrdist.decode.lattice.fst import CompactLattice, Lattice
+from asrdist.decode.lattice.raw import no_cyclic_gc
+from asrdist.decode.lattice.weights import (
     ONE,
-    CompactLattice,
-    Lattice,
     Weight,
-    _approx_equal,
-    _compare_with_strings,
-    _is_zero,
-    _times,
-    no_cyclic_gc,
-    normalize_subset,
+    approx_equal,
+    compare_with_strings,
+    is_zero,
+    times,
 )
 
-Element = tuple[int, tuple[int, ...], Weight]  # input state, string (output labels), weight
 _TempArc = tuple[int, tuple[int, ...], int | None, Weight]  # ilabel, string, next|final, weight
 
 
@@ -38,7 +37,7 @@ class _SubsetTable:
 
     def find(self, subset: list[Element]) -> object | None:
         for weights, value in self.table.get(tuple((e[0], e[1]) for e in subset), ()):
-            if all(_approx_equal(w, e[2]) for w, e in zip(weights, subset, strict=True)):
+            if all(approx_equal(w, e[2]) for w, e in zip(weights, subset, strict=True)):
                 return value
         return None
 
@@ -52,8 +51,8 @@ class _Determinizer:
 
     def __init__(self, lat: Lattice) -> None:
         self.lat = lat
-        self.emitting = [not _is_zero(lat.final[s]) or
-                         any(a[0] != 0 and not _is_zero(a[2]) for a in lat.arcs[s])
+        self.emitting = [not is_zero(lat.final[s]) or
+                         any(a[0] != 0 and not is_zero(a[2]) for a in lat.arcs[s])
                          for s in range(len(lat.arcs))]
         self.subsets: list[list[Element]] = []
         self.out_arcs: list[list[_TempArc]] = []
@@ -82,14 +81,14 @@ class _Determinizer:
             if replaced and cur[elem[0]] != elem:
                 continue
             for ilabel, olabel, w, nxt in self.lat.arcs[elem[0]]:
-                if ilabel != 0 or _is_zero(w):
+                if ilabel != 0 or is_zero(w):
                     continue
-                new = (nxt, elem[1] + olabel, _times(elem[2], w))
+                new = (nxt, elem[1] + olabel, times(elem[2], w))
                 old = cur.get(nxt)
                 if old is None:
                     cur[nxt] = new
                     queue.append(new)
-                elif _compare_with_strings(new[2], new[1], old[2], old[1]) == 1:
+                elif compare_with_strings(new[2], new[1], old[2], old[1]) == 1:
                     cur[nxt] = new
                     queue.append(new)
                     replaced = True
@@ -113,9 +112,9 @@ class _Determinizer:
     def _process_final(self, sid: int) -> None:
         best: tuple[Weight, tuple[int, ...]] | None = None
         for state, string, weight in self.subsets[sid]:
-            w = _times(weight, self.lat.final[state])
-            if not _is_zero(w) and (best is None or
-                                    _compare_with_strings(w, string, best[0], best[1]) == 1):
+            w = times(weight, self.lat.final[state])
+            if not is_zero(w) and (best is None or
+                                    compare_with_strings(w, string, best[0], best[1]) == 1):
                 best = (w, string)
         if best is not None:
             self.out_arcs[sid].append((0, best[1], None, best[0]))
@@ -124,8 +123,8 @@ class _Determinizer:
         elems: list[tuple[int, Element]] = []
         for state, string, weight in self.subsets[sid]:
             for ilabel, olabel, w, nxt in self.lat.arcs[state]:
-                if ilabel != 0 and not _is_zero(w):
-                    elems.append((ilabel, (nxt, string + olabel, _times(weight, w))))
+                if ilabel != 0 and not is_zero(w):
+                    elems.append((ilabel, (nxt, string + olabel, times(weight, w))))
         elems.sort(key=lambda p: (p[0], p[1][0]))
         i = 0
         while i < len(elems):
@@ -134,7 +133,7 @@ class _Determinizer:
             while i < len(elems) and elems[i][0] == label:
                 e = elems[i][1]
                 if unique and unique[-1][0] == e[0]:
-                    if _compare_with_strings(e[2], e[1], unique[-1][2], unique[-1][1]) == 1:
+                    if compare_with_strings(e[2], e[1], unique[-1][2], unique[-1][1]) == 1:
                         unique[-1] = e
                 else:
                     unique.append(e)
@@ -150,18 +149,11 @@ class _Determinizer:
             self.initial.add(subset, found)
         nxt, next_string, next_weight = found  # type: ignore[misc]
         self.out_arcs[sid].append((label, common + next_string, nxt,
-                                   _times(tot_weight, next_weight)))
+                                   times(tot_weight, next_weight)))
 
     def _output(self) -> CompactLattice:
         """Output(MutableFst<CompactArc>*): one state per output subset, start 0."""
-        out = CompactLattice([[] for _ in self.subsets], [None] * len(self.subsets), 0)
-        for s, arcs in enumerate(self.out_arcs):
-            for label, string, nxt, weight in arcs:
-                if nxt is None:
-                    out.final[s] = (weight, string)
-                else:
-                    out.arcs[s].append((label, weight, string, nxt))
-        return out
+        return compact_output(self.out_arcs)
 
 
 def determinize_lattice(lat: Lattice) -> CompactLattice:

@@ -1,9 +1,11 @@
-// The post-search half of lattice decoding, compiled: asrdist.decode.lattice's Python port of
-// Kaldi's DeterminizeLatticePhonePrunedWrapper (and the raw lattice's read, Connect and cost
-// offsets before it), transcribed function by function from that Python so that the output is
-// the same to the bit: the same states in the same numbering, the same arcs in the same order,
-// the same float32 weights and transition-id strings. Each function below names the Python
-// function it transcribes; read that one's docstring for the why.
+// The post-search half of lattice decoding, compiled into asrdist.decode.lattice._native (with
+// search.cpp): asrdist.decode.lattice's Python port of Kaldi's
+// DeterminizeLatticePhonePrunedWrapper (and the raw lattice's read, Connect and cost offsets
+// before it; the sweep's best paths and the archive's bytes after), transcribed function by
+// function from that Python so that the output is the same to the bit: the same states in the
+// same numbering, the same arcs in the same order, the same float32 weights and transition-id
+// strings. Each function below names the Python function it transcribes; read that one's
+// docstring for the why.
 //
 // float32 stays float32: every weight sum is a float sum, as numpy's float32 scalars compute it
 // (the build passes -ffp-contract=off so that no sum and product fuse); costs that the Python
@@ -918,34 +920,60 @@ W scale_weight(float g, float a, double ac_scale) {
   return {static_cast<float>(1.0 * dg + 0.0 * da), static_cast<float>(0.0 * dg + ac_scale * da)};
 }
 
+// A compact lattice in compact_lattice's flat arrays (see best_paths' arguments), their
+// lengths checked against each other: what best_paths and compact_lattice_bytes read
+struct Flat {
+  size_t n, m;  // states, arcs
+  const int64_t* cnt;
+  const int32_t* word;
+  const float* wt;
+  const int32_t* nxt;
+  const uint8_t* fin;
+  const float* fwt;
+  const int64_t* off;
+  const int32_t* lab;
+  std::vector<int64_t> begin;  // each state's first arc, and the arcs' end
+
+  Flat(const Vec<int64_t>& counts, const Vec<int32_t>& words, const Vec<float>& weights,
+       const Vec<int32_t>& nexts, const Vec<uint8_t>& finals, const Vec<float>& final_weights,
+       const Vec<int64_t>& offsets, const Vec<int32_t>& labels)
+      : n(static_cast<size_t>(counts.size())), m(static_cast<size_t>(words.size())),
+        cnt(counts.data()), word(words.data()), wt(weights.data()), nxt(nexts.data()),
+        fin(finals.data()), fwt(final_weights.data()), off(offsets.data()),
+        lab(labels.data()), begin(n + 1, 0) {
+    if (static_cast<size_t>(weights.size()) != 2 * m || static_cast<size_t>(nexts.size()) != m ||
+        static_cast<size_t>(finals.size()) != n ||
+        static_cast<size_t>(final_weights.size()) != 2 * n ||
+        static_cast<size_t>(offsets.size()) != m + n + 1)
+      throw py::value_error("the compact lattice's flat arrays disagree in their lengths");
+    for (size_t s = 0; s < n; ++s) begin[s + 1] = begin[s] + cnt[s];
+    if (static_cast<size_t>(begin[n]) != m)
+      throw py::value_error("the compact lattice's arc counts do not add up to its arcs");
+    for (size_t i = 0; i <= m + n; ++i)
+      if (off[i] < 0 || off[i] > labels.size() || (i && off[i] < off[i - 1]))
+        throw py::value_error("the string offsets pass the labels");
+  }
+};
+
 py::list best_paths(int64_t start, const Vec<int64_t>& counts, const Vec<int32_t>& words,
                     const Vec<float>& weights, const Vec<int32_t>& nexts,
                     const Vec<uint8_t>& finals, const Vec<float>& final_weights,
                     const Vec<int64_t>& offsets, const Vec<int32_t>& labels,
                     const std::vector<std::pair<double, double>>& points) {
-  size_t n = static_cast<size_t>(counts.size());
-  size_t m = static_cast<size_t>(words.size());
-  if (static_cast<size_t>(weights.size()) != 2 * m || static_cast<size_t>(nexts.size()) != m ||
-      static_cast<size_t>(finals.size()) != n ||
-      static_cast<size_t>(final_weights.size()) != 2 * n ||
-      static_cast<size_t>(offsets.size()) != m + n + 1)
-    throw py::value_error("the compact lattice's flat arrays disagree in their lengths");
-  const int64_t* cnt = counts.data();
-  const int32_t* word = words.data();
-  const float* wt = weights.data();
-  const int32_t* nxt = nexts.data();
-  const uint8_t* fin = finals.data();
-  const float* fwt = final_weights.data();
-  const int64_t* off = offsets.data();
-  const int32_t* lab = labels.data();
-  std::vector<int64_t> begin(n + 1, 0);
-  for (size_t s = 0; s < n; ++s) begin[s + 1] = begin[s] + cnt[s];
-  if (static_cast<size_t>(begin[n]) != m)
-    throw py::value_error("the compact lattice's arc counts do not add up to its arcs");
+  const Flat f(counts, words, weights, nexts, finals, final_weights, offsets, labels);
+  const size_t n = f.n, m = f.m;
+  const int64_t* cnt = f.cnt;
+  const int32_t* word = f.word;
+  const float* wt = f.wt;
+  const int32_t* nxt = f.nxt;
+  const uint8_t* fin = f.fin;
+  const float* fwt = f.fwt;
+  const int64_t* off = f.off;
+  const int32_t* lab = f.lab;
+  const std::vector<int64_t>& begin = f.begin;
   for (size_t i = 0; i < m; ++i)
     if (nxt[i] < 0 || static_cast<size_t>(nxt[i]) >= n)
       throw py::value_error("a compact lattice arc leads to no state");
-  if (off[m + n] > labels.size()) throw py::value_error("the string offsets pass the labels");
   if (n && (start < 0 || static_cast<size_t>(start) >= n))
     throw py::value_error("the compact lattice's start is no state");
   std::vector<int32_t> order;
@@ -1008,11 +1036,77 @@ py::list best_paths(int64_t start, const Vec<int64_t>& counts, const Vec<int32_t
   }
   return out;
 }
+
+// asrdist.decode.lattice_io.compact_lattice_binary's bytes after the key: OpenFst's VectorFst
+// layout of a compact lattice (arc type compactlattice44), from compact_lattice's flat arrays,
+// so that a decoded lattice reaches lat.N.gz without being built as Python tuples
+py::bytes compact_lattice_bytes(int64_t start, const Vec<int64_t>& counts,
+                                const Vec<int32_t>& words, const Vec<float>& weights,
+                                const Vec<int32_t>& nexts, const Vec<uint8_t>& finals,
+                                const Vec<float>& final_weights, const Vec<int64_t>& offsets,
+                                const Vec<int32_t>& labels) {
+  const Flat f(counts, words, weights, nexts, finals, final_weights, offsets, labels);
+  const size_t n = f.n, m = f.m;
+  const int64_t* off = f.off;
+  auto is_one = [&](float g, float a, size_t string) {
+    return g == 0.0f && a == 0.0f && off[string] == off[string + 1];
+  };
+  bool weighted = false;
+  for (size_t i = 0; i < m && !weighted; ++i)
+    weighted = !is_one(f.wt[2 * i], f.wt[2 * i + 1], i);
+  for (size_t s = 0; s < n && !weighted; ++s)
+    weighted = f.fin[s] && !is_one(f.fwt[2 * s], f.fwt[2 * s + 1], m + s);
+  // kExpanded | kMutable | kAcceptor | kNoEpsilons | kNoIEpsilons | kNoOEpsilons, and
+  // kWeighted or kUnweighted (lattice_io's _PROPERTIES)
+  uint64_t properties = 0x3ULL | 0x10000ULL | 0x800000ULL | 0x2000000ULL | 0x8000000ULL |
+                        (weighted ? 0x100000000ULL : 0x200000000ULL);
+  std::string out;
+  out.reserve(64 + 16 * n + 24 * m + 4 * static_cast<size_t>(off[m + n]));
+  auto put = [&out](const void* p, size_t k) { out.append(static_cast<const char*>(p), k); };
+  auto put_i32 = [&put](int32_t v) { put(&v, 4); };
+  auto put_i64 = [&put](int64_t v) { put(&v, 8); };
+  auto put_str = [&](const std::string& text) {
+    put_i32(static_cast<int32_t>(text.size()));
+    out += text;
+  };
+  auto put_weight = [&](float g, float a, const int32_t* string, int64_t length) {
+    put(&g, 4);
+    put(&a, 4);
+    put_i32(static_cast<int32_t>(length));
+    if (length) put(string, 4 * static_cast<size_t>(length));
+  };
+  put_i32(2125659606);  // OpenFst's FST magic
+  put_str("vector");
+  put_str("compactlattice44");
+  put_i32(2);  // version
+  put_i32(0);  // flags
+  put(&properties, 8);
+  put_i64(n ? start : -1);
+  put_i64(static_cast<int64_t>(n));
+  put_i64(0);  // arcs: OpenFst writes 0 to a stream it cannot seek back in
+  const float inf = std::numeric_limits<float>::infinity();
+  size_t arc = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (f.fin[s])
+      put_weight(f.fwt[2 * s], f.fwt[2 * s + 1], f.lab + off[m + s],
+                 off[m + s + 1] - off[m + s]);
+    else
+      put_weight(inf, inf, nullptr, 0);
+    put_i64(f.cnt[s]);
+    for (int64_t k = 0; k < f.cnt[s]; ++k, ++arc) {
+      put_i32(f.word[arc]);
+      put_i32(f.word[arc]);
+      put_weight(f.wt[2 * arc], f.wt[2 * arc + 1], f.lab + off[arc], off[arc + 1] - off[arc]);
+      put_i32(f.nxt[arc]);
+    }
+  }
+  return py::bytes(out);
+}
 }  // namespace
 
-void register_search(py::module_& m);  // _lattice_search.cpp
+void register_search(py::module_& m);  // search.cpp
 
-PYBIND11_MODULE(_lattice_native, m) {
+PYBIND11_MODULE(_native, m) {
   m.doc() = "asrdist.decode.lattice's raw lattice to compact lattice pipeline, compiled";
   m.def("compact_lattice", &compact_lattice, py::arg("fst"), py::arg("phone"),
         py::arg("starts_phone"), py::arg("lattice_beam"), py::arg("acoustic_scale"),
@@ -1026,5 +1120,10 @@ PYBIND11_MODULE(_lattice_native, m) {
         py::arg("offsets"), py::arg("labels"), py::arg("points"),
         "lattice.best_path at each (lmwt, wip) of points, on a compact lattice in "
         "compact_lattice's flat arrays: a list of (words, transition-ids) pairs.");
+  m.def("compact_lattice_bytes", &compact_lattice_bytes, py::arg("start"), py::arg("counts"),
+        py::arg("words"), py::arg("weights"), py::arg("nexts"), py::arg("finals"),
+        py::arg("final_weights"), py::arg("offsets"), py::arg("labels"),
+        "A compact lattice in compact_lattice's flat arrays as OpenFst's binary VectorFst "
+        "(compactlattice44): lattice_io.compact_lattice_binary's bytes after the key.");
   register_search(m);
 }

@@ -1,4 +1,4 @@
-// The lattice search of asrdist.decode._lattice_native: a token-passing search over a graph
+// The lattice search of asrdist.decode.lattice._native: a token-passing search over a graph
 // in OpenFst's const layout, written from the documented algorithm of Kaldi's
 // LatticeFasterDecoder (not from its sources), so that latgen-faster-mapped's options mean
 // here what they mean there:

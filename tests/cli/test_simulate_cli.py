@@ -167,22 +167,22 @@ def test_a_slow_learner_that_does_not_exist_is_refused(corpus, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_an_unknown_algo_or_option_name_is_one_line(corpus, tmp_path):
+@pytest.mark.parametrize("args, message", [
+    (("--algo", "adpsgd-typo"), "unknown --algo 'adpsgd-typo'"),
+    (("--algo", "ma", "-O", "avg_every=8"), "'avg_every=8': expected NAME=VALUE, NAME one of"),
+    (("--algo", "ma", "-O", "avg_period"), "'avg_period': expected NAME=VALUE"),
+    (("--algo", "adpsgd-fixed", "-O", "slow_learner=1:4"), "a slow learner is --slow-learner"),
+    (("--algo", "ma", "-O", "seed=3"), "'seed=3': expected NAME=VALUE"),
+])
+def test_an_unknown_algo_or_option_name_is_one_line(corpus, tmp_path, args, message):
+    """In process (test_bad_strategy_option_is_one_line runs the command as its own process)."""
     data, targets = corpus
-    for args, message in ((("--algo", "adpsgd-typo"), "unknown --algo 'adpsgd-typo'"),
-                          (("--algo", "ma", "-O", "avg_every=8"),
-                           "'avg_every=8': expected NAME=VALUE, NAME one of"),
-                          (("--algo", "ma", "-O", "avg_period"),
-                           "'avg_period': expected NAME=VALUE"),
-                          (("--algo", "adpsgd-fixed", "-O", "slow_learner=1:4"),
-                           "a slow learner is --slow-learner"),
-                          (("--algo", "ma", "-O", "seed=3"), "'seed=3': expected NAME=VALUE")):
-        res = run_cli("simulate", "--data", data, "--targets", targets, "--out",
-                      tmp_path / "x", *args)
-        assert res.returncode == 2
-        last = res.stderr.strip().splitlines()[-1]
-        assert last.startswith("Error: ") and message in last and "Traceback" not in res.stderr
-        assert not (tmp_path / "x").exists()
+    res = CliRunner().invoke(simulate.main, ["--data", str(data), "--targets", str(targets),
+                                             "--out", str(tmp_path / "x"), *args])
+    assert res.exit_code == 2
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and message in last and "Traceback" not in res.output
+    assert not (tmp_path / "x").exists()
 
 
 def test_strategy_flags_reach_the_strategy_and_others_are_ignored(corpus, tmp_path):

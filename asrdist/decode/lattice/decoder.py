@@ -4,7 +4,6 @@ search and pipeline where built, kaldi-decoder's search and the Python determini
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 import sys
@@ -28,8 +27,6 @@ if TYPE_CHECKING:
     import kaldifst
 
     from asrdist.kaldi.transition_model import TransitionInfo
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

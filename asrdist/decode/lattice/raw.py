@@ -1,6 +1,7 @@
 """Raw state-level lattices as Python objects: read from OpenFst's binary layout (the compiled
 search's bytes, or kaldi-decoder's kaldifst.Lattice written to memory), and kaldi-decoder's
-acoustic costs rounded as LatticeFasterDecoder's cost offsets round them.
+acoustic costs rounded as LatticeFasterDecoder's cost offsets round them; and the pause of
+Python's cyclic collector that the Python determinizers run under.
 """
 
 from __future__ import annotations

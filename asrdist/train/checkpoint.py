@@ -14,6 +14,7 @@ read with ``weights_only=True``, so a crafted file planted in a run dir runs no 
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import random
@@ -29,12 +30,14 @@ import torch
 
 from asrdist.errors import AsrdistError, first_line
 from asrdist.fsutil import write_atomically
+from asrdist.parallel.rules.compression import from_format3
 from asrdist.plaindata import first_unplain, mt19937_from_plain, mt19937_to_plain
 
 _NAME = re.compile(r"^step(\d+)\.pt$")
 # the layout of a checkpoint's dict: raise it when a key is added, renamed or changes meaning
 # (3: plain data only, numpy's RNG state and the data stream's arrays as tensors; 4: a
-# strategy's --compress state in one entry, asrdist.parallel.rules.compression's)
+# strategy's --compress state in one entry, asrdist.parallel.rules.compression's; a format-3
+# checkpoint is read as format 4)
 FORMAT = 4
 # the entries the trainer writes and reads back on resume ("run" is checked by
 # asrdist.train.resume, which says what its absence means)
@@ -42,6 +45,7 @@ ENTRIES = ("step", "epoch", "step_in_epoch", "frames", "wall_s", "interval", "st
            "model", "optimizer", "scaler", "rng", "mask_rng", "stream", "queued", "input_dim",
            "num_pdfs", "model_config", "world_size", "noise_scale")
 _UNSAFE = re.compile(r"Unsupported global: GLOBAL (\S+)")
+log = logging.getLogger(__name__)
 
 
 def checkpoint_dir(out: str | os.PathLike, rank: int) -> Path:
@@ -137,11 +141,15 @@ class Pruning:
 
 def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, Any]:
     """The checkpoint of ``step``, read as data only; one holding objects (an older asrdist's,
-    or a crafted file), of another :data:`FORMAT` or lacking an entry is refused in one line
-    naming the file, never half-read."""
+    or a crafted file), of another :data:`FORMAT` (but 3, migrated) or lacking an entry is
+    refused in one line naming the file, never half-read."""
     path = checkpoint_path(out, rank, step)
     state = _read(path)
     found = state.get("format") if isinstance(state, dict) else None
+    if found == 3 and isinstance(state.get("strategy"), dict):
+        log.info("%s: a format-3 checkpoint, its --compress state moved into one entry", path)
+        state = {**state, "format": FORMAT, "strategy": from_format3(state["strategy"])}
+        found = FORMAT
     if found != FORMAT:
         said = "none (an older asrdist)" if found is None else found
         raise AsrdistError(f"{path}: checkpoint format {said}; this asrdist reads format "

@@ -62,3 +62,40 @@ def test_the_gradient_part_is_made_by_the_maker_given_with_the_options():
     assert c.gradient() is c.gradient() and made == [("fp8", 2, False, 4)]
     assert set(c.state_dict()) == {"gradient"}
     assert isinstance(Compression("bf16", 2, 0).gradient(), GradientCompression)
+
+
+def _equal(a, b) -> bool:
+    """Nested dicts, lists and tensors equal, tensors bit for bit."""
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(map(_equal, a, b))
+    return a == b
+
+
+REF = torch.ones(3)
+MEAN = {"sent": {"residual": torch.arange(4.0)}, "owned": {"residual": None}}
+
+
+@pytest.mark.parametrize("old, new", [
+    # adpsgd and diloco-async (1328961's strategy states): the sender's residual
+    ({"merged": 2, "compress": MEAN["sent"]}, {"merged": 2, "compress": {"sender": MEAN["sent"]}}),
+    # ma, bmuf, diloco: the reference and the one mean's residuals beside it
+    ({"averages": 1, "compress": {"reference": REF, **MEAN}},
+     {"averages": 1, "compress": {"reference": REF, "means": {"model": MEAN}}}),
+    # ssgd: its gradient compression's state, whatever its keys (PowerSGD's too)
+    ({"compress": MEAN}, {"compress": {"gradient": MEAN}}),
+    ({"compress": {"iter": 5, "layouts": {0: [1, 0]}}},
+     {"compress": {"gradient": {"iter": 5, "layouts": {0: [1, 0]}}}}),
+    # streaming-diloco: one mean per fragment, inside the fragments
+    ({"averages": 3, "fragments": [{"start": REF, "compress": MEAN}, {"start": REF}]},
+     {"averages": 3, "fragments": [{"start": REF}, {"start": REF}],
+      "compress": {"means": {"fragment0": MEAN}}}),
+    ({"merged": 0}, {"merged": 0}),  # no --compress: as it was
+])
+def test_a_format3_strategy_state_becomes_the_one_compress_entry(old, new):
+    from asrdist.parallel.rules.compression import from_format3
+
+    assert _equal(from_format3(old), new)

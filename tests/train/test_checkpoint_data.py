@@ -114,3 +114,20 @@ def test_a_pickled_ark_entry_runs_nothing_and_is_one_line(tmp_path):
     line = _one_error_line(invoke(main, *args))
     assert f"{ark}:" in line and "refused: the entry is a Python pickle" in line, line
     assert not marker.exists()
+
+
+def test_a_format3_checkpoint_is_read_as_format4_and_resumes(interrupted):
+    """The one layout change of format 4 (a strategy's --compress state) is migrated on
+    load, so a run checkpointed by the asrdist before resumes."""
+    resume, newest = interrupted
+    state = torch.load(newest, weights_only=True)
+    state["format"] = 3
+    state["strategy"] = {**state["strategy"], "compress": {"residual": torch.ones(2)}}
+    torch.save(state, newest)
+    step = int(newest.stem.removeprefix("step"))
+    loaded = load_checkpoint(newest.parents[2], 0, step)
+    assert loaded["format"] == FORMAT
+    assert torch.equal(loaded["strategy"]["compress"]["sender"]["residual"], torch.ones(2))
+    state["strategy"].pop("compress")
+    torch.save(state, newest)
+    assert invoke(main, *resume).exit_code == 0

@@ -110,3 +110,34 @@ class Compression:
             m.load_state_dict(state.get("means", {}).get(name, {}))
         if self._gradient is not None and "gradient" in state:
             self._gradient.load_state_dict(state["gradient"])
+
+
+def from_format3(state: dict[str, Any]) -> dict[str, Any]:
+    """A strategy state as checkpoint format 3 held it, in this layout: each strategy kept its
+    own ``compress`` entry (adpsgd's and diloco-async's a sender's residual, ma's, bmuf's and
+    diloco's the reference and their one mean, ssgd's its gradient compression's state) and
+    streaming-diloco one per fragment; they become the parts of one entry, so that a run
+    checkpointed before resumes exactly."""
+    out = dict(state)
+    old = out.pop("compress", None)
+    parts: dict[str, Any] = {}
+    if old is not None:
+        if "residual" in old:
+            parts["sender"] = old
+        elif "reference" in old:
+            parts["reference"] = old["reference"]
+            parts["means"] = {"model": {k: v for k, v in old.items() if k != "reference"}}
+        else:
+            parts["gradient"] = old
+    if out.get("fragments"):
+        fragments = []
+        for i, fragment in enumerate(out["fragments"]):
+            fragment = dict(fragment)
+            mean = fragment.pop("compress", None)
+            if mean is not None:
+                parts.setdefault("means", {})[f"fragment{i}"] = mean
+            fragments.append(fragment)
+        out["fragments"] = fragments
+    if parts:
+        out["compress"] = parts
+    return out

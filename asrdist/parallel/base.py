@@ -34,10 +34,8 @@ class DistributedStrategy(Strategy):
         self.multi = self.world_size > 1
         self.comm = connect(learner)
         o = options or CompressOptions()
-        # ssgd's gradient part is the transport's, asked for only when ssgd wants it
-        self.compression = Compression(
-            o.compress, self.world_size, self.rank, o.error_feedback, o.compress_rank,
-            lambda *args: self.comm.gradient_compression(*args))
+        self.compression = Compression(o.compress, self.world_size, self.rank, o.error_feedback,
+                                       o.compress_rank)
 
     def before_step(self, model: torch.nn.Module, step: int) -> None:
         """The step's compute begins: the transport times it, so what a step spends beyond it

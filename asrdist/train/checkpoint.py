@@ -147,7 +147,7 @@ def load_checkpoint(out: str | os.PathLike, rank: int, step: int) -> dict[str, A
     state = _read(path)
     found = state.get("format") if isinstance(state, dict) else None
     if found == 3 and isinstance(state.get("strategy"), dict):
-        log.info("%s: a format-3 checkpoint, its --compress state moved into one entry", path)
+        log.info("%s: a format-3 checkpoint, read as format %d", path, FORMAT)
         state = {**state, "format": FORMAT, "strategy": from_format3(state["strategy"])}
         found = FORMAT
     if found != FORMAT:

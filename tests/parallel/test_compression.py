@@ -58,8 +58,8 @@ def test_the_gradient_part_is_made_by_the_maker_given_with_the_options():
         made.append((name, rank, error_feedback, rank_of_p))
         return GradientCompression(name, 3, rank, error_feedback, rank_of_p)
 
-    c = Compression("fp8", 3, 2, error_feedback=False, powersgd_rank=4, make_gradient=maker)
-    assert c.gradient() is c.gradient() and made == [("fp8", 2, False, 4)]
+    c = Compression("fp8", 3, 2, error_feedback=False, powersgd_rank=4)
+    assert c.gradient(maker) is c.gradient(maker) and made == [("fp8", 2, False, 4)]
     assert set(c.state_dict()) == {"gradient"}
     assert isinstance(Compression("bf16", 2, 0).gradient(), GradientCompression)
 

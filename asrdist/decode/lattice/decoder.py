@@ -148,9 +148,8 @@ class LatticeDecoder:
 
     def decode(self, pdf_scores: np.ndarray) -> CompactLattice:
         """latgen-faster-mapped's lattice for one utterance."""
-        if self.native:
-            return self.compact_native(self.search(pdf_scores))
-        return self.compact_python(self.search(pdf_scores))
+        lat = self.lattice_of(pdf_scores)
+        return lat.compact() if isinstance(lat, FlatLattice) else lat
 
     def lattice_of(self, pdf_scores: np.ndarray) -> CompactLattice | FlatLattice:
         """:meth:`decode`'s lattice in the form it is made in: the compiled pipeline's flat

@@ -72,16 +72,12 @@ class FlatLattice:
 
     arrays: tuple
 
-    @property
-    def num_states(self) -> int:
-        return len(self.arrays[1])
-
     def compact(self) -> CompactLattice:
         return compact_from_flat(*self.arrays)
 
     def fst_bytes(self) -> bytes:
-        """OpenFst's binary layout of it (compactlattice44), as lattice_io writes one."""
-        check_native_build()
+        """OpenFst's binary layout of it (compactlattice44), as lattice_io writes one (the
+        module was checked current when the decoder that made it was)."""
         try:
             return _native.compact_lattice_bytes(*self.arrays)
         except ValueError as e:

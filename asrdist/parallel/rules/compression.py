@@ -43,11 +43,10 @@ class Compression:
     every part is then None and the exchanges send float32."""
 
     def __init__(self, name: str, learners: int, rank: int, error_feedback: bool = True,
-                 powersgd_rank: int = 1, make_gradient: GradientMaker | None = None) -> None:
+                 powersgd_rank: int = 1) -> None:
         self.name, self.learners, self.rank = name, learners, rank
         self.error_feedback, self.powersgd_rank = error_feedback, powersgd_rank
         self.active = learners > 1 and name != "none"
-        self._make_gradient = make_gradient
         self.codec: Codec | None = None
         if self.active and name != "powersgd":
             self.codec = make_codec(name)
@@ -74,13 +73,14 @@ class Compression:
             self._means[name] = made
         return self._means[name]
 
-    def gradient(self) -> GradientCompression | None:
-        """ssgd's compressed gradient mean, in the form its transport runs."""
+    def gradient(self, make: GradientMaker | None = None) -> GradientCompression | None:
+        """ssgd's compressed gradient mean, made by ``make`` (its transport's
+        ``gradient_compression``, the form that transport runs; None: the rules' own)."""
         if not self.active:
             return None
         if self._gradient is None:
             args = (self.name, self.rank, self.error_feedback, self.powersgd_rank)
-            self._gradient = self._make_gradient(*args) if self._make_gradient is not None \
+            self._gradient = make(*args) if make is not None \
                 else GradientCompression(self.name, self.learners, *args[1:])
             if "gradient" in self._saved:
                 self._gradient.load_state_dict(self._saved["gradient"])

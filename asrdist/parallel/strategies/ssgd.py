@@ -41,7 +41,8 @@ class SSGD(DistributedStrategy):
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         if not self.multi:
             return model
-        ddp = self.comm.gradient_mean(model, compression=self.compression.gradient())
+        ddp = self.comm.gradient_mean(
+            model, compression=self.compression.gradient(self.comm.gradient_compression))
         self._start_distance(model)
         return ddp
 

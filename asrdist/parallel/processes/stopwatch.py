@@ -26,10 +26,11 @@ class StopWatch:
     def _run(self) -> None:
         while True:
             self._asleep_since = time.monotonic()
-            if self._end.wait(TICK_S):
-                return
+            ended = self._end.wait(TICK_S)
             overran = time.monotonic() - self._asleep_since - TICK_S
-            self._longest = max(self._longest, overran)
+            self._longest = max(self._longest, overran)  # a stop ended by close() counts too
+            if ended:
+                return
 
     def stopped_for(self) -> float:
         """The longest stop so far, including one the thread has not woken from yet (another

@@ -105,8 +105,10 @@ class AlignJob:
         frames = sum(self.feats[u].shape[0] for u in self.alis)
         return AlignResult(len(self.alis), failed, like, frames)
 
-    def accumulate(self) -> GmmStats:
-        """gmm-acc-stats-ali over the current alignments."""
+    def accumulate(self, stats_transform: FeatureTransform | None = None) -> GmmStats:
+        """gmm-acc-stats-ali over the current alignments; with ``stats_transform``
+        gmm-acc-stats-twofeats: the posteriors of these features, the statistics of the same
+        utterances through that transform."""
         assert self.am is not None, "set_model first"
         params = am_params_from_khg(self.am)
         stats = GmmStats.zeros(params, self.trans_model.num_transition_ids)
@@ -114,7 +116,11 @@ class AlignJob:
             tid2pdf = np.asarray(self.trans_model.transition_id_to_pdf_array(), dtype=np.int64)
             tids = np.concatenate(list(self.alis.values()))
             feats = np.concatenate([self.feats[u] for u in self.alis])
-            accumulate(stats, params, feats, tid2pdf[tids], tids)
+            other = None
+            if stats_transform is not None:
+                loaded = load_features(self.data, list(self.alis), stats_transform)
+                other = np.concatenate([loaded[u] for u in self.alis])
+            accumulate(stats, params, feats, tid2pdf[tids], tids, other)
         return stats
 
     def alignments(self) -> list[tuple[str, np.ndarray]]:

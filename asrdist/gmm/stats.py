@@ -62,25 +62,30 @@ def gaussian_log_likes(pdf: DiagGmmParams, feats: np.ndarray) -> np.ndarray:
 
 
 def accumulate(
-    stats: GmmStats, am: AmDiagGmmParams, feats: np.ndarray, pdfs: np.ndarray, tids: np.ndarray
+    stats: GmmStats, am: AmDiagGmmParams, feats: np.ndarray, pdfs: np.ndarray, tids: np.ndarray,
+    stats_feats: np.ndarray | None = None,
 ) -> None:
     """Add frames aligned to pdf-ids ``pdfs`` (transition-ids ``tids``) into ``stats``.
 
-    Frames are grouped by pdf, so one matrix product per pdf replaces a call per frame.
+    The Gaussians' posteriors are of ``feats``; ``stats_feats`` (the same frames otherwise
+    transformed) are what is accumulated, when given: gmm-acc-stats-twofeats, which a
+    speaker-adapted system's alignment model is estimated with. Frames are grouped by pdf, so
+    one matrix product per pdf replaces a call per frame.
     """
+    stats_feats = feats if stats_feats is None else stats_feats
     stats.trans += np.bincount(tids, minlength=stats.trans.shape[0])
     stats.frames += feats.shape[0]
     order = np.argsort(pdfs, kind="stable")
     bounds = np.flatnonzero(np.diff(pdfs[order])) + 1
     for rows in np.split(order, bounds):
         pdf = int(pdfs[rows[0]])
-        x = feats[rows].astype(np.float64)
-        ll = gaussian_log_likes(am.pdfs[pdf], x)
+        ll = gaussian_log_likes(am.pdfs[pdf], feats[rows])
         top = ll.max(axis=1, keepdims=True)
         post = np.exp(ll - top)
         total = post.sum(axis=1, keepdims=True)
         stats.log_like += float((top + np.log(total)).sum())
         post /= total
+        x = stats_feats[rows].astype(np.float64)
         stats.occ[pdf] += post.sum(axis=0)
         stats.x[pdf] += post.T @ x
         stats.x2[pdf] += post.T @ (x * x)
@@ -124,10 +129,17 @@ def estimate(
     power: float = 0.25,
     min_count: float = 20.0,
     perturb_factor: float = 0.01,
+    remove_low_count_gaussians: bool = True,
+    update_transitions: bool = True,
 ) -> UpdateResult:
-    """gmm-est: transition and GMM ML update, then split Gaussians up to ``mixup`` in total."""
-    t_impr, t_count = trans_model.mle_update(stats.trans, khg.MleTransitionUpdateConfig())
-    opts = khg.MleDiagGmmOptions(min_gaussian_occupancy=min_gaussian_occupancy)
+    """gmm-est: transition and GMM ML update, then split Gaussians up to ``mixup`` in total.
+
+    ``remove_low_count_gaussians`` False keeps a Gaussian under ``min_gaussian_occupancy``
+    as it was (gmm-est --remove-low-count-gaussians=false)."""
+    t_impr, t_count = (trans_model.mle_update(stats.trans, khg.MleTransitionUpdateConfig())
+                       if update_transitions else (0.0, 0.0))
+    opts = khg.MleDiagGmmOptions(min_gaussian_occupancy=min_gaussian_occupancy,
+                                 remove_low_count_gaussians=remove_low_count_gaussians)
     g_impr, g_count = khg.mle_am_diag_gmm_update(
         config=opts, amdiag_gmm_acc=to_khg_accs(stats, am), flags=ALL_FLAGS, am_gmm=am
     )

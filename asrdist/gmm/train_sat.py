@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
+import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
 import numpy as np
 
 from asrdist.fsutil import atomic_path
@@ -32,6 +32,8 @@ from asrdist.gmm.adapt import (
 from asrdist.gmm.align_job import AlignJob
 from asrdist.gmm.em import log_to
 from asrdist.gmm.fmllr import FmllrStats
+from asrdist.gmm.model import MonoModel
+from asrdist.gmm.stats import estimate
 from asrdist.gmm.train_deltas import (
     DeltasOptions,
     DeltasSummary,
@@ -40,10 +42,10 @@ from asrdist.gmm.train_deltas import (
     train_and_align,
     tree_stats,
 )
-from asrdist.jobs import LOCAL, Runner, split
+from asrdist.jobs import LOCAL, Jobs, Runner, split
 from asrdist.kaldi.am_gmm import am_params_from_khg
 from asrdist.kaldi.data_dir import DataDir
-from asrdist.kaldi.final_mdl import read_final_mdl
+from asrdist.kaldi.final_mdl import read_final_mdl, write_final_mdl
 from asrdist.kaldi.gmm_feats import (
     GMM_TABLES,
     FeatureTransform,
@@ -57,6 +59,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "train_sat"
 KEPT = ("final.mat", "splice_opts")  # the previous system's feature transform, kept
+ALIMDL = "final.alimdl"  # the speaker-independent model of the same tree (a first pass's)
 
 
 @dataclass
@@ -89,6 +92,27 @@ class SatJob(AlignJob):
                              self.data.speaker, opts)
 
 
+def _write_alignment_model(jobs: Jobs, model: MonoModel, si: FeatureTransform,
+                           path: Path) -> None:
+    """train_sat.sh's final.alimdl: the final model re-estimated once on the unadapted
+    features, the Gaussians' posteriors the adapted model's on the adapted ones
+    (gmm-acc-stats-twofeats), low-count Gaussians kept, no mixing up; the transitions are the
+    final model's (Kaldi re-estimates them from the same alignments). Its tree is the final
+    model's, so it decodes with the same graph and its lattices' transition-ids are the final
+    model's: decode_fmllr.sh's first pass, with no transform yet."""
+    parts = jobs.call("accumulate", si)
+    stats = parts[0]
+    for part in parts[1:]:
+        stats = stats + part
+    am = khg.AmDiagGmm()
+    am.copy_from_am_diag_gmm(model.am)
+    update = estimate(am, model.trans_model, stats, mixup=0, remove_low_count_gaussians=False,
+                      update_transitions=False)
+    log.info("alignment model: %.4f per frame over %d frames on unadapted features",
+             update.gmm_impr_per_frame, stats.frames)
+    write_final_mdl(path, model.trans_model, am)
+
+
 def train_sat(
     data_dir: Path, lang_dir: Path, ali_dir: Path, exp_dir: Path,
     opts: SatOptions | None = None, runner: Runner = LOCAL,
@@ -101,7 +125,7 @@ def train_sat(
     if isinstance(begun, Skipped):
         return begun
     check, data, lang, old, alis = begun
-    for name in (*KEPT, "trans.ark"):
+    for name in (*KEPT, "trans.ark", ALIMDL):
         (exp_dir / name).unlink(missing_ok=True)
     start = time.time()
     fmllr = FmllrOptions(opts.silence_weight, silence_phones(lang.path))
@@ -129,6 +153,7 @@ def train_sat(
                  opts.map_oov, base.with_speakers(current)) for part in parts]) as jobs:
             final = train_and_align(jobs, parts, converted, model, opts, lang, data, exp_dir,
                                     refine)
+            _write_alignment_model(jobs, model, base, exp_dir / ALIMDL)
         for name in KEPT:
             if (ali_dir / name).is_file():
                 with atomic_path(exp_dir / name) as tmp:

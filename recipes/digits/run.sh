@@ -31,7 +31,8 @@ tri1_opts=""       # extra asrdist-train-deltas flags
 sat_leaves=50      # the speaker-adapted GMM (tri3, fMLLR per speaker) from tri1; 0: no tri3
 sat_gauss=100
 sat_opts=""        # extra asrdist-train-sat flags
-sat_first_pass=mono  # the system whose decode gives the test speakers' first transforms
+sat_first_pass=si  # the first pass giving the test speakers' first transforms: si (tri3's
+                   # speaker-independent final.alimdl, decode_fmllr.sh's), mono or tri1
 fmllr_passes=3     # fMLLR estimates per test speaker (decode_fmllr.sh makes 2)
 mfcc_opts="--high-freq 0"  # mel bins up to the Nyquist frequency, as Kaldi's MFCC
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
@@ -44,7 +45,7 @@ help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR] [--test-spea
        [--test-corpus \"DIR ...\"] [--augment true|false] [--aug-opts \"FLAGS\"] [--seed N] [--nj J]
        [--train-cmd CMD] [--decode-cmd CMD] [--mono-gauss N] [--gmm-opts \"FLAGS\"]
        [--tri1-leaves N] [--tri1-gauss N] [--tri1-opts \"FLAGS\"] [--sat-leaves N]
-       [--sat-gauss N] [--sat-opts \"FLAGS\"] [--sat-first-pass mono|tri1] [--fmllr-passes N]
+       [--sat-gauss N] [--sat-opts \"FLAGS\"] [--sat-first-pass si|mono|tri1] [--fmllr-passes N]
        [--mfcc-opts \"FLAGS\"]
        [--algos \"A B\"] [--learners N]
        [--train-opts \"FLAGS\"] [--decode-opts \"FLAGS\"] [--data DIR] [--exp DIR]"
@@ -134,6 +135,11 @@ if [ $stage -le 6 ] && [ $stop_stage -ge 6 ]; then
       if [ $g = tri3 ]; then  # decode_fmllr.sh: transforms from a first pass's best paths,
         # each further estimate on top of the last from tri3's own decode with it
         lat_mdl=$exp/$sat_first_pass/final.mdl; lats=$exp/$sat_first_pass/decode_$t; prev=""
+        if [ $sat_first_pass = si ]; then
+          lat_mdl=$exp/tri3/final.alimdl; lats=$exp/tri3/decode_$t.si
+          run_stage 6 "decode tri3 $t si" asrdist-decode --graph $exp/tri3/graph --nj $nj \
+            --cmd "$decode_cmd" $decode_opts --gmm $lat_mdl --data $data/${t}_mfcc --out $lats
+        fi
         for k in $(seq 1 $fmllr_passes); do
           run_stage 6 "fMLLR $t pass $k" asrdist-est-fmllr --lattice-mdl $lat_mdl $prev \
             $decode_opts $data/lang $exp/tri3 $data/${t}_mfcc $lats $exp/tri3/trans_${t}_$k.ark

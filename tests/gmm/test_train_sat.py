@@ -13,6 +13,7 @@ from asrdist.gmm.train_mono import MonoOptions, train_mono
 from asrdist.gmm.train_sat import SatOptions, train_sat
 from asrdist.hmm.ali_dir import read_ali_dir
 from asrdist.kaldi.data_dir import DataDir
+from asrdist.kaldi.final_mdl import read_final_mdl
 from asrdist.kaldi.gmm_feats import (
     GMM_TABLES,
     FeatureTransform,
@@ -62,6 +63,49 @@ def test_it_is_an_alignment_dir_and_a_rerun_skips(systems):
     corpus, root, _ = systems
     assert set(read_ali_dir(root / "tri3")) == set(read_ali_dir(root / "tri1"))
     assert (root / "tri3" / "tree").is_file() and not (root / "tri3" / "final.mat").exists()
+    assert (root / "tri3" / "final.alimdl").is_file()
     again = train_sat(corpus.data, corpus.lang, root / "tri1", root / "tri3",
                       SatOptions(**SIZES, fmllr_iters=(2, 5)))
     assert isinstance(again, Skipped)
+
+
+def _gaussian_posteriors(means: np.ndarray, variances: np.ndarray, weights: np.ndarray,
+                         x: np.ndarray) -> np.ndarray:
+    """w_g N(x; mu_g, var_g), normalised over g, frames by Gaussians (by hand)."""
+    log_n = -0.5 * (np.log(2 * np.pi * variances).sum(axis=1)[None, :]
+                    + (((x[:, None, :] - means[None]) ** 2) / variances[None]).sum(axis=2))
+    log_p = np.log(weights)[None, :] + log_n
+    p = np.exp(log_p - log_p.max(axis=1, keepdims=True))
+    return p / p.sum(axis=1, keepdims=True)
+
+
+def test_the_alignment_model_is_the_final_one_reestimated_on_unadapted_features(systems):
+    """final.alimdl (train_sat.sh's): each Gaussian's mean is the mean of the unadapted
+    features of its frames, weighted by the adapted model's posteriors on the adapted
+    features (gmm-acc-stats-twofeats); a Gaussian with under 10 frames keeps its mean."""
+    corpus, root, _ = systems
+    info, final = read_final_mdl(root / "tri3" / "final.mdl")
+    ali_info, alimdl = read_final_mdl(root / "tri3" / "final.alimdl")
+    assert ali_info.tuples == info.tuples  # same tree and transitions: the same graph decodes
+    data = DataDir.load(corpus.data, GMM_TABLES)
+    trans = read_speaker_transforms(root / "tri3" / "trans.ark")
+    alis = read_ali_dir(root / "tri3")
+    utts = sorted(alis)
+    si = load_features(data, utts)
+    adapted = load_features(data, utts, FeatureTransform().with_speakers(trans))
+    pdfs = np.concatenate([info.tid_to_pdf[alis[u]] for u in utts])
+    x_si = np.concatenate([si[u] for u in utts]).astype(np.float64)
+    x_ad = np.concatenate([adapted[u] for u in utts]).astype(np.float64)
+    checked = 0
+    for pdf, gmm in enumerate(final.pdfs):
+        rows = pdfs == pdf
+        post = _gaussian_posteriors(gmm.means.astype(np.float64),
+                                    gmm.variances.astype(np.float64),
+                                    gmm.weights.astype(np.float64), x_ad[rows])
+        occ = post.sum(axis=0)
+        for g in range(len(occ)):
+            want = post[:, g] @ x_si[rows] / occ[g] if occ[g] >= 10 else gmm.means[g]
+            np.testing.assert_allclose(alimdl.pdfs[pdf].means[g], want, rtol=1e-3, atol=1e-3)
+            checked += occ[g] >= 10
+    assert checked > 20
+    assert not np.allclose(alimdl.pdfs[0].means, final.pdfs[0].means, atol=1e-2)

@@ -57,9 +57,11 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
     config = json.loads((data / "test_mfcc" / "feats_config.json").read_text())
     assert config["sampling_rate"] == 8000 and config["high_freq"] == 0.0  # Kaldi's 4 kHz edge
     assert (exp / "tri1_ali_aug" / "ali.1.gz").is_file()  # the networks learn tri1's pdfs
-    # tri3 decodes each test set through its speakers' fMLLR transforms: the first from mono's
-    # decode, the second on top of it from tri3's decode with the first
+    # tri3 decodes each test set through its speakers' fMLLR transforms: the first from the
+    # decode with its speaker-independent final.alimdl, the second on top of it from tri3's
+    # decode with the first
     assert (exp / "tri3" / "trans.ark").is_file()
+    assert (exp / "tri3" / "decode_kept_back.si" / "text").is_file()
     assert (exp / "tri3" / "trans_kept_back_1.ark").is_file()
     assert (exp / "tri3" / "decode_kept_back_pass1" / "text").is_file()
     assert (exp / "tri3" / "trans_kept_back_2.ark").is_file()

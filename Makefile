@@ -116,7 +116,7 @@ STUDY_CACHE ?= /tmp/asrdist-studies
 STUDY_WER ?= recipes/mini/exp/graph recipes/mini/data/test_fbank recipes/mini/data/test/text
 STUDY_ARGS = --data $(STUDY_DATA) --targets $(STUDY_TARGETS) --cache $(STUDY_CACHE)
 sim-studies: deps venv
-	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.sim_cost --learners 16 64 128 --steps 2 \
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.sim_cost --learners 16 64 128 --steps 3 \
 	  --publish
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python -m bench.studies.delay1_mixing $(STUDY_ARGS) \
 	  --max-utts 1600 --hours 3 --publish

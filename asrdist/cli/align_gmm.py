@@ -30,13 +30,17 @@ from asrdist.stage import Skipped
 @click.option("--map-oov/--no-map-oov", default=False, show_default=True,
               help="Map transcript words missing from words.txt to the OOV word "
                    "instead of failing.")
+@click.option("--seed", default=0, show_default=True,
+              help="Seed of the mixing up's perturbations: the same seed, the same model; "
+                   "others show the run-to-run spread.")
 def main(data_dir: Path, lang_dir: Path, exp_dir: Path, nj: int, num_iters: int,
-         total_gauss: int, max_utts: int | None, boost_silence: float, map_oov: bool) -> None:
+         total_gauss: int, max_utts: int | None, boost_silence: float, map_oov: bool,
+         seed: int) -> None:
     """Train a monophone system on DATA_DIR (MFCC feats.scp + cmvn.scp, text) with LANG_DIR
     and write EXP_DIR: ali.N.gz, final.mdl, tree, num_jobs, phones.txt, log/. Skips a
     finished EXP_DIR."""
     opts = MonoOptions(nj=nj, num_iters=num_iters, total_gauss=total_gauss, max_utts=max_utts,
-                       map_oov=map_oov, boost_silence=boost_silence)
+                       map_oov=map_oov, boost_silence=boost_silence, seed=seed)
     summary = train_mono(data_dir, lang_dir, exp_dir, opts)
     if isinstance(summary, Skipped):  # done already: asrdist.stage logged the skip line
         return

@@ -36,6 +36,9 @@ _OPTIONS = [
                  help="Scale the optional-silence models' likelihoods by this when aligning."),
     click.option("--map-oov/--no-map-oov", default=False, show_default=True,
                  help="Map transcript words missing from words.txt to the OOV word."),
+    click.option("--seed", default=0, show_default=True,
+                 help="Seed of the mixing up's perturbations: the same seed, the same model; "
+                      "others show the run-to-run spread."),
 ]
 
 
@@ -52,7 +55,7 @@ def _common(kwargs: dict[str, Any]) -> dict[str, Any]:
             "total_gauss": kwargs["total_gauss"], "num_iters": kwargs["num_iters"],
             "max_iter_inc": kwargs["num_iters"] * 5 // 7,  # train_deltas.sh: 25 of 35
             "realign_iters": iters, "boost_silence": kwargs["boost_silence"],
-            "map_oov": kwargs["map_oov"]}
+            "map_oov": kwargs["map_oov"], "seed": kwargs["seed"]}
 
 
 def _report(exp_dir: Path, summary: DeltasSummary | Skipped) -> None:

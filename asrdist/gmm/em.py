@@ -10,7 +10,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import kaldi_hmm_gmm as khg  # before kaldifst, which the gmm modules load
@@ -47,12 +47,19 @@ class EmOptions:
     power: float = 0.25
     boost_silence: float = 1.0
     align: AlignOptions = field(default_factory=AlignOptions)
+    seed: int = 0  # of the mixing up's perturbations: another seed, another draw of the model
 
     def __post_init__(self) -> None:
         if self.boost_silence <= 0:
             raise AsrdistError(f"--boost-silence {self.boost_silence}: must be positive")
         if self.nj < 1 or self.num_iters < 1 or self.total_gauss < 1:
             raise AsrdistError("--nj, --num-iters and --total-gauss must be positive")
+
+    def identity(self) -> dict:
+        """The options a finished run is compared on: all but ``nj`` (it only splits the
+        work), and the seed only when not 0 (runs made before it existed drew from 0)."""
+        return {k: v for k, v in asdict(self).items()
+                if k != "nj" and not (k == "seed" and v == 0)}
 
     def last_inc_iter(self) -> int:
         return self.max_iter_inc if self.max_iter_inc is not None else self.num_iters * 3 // 4
@@ -148,7 +155,8 @@ def em_pass(jobs: Jobs, model: MonoModel, it: int, num_gauss: int, opts: EmOptio
     for part in parts[1:]:
         stats = stats + part
     update = estimate(model.am, model.trans_model, stats, mixup=num_gauss,
-                      min_gaussian_occupancy=3.0 if it == 0 else 10.0, power=opts.power)
+                      min_gaussian_occupancy=3.0 if it == 0 else 10.0, power=opts.power,
+                      seed=(opts.seed, it))
     rec = IterRecord(it, stats.log_like / max(stats.frames, 1), stats.frames, update.num_gauss,
                      ali is not None, len(ali.failed) if ali else 0, time.time() - t0,
                      ali.aligned if ali else 0)

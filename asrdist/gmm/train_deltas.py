@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
 from typing import NamedTuple
@@ -165,7 +165,7 @@ def begin(stage: str, data_dir: Path, lang_dir: Path, ali_dir: Path, exp_dir: Pa
     """What both triphone trainers do first: skip a done exp dir, read and check the data,
     lang and alignments, and clear the old outputs (``nj`` only splits work: not compared)."""
     ali_dir = Path(ali_dir)
-    options = {k: v for k, v in asdict(opts).items() if k != "nj"}
+    options = opts.identity()
     check = check_done(exp_dir, stage, options, [data_dir, lang_dir, *alignment_inputs(ali_dir)])
     if check.done:
         return check.skipped()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import kaldi_hmm_gmm as khg  # noqa: F401  (before kaldifst, which the gmm modules load)
@@ -104,7 +104,7 @@ def train_mono(
     fingerprint: it only splits the work (and the ali.N.gz files)."""
     opts = opts or MonoOptions()
     exp_dir = Path(exp_dir)
-    options = {k: v for k, v in asdict(opts).items() if k != "nj"}
+    options = opts.identity()
     check = check_done(exp_dir, STAGE, options, [data_dir, lang_dir])
     if check.done:
         return check.skipped()

@@ -21,7 +21,7 @@ test_speakers=nicolas  # held out of training into data/test (comma-separated); 
 test_corpus=""     # further corpora in the same layout, space-separated: data/<basename> each
 augment=true       # true: speed 0.9/1.1, reverberated and noisy copies for the network
 aug_opts=""        # extra asrdist-augment flags, e.g. "--noise-fraction 1 --snr 0,15"
-seed=0
+seed=0             # the augmentation's and the GMMs' draws (mixing up): another, another run
 nj=2               # parallel jobs for features, alignment, decoding
 mono_gauss=100     # Gaussians of the monophone GMM: 1000 (mini's) fit 3 speakers, not a 4th
 gmm_opts=""        # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
@@ -86,20 +86,20 @@ if [ $stage -le 1 ] && [ $stop_stage -ge 1 ]; then
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ]; then
-  run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj --total-gauss $mono_gauss \
+  run_stage 2 "monophone GMM" asrdist-align-gmm --nj $nj --seed $seed --total-gauss $mono_gauss \
     $gmm_opts $data/train_mfcc \
     $data/lang $exp/mono
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ] && [ "$tri1_leaves" -gt 0 ]; then
   # tri1 (train_deltas.sh): a small tree, ten words need few contexts
-  run_stage 2 "triphone GMM" asrdist-train-deltas --nj $nj --num-leaves $tri1_leaves \
+  run_stage 2 "triphone GMM" asrdist-train-deltas --nj $nj --seed $seed --num-leaves $tri1_leaves \
     --total-gauss $tri1_gauss $tri1_opts $data/train_mfcc $data/lang $exp/mono $exp/tri1
 fi
 
 if [ $stage -le 2 ] && [ $stop_stage -ge 2 ] && $sat; then
   # tri3 (train_sat.sh): tri1's tree size, each training speaker's features through its fMLLR
-  run_stage 2 "speaker-adapted GMM" asrdist-train-sat --nj $nj --num-leaves $sat_leaves \
+  run_stage 2 "speaker-adapted GMM" asrdist-train-sat --nj $nj --seed $seed --num-leaves $sat_leaves \
     --total-gauss $sat_gauss $sat_opts $data/train_mfcc $data/lang $exp/tri1 $exp/tri3
 fi
 

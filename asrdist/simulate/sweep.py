@@ -12,8 +12,6 @@ and reruns a cell whose file is missing or was run with other values.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,8 +22,9 @@ import torch
 
 from asrdist.errors import AsrdistError
 from asrdist.simulate import guards, report
+from asrdist.simulate.cache import run_key, run_report
 from asrdist.simulate.corpus import ChunkPool
-from asrdist.simulate.experiment import RunSpec, run, strategy_options
+from asrdist.simulate.experiment import RunSpec, strategy_options
 from asrdist.simulate.grid import Arm, Scenario
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
@@ -89,14 +88,9 @@ class Sweep:
         return dataclasses.replace(self.speed, slow=cell.scenario.slow, seed=cell.seed)
 
     def key(self, cell: Cell) -> str:
-        """What the run's figures depend on, hashed."""
-        values: dict[str, Any] = {"spec": dataclasses.asdict(self.spec(cell)),
-                                  "speed": self.speed_of(cell).to_json(),
-                                  "data": {**self.source, **self.pool.describe()}}
-        if cell.scenario.lost:  # only then: the keys of runs without one stay as they were
-            values["lost"] = {str(r): f for r, f in sorted(cell.scenario.lost.items())}
-        text = json.dumps(values, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """What the run's figures depend on, hashed (:func:`run_key`)."""
+        return run_key(self.spec(cell), self.speed_of(cell),
+                       {**self.source, **self.pool.describe()}, cell.scenario.lost)
 
     def __call__(self, todo: list[Cell]) -> list[dict[str, Any]]:
         """Every cell's report, run or taken from its file, with a line for each."""
@@ -133,11 +127,6 @@ class Sweep:
             self.tensorboard = None  # no tensorboard package: said once, tried no more
 
     def _run(self, cell: Cell, key: str) -> dict[str, Any]:
-        spec, speed = self.spec(cell), self.speed_of(cell)
-        result = run(self.pool, spec, speed, lost=cell.scenario.lost)
-        divergence = guards.diverged(result.records)
-        lost = [{"learner": r, "fraction": f} for r, f in sorted(cell.scenario.lost.items())]
-        return report.build(report.describe(spec, speed, self.pool, self.source), result,
-                            [divergence] if divergence else [], key=key,
-                            strategy=cell.arm.label, scenario=cell.scenario.label,
-                            seed=cell.seed, lost=lost)
+        return run_report(self.pool, self.spec(cell), self.speed_of(cell), self.source,
+                          lost=cell.scenario.lost, key=key, strategy=cell.arm.label,
+                          scenario=cell.scenario.label, seed=cell.seed)

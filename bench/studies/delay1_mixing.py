@@ -30,10 +30,10 @@ from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
-    Runner,
     corpus_options,
     final_ce,
     small_blstm,
+    study_runs,
     study_spec,
 )
 from bench.studies.figure import write_png
@@ -146,7 +146,7 @@ def main() -> None:
     t0 = time.perf_counter()
     mix = mixing(args.rounds)
     mix_s = time.perf_counter() - t0
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
     runs = []
     for label, spec in grid(args):
         res = runner(spec, SPEED)

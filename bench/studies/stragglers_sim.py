@@ -25,14 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from asrdist.models.build import build_model
+from asrdist.simulate.cache import RunCache
 from asrdist.simulate.speed import SpeedModel
 from bench.results import generated, publish, publish_option
 from bench.studies import figure
 from bench.studies.common import (
-    Runner,
     corpus_options,
     final_ce,
     small_blstm,
+    study_runs,
     study_spec,
 )
 
@@ -91,7 +92,7 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=8)
     publish_option(ap, __file__)
     args = ap.parse_args()
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
     model = build_model(small_blstm(), runner.pool.input_dim, runner.pool.num_pdfs)
     bandwidth = 4 * sum(p.numel() for p in model.parameters()) / SEND_S
     rows: list[dict[str, Any]] = []
@@ -110,7 +111,7 @@ def main() -> None:
     publish(section(args, rows, runner), args.publish)
 
 
-def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner) -> list[str]:
+def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: RunCache) -> list[str]:
     base = {(r["n"], r["algo"]): r for r in rows if r["scenario"] == "none"}
     cmd = (f".venv/bin/python -m bench.studies.stragglers_sim --data DATA --targets TARGETS "
            f"--max-utts {args.max_utts} --learners {' '.join(map(str, args.learners))} "

@@ -1,5 +1,5 @@
-"""What the simulator studies share: cached runs, the corpus in memory, the study options, the
-model and hadpsgd's nodes."""
+"""What the simulator studies share: cached runs, the corpus in memory, the study options (the
+model among them) and hadpsgd's nodes."""
 
 from __future__ import annotations
 
@@ -92,15 +92,6 @@ def study_runs(data: str, targets: str, cache: str, max_utts: int = 0) -> RunCac
     source = {"data": str(Path(data).resolve()), "targets": str(Path(targets).resolve()),
               "max_utts": max_utts}
     return RunCache(pool, cache, source, key)
-
-
-def small_blstm() -> ModelConfig:
-    """The studies' model: a 1x64 BLSTM (the demo's is 2x128)."""
-    return STUDY_DEFAULTS.model
-
-
-def final_ce(result: dict[str, Any]) -> float:
-    return result["records"][-1]["heldout_ce"]
 
 
 def corpus_options(ap: argparse.ArgumentParser) -> None:

@@ -28,11 +28,11 @@ from asrdist.parallel.rules import rings
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.table import final_ce
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
+    STUDY_DEFAULTS,
     corpus_options,
-    final_ce,
-    small_blstm,
     study_runs,
     study_spec,
 )
@@ -169,7 +169,8 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
         f"(DATA, TARGETS: `recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`'s "
         f"train_fbank and mono_pdf). {chunks} training chunks of 21 frames, 100 held-out "
         "utterances; "
-        f"a {small_blstm().layers}x{small_blstm().units} BLSTM; equally fast learners "
+        f"a {STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM; equally fast "
+        "learners "
         f"(compute {SPEED.compute_s} s, optimizer+data {SPEED.update_s} s, exchange "
         f"{SPEED.latency_s} s per step). Plot: `bench/results/delay1_mixing.png`. Host time: "
         f"mixing {mix_s:.0f} s, training {runner.host_s:.0f} s (runs not in the cache), on "

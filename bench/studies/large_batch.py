@@ -50,8 +50,8 @@ from asrdist.train.schedule import ScheduleOptions
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
     HADPSGD_NODES_OF_4,
+    STUDY_DEFAULTS,
     corpus_options,
-    small_blstm,
     study_runs,
     study_spec,
 )
@@ -610,7 +610,8 @@ def section(study: Study, runner: RunCache, curve: list[float],
         "about four times that after augmentation). "
         f"{len(runner.pool.train)} training chunks of 21 frames, "
         f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
-        f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
+        f"{STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM, momentum 0.9, "
+        "gradient clipping "
         f"5, equally fast learners; ma, bmuf and diloco average every {PERIOD} steps (bmuf: "
         f"block momentum {BMUF.eta}, block lr {BMUF.mult:g} / (N (1 + {BMUF.eta})), Nesterov, "
         "Study 4's tuned filter; diloco: outer Nesterov lr 0.7, momentum 0.9), hadpsgd has "

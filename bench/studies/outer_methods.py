@@ -30,15 +30,15 @@ import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asrdist.models.build import build_model
 from asrdist.simulate.cache import RunCache
+from asrdist.simulate.report import model_size
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.table import final_ce
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
     HADPSGD_NODES_OF_4,
+    STUDY_DEFAULTS,
     corpus_options,
-    final_ce,
-    small_blstm,
     study_runs,
     study_spec,
 )
@@ -244,16 +244,14 @@ def main() -> None:
     if unknown:
         ap.error(f"--seed-methods: {', '.join(unknown)} not among the methods run")
     runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
-    model = small_blstm()
-    net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
-    small_bytes = 4 * sum(p.numel() for p in net.parameters())
+    small_bytes = model_size(runner.pool, STUDY_DEFAULTS)["bytes"]
     done: dict[str, float] = {}  # each distinct run (its cache key) -> its host seconds
 
     def simulate(link: str, n: int, algo: str, lr: float, opts: dict, seed: int = 0
                  ) -> dict[str, Any]:
         batch = args.global_batch // n
         spec = study_spec(algo=algo, learners=n, batch_size=batch, epochs=args.epochs, lr=lr,
-                          model=model, options=opts, evals=args.evals, seed=seed)
+                          options=opts, evals=args.evals, seed=seed)
         speed = speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len)
         res = runner(spec, speed)
         done[runner.key(spec, speed)] = res["host_s"]
@@ -349,7 +347,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: RunCac
         "--cache DIR --publish` "
         f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
         f"{len(runner.pool.train)} training chunks of {runner.pool.chunk_len} frames, 100 "
-        f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
+        f"held-out utterances, a {STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM "
         f"({small_bytes / 1e3:.0f} kB), {args.epochs:g} epoch(s) at global batch "
         f"{args.global_batch} chunks, seed 0"
         + (f" ({args.seeds} seeds in the last table)" if args.seeds > 1 else "")

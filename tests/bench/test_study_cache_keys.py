@@ -23,7 +23,6 @@ from bench.studies.common import (
     cache_key,
     cache_values,
     constant_rate,
-    small_blstm,
     study_runs,
     study_spec,
 )
@@ -54,7 +53,7 @@ def _specs():
         "delay1_diag": ([s for label, s in grid if label == "diag"][1], delay1_mixing.SPEED, 0),
         # as outer_methods.main's simulate() and stragglers_sim.main build theirs
         "outer_methods": (study_spec(algo="hadpsgd", learners=16, batch_size=16, epochs=1.0,
-                                     lr=0.05, model=small_blstm(), options=HADPSGD_NODES_OF_4,
+                                     lr=0.05, options=HADPSGD_NODES_OF_4,
                                      evals=12, seed=1),
                           SpeedModel(compute_s=16 * 21 * 0.01, latency_s=1e-4,
                                      bandwidth=1e9 / 8 * 0.5), 0),

@@ -189,13 +189,13 @@ def trainer_against_bare(check: Check) -> list[str]:
     size, work = check.size, check.work
     options = {**size.model, "batch_size": size.batch_size, "device": str(check.device),
                "log_every": 2}
-    cfg = train_throughput._config(*check.corpus, work / "warm", size.steps, **options)
+    cfg = train_throughput.run_config(*check.corpus, work / "warm", size.steps, **options)
     batches = train_throughput.same_batches(cfg, size.steps)
     input_dim, num_pdfs = batches[0][0].shape[-1], size.corpus_pdfs
     train_throughput.bare_loop(cfg, batches[:3], input_dim, num_pdfs)  # warm-up
     rows = []
     for name, masks in train_throughput.SETTINGS.items():
-        cfg = train_throughput._config(*check.corpus, work / name.replace(" ", "_"),
+        cfg = train_throughput.run_config(*check.corpus, work / name.replace(" ", "_"),
                                        size.steps, **options, **masks)
         bare = train_throughput.bare_loop(cfg, batches, input_dim, num_pdfs)
         end_to_end, steady, fixed = train_throughput.asrdist_run(cfg)

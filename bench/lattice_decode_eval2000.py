@@ -72,7 +72,7 @@ def peak_mb():
             return int(line.split()[1]) / 1024
 """
 
-_LAUNCH = """
+LAUNCH = """
 import json, os, resource, subprocess, sys, time
 t = time.perf_counter()
 proc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -285,7 +285,7 @@ def main() -> None:
         print(f"prepared in {prepared:.0f} s: {len(pairs)} segments, {audio / 3600:.2f} h, "
               f"{len(copies)} distinct", file=sys.stderr, flush=True)
 
-        kaldi = phase(work, "kaldi", _LAUNCH, [
+        kaldi = phase(work, "kaldi", LAUNCH, [
             [args.kaldi_bin / "latgen-faster-mapped", *LATGEN_OPTS, mdl, graph / "HCLG.fst",
              f"ark:{ark}", f"ark:{work / f'kaldi.{n}.lat'}"]
             for n, (ark, _, _) in enumerate(jobs, 1)])

@@ -27,7 +27,7 @@ import kaldiio
 
 from bench.harness import fresh_process
 from bench.lattice_decode import gmm_scores
-from bench.lattice_decode_eval2000 import _LAUNCH, LATGEN_OPTS
+from bench.lattice_decode_eval2000 import LATGEN_OPTS, LAUNCH
 from bench.results import REPO, publish, publish_option
 
 MINI = REPO / "recipes" / "mini"
@@ -84,7 +84,7 @@ def main() -> None:
         ours: dict[str, list[dict]] = {name: [] for name, _ in trees}
         for _ in range(args.reps):
             kaldi.append(fresh_process(
-                _LAUNCH, args.kaldi_bin / "latgen-faster-mapped", *LATGEN_OPTS, mdl, hclg,
+                LAUNCH, args.kaldi_bin / "latgen-faster-mapped", *LATGEN_OPTS, mdl, hclg,
                 f"ark:{ark}", "ark:/dev/null", env={"OPENBLAS_NUM_THREADS": "1"})["cpu"])
             for name, tree in trees:
                 ours[name].append(fresh_process(_OURS, mdl, hclg, ark, tree=tree,

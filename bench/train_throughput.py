@@ -93,8 +93,8 @@ def write_corpus(root: Path, hours: float, dim: int = 40, num_pdfs: int = 120,
     return data, targets
 
 
-def _config(data: Path, targets: Path, out: Path, steps: int, conf: Path = RECIPE_CONF,
-            **overrides: object) -> TrainConfig:
+def run_config(data: Path, targets: Path, out: Path, steps: int, conf: Path = RECIPE_CONF,
+               **overrides: object) -> TrainConfig:
     """The mini recipe's BLSTM options (``conf``: another of its configs, the Conformer's), for
     ``steps`` steps without held-out evaluation (``overrides``: other options, e.g. the device
     or a smaller model)."""
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
         big = write_corpus(work / "x4", 4 * args.hours, args.dim, seed=1)
     corpus = load_corpus(data, targets)
     conf = args.config
-    cfg = _config(data, targets, work / "warm", args.steps, conf)
+    cfg = run_config(data, targets, work / "warm", args.steps, conf)
     model = {k: getattr(cfg, k) for k in MODEL_KEYS}
     report = [f"corpus: {len(corpus)} utterances, {int(corpus.num_frames.sum())} frames; "
               f"{model}, masks {({k: getattr(cfg, k) for k in MASKS})} from "
@@ -260,7 +260,7 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
     for r in range(args.repeats):
         for i, (name, overrides) in enumerate(SETTINGS.items()):  # the settings alternate too
             got = found[name]
-            cfg = _config(data, targets, work / f"run{r}-{i}", args.steps, conf, **overrides)
+            cfg = run_config(data, targets, work / f"run{r}-{i}", args.steps, conf, **overrides)
             bare_first = r % 2 == 0  # the order within a pair alternates against drift
             if bare_first:
                 got["bare"].append(bare_loop(cfg, batches, input_dim, corpus.num_pdfs,
@@ -291,14 +291,14 @@ def run(args: argparse.Namespace, work: Path) -> list[str]:
             f"{max(got['asrdist_iv']):.0f} frames/s "
             f"({100 * max(got['asrdist_iv']) / max(got['bare_iv']):.1f}%; "
             f"{len(got['bare_iv'])} and {len(got['asrdist_iv'])} intervals)"]
-    pipe = pipeline_rate(_config(data, targets, work / "pipe", 4 * args.steps, conf),
+    pipe = pipeline_rate(run_config(data, targets, work / "pipe", 4 * args.steps, conf),
                          4 * args.steps)
     used = max(next(iter(found.values()))["steady"])
     report.append(f"data pipeline alone  {pipe:10.0f} frames/s  ({pipe / used:.1f}x what "
                   "training uses with the recipe's masks)")
     if big is not None:
-        small_mb = peak_rss_mb(_config(data, targets, work / "mem1", 5, conf))
-        big_mb = peak_rss_mb(_config(*big, work / "mem4", 5, conf))
+        small_mb = peak_rss_mb(run_config(data, targets, work / "mem1", 5, conf))
+        big_mb = peak_rss_mb(run_config(*big, work / "mem4", 5, conf))
         report.append(f"peak RSS, 5 steps    1x corpus {small_mb:.0f} MB, 4x corpus "
                       f"{big_mb:.0f} MB ({100 * (big_mb / small_mb - 1):+.1f}%)")
     return report

@@ -39,8 +39,9 @@ from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.experiment import RunSpec, run_steps
 from asrdist.simulate.figures import plot_curves
 from asrdist.simulate.grid import Scenario, check_learners, parse_arm, parse_scenario
+from asrdist.simulate.report import model_size
 from asrdist.simulate.speed import SpeedModel
-from asrdist.simulate.sweep import Sweep, cells, model_size
+from asrdist.simulate.sweep import Sweep, cells
 from asrdist.train.config import strategy_fields
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ exchanges (timeouts, distance sampling).
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -23,11 +22,9 @@ from typing import Any
 import click
 import torch
 
-import asrdist
 from asrdist.cli import command
 from asrdist.cli.options import click_option, derived_command, given_or_default
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write
 from asrdist.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -40,12 +37,11 @@ from asrdist.options import (
     paths,
 )
 from asrdist.parallel import registry
-from asrdist.simulate import guards
+from asrdist.simulate import guards, report
 from asrdist.simulate.corpus import ChunkPool
-from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
+from asrdist.simulate.experiment import RunSpec, run
 from asrdist.simulate.export import export_final
 from asrdist.simulate.speed import SpeedModel
-from asrdist.simulate.sweep import model_size
 from asrdist.simulate.tensorboard import write_records
 from asrdist.train.config import FIELDS, coerce_option, strategy_fields
 
@@ -162,10 +158,10 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
                 options=chosen, eval_start=True)
     pool = ChunkPool.load(data, targets, spec.reading.chunk_len, values["heldout_utts"],
                           cmvn=spec.reading.cmvn, seed=spec.seed, max_utts=own.max_utts)
-    size = model_size(pool, spec)
+    size = report.model_size(pool, spec)
     guards.check_memory(size["weights"], size["bytes"], spec.learners, spec.optim.momentum > 0)
-    about = _describe(spec, speed, pool, size, {"data": data, "targets": targets,
-                                                "max_utts": own.max_utts})
+    about = report.describe(spec, speed, pool, {"data": data, "targets": targets,
+                                                "max_utts": own.max_utts}, size)
     log.info("%s", guards.cost_line(speed, spec.learners, about["model"]["bytes"]))
     few = guards.few_steps(about["steps"]["per_epoch"], spec.learners, spec.batch)
     if few is not None:
@@ -176,11 +172,7 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
     divergence = guards.diverged(result.records)
     if divergence is not None:
         warnings.append(divergence)
-    report = {**about, "warnings": warnings, "records": result.records,
-              "summary": result.summary,
-              **({"noise_scale": result.noise} if noise_every else {})}
-    with atomic_write(out) as f:
-        json.dump(report, f, indent=1)
+    report.write(out, report.build(about, result, warnings, noise_every))
     if export is not None:
         export_final(export, pool, spec, result)
     if tensorboard is not None:
@@ -192,32 +184,6 @@ def main(data: str, targets: str, out: str, export: str | None, options: tuple[s
     if divergence is not None:  # after the records it is about
         log.warning("%s", divergence)
     click.echo(f"host {result.summary['host_s']:.1f} s; {out}", err=True)
-
-
-def _describe(spec: RunSpec, speed: SpeedModel, pool: ChunkPool, model: dict[str, int],
-              source: dict[str, Any]) -> dict[str, Any]:
-    """What a report says of its run besides the figures, so that it stands on its own: the
-    version, the spec with the strategy's options resolved, the speed model and what a step
-    costs under it, the data (``source``: where it came from), the model's size
-    (:func:`model_size`) and the steps."""
-    per_epoch, steps = run_steps(pool, spec)
-    return {
-        "version": asrdist.__version__,
-        "spec": {**dataclasses.asdict(spec), "options": _resolved_options(spec, pool)},
-        "speed": speed.to_json(),
-        "cost": guards.step_cost(speed, spec.learners, model["bytes"]),
-        "data": {**source, **pool.describe()},
-        "model": model,
-        "steps": {"per_epoch": per_epoch, "total": steps},
-    }
-
-
-def _resolved_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
-    """Every option the strategy was built with, defaults and the run's training values
-    filled in (its own: the process options are no strategy's); what it
-    derived from them (bmuf's eta of -1, a period from --avg-frames) is in the summary's
-    ``strategy``, as the strategy reports it."""
-    return dataclasses.asdict(registry.make_options(spec.algo, strategy_options(spec, pool)))
 
 
 def _strategy_options(algo: str, flags: dict[str, Any],

@@ -12,8 +12,6 @@ and reruns a cell whose file is missing or was run with other values.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,14 +20,11 @@ from typing import Any
 
 import torch
 
-import asrdist
 from asrdist.errors import AsrdistError
-from asrdist.fsutil import atomic_write
-from asrdist.models.build import build_model
-from asrdist.parallel import registry
-from asrdist.simulate import guards
+from asrdist.simulate import guards, report
+from asrdist.simulate.cache import run_key, run_report
 from asrdist.simulate.corpus import ChunkPool
-from asrdist.simulate.experiment import RunSpec, run, run_steps, strategy_options
+from asrdist.simulate.experiment import RunSpec, strategy_options
 from asrdist.simulate.grid import Arm, Scenario
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
@@ -56,13 +51,6 @@ class Cell:
 def cells(arms: list[Arm], scenarios: list[Scenario], seeds: list[int]) -> list[Cell]:
     """Seed by seed, so that the first seeds of every strategy and scenario come first."""
     return [Cell(a, s, k) for k in seeds for s in scenarios for a in arms]
-
-
-def model_size(pool: ChunkPool, spec: RunSpec) -> dict[str, int]:
-    """The model's weights and bytes (what one exchange of it moves)."""
-    params = list(build_model(spec.model, pool.input_dim, pool.num_pdfs).parameters())
-    return {"weights": sum(p.numel() for p in params),
-            "bytes": sum(p.numel() * p.element_size() for p in params)}
 
 
 class Sweep:
@@ -100,14 +88,9 @@ class Sweep:
         return dataclasses.replace(self.speed, slow=cell.scenario.slow, seed=cell.seed)
 
     def key(self, cell: Cell) -> str:
-        """What the run's figures depend on, hashed."""
-        values: dict[str, Any] = {"spec": dataclasses.asdict(self.spec(cell)),
-                                  "speed": self.speed_of(cell).to_json(),
-                                  "data": {**self.source, **self.pool.describe()}}
-        if cell.scenario.lost:  # only then: the keys of runs without one stay as they were
-            values["lost"] = {str(r): f for r, f in sorted(cell.scenario.lost.items())}
-        text = json.dumps(values, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        """What the run's figures depend on, hashed (:func:`run_key`)."""
+        return run_key(self.spec(cell), self.speed_of(cell),
+                       {**self.source, **self.pool.describe()}, cell.scenario.lost)
 
     def __call__(self, todo: list[Cell]) -> list[dict[str, Any]]:
         """Every cell's report, run or taken from its file, with a line for each."""
@@ -115,62 +98,35 @@ class Sweep:
         reports = []
         for n, cell in enumerate(todo, 1):
             path, key = self.runs_dir / cell.file_name(), self.key(cell)
-            report = _read(path)
-            if report is not None and report.get("key") == key:
+            found = report.read(path)
+            if found is not None and found.get("key") == key:
                 how = "kept"
             else:
-                report = self._run(cell, key)
-                with atomic_write(path) as f:
-                    json.dump(report, f, indent=1)
-                how = f"host {report['host_s']:.1f} s"
-            self._write_events(cell, report, fresh=how != "kept")
-            final, failed = report["records"][-1], report.get("failed")
+                found = self._run(cell, key)
+                report.write(path, found)
+                how = f"host {found['host_s']:.1f} s"
+            self._write_events(cell, found, fresh=how != "kept")
+            final, failed = found["records"][-1], found.get("failed")
             if failed is not None:
                 self.say(f"[{n}/{len(todo)}] {cell}: failed at {failed['time_s']:.4g} s "
                          f"simulated: {failed['why']} ({how})")
             else:
                 self.say(f"[{n}/{len(todo)}] {cell}: final CE {final['heldout_ce']:.4f} at "
                          f"{final['time_s']:.4g} s simulated ({how})")
-            divergence = guards.diverged(report["records"])
+            divergence = guards.diverged(found["records"])
             if divergence is not None:
                 self.say(f"[{n}/{len(todo)}] {cell}: warning: {divergence}")
-            reports.append(report)
+            reports.append(found)
         return reports
 
-    def _write_events(self, cell: Cell, report: dict[str, Any], fresh: bool) -> None:
+    def _write_events(self, cell: Cell, found: dict[str, Any], fresh: bool) -> None:
         if self.tensorboard is None:
             return
         logdir = self.tensorboard / cell.file_name().removesuffix(".json")
-        if (fresh or not logdir.exists()) and not write_records(logdir, report["records"]):
+        if (fresh or not logdir.exists()) and not write_records(logdir, found["records"]):
             self.tensorboard = None  # no tensorboard package: said once, tried no more
 
     def _run(self, cell: Cell, key: str) -> dict[str, Any]:
-        spec, speed = self.spec(cell), self.speed_of(cell)
-        per_epoch, steps = run_steps(self.pool, spec)
-        result = run(self.pool, spec, speed, lost=cell.scenario.lost)
-        built = registry.make_options(spec.algo, strategy_options(spec, self.pool))
-        size = model_size(self.pool, spec)
-        divergence = guards.diverged(result.records)
-        return {
-            "version": asrdist.__version__, "key": key,
-            "strategy": cell.arm.label, "scenario": cell.scenario.label, "seed": cell.seed,
-            "spec": {**dataclasses.asdict(spec), "options": dataclasses.asdict(built)},
-            "speed": speed.to_json(), "cost": guards.step_cost(speed, spec.learners,
-                                                               size["bytes"]),
-            "data": {**self.source, **self.pool.describe()}, "model": size,
-            "steps": {"per_epoch": per_epoch, "total": steps},
-            "warnings": [divergence] if divergence else [],
-            "lost": [{"learner": r, "fraction": f} for r, f in sorted(cell.scenario.lost.items())],
-            "failed": result.summary.get("failed"),
-            "records": result.records, "summary": result.summary,
-            "host_s": result.summary["host_s"],
-        }
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    """A run's report, or None if there is none (or only a damaged one: it is rerun)."""
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    return found if isinstance(found, dict) else None
+        return run_report(self.pool, self.spec(cell), self.speed_of(cell), self.source,
+                          lost=cell.scenario.lost, key=key, strategy=cell.arm.label,
+                          scenario=cell.scenario.label, seed=cell.seed)

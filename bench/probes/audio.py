@@ -23,7 +23,7 @@ from asrdist.cli.features import main as features_main
 from asrdist.kaldi.data_dir import Utterance, write_data_dir
 from asrdist.testing.planted import invoke
 from asrdist.testing.resampled import trained_model, with_sample_rate
-from bench.probes.files import _error_line, _said
+from bench.probes.refusal import error_line, said
 
 RATE = 16000
 
@@ -51,7 +51,7 @@ def _float_twin(scratch: Path, subtype: str) -> tuple[bool, str]:
         soundfile.write(scratch / f"{name}.wav", _chirp(), RATE, sub)
     result, feats = _features(scratch, {f"u-{n}": str(scratch / f"{n}.wav") for n in wavs})
     if set(feats) != {"u-int16", "u-float"}:
-        return False, _said(result)
+        return False, said(result)
     off = float(np.abs(feats["u-float"] - feats["u-int16"]).max())
     level = float(feats["u-float"].mean() - feats["u-int16"].mean())
     return off < 0.02, (f"fbank of the {subtype} wav within {off:.4f} of its int16 twin's "
@@ -73,9 +73,9 @@ def _mismatch(scratch: Path, run: Callable[[Path, Path], Result]) -> tuple[bool,
     final, data = trained_model(scratch)
     other = with_sample_rate(data, scratch / "data_8k", 8000)
     result = run(final, other)
-    line = _error_line(result)
+    line = error_line(result)
     ok = line is not None and str(final) in line and str(other) in line and "8000" in line
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def decode_rate_mismatch(scratch: Path) -> tuple[bool, str]:
@@ -99,9 +99,9 @@ def _cut_pipe(scratch: Path, fmt: str) -> tuple[bool, str]:
     soundfile.write(whole, _chirp(), RATE, format=fmt)
     cut = f"head -c {whole.stat().st_size * 35 // 100} {whole} |"
     result, feats = _features(scratch, {"u-cut": cut})
-    line = _error_line(result)
+    line = error_line(result)
     ok = line is not None and "utterance u-cut" in line and "truncated" in line and not feats
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def truncated_mp3_pipe(scratch: Path) -> tuple[bool, str]:
@@ -117,12 +117,12 @@ def truncated_wav_pipe(scratch: Path) -> tuple[bool, str]:
 @contextlib.contextmanager
 def _warnings() -> Iterator[list[str]]:
     """The warnings logged meanwhile (the CLI's own handler writes where click pointed it)."""
-    said: list[str] = []
+    warned: list[str] = []
     handler = logging.Handler(logging.WARNING)
-    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    handler.emit = lambda record: warned.append(record.getMessage())  # type: ignore[method-assign]
     logging.getLogger().addHandler(handler)
     try:
-        yield said
+        yield warned
     finally:
         logging.getLogger().removeHandler(handler)
 
@@ -134,11 +134,11 @@ def bare_mp3(scratch: Path) -> tuple[bool, str]:
     data = whole.read_bytes()
     bare = scratch / "bare.mp3"
     bare.write_bytes(data[data.index(data[:2], 4):])  # from the second frame on
-    with _warnings() as said:
+    with _warnings() as warned:
         result, feats = _features(scratch, {"u-bare": f"cat {bare} |"})
-    named = [w for w in said if w.startswith("utterance u-bare: ") and "no length" in w]
+    named = [w for w in warned if w.startswith("utterance u-bare: ") and "no length" in w]
     ok = result.exit_code == 0 and "u-bare" in feats and len(named) == 1
-    return ok, named[0] if named else _said(result)
+    return ok, named[0] if named else said(result)
 
 
 PROBES: list[Callable[[Path], tuple[bool, str]]] = [

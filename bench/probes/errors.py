@@ -48,6 +48,7 @@ from asrdist.testing.tiny_system import (
     write_test_data,
 )
 from asrdist.train.metrics import metrics_path, read_metrics
+from bench.probes.refusal import last_error_line, said
 
 # a comparison small enough for seconds: asrdist-compare's own tests' sizes
 _SIM_TINY = ("--learners", "2", "--batch-size", "4", "--chunk-len", "5", "--heldout-utts", "4",
@@ -57,17 +58,6 @@ SENTENCES = {"v1-u1": "dog sit on cat", "v1-u2": "cat sat", "v2-u3": "sit", "v2-
 WORDLESS_ARPA = "\\data\\\nngram 1=2\n\n\\1-grams:\n-0.3\t</s>\n-99\t<s>\n\n\\end\\\n"
 
 
-def _error_line(result: Result) -> str | None:
-    """The ``Error:`` line a refused command ended with (exit 1, no traceback), or None."""
-    lines = result.output.strip().splitlines()
-    refused = result.exit_code == 1 and bool(lines) and lines[-1].startswith("Error: ")
-    return lines[-1] if refused and "Traceback" not in result.output else None
-
-
-def _said(result: Result) -> str:
-    return f"exit {result.exit_code}: {result.output.strip()[-160:]!r}"
-
-
 def powersgd_ssgd(scratch: Path) -> tuple[bool, str]:
     """train: --compress powersgd runs with ssgd, refused for ma"""
     data, targets = make_corpus(scratch / "corpus")
@@ -75,9 +65,9 @@ def powersgd_ssgd(scratch: Path) -> tuple[bool, str]:
               "powersgd"]
     ssgd = invoke(train_main, *common, "--out", scratch / "ssgd", "--algo", "ssgd")
     ma = invoke(train_main, *common, "--out", scratch / "ma", "--algo", "ma")
-    line = _error_line(ma)
+    line = last_error_line(ma)
     ok = ssgd.exit_code == 0 and line is not None and "only ssgd takes it" in line
-    return ok, f"ssgd exit {ssgd.exit_code}; ma: {line or _said(ma)}"
+    return ok, f"ssgd exit {ssgd.exit_code}; ma: {line or said(ma)}"
 
 
 def every_learner_lost(scratch: Path) -> tuple[bool, str]:
@@ -88,12 +78,12 @@ def every_learner_lost(scratch: Path) -> tuple[bool, str]:
     alone = invoke(compare_main, *args, "--out", scratch / "alone")
     given = invoke(compare_main, *args, "--out", scratch / "given", "--target-ce", "9",
                    "--budget", "1")
-    line = _error_line(alone)
+    line = last_error_line(alone)
     table = scratch / "given" / "table.md"
     failed_row = given.exit_code == 0 and "(1 failed)" in table.read_text()
     ok = line is not None and "failed in every run" in line and failed_row
-    row = "a failed row" if failed_row else _said(given)
-    return ok, f"{line or _said(alone)}; with a target: {row}"
+    row = "a failed row" if failed_row else said(given)
+    return ok, f"{line or said(alone)}; with a target: {row}"
 
 
 def simulate_memory(scratch: Path) -> tuple[bool, str]:
@@ -102,9 +92,9 @@ def simulate_memory(scratch: Path) -> tuple[bool, str]:
     out = scratch / "sim.json"
     result = invoke(simulate_main, "--data", data, "--targets", targets, "--out", out,
                     "--learners", "100000")
-    line = _error_line(result)
+    line = last_error_line(result)
     ok = line is not None and "GB available" in line and not out.exists()
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def nested_checkpoint_entry(scratch: Path) -> tuple[bool, str]:
@@ -113,7 +103,7 @@ def nested_checkpoint_entry(scratch: Path) -> tuple[bool, str]:
     state = torch.load(newest, weights_only=True)
     del state["rng"]["numpy"]
     torch.save(state, newest)
-    line = _error_line(invoke(train_main, *resume))
+    line = last_error_line(invoke(train_main, *resume))
     ok = line is not None and str(newest) in line and "rng entry lacks 'numpy'" in line
     return ok, line or "no one-line error"
 
@@ -156,10 +146,10 @@ def loglikes_twice(scratch: Path) -> tuple[bool, str]:
     first, second = lines[0].split()[0], lines[1].split()[1]
     scp.write_text("\n".join([*lines, f"{first} {second}"]) + "\n")
     result = _decode_kept(system, scp, scratch / "dec")
-    line = _error_line(result)
+    line = last_error_line(result)
     ok = line is not None and str(scp) in line and f"duplicate key {first}" in line \
         and not (scratch / "dec" / "text").exists()
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def loglikes_cut(scratch: Path) -> tuple[bool, str]:
@@ -170,9 +160,9 @@ def loglikes_cut(scratch: Path) -> tuple[bool, str]:
     ark.write_bytes(ark.read_bytes()[:-40])
     last = scp.read_text().splitlines()[-1].split()[0]
     result = _decode_kept(system, scp, scratch / "dec")
-    line = _error_line(result)
+    line = last_error_line(result)
     ok = line is not None and str(ark) in line and f"utterance {last}" in line
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def _decoded_lattices(scratch: Path) -> tuple[TinySystem, Path]:
@@ -198,9 +188,9 @@ def lmrescore_other_graph(scratch: Path) -> tuple[bool, str]:
     words.write_text(words.read_text().replace("cat ", "kitten "))
     out = scratch / "rescored"
     result = _rescore(system, other, other / "lm.arpa", decoded, out)
-    line = _error_line(result)
+    line = last_error_line(result)
     ok = line is not None and str(decoded / "words.txt") in line and not out.exists()
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def lmrescore_all_dropped(scratch: Path) -> tuple[bool, str]:
@@ -210,10 +200,10 @@ def lmrescore_all_dropped(scratch: Path) -> tuple[bool, str]:
     wordless.write_text(WORDLESS_ARPA)
     out = scratch / "rescored"
     result = _rescore(system, system.root / "graph", wordless, decoded, out)
-    line = _error_line(result)
+    line = last_error_line(result)
     left = sorted(p.name for p in out.iterdir() if p.name != "log") if out.is_dir() else []
     ok = line is not None and "every one of its" in line and not left
-    return ok, f"{line or _said(result)}; left in the output dir: {left or 'nothing'}"
+    return ok, f"{line or said(result)}; left in the output dir: {left or 'nothing'}"
 
 
 @contextlib.contextmanager
@@ -229,9 +219,9 @@ def decode_disk_full(scratch: Path) -> tuple[bool, str]:
     out = scratch / "dec"
     with mock.patch.object(stage, "atomic_write", _full_disk):
         result = _decode(system, out, "--gmm", system.mono / "final.mdl")
-    line = _error_line(result)
+    line = last_error_line(result)
     ok = line is not None and str(out / ".decode.done") in line
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 # an elastic run of 3 tiny learners, long enough to lose one on the way

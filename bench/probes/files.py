@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from click.testing import Result
 
 from asrdist.cli.train import main as train_main
 from asrdist.testing.planted import (
@@ -25,17 +24,7 @@ from asrdist.testing.planted import (
     train_args,
     train_with_planted_lock,
 )
-
-
-def _error_line(result: Result) -> str | None:
-    """The one ``Error:`` line a refused command printed, or None (it ran, or said more)."""
-    lines = result.output.strip().splitlines()
-    one = result.exit_code == 1 and len(lines) == 1 and lines[0].startswith("Error: ")
-    return lines[0] if one else None
-
-
-def _said(result: Result) -> str:
-    return f"exit {result.exit_code}: {result.output.strip()[-160:]!r}"
+from bench.probes.refusal import error_line, said
 
 
 def crafted_checkpoint(scratch: Path) -> tuple[bool, str]:
@@ -44,9 +33,9 @@ def crafted_checkpoint(scratch: Path) -> tuple[bool, str]:
     marker = scratch / "ran"
     craft_checkpoint(newest, marker)
     result = invoke(train_main, *resume)
-    line = _error_line(result)
+    line = error_line(result)
     ok = line is not None and "refused" in line and not marker.exists()
-    return ok, f"marker {'created' if marker.exists() else 'absent'}; {line or _said(result)}"
+    return ok, f"marker {'created' if marker.exists() else 'absent'}; {line or said(result)}"
 
 
 def old_checkpoint(scratch: Path) -> tuple[bool, str]:
@@ -56,8 +45,8 @@ def old_checkpoint(scratch: Path) -> tuple[bool, str]:
     state["format"], state["rng"]["numpy"] = 2, np.random.get_state()
     torch.save(state, newest)
     result = invoke(train_main, *resume)
-    line = _error_line(result)
-    return line is not None and str(newest) in line, line or _said(result)
+    line = error_line(result)
+    return line is not None and str(newest) in line, line or said(result)
 
 
 def missing_entry(scratch: Path) -> tuple[bool, str]:
@@ -67,9 +56,9 @@ def missing_entry(scratch: Path) -> tuple[bool, str]:
     del state["stream"]
     torch.save(state, newest)
     result = invoke(train_main, *resume)
-    line = _error_line(result)
+    line = error_line(result)
     ok = line is not None and str(newest) in line and "stream entry" in line
-    return ok, line or _said(result)
+    return ok, line or said(result)
 
 
 def pickled_ark_entry(scratch: Path) -> tuple[bool, str]:
@@ -78,18 +67,18 @@ def pickled_ark_entry(scratch: Path) -> tuple[bool, str]:
     marker = scratch / "ran"
     ark = craft_ark_entry(scratch / "corpus" / "data" / "feats.scp", marker)
     result = invoke(train_main, *args)
-    line = _error_line(result)
+    line = error_line(result)
     ok = line is not None and str(ark) in line and not marker.exists()
-    return ok, f"marker {'created' if marker.exists() else 'absent'}; {line or _said(result)}"
+    return ok, f"marker {'created' if marker.exists() else 'absent'}; {line or said(result)}"
 
 
 def planted_lock(scratch: Path) -> tuple[bool, str]:
     """train: planted .lock.learner0 link refused, target kept"""
     result, link, victim = train_with_planted_lock(scratch)
-    line = _error_line(result)
+    line = error_line(result)
     kept = victim.read_text() == "precious\n"
     ok = line is not None and str(link) in line and kept
-    return ok, f"target {'untouched' if kept else 'CHANGED'}; {line or _said(result)}"
+    return ok, f"target {'untouched' if kept else 'CHANGED'}; {line or said(result)}"
 
 
 def planted_loglikes(scratch: Path) -> tuple[bool, str]:
@@ -99,7 +88,7 @@ def planted_loglikes(scratch: Path) -> tuple[bool, str]:
     replaced = link.is_file() and not link.is_symlink()
     ok = result.exit_code == 0 and kept and replaced
     return ok, (f"target {'untouched' if kept else 'CHANGED'}; loglikes.ark "
-                f"{'a file of its own' if replaced else 'still the link'}; {_said(result)}")
+                f"{'a file of its own' if replaced else 'still the link'}; {said(result)}")
 
 
 PROBES: list[Callable[[Path], tuple[bool, str]]] = [

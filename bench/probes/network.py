@@ -155,7 +155,7 @@ def forged_stop(scratch: Path) -> tuple[bool, str]:
             return False, f"the run did not train: {_tail(scratch, 0)}"
         raw = dist.TCPStore("127.0.0.1", port, None, False, timedelta(seconds=30))
         for default in (raw, dist.PrefixStore("default_pg", raw)):  # store passed, or tcp://
-            dist.PrefixStore(preempt._PREFIX, dist.PrefixStore(DEFAULT_GROUP, default)).set(
+            dist.PrefixStore(preempt.STOP_PREFIX, dist.PrefixStore(DEFAULT_GROUP, default)).set(
                 "any", "SIGTERM")
         codes = _finish(procs)
     refused = [r for r in range(2) if "refused asrdist/stop/any" in

@@ -1,5 +1,5 @@
-"""What the simulator studies share: cached runs, the corpus in memory, the study options, the
-model and hadpsgd's nodes."""
+"""What the simulator studies share: cached runs, the corpus in memory, the study options (the
+model among them) and hadpsgd's nodes."""
 
 from __future__ import annotations
 
@@ -7,19 +7,17 @@ import argparse
 import dataclasses
 import hashlib
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from asrdist.data.options import DataOptions
-from asrdist.fsutil import atomic_write
 from asrdist.models.build import ModelConfig
 from asrdist.options import flatten, value_of
+from asrdist.simulate.cache import RunCache
 from asrdist.simulate.corpus import ChunkPool
-from asrdist.simulate.experiment import RunSpec, run
-from asrdist.simulate.export import export_final
+from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import constant_rate
 
@@ -77,65 +75,23 @@ def cache_key(values: dict[str, Any]) -> str:
     return hashlib.md5(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class Runner:
-    """Runs a :class:`RunSpec` on the pool once; the result is cached in ``cache`` by the
-    spec's and speed model's values, so an interrupted study resumes where it stopped."""
+def study_runs(data: str, targets: str, cache: str, max_utts: int = 0) -> RunCache:
+    """The studies' runs on the corpus (the chunk pool's defaults, 100 held-out utterances, one
+    thread), kept in ``cache`` under :func:`cache_key`, so that the runs cached before the
+    studies ran on the package's cache are found again."""
+    torch.set_num_threads(1)
+    pool = ChunkPool.load(data, targets, heldout_utts=100, max_utts=max_utts)
+    chunks = len(pool.train)
 
-    def __init__(self, data: str, targets: str, cache: str, max_utts: int = 0,
-                 heldout_utts: int = 100) -> None:
-        torch.set_num_threads(1)
-        self.pool = ChunkPool.load(data, targets, heldout_utts=heldout_utts, max_utts=max_utts)
-        self.cache = Path(cache)
-        self.cache.mkdir(parents=True, exist_ok=True)
-        self.host_s = 0.0
+    def key(spec: RunSpec, speed: SpeedModel, noise_every: int,
+            lost: dict[int, float] | None) -> str:
+        if lost:
+            raise ValueError("the studies' cache key has no place for lost learners")
+        return cache_key(cache_values(spec, speed, chunks, noise_every))
 
-    def _values(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> dict[str, Any]:
-        return cache_values(spec, speed, len(self.pool.train), noise_every)
-
-    def _path(self, values: dict[str, Any]) -> Path:
-        return self.cache / f"{cache_key(values)}.json"
-
-    def key(self, spec: RunSpec, speed: SpeedModel) -> str:
-        """The name ``spec``'s result has in the cache."""
-        return self._path(self._values(spec, speed)).stem
-
-    def export(self, spec: RunSpec, speed: SpeedModel, path: str | Path) -> dict[str, Any]:
-        """Run ``spec`` again (a run is the same every time: seeded, one thread) and write its
-        exported average to ``path`` as a final.pt; the run's last held-out record."""
-        res = run(self.pool, spec, speed)
-        export_final(path, self.pool, spec, res)
-        return res.records[-1]
-
-    def cached(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> bool:
-        """Whether ``spec``'s result is in the cache already."""
-        return self._path(self._values(spec, speed, noise_every)).exists()
-
-    def __call__(self, spec: RunSpec, speed: SpeedModel, noise_every: int = 0) -> dict[str, Any]:
-        """The run's records and summary; with ``noise_every``, B_simple measured every that
-        many steps too (``noise``)."""
-        values = self._values(spec, speed, noise_every)
-        path = self._path(values)
-        if path.exists():
-            return json.loads(path.read_text())
-        t0 = time.perf_counter()
-        res = run(self.pool, spec, speed, noise_every)
-        out = {"spec": values, "records": res.records, "summary": res.summary,
-               "host_s": time.perf_counter() - t0}
-        if noise_every:
-            out["noise"] = res.noise
-        self.host_s += out["host_s"]
-        with atomic_write(path) as f:
-            json.dump(out, f)
-        return out
-
-
-def small_blstm() -> ModelConfig:
-    """The studies' model: a 1x64 BLSTM (the demo's is 2x128)."""
-    return STUDY_DEFAULTS.model
-
-
-def final_ce(result: dict[str, Any]) -> float:
-    return result["records"][-1]["heldout_ce"]
+    source = {"data": str(Path(data).resolve()), "targets": str(Path(targets).resolve()),
+              "max_utts": max_utts}
+    return RunCache(pool, cache, source, key)
 
 
 def corpus_options(ap: argparse.ArgumentParser) -> None:

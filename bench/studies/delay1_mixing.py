@@ -28,12 +28,12 @@ from asrdist.parallel.rules import rings
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.run import simulate
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.table import final_ce
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
-    Runner,
+    STUDY_DEFAULTS,
     corpus_options,
-    final_ce,
-    small_blstm,
+    study_runs,
     study_spec,
 )
 from bench.studies.figure import write_png
@@ -146,7 +146,7 @@ def main() -> None:
     t0 = time.perf_counter()
     mix = mixing(args.rounds)
     mix_s = time.perf_counter() - t0
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
     runs = []
     for label, spec in grid(args):
         res = runner(spec, SPEED)
@@ -169,7 +169,8 @@ def section(args, mix, runs, mix_s, runner) -> list[str]:
         f"(DATA, TARGETS: `recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`'s "
         f"train_fbank and mono_pdf). {chunks} training chunks of 21 frames, 100 held-out "
         "utterances; "
-        f"a {small_blstm().layers}x{small_blstm().units} BLSTM; equally fast learners "
+        f"a {STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM; equally fast "
+        "learners "
         f"(compute {SPEED.compute_s} s, optimizer+data {SPEED.update_s} s, exchange "
         f"{SPEED.latency_s} s per step). Plot: `bench/results/delay1_mixing.png`. Host time: "
         f"mixing {mix_s:.0f} s, training {runner.host_s:.0f} s (runs not in the cache), on "

@@ -43,15 +43,16 @@ from typing import Any
 from asrdist.decode.decode_dir import decode_data_dir
 from asrdist.fsutil import atomic_write
 from asrdist.score.score import score_hypotheses
+from asrdist.simulate.cache import RunCache
 from asrdist.simulate.experiment import RunSpec
 from asrdist.simulate.speed import SpeedModel
 from asrdist.train.schedule import ScheduleOptions
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
     HADPSGD_NODES_OF_4,
-    Runner,
+    STUDY_DEFAULTS,
     corpus_options,
-    small_blstm,
+    study_runs,
     study_spec,
 )
 from bench.studies.figure import write_png
@@ -228,12 +229,12 @@ def verdict(ssgd: int | None, adpsgd: int | None, batches: list[int],
 # ---- running
 
 
-_RUNNER: Runner | None = None
+_RUNNER: RunCache | None = None
 
 
 def _start(data: str, targets: str, cache: str, max_utts: int) -> None:
     global _RUNNER
-    _RUNNER = Runner(data, targets, cache, max_utts)
+    _RUNNER = study_runs(data, targets, cache, max_utts)
 
 
 def _one(job: tuple[RunSpec, int]) -> None:
@@ -245,7 +246,7 @@ def _one(job: tuple[RunSpec, int]) -> None:
           f"host={res['host_s']:.0f}s", flush=True)
 
 
-def run_all(runner: Runner, args: argparse.Namespace, specs: list[RunSpec],
+def run_all(runner: RunCache, args: argparse.Namespace, specs: list[RunSpec],
             noise_every: int = 0) -> list[dict[str, Any]]:
     """Every spec's result, in order: those not in the cache computed ``--jobs`` at a time
     (the longest first, so the last to finish is a short one: a run costs about its epochs,
@@ -300,7 +301,7 @@ def missing_wer_input(graph: str, test_data: str, test_text: str) -> str | None:
     return None
 
 
-def run_wers(runner: Runner, args: argparse.Namespace,
+def run_wers(runner: RunCache, args: argparse.Namespace,
              jobs: list[WerJob]) -> list[dict[str, Any]]:
     """Every job's wer.json, those not done yet computed ``--jobs`` at a time."""
     todo = [j for j in jobs if not (Path(j.out) / "wer.json").exists()]
@@ -315,7 +316,7 @@ def run_wers(runner: Runner, args: argparse.Namespace,
 class Study:
     """The study's runs and what they give: per (point, lr_ref, seed) the held-out CE."""
 
-    def __init__(self, runner: Runner, args: argparse.Namespace) -> None:
+    def __init__(self, runner: RunCache, args: argparse.Namespace) -> None:
         self.runner, self.args = runner, args
         self.results: dict[tuple[Point, float, int], dict[str, Any]] = {}
         self.noise_host_s = self.check_host_s = 0.0
@@ -370,7 +371,7 @@ class Study:
             return None
         res = run_all(self.runner, a, [make_spec(a, p, lr)], a.noise_every)[0]
         self.noise_host_s = res["host_s"]
-        return p, res["noise"]
+        return p, res["noise_scale"]
 
     def longer(self) -> list[tuple[Point, float, float]]:
         """(point, CE at --epochs, CE at --check-epochs) of the baseline and each swept
@@ -484,7 +485,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.wer and (why := missing_wer_input(*args.wer)):
         ap.error(why)  # before the sweep's hours, not at the first decode
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
     probe, probe_lr = probe_point(args)
     probe_spec = make_spec(args, probe, probe_lr, epochs=args.probe_epochs, anneal=False)
     study = Study(runner, args)
@@ -578,7 +579,7 @@ def cell(study: Study, p: Point) -> str:
     return f"{statistics.mean(ces):.4f} +- {sd(ces):.4f} ({len(ces)} seeds, lr_ref {lr:g}{edge})"
 
 
-def section(study: Study, runner: Runner, curve: list[float],
+def section(study: Study, runner: RunCache, curve: list[float],
             noise: tuple[Point, list[dict[str, Any]]] | None,
             longer: list[tuple[Point, float, float]],
             wers: list[tuple[Point, float, dict[str, Any]]] = ()) -> list[str]:
@@ -609,7 +610,8 @@ def section(study: Study, runner: Runner, curve: list[float],
         "about four times that after augmentation). "
         f"{len(runner.pool.train)} training chunks of 21 frames, "
         f"{len(runner.pool.heldout)} held-out chunks (100 utterances), a "
-        f"{small_blstm().layers}x{small_blstm().units} BLSTM, momentum 0.9, gradient clipping "
+        f"{STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM, momentum 0.9, "
+        "gradient clipping "
         f"5, equally fast learners; ma, bmuf and diloco average every {PERIOD} steps (bmuf: "
         f"block momentum {BMUF.eta}, block lr {BMUF.mult:g} / (N (1 + {BMUF.eta})), Nesterov, "
         "Study 4's tuned filter; diloco: outer Nesterov lr 0.7, momentum 0.9), hadpsgd has "

@@ -19,7 +19,7 @@ import statistics
 
 from bench.results import publish, publish_option
 from bench.studies import large_batch as lb
-from bench.studies.common import Runner
+from bench.studies.common import study_runs
 
 P = lb.Point
 # (point, lr_ref Study 1 picked, seeds, Study 1's CE: the seeds' mean or the one seed's)
@@ -67,7 +67,7 @@ def main() -> None:
     keys = [(p, lr) for p, lr, seeds, _ in POINTS for _ in range(seeds)]
     specs = [lb.make_spec(study, p, lr, seed) for p, lr, seeds, _ in POINTS
              for seed in range(seeds)]
-    results = lb.run_all(Runner(args.data, args.targets, args.cache), study, specs)
+    results = lb.run_all(study_runs(args.data, args.targets, args.cache), study, specs)
     ces: dict[tuple[P, float], list[float]] = {}
     for key, result in zip(keys, results, strict=True):
         ces.setdefault(key, []).append(result["records"][-1]["heldout_ce"])

@@ -26,20 +26,20 @@ row of every link, also run in the classic form and at each H of ``--bmuf-tuned-
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asrdist.models.build import build_model
+from asrdist.simulate.cache import RunCache
+from asrdist.simulate.report import model_size
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.table import final_ce
 from bench.results import generated, publish, publish_option
 from bench.studies.common import (
     HADPSGD_NODES_OF_4,
-    Runner,
+    STUDY_DEFAULTS,
     corpus_options,
-    final_ce,
-    small_blstm,
+    study_runs,
     study_spec,
 )
 from bench.studies.figure import curves, panels, write_png
@@ -243,19 +243,18 @@ def main() -> None:
     unknown = sorted(set(args.seed_methods) - set(methods(periods)) - tuned_labels)
     if unknown:
         ap.error(f"--seed-methods: {', '.join(unknown)} not among the methods run")
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
-    model = small_blstm()
-    net = build_model(model, runner.pool.input_dim, runner.pool.num_pdfs)
-    small_bytes = 4 * sum(p.numel() for p in net.parameters())
-    done: dict[str, float] = {}  # each distinct run (a spec's values) -> its host seconds
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
+    small_bytes = model_size(runner.pool, STUDY_DEFAULTS)["bytes"]
+    done: dict[str, float] = {}  # each distinct run (its cache key) -> its host seconds
 
     def simulate(link: str, n: int, algo: str, lr: float, opts: dict, seed: int = 0
                  ) -> dict[str, Any]:
         batch = args.global_batch // n
         spec = study_spec(algo=algo, learners=n, batch_size=batch, epochs=args.epochs, lr=lr,
-                          model=model, options=opts, evals=args.evals, seed=seed)
-        res = runner(spec, speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len))
-        done[json.dumps(res["spec"], sort_keys=True)] = res["host_s"]
+                          options=opts, evals=args.evals, seed=seed)
+        speed = speed_model(LINKS[link], small_bytes, batch, runner.pool.chunk_len)
+        res = runner(spec, speed)
+        done[runner.key(spec, speed)] = res["host_s"]
         return res
 
     grid: dict[int, dict[BmufPoint, dict[str, Any]]] = {}  # on the last link
@@ -324,7 +323,7 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace, path: Any) -> Non
     write_png(fig, path)
 
 
-def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner,
+def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: RunCache,
             small_bytes: int, done: dict[str, float],
             spread: dict[tuple[int, str], list[float]],
             grid: dict[int, dict[BmufPoint, dict[str, Any]]], tuned: dict[int, BmufPoint]
@@ -348,7 +347,7 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
         "--cache DIR --publish` "
         f"(`recipes/mini/run.sh --stop-stage 3 --hours {args.hours}`). "
         f"{len(runner.pool.train)} training chunks of {runner.pool.chunk_len} frames, 100 "
-        f"held-out utterances, a {small_blstm().layers}x{small_blstm().units} BLSTM "
+        f"held-out utterances, a {STUDY_DEFAULTS.model.layers}x{STUDY_DEFAULTS.model.units} BLSTM "
         f"({small_bytes / 1e3:.0f} kB), {args.epochs:g} epoch(s) at global batch "
         f"{args.global_batch} chunks, seed 0"
         + (f" ({args.seeds} seeds in the last table)" if args.seeds > 1 else "")

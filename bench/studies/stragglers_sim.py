@@ -24,15 +24,16 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from asrdist.models.build import build_model
+from asrdist.simulate.cache import RunCache
+from asrdist.simulate.report import model_size
 from asrdist.simulate.speed import SpeedModel
+from asrdist.simulate.table import final_ce
 from bench.results import generated, publish, publish_option
 from bench.studies import figure
 from bench.studies.common import (
-    Runner,
+    STUDY_DEFAULTS,
     corpus_options,
-    final_ce,
-    small_blstm,
+    study_runs,
     study_spec,
 )
 
@@ -91,9 +92,8 @@ def main() -> None:
     ap.add_argument("--evals", type=int, default=8)
     publish_option(ap, __file__)
     args = ap.parse_args()
-    runner = Runner(args.data, args.targets, args.cache, args.max_utts)
-    model = build_model(small_blstm(), runner.pool.input_dim, runner.pool.num_pdfs)
-    bandwidth = 4 * sum(p.numel() for p in model.parameters()) / SEND_S
+    runner = study_runs(args.data, args.targets, args.cache, args.max_utts)
+    bandwidth = model_size(runner.pool, STUDY_DEFAULTS)["bytes"] / SEND_S
     rows: list[dict[str, Any]] = []
     for n in args.learners:
         for algo in STRATEGIES:
@@ -110,7 +110,7 @@ def main() -> None:
     publish(section(args, rows, runner), args.publish)
 
 
-def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner) -> list[str]:
+def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: RunCache) -> list[str]:
     base = {(r["n"], r["algo"]): r for r in rows if r["scenario"] == "none"}
     cmd = (f".venv/bin/python -m bench.studies.stragglers_sim --data DATA --targets TARGETS "
            f"--max-utts {args.max_utts} --learners {' '.join(map(str, args.learners))} "
@@ -118,8 +118,9 @@ def section(args: argparse.Namespace, rows: list[dict[str, Any]], runner: Runner
     lines = [
         "## Study 2 at scale: stragglers among 16-64 simulated learners", "",
         f"Command: `{cmd}` (DATA, TARGETS: the mini recipe's train_fbank and mono_pdf). "
-        f"{len(runner.pool.train)} training chunks, a {small_blstm().layers}x"
-        f"{small_blstm().units} BLSTM, global batch {args.global_batch} chunks (split over the "
+        f"{len(runner.pool.train)} training chunks, a {STUDY_DEFAULTS.model.layers}x"
+        f"{STUDY_DEFAULTS.model.units} BLSTM, global batch {args.global_batch} chunks (split "
+        "over the "
         f"learners), lr {args.lr:g}, momentum 0.9, {args.epochs:g} epoch(s). Speed model: "
         f"forward+backward {BASE['compute_s']} s, optimizer+data {BASE['update_s']} s, "
         f"{BASE['latency_s']} s latency per message and a bandwidth that moves the model once "

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import argparse
 import math
+from types import SimpleNamespace
 
 import pytest
+import torch
 
 from asrdist.data.options import DataOptions
+from asrdist.simulate.corpus import ChunkPool
 from asrdist.simulate.speed import SpeedModel
 from bench.studies import delay1_mixing, large_batch
 from bench.studies.common import (
@@ -20,7 +23,7 @@ from bench.studies.common import (
     cache_key,
     cache_values,
     constant_rate,
-    small_blstm,
+    study_runs,
     study_spec,
 )
 from bench.studies.large_batch import Point, make_spec
@@ -50,7 +53,7 @@ def _specs():
         "delay1_diag": ([s for label, s in grid if label == "diag"][1], delay1_mixing.SPEED, 0),
         # as outer_methods.main's simulate() and stragglers_sim.main build theirs
         "outer_methods": (study_spec(algo="hadpsgd", learners=16, batch_size=16, epochs=1.0,
-                                     lr=0.05, model=small_blstm(), options=HADPSGD_NODES_OF_4,
+                                     lr=0.05, options=HADPSGD_NODES_OF_4,
                                      evals=12, seed=1),
                           SpeedModel(compute_s=16 * 21 * 0.01, latency_s=1e-4,
                                      bandwidth=1e9 / 8 * 0.5), 0),
@@ -76,6 +79,23 @@ OLD_KEYS = {
 def test_a_study_s_spec_keeps_the_key_the_old_runspec_gave_it(name):
     spec, speed, noise_every = _specs()[name]
     assert _key(spec, speed, noise_every) == OLD_KEYS[name]
+
+
+def test_the_studies_run_cache_names_its_runs_by_the_old_keys(monkeypatch, tmp_path):
+    """study_runs: the package's run cache on the corpus as the studies loaded it (100
+    held-out utterances, one thread), its runs named by the old keys."""
+    loaded, threads = [], []
+    monkeypatch.setattr(ChunkPool, "load", lambda *a, **kw: loaded.append((a, kw)) or
+                        SimpleNamespace(train=range(CHUNKS)))
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    runs = study_runs("DATA", "TARGETS", str(tmp_path / "cache"), max_utts=7)
+    assert loaded == [(("DATA", "TARGETS"), {"heldout_utts": 100, "max_utts": 7})]
+    assert threads == [1] and (tmp_path / "cache").is_dir()
+    for name in ("stragglers_sim", "large_batch_bmuf_noise"):
+        spec, speed, noise_every = _specs()[name]
+        assert runs.key(spec, speed, noise_every) == OLD_KEYS[name]
+    with pytest.raises(ValueError, match="no place for lost learners"):
+        runs.key(spec, speed, 0, {1: 0.5})
 
 
 def test_the_studies_state_the_values_they_ran_with_the_old_runspec():

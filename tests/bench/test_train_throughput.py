@@ -14,7 +14,7 @@ from bench import train_throughput as bench
 
 
 def test_train_flags_give_the_cli_the_same_config(tmp_path):
-    cfg = bench._config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 5, nesterov=True,
+    cfg = bench.run_config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 5, nesterov=True,
                         bmuf_nesterov=False, time_masks=0)
     flags = bench.train_flags(cfg)
     assert "--nesterov" in flags and "--no-bmuf-nesterov" in flags  # a bool takes no value
@@ -27,7 +27,7 @@ def test_train_flags_give_the_cli_the_same_config(tmp_path):
 
 
 def test_the_bare_loop_masks_as_the_trainer_does(tmp_path, monkeypatch):
-    cfg = bench._config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 2, layers=1, units=8)
+    cfg = bench.run_config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 2, layers=1, units=8)
     batches = [(torch.randn(4, 41, 13) + 3, torch.zeros(4, 21, dtype=torch.long))] * 2
     seen: list[torch.Tensor] = []
     real = bench.build_model
@@ -42,7 +42,7 @@ def test_the_bare_loop_masks_as_the_trainer_does(tmp_path, monkeypatch):
     assert all(not torch.equal(x, batches[0][0]) for x in seen)  # masked, differently
     assert not torch.equal(seen[0], seen[1])
     seen.clear()
-    bench.bare_loop(bench._config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 2, layers=1,
+    bench.bare_loop(bench.run_config(tmp_path / "d", tmp_path / "t", tmp_path / "o", 2, layers=1,
                                   units=8, feature_masks=0, time_masks=0), batches, 13, 5)
     assert all(torch.equal(x, batches[0][0]) for x in seen)
 

@@ -97,6 +97,15 @@ def test_runs_of_one_seed_start_alike_and_a_straggler_only_slows_ssgd(compared):
     assert reports["ma:avg_period=2", "none", 0]["spec"]["options"]["avg_period"] == 2
 
 
+def test_a_run_s_report_has_the_fields_readers_of_runs_take(compared):
+    """What asrdist-compare writes of each run (table, figures, asrdist-plot and a rerun's key
+    check read them)."""
+    out, _ = compared
+    assert {tuple(sorted(r)) for r in _finals(out).values()} == {tuple(sorted((
+        "version", "key", "strategy", "scenario", "seed", "spec", "speed", "cost", "data",
+        "model", "steps", "warnings", "lost", "failed", "records", "summary", "host_s")))}
+
+
 def test_every_run_has_its_event_files_beside_its_report(compared):
     """OUT/tensorboard/<the run's report name>: its held-out CE at its steps (a lab's
     TensorBoard shows the compared runs side by side)."""

@@ -99,6 +99,7 @@ def test_the_report_describes_its_run(corpus, tmp_path):
     assert per_epoch < 20 and report["warnings"][0].startswith(
         f"an epoch is only {per_epoch} steps of 4 learners x 4 chunks")
     assert report["warnings"][0] in res.stderr
+    assert report["failed"] is None and report["host_s"] == report["summary"]["host_s"] > 0
     assert "speed model: a step computes 1 s + 0 s update; learner 2 3x slower; the model's" \
         in res.stderr
 

@@ -83,13 +83,13 @@ def test_a_forged_stop_is_refused_and_the_run_finishes(corpus, tmp_path):
     when_training(out, procs, 2)
     raw = _client(port)
     for default in (raw, dist.PrefixStore("default_pg", raw)):  # store passed, or tcp://
-        dist.PrefixStore(preempt._PREFIX, dist.PrefixStore(DEFAULT_GROUP, default)).set(
+        dist.PrefixStore(preempt.STOP_PREFIX, dist.PrefixStore(DEFAULT_GROUP, default)).set(
             "any", "SIGTERM")
     codes = join_learners(procs, out)
     errs = [(out / f"err{r}.txt").read_text() for r in range(2)]
     assert codes == [0, 0], errs
     for err in errs:
-        assert f"refused {preempt._PREFIX}any = 'SIGTERM'" in err, err[-1500:]
+        assert f"refused {preempt.STOP_PREFIX}any = 'SIGTERM'" in err, err[-1500:]
     assert (out / "final.pt").exists()
 
 

@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 # ("try again"), which the Slurm template turns into a requeue of the job with --resume.
 STOPPED_STATUS = 75
 
-_PREFIX = "asrdist/stop/"
+# where in the store a learner asks its peers to stop (SignedStore signs what is there)
+STOP_PREFIX = "asrdist/stop/"
 
 
 def parse_signals(names: str) -> list[signal.Signals]:
@@ -140,7 +141,7 @@ class Preemption:
         self._group, self._period = group, period
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             self._store = SignedStore(dist.PrefixStore(
-                _PREFIX, dist.distributed_c10d._get_default_store()), _PREFIX)
+                STOP_PREFIX, dist.distributed_c10d._get_default_store()), STOP_PREFIX)
 
     def reached(self, completed: int) -> bool:
         """Whether to stop now, ``completed`` steps done (call once after every step)."""

@@ -108,7 +108,7 @@ _READ = _PEAK + """
 import json, resource, sys, time
 import kaldi_hmm_gmm
 try:
-    from asrdist.decode.graph import search_graph as read
+    from asrdist.decode.lattice.native import search_graph as read
 except ImportError:  # a tree before the compiled search
     from asrdist.decode.graph import read_fst as read
 t = time.perf_counter()

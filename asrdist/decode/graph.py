@@ -125,15 +125,16 @@ def read_header(path: str | os.PathLike) -> FstHeader:
     size = path.stat().st_size
     least = header.size + 12 * num_states + 16 * num_arcs  # vector: state heads, arcs
     if fst_type == "const":
-        least = _const_offsets(header)[1] + _ARC.itemsize * num_arcs
+        least = const_offsets(header)[1] + _ARC.itemsize * num_arcs
     if size < least:
         raise AsrdistError(f"{path}: truncated FST ({num_states} states and {num_arcs} arcs "
                            f"need {least} bytes, the file has {size})")
     return header
 
 
-def _const_offsets(head: FstHeader) -> tuple[int, int]:
-    """Byte offsets of a const file's state array and arc array."""
+def const_offsets(head: FstHeader) -> tuple[int, int]:
+    """Byte offsets of a const file's state array and arc array (what the compiled search
+    maps: :func:`asrdist.decode.lattice.native.search_graph`)."""
     pad = 16 if head.aligned else 1
     states_at = -(-head.size // pad) * pad
     return states_at, -(-(states_at + _CONST_STATE.itemsize * head.num_states) // pad) * pad
@@ -168,7 +169,7 @@ def fst_chunks(path: str | os.PathLike) -> Iterator[tuple[np.ndarray, np.ndarray
 
 def _const_chunks(f: BinaryIO, head: FstHeader,
                   path: Path) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    states_at, arcs_at = _const_offsets(head)
+    states_at, arcs_at = const_offsets(head)
     done = 0
     for lo in range(0, head.num_states, _CHUNK_STATES):
         f.seek(states_at + lo * _CONST_STATE.itemsize)
@@ -273,29 +274,6 @@ def read_fst(path: str | os.PathLike) -> kaldifst.StdVectorFst:
         why = err[-1].removeprefix("asrdist.errors.AsrdistError: ") if err else "cannot read"
         raise AsrdistError(why if why.startswith(str(path)) else f"{path}: {why}")
     return fst
-
-
-def search_graph(path: str | os.PathLike) -> object:
-    """HCLG for the compiled lattice search (asrdist.decode.lattice._native.Graph): a const
-    file's arrays mapped read-only and shared, so that a job's graph costs the file's pages
-    (clean, shared with every job on the machine) and no copy; a vector file's states and arcs
-    converted once into the same arrays."""
-    from asrdist.decode.lattice import _native
-
-    path = Path(path)
-    head = read_header(path)
-    try:
-        if head.fst_type == "const":
-            states_at, arcs_at = _const_offsets(head)
-            return _native.mapped_graph(str(path), head.start, head.num_states, head.num_arcs,
-                                        states_at, arcs_at)
-        chunks = list(fst_chunks(path))  # a vector header's arc count may be 0: not used
-        final, narcs, arcs = (np.concatenate([c[i] for c in chunks]) for i in range(3))
-        del chunks  # the copy below is the second of the arrays at once, not the third
-        return _native.flat_graph(str(path), head.start, final, narcs,
-                                  arcs.view("<i4").reshape(-1, 4))
-    except ValueError as e:
-        raise AsrdistError(str(e)) from None
 
 
 # ---- building -----------------------------------------------------------------------------

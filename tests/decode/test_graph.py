@@ -10,8 +10,9 @@ import kaldifst
 import numpy as np
 import pytest
 
-from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst, search_graph
+from asrdist.decode.graph import fst_chunks, make_graph, max_ilabel, read_fst
 from asrdist.decode.lattice import LatticeDecoder, best_path
+from asrdist.decode.lattice.native import search_graph
 from asrdist.errors import AsrdistError
 from asrdist.fsutil import is_done
 from asrdist.hmm.tree import read_tree

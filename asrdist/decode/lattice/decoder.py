@@ -75,7 +75,7 @@ class LatticeDecoder:
     latgen-faster-mapped writes them).
 
     With asrdist.decode.lattice._native built, the search is its own (LatticeFasterDecoder's
-    algorithm, over HCLG's file mapped in memory: :func:`asrdist.decode.graph.search_graph`).
+    algorithm, over HCLG's file mapped in memory: :func:`~.native.search_graph`).
     Without it, kaldi-decoder's LatticeSimpleDecoder over a kaldifst graph: kaldi-decoder is
     imported here, never at module level, as it hangs a process that imported kaldilm before
     it, so that path refuses to start in such a process.
@@ -105,10 +105,8 @@ class LatticeDecoder:
             _compiled.check_native_build()
             if not is_path:
                 raise AsrdistError("the compiled search reads HCLG from its file: pass its path")
-            from asrdist.decode.graph import search_graph
-
-            self.searcher = compiled.Search(search_graph(hclg), opts.beam, opts.max_active,
-                                            opts.min_active, opts.lattice_beam)
+            self.searcher = compiled.Search(_compiled.search_graph(hclg), opts.beam,
+                                            opts.max_active, opts.min_active, opts.lattice_beam)
             return
         kaldi_decoder = load_kaldi_decoder()
         self.kd = kaldi_decoder

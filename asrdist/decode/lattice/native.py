@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -119,3 +121,29 @@ def flat_of(clat: CompactLattice) -> tuple:
             np.array([a[3] for a in arcs], np.int32), np.array(finals, np.uint8),
             np.array([w for f in clat.final for w in (ZERO if f is None else f[0])], F32),
             offsets, np.fromiter(itertools.chain.from_iterable(strings), np.int32))
+
+
+def search_graph(path: str | os.PathLike) -> object:
+    """HCLG for the compiled lattice search (asrdist.decode.lattice._native.Graph): a const
+    file's arrays mapped read-only and shared, so that a job's graph costs the file's pages
+    (clean, shared with every job on the machine) and no copy; a vector file's states and arcs
+    converted once into the same arrays."""
+    # graph imports kaldilm, which must not come before kaldi_decoder (the package docstring)
+    from asrdist.decode.graph import const_offsets, fst_chunks, read_header
+
+    if _native is None:
+        raise AsrdistError("the compiled lattice search is not built (pip install -e .)")
+    path = Path(path)
+    head = read_header(path)
+    try:
+        if head.fst_type == "const":
+            states_at, arcs_at = const_offsets(head)
+            return _native.mapped_graph(str(path), head.start, head.num_states, head.num_arcs,
+                                        states_at, arcs_at)
+        chunks = list(fst_chunks(path))  # a vector header's arc count may be 0: not used
+        final, narcs, arcs = (np.concatenate([c[i] for c in chunks]) for i in range(3))
+        del chunks  # the copy below is the second of the arrays at once, not the third
+        return _native.flat_graph(str(path), head.start, final, narcs,
+                                  arcs.view("<i4").reshape(-1, 4))
+    except ValueError as e:
+        raise AsrdistError(str(e)) from None

@@ -13,7 +13,8 @@
 #               triphones, asrdist-train-deltas), tri2 on tri1's (LDA+MLLT,
 #               asrdist-train-lda-mllt); $ali is the system the networks train on (tri2)
 #   3 targets   asrdist-ingest-ali: $ali's alignments -> pdf-ids
-#   4 train     BLSTM per --algos, --learners each (local/launch_train.sh)
+#   4 train     the --setup network (BLSTM, Conformer or TDNN-F) per --algos, --learners
+#               each (local/launch_train.sh)
 #   5 graphs    trigram HCLG per GMM system (asrdist-mkgraph over the LM text)
 #   6 decode    lattices of every system on every test set (asrdist-decode)
 #   7 rescore   the lattices rescored with the 4-gram (asrdist-lmrescore)
@@ -33,6 +34,7 @@ nj=2               # parallel jobs for features, alignment, decoding
 mono_opts=""       # extra asrdist-align-gmm flags, e.g. "--num-iters 40"
 tri1_opts="--num-leaves 300 --total-gauss 2000"  # asrdist-train-deltas (RESULTS.md: sizes tried)
 tri2_opts="--num-leaves 400 --total-gauss 3000"  # asrdist-train-lda-mllt
+setup=blstm        # the network: blstm, conformer or tdnnf (conf/train_SETUP.yaml), per --algos
 algos="ssgd"       # distributed strategies trained in stage 4, one run dir each
 learners=2         # learner processes per training run (mpiexec, torchrun or srun)
 nnet_feats=mfcc    # the networks' input: mfcc (13 cepstra, as the GMM's) or fbank (40 bands)
@@ -48,7 +50,8 @@ exp=exp            # where models, graphs, decodes and results go
 help_message="Usage: $0 [--stage N] [--stop-stage M] [--corpus DIR | --download DIR]
        [--test-corpus \"DIR ...\"] [--nj J] [--train-cmd CMD] [--decode-cmd CMD] [--mono-opts \"FLAGS\"]
        [--tri1-opts \"FLAGS\"] [--tri2-opts \"FLAGS\"]
-       [--algos \"A B\"] [--learners N] [--nnet-feats mfcc|fbank] [--train-opts \"FLAGS\"]
+       [--setup blstm|conformer|tdnnf] [--algos \"A B\"] [--learners N] [--nnet-feats mfcc|fbank]
+       [--train-opts \"FLAGS\"]
        [--decode-opts \"FLAGS\"] [--seq-objectives \"mmi smbr\"] [--seq-opts \"FLAGS\"]
        [--denlats-opts \"FLAGS\"] [--den-lm-order N] [--data DIR] [--exp DIR]"
 . "$repo_root/local/parse_options.sh"
@@ -56,13 +59,17 @@ case $nnet_feats in
   mfcc|fbank) ;;
   *) echo "$0: --nnet-feats $nnet_feats: choose mfcc or fbank" >&2; exit 1 ;;
 esac
+case $setup in
+  blstm|conformer|tdnnf) ;;
+  *) echo "$0: --setup $setup: choose blstm, conformer or tdnnf" >&2; exit 1 ;;
+esac
 test_sets="test $(for d in $test_corpus; do basename "$d"; done)"
 gmms="mono tri1 tri2"       # GMM systems, each decoded with its own graph
 ali=$exp/tri2               # the alignments the networks train on (the best GMM's)
-ce_runs=$(for a in $algos; do echo blstm_$a; done)
+ce_runs=$(for a in $algos; do echo ${setup}_$a; done)
 runs=$(for r in $ce_runs; do echo $r; for o in $seq_objectives; do echo ${r}_$o; done; done)
 # graph_of SYSTEM: the graph dir a system decodes with (a network: its alignments' GMM's)
-graph_of() { case $1 in blstm_*) echo $ali/graph_tg ;; *) echo $exp/$1/graph_tg ;; esac; }
+graph_of() { case $1 in mono|tri1|tri2) echo $exp/$1/graph_tg ;; *) echo $ali/graph_tg ;; esac; }
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   if [ -n "$download" ]; then source_opts=(--download "$download"); else source_opts=(--corpus "$corpus"); fi
@@ -97,8 +104,8 @@ fi
 if [ $stage -le 4 ] && [ $stop_stage -ge 4 ]; then
   for a in $algos; do
     run_stage 4 "train $a x$learners" "$repo_root/local/launch_train.sh" --learners $learners -- \
-      --config conf/train_blstm.yaml --data $data/train_$nnet_feats --targets ${ali}_pdf \
-      --out $exp/blstm_$a --algo $a --resume $train_opts
+      --config conf/train_$setup.yaml --data $data/train_$nnet_feats --targets ${ali}_pdf \
+      --out $exp/${setup}_$a --algo $a --resume $train_opts
   done
 fi
 
@@ -115,13 +122,13 @@ if [ $stage -le 5 ] && [ $stop_stage -ge 5 ]; then
       --text $data/local/lm/text --order $den_lm_order --out $ali/graph_den
   fi
   for a in $([ -n "$seq_objectives" ] && echo $algos); do
-    r=blstm_$a
+    r=${setup}_$a
     run_stage 5 "denlats $r" asrdist-decode --graph $ali/graph_den --nj $nj \
       --cmd "$decode_cmd" $denlats_opts --lmwt "" --model $exp/$r/final.pt \
       --data $data/train_$nnet_feats --out $exp/${r}_denlats
     for o in $seq_objectives; do
       run_stage 5 "train $r $o x$learners" "$repo_root/local/launch_train.sh" \
-        --learners $learners -- --config conf/train_blstm.yaml --data $data/train_$nnet_feats \
+        --learners $learners -- --config conf/train_$setup.yaml --data $data/train_$nnet_feats \
         --targets ${ali}_pdf --out $exp/${r}_$o --algo $a --resume $train_opts \
         --objective $o --init-model $exp/$r/final.pt --denlats $exp/${r}_denlats \
         --alignments $ali $([ $o = mmi ] || echo --silence-phones $silence) --feature-masks 0 \
@@ -158,7 +165,7 @@ if [ $stage -le 8 ] && [ $stop_stage -ge 8 ]; then
   rm -f $exp/results.md $exp/results.json $exp/RESULTS  # the systems scored by this run
   for s in $test_sets; do
     for sys in $gmms $runs; do
-      name=$sys; case $sys in blstm_*) name="$sys x$learners" ;; esac
+      name=$sys; case $sys in mono|tri1|tri2) ;; *) name="$sys x$learners" ;; esac
       for lm in tg fg; do
         run_stage 8 "score $sys $lm $s" asrdist-score text --report $exp/results.md \
           --name "$name $lm $s" $data/$s/text $exp/$sys/decode_${lm}_$s

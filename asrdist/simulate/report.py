@@ -38,8 +38,8 @@ def model_size(pool: ChunkPool, spec: RunSpec) -> dict[str, int]:
 def resolved_options(spec: RunSpec, pool: ChunkPool) -> dict[str, Any]:
     """Every option the strategy was built with, defaults and the run's training values
     filled in (its own: the process options are no strategy's); what it derived from them
-    (bmuf's eta of -1, a period from --avg-frames) is in the summary's ``strategy``, as the
-    strategy reports it."""
+    (a block momentum from the number of learners, a period from --avg-frames) is in the
+    summary's ``strategy``, as the strategy reports it."""
     return dataclasses.asdict(registry.make_options(spec.algo, strategy_options(spec, pool)))
 
 

@@ -10,12 +10,12 @@ utterance is still scored as training and decoding score it, in chunks of ``chun
 frames with the model's context (:func:`~asrdist.data.dataset.make_chunks`), so the network
 sees the windows it was trained on; the gradient flows through every chunk.
 
-The lattices are read once at the start, one lat.N.gz at a time, checked and converted to
-flat arrays (:mod:`asrdist.train.lattice_arrays`, int32 and float64: a few times the lat.N.gz
-files), and those go to an unlinked temporary file (:mod:`asrdist.train.spilled_arrays`), as
-the alignments' int32 transition-ids do: memory keeps a few ints per utterance, and a step
-reads back its utterances' arrays. A learner's memory then does not grow with the lattices;
-the temp dir's disk holds them instead.
+The lattices are read once at the start, a block of one lat.N.gz at a time, checked and
+converted to flat arrays (:mod:`asrdist.train.lattice_arrays`, int32 and float64: a few times
+the lat.N.gz files), and those go to an unlinked temporary file
+(:mod:`asrdist.train.spilled_arrays`), as the alignments' int32 transition-ids do: memory keeps
+a few ints per utterance, and a step reads back its utterances' arrays. A learner's memory
+then does not grow with the lattices; the temp dir's disk holds them instead.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import torch
 from asrdist.data.dataset import IGNORE, Corpus, UtteranceReader, epoch_shards, make_chunks
 from asrdist.data.ingest import TOLERANCE, fit_length, map_to_pdfs
 from asrdist.data.targets import load_int32_vector
-from asrdist.decode.lattice_io import iter_lattices_binary
+from asrdist.decode.lattice_io import iter_lattices_stream
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import alignment_files, read_alignments, read_num_jobs
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
@@ -67,12 +67,11 @@ class DenominatorLattices:
         for path in track(files, "read denominator lattices", "file"):
             try:
                 with gzip.open(path, "rb") as f:
-                    data = f.read()
-                for utt, clat in iter_lattices_binary(data):
-                    if utt in wanted:
-                        lat = self._checked(utt, clat, wanted[utt], path)
-                        self._store.put(utt, [getattr(lat, k) for k in LATTICE_ARRAYS],
-                                        [getattr(lat, k) for k in LATTICE_INTS])
+                    for utt, clat in iter_lattices_stream(f):
+                        if utt in wanted:
+                            lat = self._checked(utt, clat, wanted[utt], path)
+                            self._store.put(utt, [getattr(lat, k) for k in LATTICE_ARRAYS],
+                                            [getattr(lat, k) for k in LATTICE_INTS])
             except (OSError, EOFError, ValueError, struct.error) as e:
                 raise AsrdistError(f"{path}: not a readable lattice archive "
                                    f"({type(e).__name__}: {str(e)[:100]})") from e

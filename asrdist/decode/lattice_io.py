@@ -20,10 +20,12 @@ unweighted when every weight is One).
 from __future__ import annotations
 
 import gzip
+import io
 import math
 import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -114,28 +116,51 @@ def write_lattices(path: Path, lattices: Iterable[tuple[str, CompactLattice]],
 def iter_lattices_binary(data: bytes) -> Iterator[tuple[str, CompactLattice]]:
     """A binary archive of compact lattices as :func:`compact_lattice_binary` and Kaldi write
     them (gunzipped), one (key, lattice) at a time: a reader keeps only the one it reads."""
-    pos = 0
+    yield from iter_lattices_stream(io.BytesIO(data))
+
+
+def iter_lattices_stream(f: BinaryIO,
+                         block: int = 1 << 20) -> Iterator[tuple[str, CompactLattice]]:
+    """:func:`iter_lattices_binary` of a binary file (a ``gzip.open`` archive) read ``block``
+    bytes at a time: a reader holds a block and the lattice it parses, not the archive. An
+    archive that ends inside a lattice is a ValueError."""
+    buf, pos, key = b"", 0, ""
+
+    def fill(n: int) -> bool:
+        """At least ``n`` bytes from ``pos`` on, read as needed; False at the archive's end."""
+        nonlocal buf, pos
+        while len(buf) - pos < n:
+            more = f.read(max(block, n))
+            if not more:
+                return False
+            buf, pos = buf[pos:] + more, 0
+        return True
 
     def take(fmt: str) -> tuple:
         nonlocal pos
-        values = struct.unpack_from(fmt, data, pos)
-        pos += struct.calcsize(fmt)
+        size = struct.calcsize(fmt)
+        if len(buf) - pos < size and not fill(size):
+            raise ValueError(f"the archive ends inside lattice {key}")
+        values = struct.unpack_from(fmt, buf, pos)
+        pos += size
         return values
 
     def weight() -> tuple[Weight, tuple[int, ...]]:
         w1, w2, n = take("<ffi")
         return (np.float32(w1), np.float32(w2)), take(f"<{n}i")
 
-    while pos < len(data):
-        space = data.index(b" ", pos)
-        key = data[pos:space].decode()
+    while fill(1):
+        while (space := buf.find(b" ", pos)) < 0:
+            if not fill(len(buf) - pos + 1):
+                raise ValueError("the archive ends inside a key")
+        key = buf[pos:space].decode()
         pos = space + 1
         magic, = take("<i")
         if magic != _FST_MAGIC:
             raise AsrdistError(f"lattice {key}: not an OpenFst binary FST (magic {magic})")
         for _ in range(2):
             n, = take("<i")
-            pos += n
+            take(f"{n}x")
         _version, _flags, _props, start, num_states, _num_arcs = take("<iiQqqq")
         clat = CompactLattice(start=max(start, 0))
         for _ in range(num_states):

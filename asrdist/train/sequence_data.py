@@ -10,10 +10,12 @@ utterance is still scored as training and decoding score it, in chunks of ``chun
 frames with the model's context (:func:`~asrdist.data.dataset.make_chunks`), so the network
 sees the windows it was trained on; the gradient flows through every chunk.
 
-The lattices are read once at the start and kept as flat arrays
-(:mod:`asrdist.train.lattice_arrays`, int32 and float64: a few times the lat.N.gz files), the
-alignments as int32 transition-ids. Both grow with the corpus: a streamed store is not
-built.
+The lattices are read once at the start, a block of one lat.N.gz at a time, checked and
+converted to flat arrays (:mod:`asrdist.train.lattice_arrays`, int32 and float64: a few times
+the lat.N.gz files), and those go to an unlinked temporary file
+(:mod:`asrdist.train.spilled_arrays`), as the alignments' int32 transition-ids do: memory keeps
+a few ints per utterance, and a step reads back its utterances' arrays. A learner's memory
+then does not grow with the lattices; the temp dir's disk holds them instead.
 """
 
 from __future__ import annotations
@@ -31,33 +33,45 @@ import torch
 from asrdist.data.dataset import IGNORE, Corpus, UtteranceReader, epoch_shards, make_chunks
 from asrdist.data.ingest import TOLERANCE, fit_length, map_to_pdfs
 from asrdist.data.targets import load_int32_vector
-from asrdist.decode.lattice_io import iter_lattices_binary
+from asrdist.decode.lattice_io import iter_lattices_stream
 from asrdist.errors import AsrdistError
 from asrdist.kaldi.alignments import alignment_files, read_alignments, read_num_jobs
 from asrdist.kaldi.transition_model import TransitionInfo, read_transition_model
 from asrdist.progress import track
 from asrdist.train.lattice_arrays import LatticeArrays, lattice_arrays
+from asrdist.train.spilled_arrays import SpilledArrays
 
 log = logging.getLogger(__name__)
 
+# LatticeArrays' arrays and ints as the spilled store keeps them
+LATTICE_ARRAYS = {"src": np.int32, "dst": np.int32, "graph": np.float64,
+                  "acoustic": np.float64, "bounds": np.int64, "elem_arc": np.int32,
+                  "elem_t": np.int32, "elem_tid": np.int32}
+LATTICE_INTS = ("start", "final", "frames")
+
+
 class DenominatorLattices:
     """The lattices of a decode dir (``num_jobs``, ``lat.N.gz``) by utterance, of the
-    utterances in ``wanted`` (utterance -> frames: a lattice of other frames is refused)."""
+    utterances in ``wanted`` (utterance -> frames: a lattice of other frames is refused),
+    spilled to a file in ``spill_dir`` (None: the system temp dir)."""
 
-    def __init__(self, lat_dir: str | Path, wanted: dict[str, int]) -> None:
+    def __init__(self, lat_dir: str | Path, wanted: dict[str, int],
+                 spill_dir: str | Path | None = None) -> None:
         self.dir = Path(lat_dir)
         files = [self.dir / f"lat.{j}.gz" for j in range(1, read_num_jobs(self.dir) + 1)]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise AsrdistError(f"--denlats {self.dir}: missing {' '.join(missing)}")
-        self._arrays: dict[str, LatticeArrays] = {}
+        self._store = SpilledArrays(list(LATTICE_ARRAYS.values()), len(LATTICE_INTS),
+                                    spill_dir)
         for path in track(files, "read denominator lattices", "file"):
             try:
                 with gzip.open(path, "rb") as f:
-                    data = f.read()
-                for utt, clat in iter_lattices_binary(data):
-                    if utt in wanted:
-                        self._arrays[utt] = self._checked(utt, clat, wanted[utt], path)
+                    for utt, clat in iter_lattices_stream(f):
+                        if utt in wanted:
+                            lat = self._checked(utt, clat, wanted[utt], path)
+                            self._store.put(utt, [getattr(lat, k) for k in LATTICE_ARRAYS],
+                                            [getattr(lat, k) for k in LATTICE_INTS])
             except (OSError, EOFError, ValueError, struct.error) as e:
                 raise AsrdistError(f"{path}: not a readable lattice archive "
                                    f"({type(e).__name__}: {str(e)[:100]})") from e
@@ -74,21 +88,25 @@ class DenominatorLattices:
         return arrays
 
     def __contains__(self, utt: str) -> bool:
-        return utt in self._arrays
+        return utt in self._store
 
     def __len__(self) -> int:
-        return len(self._arrays)
+        return len(self._store)
 
     def get(self, utt: str) -> LatticeArrays:
-        return self._arrays[utt]
+        arrays, ints = self._store.get(utt)
+        return LatticeArrays(**dict(zip(LATTICE_ARRAYS, arrays, strict=True)),
+                             **dict(zip(LATTICE_INTS, ints, strict=True)))
 
 
 class Numerators:
     """The numerator transition-ids of every utterance of ``corpus`` that ``ali_dir`` aligns,
     fitted to its frames as ingestion fitted the targets and checked, once, to spell the
-    targets' pdfs; and ``ali_dir``'s transition model."""
+    targets' pdfs, spilled to a file in ``spill_dir`` (None: the system temp dir); and
+    ``ali_dir``'s transition model."""
 
-    def __init__(self, ali_dir: str | Path, corpus: Corpus) -> None:
+    def __init__(self, ali_dir: str | Path, corpus: Corpus,
+                 spill_dir: str | Path | None = None) -> None:
         self.dir = Path(ali_dir)
         model = self.dir / "final.mdl"
         if not model.is_file():
@@ -98,7 +116,7 @@ class Numerators:
             raise AsrdistError(f"{model}: {self.trans.num_pdfs} pdfs, but --targets has "
                                f"{corpus.num_pdfs}: not the alignments the targets came from")
         rows = {u: i for i, u in enumerate(corpus.utts)}
-        self.tids: dict[str, np.ndarray] = {}
+        self._store = SpilledArrays([np.int32], spill_dir=spill_dir)
         fds: dict = {}
         try:
             for path in alignment_files(self.dir):
@@ -108,10 +126,17 @@ class Numerators:
                         fitted = fit_length(tids, int(corpus.num_frames[row]), TOLERANCE, utt)
                         pdfs = map_to_pdfs(fitted, self.trans, utt, path)
                         self._check(utt, pdfs, load_int32_vector(corpus.targets[row], fds))
-                        self.tids[utt] = fitted.astype(np.int32)
+                        self._store.put(utt, [fitted.astype(np.int32)])
         finally:
             for fd in fds.values():
                 fd.close()
+
+    def __contains__(self, utt: str) -> bool:
+        return utt in self._store
+
+    def get(self, utt: str) -> np.ndarray:
+        """``utt``'s transition-ids."""
+        return self._store.get(utt)[0][0]
 
     def _check(self, utt: str, ours: np.ndarray, targets: np.ndarray) -> None:
         differ = np.flatnonzero(ours != targets)
@@ -197,7 +222,7 @@ class SequenceData:
     def _has_both(self, row: int) -> bool:
         """Whether utterance ``row`` has a lattice and a numerator."""
         utt = self.corpus.utts[row]
-        return utt in self.lattices and utt in self.numerators.tids
+        return utt in self.lattices and utt in self.numerators
 
     def _batches(self, epoch: int, rank: int) -> list[np.ndarray]:
         shard = epoch_shards(self.rows, self.seed, epoch, self.world_size)[rank]
@@ -226,7 +251,7 @@ class SequenceData:
         utt = self.corpus.utts[row]
         feats, pdfs = reader.read(int(row))
         return feats, Utterance(utt, len(pdfs), self.lattices.get(utt),
-                                self.numerators.tids[utt], pdfs)
+                                self.numerators.get(utt), pdfs)
 
 
 class UtteranceBatches:

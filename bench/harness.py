@@ -16,12 +16,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-
 
 
 def commit_of(ref: str) -> str:
@@ -39,6 +40,30 @@ def extract(ref: str, into: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return into
+
+
+def compared_trees(ref: str | None, work: Path) -> dict[str, Path]:
+    """The trees a before/after benchmark measures, by name: this one, and with ``ref`` that
+    revision's asrdist extracted under ``work`` first (named with its commit where ``ref`` is
+    not one already)."""
+    trees = {f"this tree ({commit_of('HEAD')})": REPO}
+    if ref:
+        commit = commit_of(ref)
+        work.mkdir(parents=True, exist_ok=True)
+        name = ref if commit.startswith(ref) or ref.startswith(commit) else f"{ref} ({commit})"
+        trees = {name: extract(ref, Path(tempfile.mkdtemp(dir=work))), **trees}
+    return trees
+
+
+def generated_once(root: Path, make: Callable[[Path], int]) -> int:
+    """The frame count of the inputs ``make(root)`` writes (and returns), made only when
+    ``root`` lacks its marker: the marker is written last, so a cut generation is redone."""
+    marker = root / "frames"
+    if not marker.is_file():
+        shutil.rmtree(root, ignore_errors=True)
+        frames = make(root)
+        marker.write_text(f"{frames}\n")
+    return int(marker.read_text())
 
 
 def fresh_process(code: str, *args: object, tree: Path = REPO,

@@ -26,7 +26,6 @@ import argparse
 import gzip
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,8 +34,8 @@ import numpy as np
 
 from asrdist.kaldi.alignments import write_int32_ark
 from asrdist.kaldi.final_mdl import write_final_mdl
-from bench.harness import extract, fresh_process
-from bench.results import REPO, publish, publish_option
+from bench.harness import compared_trees, fresh_process, generated_once
+from bench.results import publish, publish_option
 
 NUM_PHONES = 300  # 3-state phones: 900 pdfs (a tri4 tree has ~9000; the count does not matter)
 DIM = 40
@@ -132,20 +131,12 @@ def main() -> None:
     args = parser.parse_args()
 
     args.dir = args.dir.resolve()
-    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], check=True,
-                          capture_output=True, text=True).stdout.strip()
-    trees = {f"this tree ({head})": REPO}
-    if args.compare:
-        trees = {args.compare: extract(args.compare, Path(tempfile.mkdtemp(dir=args.dir))),
-                 **trees}
+    trees = compared_trees(args.compare, args.dir)
     rows = []
     for scale in args.scales:
         root = args.dir / f"x{scale}"
-        if not (root / "frames").is_file():  # written last: a cut generation is redone
-            subprocess.run(["rm", "-rf", str(root)], check=True)
-            frames = generate(root, args.base_utts * scale, args.nj, args.frames_from)
-            (root / "frames").write_text(f"{frames}\n")
-        frames = int((root / "frames").read_text())
+        frames = generated_once(root, lambda r, n=args.base_utts * scale: generate(
+            r, n, args.nj, args.frames_from))
         ali_mb = sum(f.stat().st_size for f in (root / "ali").glob("ali.*.gz")) / 2**20
         for name, tree in trees.items():
             out = root / f"out-{name.replace(' ', '_')}"

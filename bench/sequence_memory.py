@@ -20,7 +20,6 @@ frames per utterance with Switchboard-like ids. Each process's TMPDIR is a fresh
 from __future__ import annotations
 
 import argparse
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -28,7 +27,7 @@ import numpy as np
 
 from asrdist.decode.lattice_io import write_lattices
 from asrdist.testing.denlats import denominator_lattice
-from bench.harness import REPO, commit_of, extract, fresh_process
+from bench.harness import compared_trees, fresh_process, generated_once
 from bench.ingest_memory import utterance_ids
 from bench.results import publish, publish_option
 
@@ -102,18 +101,12 @@ def main() -> None:
 
     args.dir = args.dir.resolve()
     args.dir.mkdir(parents=True, exist_ok=True)
-    trees = {f"this tree ({commit_of('HEAD')})": REPO}
-    if args.compare:
-        trees = {f"{args.compare} ({commit_of(args.compare)})":
-                 extract(args.compare, Path(tempfile.mkdtemp(dir=args.dir))), **trees}
+    trees = compared_trees(args.compare, args.dir)
     rows = []
     for scale in args.scales:
         root = args.dir / f"x{scale}-w{args.width}-nj{args.nj}"
-        if not (root / "frames").is_file():  # written last: a cut generation is redone
-            subprocess.run(["rm", "-rf", str(root)], check=True)
-            frames = generate(root, args.base_utts * scale, args.nj, args.width)
-            (root / "frames").write_text(f"{frames}\n")
-        frames = int((root / "frames").read_text())
+        frames = generated_once(root, lambda r, n=args.base_utts * scale: generate(
+            r, n, args.nj, args.width))
         lat_mb = sum(f.stat().st_size for f in (root / "denlats").glob("lat.*.gz")) / 2**20
         for name, tree in trees.items():
             rows.append((name, scale, args.base_utts * scale, frames, lat_mb,

@@ -12,7 +12,16 @@ import torch.distributed as dist
 
 from asrdist.parallel import registry
 from asrdist.testing.learners import launch
-from bench.harness import REPO, extract, fresh_process, presets, run_training
+from bench.harness import (
+    REPO,
+    commit_of,
+    compared_trees,
+    extract,
+    fresh_process,
+    generated_once,
+    presets,
+    run_training,
+)
 
 
 def _sum_of_ranks(rank: int, n: int, scale: int) -> tuple[int, int, float]:
@@ -69,3 +78,31 @@ def test_run_training_starts_afresh_on_one_thread(tmp_path) -> None:
             "sys.stderr.write(os.environ['OMP_NUM_THREADS']); sys.exit(3)")
     proc, seconds = run_training([sys.executable, "-c", code, str(out)], out)
     assert (proc.returncode, proc.stderr) == (3, "1") and seconds > 0
+
+
+def test_inputs_are_generated_once_and_a_cut_generation_is_redone(tmp_path) -> None:
+    calls = []
+
+    def make(root):
+        calls.append(root)
+        root.mkdir(parents=True)
+        (root / "data").write_text("x")
+        return 7
+
+    root = tmp_path / "x1"
+    assert generated_once(root, make) == 7 and generated_once(root, make) == 7
+    assert len(calls) == 1
+    (root / "frames").unlink()  # as a generation killed before its marker
+    (root / "stale").write_text("left by the cut run")
+    assert generated_once(root, make) == 7 and len(calls) == 2
+    assert not (root / "stale").exists()
+
+
+def test_compared_trees_name_this_tree_and_the_revision(tmp_path) -> None:
+    assert list(compared_trees(None, tmp_path)) == [f"this tree ({commit_of('HEAD')})"]
+    trees = compared_trees("HEAD~1", tmp_path / "work")
+    name = f"HEAD~1 ({commit_of('HEAD~1')})"
+    assert list(trees) == [name, f"this tree ({commit_of('HEAD')})"]
+    assert (trees[name] / "asrdist" / "__init__.py").is_file()
+    by_commit = compared_trees(commit_of("HEAD~1"), tmp_path / "work")
+    assert list(by_commit)[0] == commit_of("HEAD~1")  # not "abc1234 (abc1234)"

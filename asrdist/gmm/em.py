@@ -21,7 +21,7 @@ from asrdist.fsutil import atomic_path, atomic_write, open_output
 from asrdist.gmm.align_job import AlignResult
 from asrdist.gmm.decodable import aligning_am
 from asrdist.gmm.model import MonoModel
-from asrdist.gmm.stats import estimate
+from asrdist.gmm.stats import GmmStats, estimate
 from asrdist.hmm.align import AlignOptions
 from asrdist.hmm.tree import write_tree
 from asrdist.jobs import Jobs
@@ -150,10 +150,7 @@ def em_pass(jobs: Jobs, model: MonoModel, it: int, num_gauss: int, opts: EmOptio
         raise AsrdistError(f"no training utterance could be aligned (e.g. {ali.failed[0]})")
     if after_align is not None:
         after_align(it)
-    parts = jobs.call("accumulate")
-    stats = parts[0]
-    for part in parts[1:]:
-        stats = stats + part
+    stats = GmmStats.total(jobs.call("accumulate"))
     update = estimate(model.am, model.trans_model, stats, mixup=num_gauss,
                       min_gaussian_occupancy=3.0 if it == 0 else 10.0, power=opts.power,
                       seed=(opts.seed, it))

@@ -47,6 +47,14 @@ class GmmStats:
             frames=self.frames + other.frames,
         )
 
+    @staticmethod
+    def total(parts: list[GmmStats]) -> GmmStats:
+        """The sum of the parallel jobs' statistics."""
+        stats = parts[0]
+        for part in parts[1:]:
+            stats = stats + part
+        return stats
+
     def pdf_occupancy(self) -> np.ndarray:
         return np.array([o.sum() for o in self.occ], dtype=np.float32)
 

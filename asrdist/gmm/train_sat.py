@@ -33,7 +33,7 @@ from asrdist.gmm.align_job import AlignJob
 from asrdist.gmm.em import log_to
 from asrdist.gmm.fmllr import FmllrStats
 from asrdist.gmm.model import MonoModel
-from asrdist.gmm.stats import estimate
+from asrdist.gmm.stats import GmmStats, estimate
 from asrdist.gmm.train_deltas import (
     DeltasOptions,
     DeltasSummary,
@@ -100,10 +100,7 @@ def _write_alignment_model(jobs: Jobs, model: MonoModel, si: FeatureTransform,
     final model's (Kaldi re-estimates them from the same alignments). Its tree is the final
     model's, so it decodes with the same graph and its lattices' transition-ids are the final
     model's: decode_fmllr.sh's first pass, with no transform yet."""
-    parts = jobs.call("accumulate", si)
-    stats = parts[0]
-    for part in parts[1:]:
-        stats = stats + part
+    stats = GmmStats.total(jobs.call("accumulate", si))
     am = khg.AmDiagGmm()
     am.copy_from_am_diag_gmm(model.am)
     update = estimate(am, model.trans_model, stats, mixup=0, remove_low_count_gaussians=False,

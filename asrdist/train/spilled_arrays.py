@@ -61,11 +61,6 @@ class SpilledArrays:
     def __len__(self) -> int:
         return len(self._slots)
 
-    @property
-    def nbytes(self) -> int:
-        """The file's size: what memory would hold instead."""
-        return self._end
-
     def put(self, key: str, arrays: Sequence[np.ndarray], scalars: Sequence[int] = ()) -> None:
         parts = [np.ascontiguousarray(a).astype(d, casting="safe", copy=False)
                  for a, d in zip(arrays, self.dtypes, strict=True)]

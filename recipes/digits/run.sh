@@ -66,6 +66,10 @@ case $augment in
   false) train=train; ali=$exp/$ali_gmm ;;
 esac
 runs=$(for a in $algos; do echo blstm_$a; done)
+case $sat_first_pass in
+  si|mono|tri1) ;;
+  *) echo "$0: --sat-first-pass $sat_first_pass: choose si, mono or tri1" >&2; exit 1 ;;
+esac
 
 if [ $stage -le 0 ] && [ $stop_stage -ge 0 ]; then
   run_stage 0 corpus asrdist-prepare-digits --corpus "$corpus" --out $data \

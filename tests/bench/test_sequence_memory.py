@@ -25,6 +25,8 @@ def test_the_table_has_every_scale(monkeypatch, tmp_path, capsys):
     assert [(scale, utts) for scale, utts, _, _ in rows] == [("1", "6"), ("2", "12")]
     assert all(int(hwm) >= int(rss) > 0 for _, _, hwm, rss in rows)
     assert "peak RSS grows" in out
+    index = re.search(r"keep in memory: (\d+) bytes per utterance", out)
+    assert index and 50 < int(index.group(1)) < 2000  # an index entry, not the arrays
     assert not list(tmp_path.glob("*/spill-*"))
 
 

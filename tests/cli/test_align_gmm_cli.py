@@ -84,3 +84,21 @@ def test_cli_non_positive_option_is_one_line_error(tmp_path: Path, option, messa
     assert result.exit_code == 1
     assert result.output.strip() == f"Error: {message}"
     assert not (tmp_path / "mono").exists()
+
+
+def test_seed_gives_another_model_and_zero_is_the_default_run(tmp_path: Path, caplog) -> None:
+    """--seed draws the mixing up's perturbations: --seed 0 is the run made without it
+    (skipped), --seed 1 redoes it, saying so, into another model."""
+    caplog.set_level(logging.INFO)
+    corpus = make_corpus(tmp_path / "c", num_utts=12)
+    exp = tmp_path / "exp" / "mono"
+    args = ["--nj", "1", "--num-iters", "6", "--total-gauss", "40", str(corpus.data),
+            str(corpus.lang), str(exp)]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    default = (exp / "final.mdl").read_bytes()
+    zero = CliRunner().invoke(main, ["--seed", "0", *args])
+    assert zero.exit_code == 0 and "aligned" not in zero.output  # done already
+    one = CliRunner().invoke(main, ["--seed", "1", *args])
+    assert one.exit_code == 0 and "12/12 utterances aligned" in one.output
+    assert any("was done with other options" in m and "seed" in m for m in caplog.messages)
+    assert (exp / "final.mdl").read_bytes() != default

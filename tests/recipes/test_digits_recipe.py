@@ -88,3 +88,11 @@ def test_all_stages_on_real_clips_with_a_test_corpus_then_a_rerun_skips(tmp_path
     assert [p.stat().st_mtime_ns for p in kept] == before
     for stage in ("align_gmm", "train_deltas", "train_sat"):
         assert f"{stage} already done with these options and inputs" in again.stderr, stage
+
+
+def test_an_unknown_first_pass_is_one_line_before_any_stage(tmp_path):
+    bad = run_recipe(tmp_path, "--sat-first-pass", "tri2")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1].endswith(
+        "--sat-first-pass tri2: choose si, mono or tri1")
+    assert "stage 0" not in bad.stderr and not (tmp_path / "data").exists()

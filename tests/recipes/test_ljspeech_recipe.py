@@ -95,3 +95,11 @@ def test_all_stages_on_real_clips_with_a_second_test_corpus(tmp_path: Path) -> N
     assert sorted(set(skipped)) == ["align_gmm", "features", "ingest_ali", "ljspeech_lm",
                                     "prepare_ljspeech", "train_deltas", "train_lda_mllt"], \
         again.stderr
+
+
+def test_an_unknown_network_setup_is_one_line_before_any_stage(tmp_path: Path) -> None:
+    bad = run_recipe(tmp_path, "--setup", "lstm")
+    assert bad.returncode == 1
+    assert bad.stderr.strip().splitlines()[-1].endswith(
+        "--setup lstm: choose blstm, conformer or tdnnf")
+    assert "stage 0" not in bad.stderr and not (tmp_path / "data").exists()

@@ -138,7 +138,6 @@ def estimate(
     min_count: float = 20.0,
     perturb_factor: float = 0.01,
     remove_low_count_gaussians: bool = True,
-    update_transitions: bool = True,
     seed: int | tuple[int, ...] = 0,
 ) -> UpdateResult:
     """gmm-est: transition and GMM ML update, then split Gaussians up to ``mixup`` in total
@@ -146,8 +145,7 @@ def estimate(
 
     ``remove_low_count_gaussians`` False keeps a Gaussian under ``min_gaussian_occupancy``
     as it was (gmm-est --remove-low-count-gaussians=false)."""
-    t_impr, t_count = (trans_model.mle_update(stats.trans, khg.MleTransitionUpdateConfig())
-                       if update_transitions else (0.0, 0.0))
+    t_impr, t_count = trans_model.mle_update(stats.trans, khg.MleTransitionUpdateConfig())
     opts = khg.MleDiagGmmOptions(min_gaussian_occupancy=min_gaussian_occupancy,
                                  remove_low_count_gaussians=remove_low_count_gaussians)
     g_impr, g_count = khg.mle_am_diag_gmm_update(

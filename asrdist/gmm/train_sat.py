@@ -12,6 +12,7 @@ archive); test speakers get theirs from a first decoding pass (asrdist-est-fmllr
 
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import time
@@ -96,18 +97,18 @@ def _write_alignment_model(jobs: Jobs, model: MonoModel, si: FeatureTransform,
                            path: Path) -> None:
     """train_sat.sh's final.alimdl: the final model re-estimated once on the unadapted
     features, the Gaussians' posteriors the adapted model's on the adapted ones
-    (gmm-acc-stats-twofeats), low-count Gaussians kept, no mixing up; the transitions are the
-    final model's (Kaldi re-estimates them from the same alignments). Its tree is the final
+    (gmm-acc-stats-twofeats), low-count Gaussians kept, no mixing up, the transitions
+    re-estimated from the same alignments (a copy: the final model's stay). Its tree is the final
     model's, so it decodes with the same graph and its lattices' transition-ids are the final
     model's: decode_fmllr.sh's first pass, with no transform yet."""
     stats = GmmStats.total(jobs.call("accumulate", si))
     am = khg.AmDiagGmm()
     am.copy_from_am_diag_gmm(model.am)
-    update = estimate(am, model.trans_model, stats, mixup=0, remove_low_count_gaussians=False,
-                      update_transitions=False)
+    trans = copy.deepcopy(model.trans_model)
+    update = estimate(am, trans, stats, mixup=0, remove_low_count_gaussians=False)
     log.info("alignment model: %.4f per frame over %d frames on unadapted features",
              update.gmm_impr_per_frame, stats.frames)
-    write_final_mdl(path, model.trans_model, am)
+    write_final_mdl(path, trans, am)
 
 
 def train_sat(
